@@ -1,0 +1,83 @@
+"""Pure functions over a Run: step split, op shares, queue emptiness, the summary contract."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from .model import Run
+
+STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
+
+
+def _number(value: Any) -> float | None:
+    """A JSON-safe float: NaN/inf (unknown) become None."""
+    if value is None or pd.isna(value):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def step_means(steps: pd.DataFrame) -> dict[str, Any] | None:
+    """Mean per step in ms of interval / fwd_bwd / tail / total (and communication where present)."""
+    if not len(steps):
+        return None
+    result: dict[str, Any] = {"count": int(steps["step"].nunique() if "rank" not in steps
+                                            else steps.groupby("rank")["step"].nunique().max())}
+    for key in STEP_KEYS:
+        result[key] = _number(steps[key].mean())
+    for key in ("computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
+                "preparing_ms", "bubble_ms"):
+        if key in steps and steps[key].notna().any():
+            result[key] = _number(steps[key].mean())
+    return result
+
+
+def op_type_shares(run: Run) -> pd.DataFrame:
+    """Op types over all ranks, largest first: type, total_ms, count, share (of summed op time)."""
+    if not len(run.op_types):
+        return pd.DataFrame(columns=["type", "total_ms", "count", "share"])
+    grouped = (run.op_types.groupby("type", observed=True, sort=False)
+               .agg(total_ms=("total_ms", "sum"), count=("count", "sum")).reset_index())
+    total = grouped["total_ms"].sum()
+    grouped["share"] = grouped["total_ms"] / total if total > 0 else float("nan")
+    return grouped.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def queue_stats(queue: pd.DataFrame) -> dict[str, Any] | None:
+    """Samples and the percentage of them where the queue was empty (size 0) or full (size = capacity)."""
+    if not len(queue):
+        return None
+    samples = len(queue)
+    empty = int((queue["size"] == 0).sum())
+    capacity = pd.to_numeric(queue["capacity"], errors="coerce")
+    full = int(((capacity > 0) & (queue["size"] >= capacity)).sum())
+    return {"samples": samples, "empty_pct": 100.0 * empty / samples, "full_pct": 100.0 * full / samples}
+
+
+def summarize(run: Run) -> dict[str, Any]:
+    """The `perfkit summary --format json` contract (see README)."""
+    per_rank = [{"rank": int(rank), "steps": step_means(group)}
+                for rank, group in run.steps.groupby("rank", sort=True)] if len(run.steps) else []
+    shares = op_type_shares(run)
+    pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
+    first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline
+    return {
+        "run": run.path,
+        "layout": run.meta.layout,
+        "device": run.meta.device,
+        "ranks": [int(r) for r in run.ranks],
+        "meta": {key: value for key, value in run.meta.to_dict().items()
+                 if key not in ("ranks", "config", "env")},
+        "steps": step_means(run.steps),
+        "per_rank": per_rank,
+        "op_types": [{"type": str(row.type), "total_ms": float(row.total_ms), "share": _number(row.share),
+                      "count": int(row.count)} for row in shares.itertuples(index=False)],
+        "queues": {"host": queue_stats(run.host_queue), "device": queue_stats(run.device_queue)},
+        "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": int(row.workers),
+                      "queue_usage": _number(row.queue_usage)}
+                     for row in first_rank_pipeline.itertuples(index=False)],
+        "warnings": list(run.warnings),
+    }

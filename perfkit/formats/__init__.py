@@ -1,0 +1,141 @@
+"""Find the profiler files under a path, read each layout, and assemble one `Run`.
+
+Layouts are detected, never configured: the user may point at a legacy flat folder, the
+`profiler/` folder or its parent, a `*_ascend_ms` folder, its `ASCEND_PROFILER_OUTPUT/`, a
+`perfkit profile` output, or a parent holding one folder per rank. Each reader module says
+whether a folder is its own (`detect`) and turns it into `Parts` per rank (`read`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from .. import model
+from ..errors import LayoutError
+from ..model import Meta, Run
+from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
+from .base import Parts
+from .steps import derive_steps
+
+# Order matters: when two readers give the same table for a rank, the first one wins.
+READERS = (manifest, ascend_ms, cpu, gpu, legacy, minddata)
+# Readers whose folders are a rank's main data; two such folders with one rank are two runs.
+UNIT_READERS = {ascend_ms, cpu, gpu, legacy}
+# Folders that hold raw or internal files the readers above reach from their unit root.
+SKIP_DIRS = ("PROF_", "logs", "FRAMEWORK", "__pycache__")
+MAX_DEPTH = 5
+RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfkit_run.json)
+
+
+def _walk(root: Path):
+    """Folders under root, breadth first, not following symlinks (a link loop cannot trap us)."""
+    queue = [(root, 0)]
+    while queue:
+        folder, depth = queue.pop(0)
+        yield folder
+        if depth >= MAX_DEPTH:
+            continue
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(SKIP_DIRS):
+                queue.append((Path(entry.path), depth + 1))
+
+
+def _normalize(path: Path) -> Path:
+    if path.name in ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK"):
+        return path.parent
+    return path
+
+
+def read_parts(path: str | os.PathLike) -> tuple[Path, dict[int, list[tuple[object, Path, Parts]]]]:
+    """Every reader's Parts under `path`, grouped by rank: {rank: [(reader, folder, parts), ...]}."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise LayoutError("does not exist", root)
+    if not root.is_dir():
+        raise LayoutError("is not a folder (pass the profiler output folder)", root)
+    root = _normalize(root.resolve())
+    by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
+    for folder in _walk(root):
+        for reader in READERS:
+            if reader.detect(folder):
+                for rank, parts in reader.read(folder).items():
+                    by_rank.setdefault(rank, []).append((reader, folder, parts))
+    return root, by_rank
+
+
+def load(path: str | os.PathLike) -> Run:
+    """Read any MindSpore profiler folder into a `Run`.
+
+    >>> run = load("profiler_v1")          # doctest: +SKIP
+    >>> run.op_types.head()                 # doctest: +SKIP
+    """
+    root, by_rank = read_parts(path)
+    run_wide = by_rank.pop(RUN_WIDE, [])
+    _check_one_unit_per_rank(root, by_rank)
+    if not any(reader in UNIT_READERS or reader is minddata for entries in by_rank.values()
+               for reader, _, _ in entries):
+        raise LayoutError(
+            "no MindSpore profiler files found (looked for aicore_intermediate_*, step_trace_raw_*, "
+            "ASCEND_PROFILER_OUTPUT/, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, perfkit_run.json)",
+            root)
+    meta_fields: dict = {}
+    warnings: list[str] = []
+    tables: dict[str, list[pd.DataFrame]] = {name: [] for name in model.SCHEMA}
+    for _, folder, parts in run_wide:
+        _merge_meta(meta_fields, parts.meta)
+        warnings += parts.warnings
+    for rank in sorted(by_rank):
+        rank_tables: dict[str, pd.DataFrame] = {}
+        for reader, folder, parts in by_rank[rank]:
+            _merge_meta(meta_fields, parts.meta)
+            where = os.path.relpath(folder, root)
+            warnings += [w if where == "." else f"{where}: {w}" for w in parts.warnings]
+            for name, frame in parts.tables.items():
+                if frame is None or not len(frame):
+                    continue
+                if name in rank_tables:
+                    continue  # an earlier, preferred reader already gave this table
+                rank_tables[name] = frame
+        if "steps" not in rank_tables and "op_events" in rank_tables:
+            steps, how = derive_steps(rank_tables["op_events"], rank_tables.get("step_times"))
+            if len(steps):
+                rank_tables["steps"] = steps
+                meta_fields.setdefault("step_source", how)
+        for name in model.SCHEMA:
+            if name in rank_tables:
+                tables[name].append(model.table(name, rank_tables[name], rank=rank))
+    meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
+    meta.ranks = sorted(by_rank)
+    if not len(tables["steps"]) or all(not len(t) for t in tables["steps"]):
+        warnings.append("steps unknown: no step trace, step_trace_time.csv or recorded step times")
+    frames = {name: (pd.concat(parts, ignore_index=True) if parts else model.empty(name))
+              for name, parts in tables.items()}
+    return Run(path=str(root), meta=meta, warnings=warnings, **frames)
+
+
+def _merge_meta(into: dict, new: dict) -> None:
+    for key, value in new.items():
+        if value is None:
+            continue
+        if key in ("env", "config"):
+            into.setdefault(key, {}).update(value)
+        else:
+            into.setdefault(key, value)
+
+
+def _check_one_unit_per_rank(root: Path, by_rank: dict) -> None:
+    for rank, entries in by_rank.items():
+        folders = sorted({folder for reader, folder, _ in entries if reader in UNIT_READERS})
+        if len(folders) < 2:
+            folders = sorted({folder for reader, folder, _ in entries if reader is minddata})
+            if len(folders) < 2 or any(reader in UNIT_READERS for reader, _, _ in entries):
+                continue
+        names = ", ".join(os.path.relpath(f, root) for f in folders)
+        raise LayoutError(f"holds several runs for rank {rank} ({names}); pass one of them", root)

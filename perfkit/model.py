@@ -1,0 +1,147 @@
+"""The one data model every command and chart works from.
+
+A `Run` is a handful of typed pandas DataFrames plus metadata. Every table carries a `rank`
+column, so a multi-rank run is the same tables with more ranks in them. Times are ms, shares
+are fractions 0-1, queue sizes are element counts. Readers build their tables with `table()`,
+which checks them against `SCHEMA`: no raw header or unit leaks past a reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+from typing import Any
+
+import pandas as pd
+
+# name -> {column: dtype}. Columns marked optional in OPTIONAL_COLUMNS may be absent;
+# every other column is always present (NaN where a layout cannot tell).
+SCHEMA: dict[str, dict[str, str]] = {
+    # One row per operator type: total time over all profiled steps.
+    "op_types": {"rank": "int64", "type": "string", "total_ms": "float64",
+                 "count": "int64", "share": "float64"},
+    # One row per operator instance (full scope name); pass is forward/backward/other.
+    "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
+            "count": "int64", "total_ms": "float64", "pass": "string",
+            "input_shapes": "string", "input_dtypes": "string"},
+    # One row per profiled step. interval = waiting for data/host before forward starts,
+    # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail).
+    "steps": {"rank": "int64", "step": "int64", "interval_ms": "float64", "fwd_bwd_ms": "float64",
+              "tail_ms": "float64", "total_ms": "float64",
+              "computing_ms": "float64", "comm_ms": "float64", "comm_exposed_ms": "float64",
+              "comm_overlapped_ms": "float64", "free_ms": "float64", "preparing_ms": "float64",
+              "bubble_ms": "float64"},
+    # Host-side data queue (MindData -> device/iterator), one sample per batch.
+    "host_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "int64"},
+    # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
+    "device_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "Int64",
+                     "wait_ms": "float64"},
+    # MindData pipeline: one row per dataset op. queue_usage is mean output-queue fill 0-1.
+    "pipeline": {"rank": "int64", "op_id": "int64", "op_type": "string", "workers": "int64",
+                 "queue_usage": "float64", "queue_empty_pct": "float64", "queue_length": "Int64",
+                 "parent_id": "Int64", "children": "object"},
+    # Host CPU utilisation samples (percent 0-100).
+    "cpu_util": {"rank": "int64", "sample": "int64", "user_pct": "float64", "sys_pct": "float64",
+                 "io_pct": "float64", "idle_pct": "float64", "process_user_pct": "float64",
+                 "process_sys_pct": "float64"},
+}
+
+OPTIONAL_COLUMNS: dict[str, set[str]] = {
+    "ops": {"input_shapes", "input_dtypes"},
+    "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
+              "preparing_ms", "bubble_ms"},
+}
+
+PASSES = ("forward", "backward", "other")
+
+
+def empty(name: str) -> pd.DataFrame:
+    """An empty table with the schema's columns and dtypes."""
+    return pd.DataFrame({col: pd.Series(dtype=dtype) for col, dtype in SCHEMA[name].items()})
+
+
+def table(name: str, data: pd.DataFrame | dict | list, rank: int | None = None) -> pd.DataFrame:
+    """Coerce reader output to the schema of table `name`.
+
+    Missing optional columns are filled with NA, unknown columns are dropped, dtypes are enforced.
+    A missing required column is a programming error in the reader, not a user error.
+    """
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+    frame = frame.copy()
+    if rank is not None:
+        frame["rank"] = rank
+    columns = SCHEMA[name]
+    optional = OPTIONAL_COLUMNS.get(name, set())
+    for col in columns:
+        if col not in frame.columns:
+            if col not in optional and len(frame):
+                raise KeyError(f"reader produced table {name!r} without column {col!r}")
+            frame[col] = pd.NA
+    frame = frame[list(columns)]
+    for col, dtype in columns.items():
+        if dtype == "object":
+            continue
+        if dtype in ("float64",):
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
+        elif dtype in ("int64",):
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(0).astype("int64")
+        elif dtype == "Int64":
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
+        else:
+            frame[col] = frame[col].astype(dtype)
+    return frame.reset_index(drop=True)
+
+
+@dataclass
+class Meta:
+    """What is known about how the run was made. None means the files do not tell."""
+
+    device: str | None = None            # "Ascend" | "GPU" | "CPU"
+    layout: str | None = None            # "legacy" | "ascend_ms" | "cpu" | "gpu" | "minddata"
+    ms_version: str | None = None
+    mode: str | None = None              # "graph" | "pynative"
+    ranks: list[int] = field(default_factory=list)
+    data_mode: str | None = None         # "feed" | "sink"
+    amp_level: str | None = None         # recorded by `perfkit profile`, else inferred from dtypes
+    compute_dtype: str | None = None     # "float32" | "float16" | "mixed", from op input dtypes
+    step_source: str | None = None       # where the step split came from, e.g. "step_trace"
+    synthetic_data: bool | None = None
+    status: str | None = None            # manifest status: ok / interrupted / failed
+    env: dict[str, str] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Run:
+    """A loaded profiler run. Build one with `perfkit.load(path)`."""
+
+    path: str
+    meta: Meta
+    op_types: pd.DataFrame = field(default_factory=lambda: empty("op_types"))
+    ops: pd.DataFrame = field(default_factory=lambda: empty("ops"))
+    steps: pd.DataFrame = field(default_factory=lambda: empty("steps"))
+    host_queue: pd.DataFrame = field(default_factory=lambda: empty("host_queue"))
+    device_queue: pd.DataFrame = field(default_factory=lambda: empty("device_queue"))
+    pipeline: pd.DataFrame = field(default_factory=lambda: empty("pipeline"))
+    cpu_util: pd.DataFrame = field(default_factory=lambda: empty("cpu_util"))
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> list[int]:
+        return list(self.meta.ranks)
+
+    @property
+    def name(self) -> str:
+        import os
+        return os.path.basename(os.path.normpath(self.path)) or self.path
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {name: getattr(self, name) for name in SCHEMA}
+
+    def rank(self, rank: int) -> "Run":
+        """The same run restricted to one rank."""
+        parts = {name: df[df["rank"] == rank].reset_index(drop=True) for name, df in self.tables().items()}
+        meta = Meta(**{**self.meta.to_dict(), "ranks": [rank]})
+        return Run(path=self.path, meta=meta, warnings=list(self.warnings), **parts)

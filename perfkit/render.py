@@ -1,0 +1,61 @@
+"""Plain-text renderings of the summary for a terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ms(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.3f} ms"
+
+
+def summary_text(summary: dict[str, Any], top: int = 10) -> str:
+    meta = summary.get("meta", {})
+    lines = [f"run      {summary['run']}",
+             f"layout   {summary['layout']}   device {summary['device']}   ranks {summary['ranks']}",
+             f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
+             f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
+    steps = summary["steps"]
+    lines.append("")
+    if steps:
+        total = steps["total_ms"]
+        lines.append(f"steps ({steps['count']} per rank, mean per step)")
+        for key, label in (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
+                           ("tail_ms", "tail (optimizer, sync)"), ("total_ms", "total")):
+            value = steps[key]
+            share = f"  {100 * value / total:5.1f} %" if value is not None and total and key != "total_ms" else ""
+            lines.append(f"  {label:<26}{_ms(value):>16}{share}")
+        for key, label in (("comm_exposed_ms", "communication not overlapped"), ("free_ms", "free (device idle)")):
+            if steps.get(key) is not None:
+                lines.append(f"  {label:<26}{_ms(steps[key]):>16}")
+    else:
+        lines.append("steps    unknown (no step trace in this run)")
+    if len(summary["per_rank"]) > 1:
+        lines.append("")
+        lines.append("per rank (mean step total)")
+        for entry in summary["per_rank"]:
+            lines.append(f"  rank {entry['rank']:<5}{_ms(entry['steps']['total_ms'] if entry['steps'] else None):>16}")
+    if summary["op_types"]:
+        lines.append("")
+        lines.append(f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])})")
+        for op in summary["op_types"][:top]:
+            share = "" if op["share"] is None else f"{100 * op['share']:5.1f} %"
+            lines.append(f"  {op['type']:<34}{op['total_ms']:>14,.3f} ms  {share}  x{op['count']}")
+    lines.append("")
+    for which in ("host", "device"):
+        queue = summary["queues"][which]
+        if queue:
+            lines.append(f"{which} queue  {queue['samples']} samples, empty {queue['empty_pct']:.1f} %, "
+                         f"full {queue['full_pct']:.1f} %")
+        else:
+            lines.append(f"{which} queue  no data")
+    if summary["pipeline"]:
+        lines.append("")
+        lines.append("data pipeline (op, workers, output queue usage)")
+        for op in summary["pipeline"]:
+            usage = "n/a" if op["queue_usage"] is None else f"{100 * op['queue_usage']:.1f} %"
+            lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {op['workers']:<3} queue {usage}")
+    if summary["warnings"]:
+        lines.append("")
+        lines.extend(f"warning: {w}" for w in summary["warnings"])
+    return "\n".join(lines)

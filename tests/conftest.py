@@ -1,0 +1,36 @@
+"""Shared test fixtures: the real profiler folders under ../shared/fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO.parent / "shared" / "fixtures")).resolve()
+
+# Every real run folder under ../shared/fixtures, as a user would pass it to perfkit.
+FIXTURE_RUNS = {
+    "legacy_run_2": FIXTURES / "legacy/mindinsight_run_2",
+    "legacy_run_3": FIXTURES / "legacy/mindinsight_run_3",
+    "legacy_run_4": FIXTURES / "legacy/mindinsight_run_4",
+    "legacy_misc": FIXTURES / "legacy/mindinsight_misc",
+    "legacy_ut": FIXTURES / "legacy/mindspore_ut",
+    "new_level1": FIXTURES / "new_format/msinsight_level1",
+    "new_level1_rank0": FIXTURES / "new_format/msinsight_level1/rank0_ascend_pt",
+    "new_level1_rank0_output": FIXTURES / "new_format/msinsight_level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT",
+    "new_2023": FIXTURES / "new_format/msinsight_2023",
+    "new_2023_rank1": FIXTURES / "new_format/msinsight_2023/test_rank_1",
+    "minddata_job1": FIXTURES / "minddata_raw/mindspore_ut/JOB1",
+    "minddata_job2": FIXTURES / "minddata_raw/mindspore_ut/JOB2",
+    "minddata_profiler": FIXTURES / "minddata_raw/mindspore_ut/profiler",
+    "cpu_2_10": FIXTURES / "cpu_2_10/resnet50_64px_avx2",
+}
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"fixtures not found at {FIXTURES}; set PERFKIT_FIXTURES")
+    return FIXTURES
