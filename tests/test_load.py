@@ -1,0 +1,141 @@
+"""perfkit.load: layout discovery, the summary contract on every fixture, and user-caused failures."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import perfkit
+from perfkit.cli import main
+from perfkit.errors import LayoutError, PerfkitError
+
+from conftest import FIXTURE_RUNS, FIXTURES, REPO
+
+SUMMARY_KEYS = {"run", "layout", "device", "ranks", "steps", "per_rank", "op_types", "queues", "pipeline", "warnings"}
+STEP_KEYS = {"count", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms"}
+
+
+def tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        digest.update(str(path.relative_to(folder)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_RUNS))
+def test_every_fixture_loads_and_summarizes(name):
+    result = CliRunner().invoke(main, ["summary", "--format", "json", str(FIXTURE_RUNS[name])])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["device"] in ("Ascend", "GPU", "CPU")
+    assert summary["ranks"] and all(isinstance(r, int) for r in summary["ranks"])
+    assert [entry["rank"] for entry in summary["per_rank"]] == sorted(entry["rank"] for entry in summary["per_rank"])
+    if summary["steps"] is not None:
+        assert STEP_KEYS <= set(summary["steps"])
+        assert summary["steps"]["count"] >= 1
+        for entry in summary["per_rank"]:
+            assert STEP_KEYS <= set(entry["steps"])
+    shares = [op["share"] for op in summary["op_types"]]
+    assert all(0 < s <= 1 for s in shares)
+    totals = [op["total_ms"] for op in summary["op_types"]]
+    assert totals == sorted(totals, reverse=True)
+    for queue in summary["queues"].values():
+        if queue is not None:
+            assert 0 <= queue["empty_pct"] <= 100 and 0 <= queue["full_pct"] <= 100
+            assert queue["samples"] > 0
+    text = CliRunner().invoke(main, ["summary", str(FIXTURE_RUNS[name])])
+    assert text.exit_code == 0 and "layout" in text.output
+
+
+def test_legacy_run_2_numbers_from_raw_ticks():
+    """Step split and Cast share recomputed here from the raw files."""
+    folder = FIXTURE_RUNS["legacy_run_2"]
+    rows = [line.split(",") for line in (folder / "step_trace_raw_1_detail_time.csv").read_text().splitlines()[1:]]
+    real_steps = rows[:-1]  # the last row is MindSpore's average row
+    header = (folder / "step_trace_raw_1_detail_time.csv").read_text().splitlines()[0].split(",")
+    col = {name: header.index(name) for name in ("iteration_interval", "fp_and_bp", "tail")}
+    expect = {key: sum(int(r[col[key]]) for r in real_steps) / len(real_steps) / 1e5 for key in col}
+    summary = perfkit.summarize(perfkit.load(folder))
+    assert summary["steps"]["count"] == len(real_steps)
+    assert summary["steps"]["interval_ms"] == pytest.approx(expect["iteration_interval"])
+    assert summary["steps"]["fwd_bwd_ms"] == pytest.approx(expect["fp_and_bp"])
+    assert summary["steps"]["tail_ms"] == pytest.approx(expect["tail"])
+    type_rows = [line.split(",") for line in (folder / "aicore_intermediate_1_type.csv").read_text().splitlines()[1:]]
+    cast_ms = sum(float(r[1]) for r in type_rows if r[0] == "Cast")
+    total_ms = sum(float(r[1]) for r in type_rows)
+    cast = next(op for op in summary["op_types"] if op["type"] == "Cast")
+    assert cast["share"] == pytest.approx(cast_ms / total_ms, rel=1e-3)
+
+
+@pytest.mark.parametrize("name", ["new_level1", "new_level1_rank0", "new_level1_rank0_output"])
+def test_new_layout_entry_points_agree(name):
+    run = perfkit.load(FIXTURE_RUNS[name])
+    assert run.meta.layout == "ascend_ms"
+    rank0 = run.rank(0)
+    reference = perfkit.load(FIXTURE_RUNS["new_level1_rank0"])
+    assert rank0.steps["total_ms"].tolist() == pytest.approx(reference.steps["total_ms"].tolist())
+
+
+def test_multi_rank_parent_lists_ranks():
+    run = perfkit.load(FIXTURE_RUNS["new_level1"])
+    assert run.ranks == [0, 1]
+    summary = perfkit.summarize(run)
+    assert [entry["rank"] for entry in summary["per_rank"]] == [0, 1]
+
+
+def test_parent_of_several_runs_for_one_rank_is_refused():
+    with pytest.raises(LayoutError, match="several runs for rank 0"):
+        perfkit.load(FIXTURES / "minddata_raw/mindspore_ut")
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp / "missing", "does not exist"),
+    (lambda tmp: (tmp / "file.csv").write_text("a,b\n") and tmp / "file.csv", "is not a folder"),
+    (lambda tmp: tmp, "no MindSpore profiler files found"),
+])
+def test_bad_paths_fail_in_one_line(tmp_path, make, message):
+    path = make(tmp_path)
+    with pytest.raises(PerfkitError, match=message):
+        perfkit.load(path)
+    result = CliRunner().invoke(main, ["summary", str(path)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and message in result.output
+    assert str(path) in result.output
+    assert "Traceback" not in result.output
+
+
+def test_loading_never_writes_into_the_run_folder(tmp_path):
+    for name in ("legacy_run_2", "new_level1", "cpu_2_10"):
+        copy = tmp_path / name
+        shutil.copytree(FIXTURE_RUNS[name], copy)
+        before = tree_digest(copy)
+        CliRunner().invoke(main, ["summary", "--format", "json", str(copy)])
+        assert tree_digest(copy) == before
+
+
+def test_summary_does_not_import_mindspore_or_dash():
+    code = ("import sys, perfkit; from perfkit.cli import main; "
+            f"perfkit.summarize(perfkit.load({str(FIXTURE_RUNS['legacy_run_2'])!r})); "
+            "print(sorted(m for m in ('mindspore', 'dash') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
+def test_cli_error_is_one_line_from_a_real_process(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-m", "perfkit", "summary", str(tmp_path / "nope")],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "does not exist" in out.stderr
+    assert out.stdout == ""
