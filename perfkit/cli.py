@@ -72,3 +72,51 @@ def summary(run: str, fmt: str) -> None:
         _emit_json(result)
     else:
         click.echo(summary_text(result))
+
+
+@main.command()
+@click.argument("run", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
+              help="Exit 1 when a finding at or above this severity exists (for CI).")
+@click.pass_context
+def advise(ctx: click.Context, run: str, fmt: str, fail_on: str | None) -> None:
+    """Tuning hints with the numbers behind them, most important first.
+
+    \b
+    Example:
+      perfkit advise profiler_v1
+      perfkit advise profiler_v1 --format json | jq -r '.findings[].id'
+      perfkit advise profiler_v1 --format markdown --fail-on high   # CI gate
+    """
+    from .advisor import advise as run_rules, at_or_above
+    from .advisor.render import advice_markdown, advice_text
+    advice = run_rules(_load(run))
+    if fmt == "json":
+        _emit_json(advice.to_dict())
+    elif fmt == "markdown":
+        click.echo(advice_markdown(advice))
+    else:
+        click.echo(advice_text(advice))
+    if fail_on and any(at_or_above(finding, fail_on) for finding in advice.findings):
+        ctx.exit(1)
+
+
+@main.command()
+@click.argument("run_a", type=click.Path())
+@click.argument("run_b", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def compare(run_a: str, run_b: str, fmt: str) -> None:
+    """Before/after: step times, speedup (A/B), op-type share changes, resolved and new findings.
+
+    \b
+    Example:
+      perfkit compare profiler_v1 profiler_v2
+      perfkit compare cpu_default cpu_avx2 --format json | jq .speedup
+    """
+    from .compare import compare as compare_runs, compare_text
+    result = compare_runs(_load(run_a), _load(run_b))
+    if fmt == "json":
+        _emit_json(result)
+    else:
+        click.echo(compare_text(result))

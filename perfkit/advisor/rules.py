@@ -1,0 +1,551 @@
+"""The advisor's rules: each a small pure function of a Run returning zero or more Findings.
+
+A rule declares the data it needs (keys of NEEDS); `advise` skips it with the stated reason when the run
+lacks them. A rule raises NotChecked itself when its advice cannot apply (e.g. sink mode on CPU).
+Thresholds sit next to the rule that uses them, relative to step time, with their source
+(formats.md §4 lists what MindInsight, MindSpore's analyser, TensorFlow, PyTorch and msprof-analyze use).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from ..analysis import queue_stats, step_means
+from ..model import Run
+from .finding import Finding, NotChecked, severity_for
+
+# ---------------------------------------------------------------------------------------------------------
+# What rules need, and the reason given when a run lacks it.
+
+
+def _has_steps(run: Run) -> bool:
+    return bool(len(run.steps)) and run.steps["total_ms"].notna().any() and run.steps["total_ms"].sum() > 0
+
+
+NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
+    "device": (lambda run: bool(run.meta.device), "device unknown"),
+    "steps": (_has_steps, "no step times (no step trace, step_trace_time.csv or recorded steps)"),
+    "step_split": (lambda run: _has_steps(run) and run.steps["interval_ms"].notna().any(),
+                   "no step interval (the step trace does not split data wait from compute)"),
+    "op_types": (lambda run: bool(len(run.op_types)) and run.op_types["total_ms"].sum() > 0,
+                 "no op statistics"),
+    "op_shapes": (lambda run: bool(len(run.ops)) and run.ops["input_shapes"].notna().any(),
+                  "no op input shapes (framework_raw / cpu_framework / kernel_details shapes)"),
+    "queues": (lambda run: bool(len(run.host_queue) or len(run.device_queue)),
+               "no data queue samples (device_queue / dataset_iterator / minddata_aicpu profiling)"),
+    "cpu_util": (lambda run: bool(len(run.cpu_util)), "no host CPU utilisation (minddata_cpu_utilization)"),
+    "comm": (lambda run: _has_steps(run) and any(col in run.steps and run.steps[col].notna().any()
+                                                 for col in ("comm_exposed_ms", "comm_ms")),
+             "no communication times in the step data"),
+    "ranks": (lambda run: _has_steps(run) and run.steps["rank"].nunique() > 1, "single-rank run"),
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    needs: tuple[str, ...]
+    check: Callable[[Run], list[Finding]]
+
+    def missing(self, run: Run) -> str | None:
+        """Why this rule cannot look at `run`, or None when it has what it needs."""
+        reasons = [NEEDS[need][1] for need in self.needs if not NEEDS[need][0](run)]
+        return "; ".join(reasons) or None
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, needs: tuple[str, ...] = ()):
+    def register(check: Callable[[Run], list[Finding]]):
+        RULES.append(Rule(rule_id, needs, check))
+        return check
+    return register
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Small shared measures.
+
+def _device(run: Run) -> str:
+    return (run.meta.device or "").upper()
+
+
+def _pct(value: float) -> float:
+    return round(100.0 * value, 2)
+
+
+def _ms(value: float) -> float:
+    return round(float(value), 3)
+
+
+def _run_step_ms(run: Run) -> float | None:
+    """Summed step time over every rank and step: the denominator for time totalled over the run."""
+    return float(run.steps["total_ms"].sum()) if _has_steps(run) else None
+
+
+def _gain_pct(run: Run, saved_ms_over_run: float, fallback_total_ms: float) -> float:
+    """Share of step time that `saved_ms_over_run` is, capped at 100; of `fallback_total_ms` when steps are unknown."""
+    basis = _run_step_ms(run) or fallback_total_ms
+    return round(min(100.0, 100.0 * saved_ms_over_run / basis), 2) if basis > 0 else 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sink_mode
+
+# TensorFlow's input analysis calls 5-20 % of the step "moderately input-bound"; msprof-analyze rates an issue
+# High from 5 % of step time. MindInsight's absolute 0.5 ms is meaningless for long steps, so: share of step.
+SINK_MIN_INTERVAL_SHARE = 0.05
+
+
+@rule("sink_mode", needs=("device", "step_split"))
+def sink_mode(run: Run) -> list[Finding]:
+    if _device(run) == "CPU":
+        raise NotChecked("CPU cannot sink datasets (MindSpore falls back to feed mode)")
+    if run.meta.data_mode is None:
+        raise NotChecked("data mode unknown (no device_queue / dataset_iterator file and no manifest)")
+    if run.meta.data_mode == "sink":
+        return []
+    steps = step_means(run.steps)
+    share = steps["interval_ms"] / steps["total_ms"]
+    if share < SINK_MIN_INTERVAL_SHARE:
+        return []
+    # Sink mode overlaps the next batch's transfer with this step's compute: the interval is what it can hide.
+    gain = _pct(share)
+    return [Finding(
+        id="sink_mode", severity=severity_for(gain),
+        title=f"Feed mode: the step interval (data wait) is {gain:.1f} % of the step",
+        evidence={"interval_share_pct": gain, "interval_ms": _ms(steps["interval_ms"]),
+                  "fwd_bwd_ms": _ms(steps["fwd_bwd_ms"]), "step_ms": _ms(steps["total_ms"])},
+        action="model.train(..., dataset_sink_mode=True)",
+        target=None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# amp_level
+
+# The seed's fp32 ResNet-50 on Ascend: Cast + BatchNorm ~ 50 % of AI Core time before amp_level O3.
+# A healthy fp16 ResNet-50 still spends ~15-25 % in BatchNorm, so 30 % separates "AMP would move this" from that.
+AMP_MIN_SHARE = 0.30
+# Moving an op from fp32 to fp16 halves the bytes it moves; BatchNorm and Cast are memory-bound, so ~half their time.
+FP16_TIME_FACTOR = 0.5
+ASCEND_BATCHNORM = re.compile(r"^(BatchNorm.*|BNTraining(Reduce|Update)(Grad)?|BNInfer.*)$")
+GPU_FP32_COMPUTE = re.compile(r"^(Conv2D.*|MatMul|BatchMatMul)$")  # tensor-core eligible at fp16
+
+
+def _is_batchnorm(op_type: str) -> bool:
+    return bool(ASCEND_BATCHNORM.match(op_type))
+
+
+@rule("amp_level", needs=("device", "op_types"))
+def amp_level(run: Run) -> list[Finding]:
+    device = _device(run)
+    if device == "CPU":
+        raise NotChecked("CPU has no fast float16 kernels; mixed precision would not speed it up")
+    level = (run.meta.amp_level or "").upper()
+    if level == "O3" or (not level and run.meta.compute_dtype == "float16"):
+        return []
+    if not level and run.meta.compute_dtype is None:
+        raise NotChecked("precision unknown (no amp_level recorded and no op input dtypes)")
+    per_type = run.op_types.groupby("type", observed=True)["total_ms"].sum()
+    op_ms = float(per_type.sum())
+    cast_ms = float(per_type.get("Cast", 0.0))
+    bn_ms = float(sum(ms for t, ms in per_type.items() if _is_batchnorm(str(t))))
+    # On Ascend Conv/MatMul already run in fp16 (hence the Casts); on GPU at fp32 they miss the tensor cores.
+    compute_ms = float(sum(ms for t, ms in per_type.items() if GPU_FP32_COMPUTE.match(str(t)))) \
+        if device == "GPU" else 0.0
+    movable_ms = cast_ms + bn_ms + compute_ms
+    share = movable_ms / op_ms
+    if share < AMP_MIN_SHARE:
+        return []
+    # Casts vanish except at the network input and the loss; the rest runs at fp16 speed.
+    saved_ms = cast_ms + FP16_TIME_FACTOR * (bn_ms + compute_ms)
+    gain = _gain_pct(run, saved_ms, op_ms)
+    evidence = {"cast_bn_share_of_device_pct": _pct((cast_ms + bn_ms) / op_ms),
+                "cast_share_of_device_pct": _pct(cast_ms / op_ms),
+                "batchnorm_share_of_device_pct": _pct(bn_ms / op_ms)}
+    if device == "GPU":
+        evidence["fp32_conv_matmul_share_of_device_pct"] = _pct(compute_ms / op_ms)
+    suggested = "O2" if device == "GPU" else "O3"  # O3 on GPU risks fp16 BatchNorm accuracy; O2 keeps it fp32
+    biggest = max((("Cast", cast_ms), ("BatchNorm", bn_ms), ("Conv2D/MatMul", compute_ms)), key=lambda p: p[1])[0]
+    return [Finding(
+        id="amp_level", severity=severity_for(gain),
+        title=f"Precision {level or run.meta.compute_dtype}: Cast and fp32 ops AMP would move take "
+              f"{_pct(share):.1f} % of device time",
+        evidence=evidence,
+        action=f'Model(net, loss_fn, optimizer, amp_level="{suggested}")',
+        target=biggest, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# dataset_workers, data_pipeline_ok, host_cpu
+
+# MindInsight: host queue empty in > 30 % of batches -> data processing is the bottleneck. Applied to the queue
+# the device reads from (device GetNext when recorded, else the host queue), as the seed does: an often empty
+# host queue next to a full device queue means the device takes batches as fast as they come, not starvation.
+QUEUE_EMPTY_PCT = 30.0
+# MindInsight's pipeline rules: an op whose child's output queue usage exceeds its own by > 0.1 is the bottleneck;
+# a source op with usage < 0.6 is slow; all queues >= 0.8 -> the root (batch) op is slow.
+PIPELINE_USAGE_GAP = 0.1
+SOURCE_SLOW_USAGE = 0.6
+ALL_FULL_USAGE = 0.8
+# MindSpore's analyser raises workers step by step; doubling is one step that shows in the next profile.
+WORKER_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class _DataFeed:
+    queue: str                 # "device" or "host": the queue the device reads from
+    empty_pct: float
+    full_pct: float
+    host_empty_pct: float | None
+    wait_share: float | None   # share of step spent waiting for data, when the run tells
+    wait_key: str | None       # evidence name saying where wait_share comes from
+
+
+def _data_feed(run: Run) -> _DataFeed:
+    device_stats, host_stats = queue_stats(run.device_queue), queue_stats(run.host_queue)
+    feeding, name = (device_stats, "device") if device_stats else (host_stats, "host")
+    wait_share, wait_key = None, None
+    step_ms = _run_step_ms(run)
+    if step_ms and len(run.device_queue) and run.device_queue["wait_ms"].notna().any():
+        wait_share, wait_key = float(run.device_queue["wait_ms"].sum()) / step_ms, "getnext_wait_share_pct"
+    elif step_ms and run.steps["interval_ms"].notna().any():
+        wait_share, wait_key = float(run.steps["interval_ms"].sum()) / step_ms, "interval_share_pct"
+    return _DataFeed(name, feeding["empty_pct"], feeding["full_pct"],
+                     host_stats["empty_pct"] if host_stats else None,
+                     None if wait_share is None else min(wait_share, 1.0), wait_key)
+
+
+def _starving(feed: _DataFeed) -> bool:
+    return feed.empty_pct > QUEUE_EMPTY_PCT
+
+
+def _children(value) -> list[int]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []
+    return [int(v) for v in value]
+
+
+def _dataset_op_name(op_type: str) -> str:
+    """`BatchOp` -> `Batch`, `ImageFolderOp` -> `ImageFolder`."""
+    return re.sub(r"Op$", "", op_type)
+
+
+def _bottleneck(pipeline: pd.DataFrame) -> tuple[pd.Series | None, dict[str, float]]:
+    """The slow dataset op by MindInsight's queue-usage rules, with the usages it was judged on."""
+    if not len(pipeline):
+        return None, {}
+    first_rank = pipeline[pipeline["rank"] == pipeline["rank"].min()]
+    ops = {int(row.op_id): row for _, row in first_rank.iterrows()}
+    gaps = []
+    for op_id, row in ops.items():
+        child_usages = [ops[c].queue_usage for c in _children(row.children)
+                        if c in ops and pd.notna(ops[c].queue_usage)]
+        if child_usages and pd.notna(row.queue_usage):
+            gaps.append((max(child_usages) - row.queue_usage, op_id, max(child_usages)))
+    if gaps:
+        gap, op_id, child_usage = max(gaps)
+        if gap > PIPELINE_USAGE_GAP:
+            return ops[op_id], {"queue_usage_pct": _pct(ops[op_id].queue_usage),
+                                "child_queue_usage_pct": _pct(child_usage)}
+    sources = [row for row in ops.values() if not _children(row.children) and pd.notna(row.queue_usage)]
+    slow_sources = [row for row in sources if row.queue_usage < SOURCE_SLOW_USAGE]
+    if slow_sources:
+        slowest = min(slow_sources, key=lambda row: row.queue_usage)
+        return slowest, {"queue_usage_pct": _pct(slowest.queue_usage)}
+    usages = [row.queue_usage for row in ops.values() if pd.notna(row.queue_usage)]
+    if usages and min(usages) >= ALL_FULL_USAGE:
+        root = next((row for row in ops.values() if pd.isna(row.parent_id)), None)
+        if root is not None:
+            return root, {"min_queue_usage_pct": _pct(min(usages))}
+    return None, {}
+
+
+def _workers_action(op_type: str | None, workers: int) -> str:
+    n = max(2, WORKER_FACTOR * workers)
+    if op_type is None:
+        return f"dataset.map(operations=..., num_parallel_workers={n}) and dataset.batch(..., num_parallel_workers={n})"
+    if op_type == "Batch":
+        return f"dataset.batch(batch_size, num_parallel_workers={n})"
+    if op_type == "Map":
+        return f"dataset.map(operations=..., num_parallel_workers={n})"
+    if op_type == "Generator":
+        return f"ds.GeneratorDataset(..., num_parallel_workers={n}, python_multiprocessing=True)"
+    return f"ds.{op_type}Dataset(..., num_parallel_workers={n})"
+
+
+def _feed_evidence(feed: _DataFeed) -> dict[str, float]:
+    evidence = {f"{feed.queue}_queue_empty_pct": round(feed.empty_pct, 2),
+                f"{feed.queue}_queue_full_pct": round(feed.full_pct, 2)}
+    if feed.queue == "device" and feed.host_empty_pct is not None:
+        evidence["host_queue_empty_pct"] = round(feed.host_empty_pct, 2)
+    if feed.wait_share is not None:
+        evidence[feed.wait_key] = _pct(feed.wait_share)
+    return evidence
+
+
+@rule("dataset_workers", needs=("queues",))
+def dataset_workers(run: Run) -> list[Finding]:
+    feed = _data_feed(run)
+    if not _starving(feed):
+        return [Finding(
+            id="data_pipeline_ok", severity="low",
+            title=f"Data is not the bottleneck: the {feed.queue} queue was empty in only "
+                  f"{feed.empty_pct:.1f} % of samples",
+            evidence=_feed_evidence(feed),
+            action="none for the data pipeline: look at the compute findings", target=None, est_gain_pct=None)]
+    op, usage_evidence = _bottleneck(run.pipeline)
+    op_type = _dataset_op_name(str(op.op_type)) if op is not None else None
+    workers = int(op.workers) if op is not None else 1
+    gain = _pct(feed.wait_share) if feed.wait_share is not None else None
+    evidence = _feed_evidence(feed) | usage_evidence
+    if op is not None:
+        evidence["workers"] = workers
+    where = f"the {op_type} op is the slowest stage" if op_type else "no single slow op in the pipeline data"
+    return [Finding(
+        id="dataset_workers", severity=severity_for(gain),
+        title=f"Data starves the device: the {feed.queue} queue was empty in {feed.empty_pct:.1f} % of samples; "
+              f"{where}",
+        evidence=evidence, action=_workers_action(op_type, workers), target=op_type, est_gain_pct=gain)]
+
+
+# MindInsight: host CPU busy > 80 % -> CPU bound.
+HOST_CPU_BUSY_PCT = 80.0
+
+
+@rule("host_cpu", needs=("queues", "cpu_util"))
+def host_cpu(run: Run) -> list[Finding]:
+    feed = _data_feed(run)
+    if not _starving(feed):
+        return []  # a busy host that keeps the queues full is training, not starving the device
+    util = run.cpu_util
+    readings = util[(util[["user_pct", "sys_pct", "io_pct", "idle_pct"]].fillna(0).sum(axis=1)) > 0]
+    if not len(readings):
+        raise NotChecked("host CPU utilisation has no non-zero samples")
+    busy = float((readings["user_pct"].fillna(0) + readings["sys_pct"].fillna(0)).mean())
+    if busy < HOST_CPU_BUSY_PCT:
+        return []
+    gain = _pct(feed.wait_share) if feed.wait_share is not None else None
+    return [Finding(
+        id="host_cpu", severity=severity_for(gain),
+        title=f"Host CPU {busy:.1f} % busy while the device waits for data: more workers will not help",
+        evidence={"host_cpu_busy_pct": round(busy, 2), **_feed_evidence(feed)},
+        action="dataset.map(operations=..., offload=True) to run augmentations on the device, "
+               "or convert the data to MindRecord once so decoding leaves the training loop",
+        target=None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# communication
+
+# msprof-analyze rates an issue High from 5 % of step time.
+COMM_MIN_SHARE = 0.05
+
+
+@rule("communication", needs=("comm",))
+def communication(run: Run) -> list[Finding]:
+    exposed = run.steps["comm_exposed_ms"].notna().any() if "comm_exposed_ms" in run.steps else False
+    column = "comm_exposed_ms" if exposed else "comm_ms"
+    per_rank = run.steps.groupby("rank")[[column, "total_ms"]].mean()
+    per_rank["share"] = per_rank[column] / per_rank["total_ms"]
+    share = float(per_rank[column].mean() / per_rank["total_ms"].mean())
+    if share < COMM_MIN_SHARE:
+        return []
+    worst = int(per_rank["share"].idxmax())
+    gain = _pct(share)
+    label = "not overlapped with compute" if exposed else "(communication op time)"
+    evidence = {f"{column.removesuffix('_ms')}_share_pct": gain, column: _ms(per_rank[column].mean()),
+                "step_ms": _ms(per_rank["total_ms"].mean())}
+    if len(per_rank) > 1:
+        evidence["worst_rank"] = worst
+        evidence["worst_rank_share_pct"] = _pct(per_rank.loc[worst, "share"])
+    return [Finding(
+        id="communication", severity=severity_for(gain),
+        title=f"Communication {label} is {gain:.1f} % of the step",
+        evidence=evidence,
+        action='ms.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "auto", "config": None}}) '
+               "to fuse gradient all-reduces so they overlap backward; a larger per-device batch hides more of it",
+        target=f"rank {worst}" if len(per_rank) > 1 else None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# slow_rank
+
+# msprof-analyze: slow rank when (max - min) / mean > 5 %. The interval spread is taken relative to the mean
+# step (not the mean interval) so that a 0.1 ms interval next to a 0.2 ms one is not a "100 % slower" rank.
+SLOW_RANK_SPREAD = 0.05
+
+
+@rule("slow_rank", needs=("ranks",))
+def slow_rank(run: Run) -> list[Finding]:
+    per_rank = run.steps.groupby("rank")[["total_ms", "interval_ms"]].mean()
+    mean_total = float(per_rank["total_ms"].mean())
+    findings = []
+    for column, what, action in (
+            ("total_ms", "step time",
+             "Compare the named ranks' op time with the others (perfkit summary RUN per rank): a slower device, "
+             "an unbalanced pipeline stage (set_auto_parallel_context(pipeline_stages=...)) or host load"),
+            ("interval_ms", "step interval (data wait)",
+             "The named ranks wait longer for data: check their dataset shard size and host "
+             "(dataset.map(..., num_parallel_workers=N), local disk)")):
+        values = per_rank[column].dropna()
+        if len(values) < 2:
+            continue
+        spread = float(values.max() - values.min()) / mean_total
+        if spread <= SLOW_RANK_SPREAD:
+            continue
+        slow = [int(r) for r, v in values.items() if (v - values.min()) / mean_total > SLOW_RANK_SPREAD]
+        gain = _pct(float(values.max() - values.median()) / float(per_rank["total_ms"].max()))
+        evidence = {"spread_pct_of_step": _pct(spread), "mean_step_ms": _ms(mean_total)}
+        evidence |= {f"rank{r}_{column}": _ms(values[r]) for r in values.index}
+        findings.append(Finding(
+            id="slow_rank", severity=severity_for(gain),
+            title=f"Rank{'s' if len(slow) > 1 else ''} {', '.join(map(str, slow))} stand{'' if len(slow) > 1 else 's'}"
+                  f" out in {what}: spread {_pct(spread):.1f} % of the step",
+            evidence=evidence, action=action,
+            target=", ".join(f"rank {r}" for r in slow), est_gain_pct=gain))
+    return findings
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kernel_efficiency
+
+# Op types whose FLOPs follow from their input shapes, grouped into families whose members do comparable work:
+# a conv layer's forward, input-gradient and filter-gradient kernels do the same multiply-adds, so their GFLOP/s
+# should be close. BatchNorm is memory-bound: compared only with BatchNormGrad, by per-element arithmetic
+# (forward train: mean 1, variance 3, normalise 2, scale+shift 2; backward ~ 10 with its two reductions).
+DENSE_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul")
+BATCHNORM_FLOPS_PER_ELEMENT = {"BatchNorm": 8, "BatchNormGrad": 10}
+# Calibrated on real MindSpore 2.10 CPU runs of ResNet-50 (README, "kernel_efficiency calibration"): healthy runs
+# (AVX2 or default ISA, 32 and 64 px) spread down to 0.17x between conv groups (1x1 filter-gradient is the slow
+# one); oneDNN's reference kernel runs forward 3x3 Conv2D at ~0.01x its filter gradient. 0.05 (20x slower) sits
+# between the two on a log scale and leaves the 2x uncertainty of the BatchNorm per-element counts harmless.
+KERNEL_SLOW_RATIO = 0.05
+# A group must take this share of op time to be worth a finding (msprof-analyze: 5 % of step is an issue)...
+KERNEL_MIN_TIME_SHARE = 0.05
+# ...and a reference group must do this share of its family's FLOPs, so a tiny op's lucky timing sets no bar.
+KERNEL_MIN_REFERENCE_FLOPS_SHARE = 0.01
+
+
+def _parse_shapes(text) -> list[list[int]]:
+    if text is None or (isinstance(text, float) and math.isnan(text)) or pd.isna(text):
+        return []
+    shapes = []
+    for part in str(text).split(";"):
+        dims = [d for d in part.replace("[", "").replace("]", "").split(",") if d.strip()]
+        try:
+            shapes.append([int(float(d)) for d in dims])
+        except ValueError:
+            shapes.append([])
+    return shapes
+
+
+def _conv_layer(name: str) -> str:
+    """The Conv2d cell's scope: forward `A/conv2-Conv2d/Conv2D-op0` and backward
+    `Gradients/A/conv2-Conv2d/Grad_Conv2D/Conv2DBackpropFilter-op6` both give `A/conv2-Conv2d`."""
+    parts = name.split("/")
+    if parts and parts[0] == "Gradients":
+        parts = parts[1:]
+    parts = parts[:-1]
+    while parts and parts[-1].lower().startswith("grad"):
+        parts.pop()
+    return "/".join(parts)
+
+
+def _matmul_flops(shapes: list[list[int]]) -> float | None:
+    if len(shapes) < 2 or len(shapes[0]) != 2 or len(shapes[1]) != 2:
+        return None
+    (a0, a1), (b0, b1) = shapes[0], shapes[1]
+    for m, k, kb, n in ((a0, a1, b0, b1), (a0, a1, b1, b0), (a1, a0, b0, b1), (a1, a0, b1, b0)):
+        if k == kb:
+            return 2.0 * m * k * n
+    return None
+
+
+def op_flops(ops: pd.DataFrame) -> pd.DataFrame:
+    """FLOPs per execution for the ops whose work follows from shapes: name, type, group, family, flops, total_ms.
+
+    Conv layers are matched across passes by scope: the output size comes from the gradient kernels' dout
+    (stride and padding are not in the shapes), the kernel size from the weight."""
+    rows = ops[ops["type"].isin(DENSE_TYPES + tuple(BATCHNORM_FLOPS_PER_ELEMENT))]
+    shapes = {row.name: _parse_shapes(row.input_shapes) for row in rows.itertuples(index=False)}
+    weights: dict[str, list[int]] = {}
+    douts: dict[str, list[int]] = {}
+    for row in rows.itertuples(index=False):
+        inputs = shapes[row.name]
+        layer = _conv_layer(row.name)
+        if row.type in ("Conv2D", "Conv2DBackpropInput") and len(inputs) >= 2 and len(inputs[1]) == 4:
+            weights.setdefault(layer, inputs[1])
+        if row.type in ("Conv2DBackpropInput", "Conv2DBackpropFilter") and inputs and len(inputs[0]) == 4:
+            douts.setdefault(layer, inputs[0])
+    out = []
+    for row in rows.itertuples(index=False):
+        inputs = shapes[row.name]
+        if row.type in BATCHNORM_FLOPS_PER_ELEMENT:
+            if not inputs or not inputs[0]:
+                continue
+            flops, group, family = float(math.prod(inputs[0])) * BATCHNORM_FLOPS_PER_ELEMENT[row.type], row.type, \
+                "batchnorm"
+        elif row.type == "MatMul":
+            flops, group, family = _matmul_flops(inputs), "MatMul", "dense"
+        else:
+            layer = _conv_layer(row.name)
+            weight, dout = weights.get(layer), douts.get(layer)
+            if weight is None or dout is None:
+                continue
+            n, c_out, h_out, w_out = dout
+            _, c_in_per_group, kh, kw = weight
+            flops = 2.0 * n * c_out * h_out * w_out * c_in_per_group * kh * kw
+            group, family = f"{row.type} {kh}x{kw}", "dense"
+        if flops:
+            out.append({"name": row.name, "type": row.type, "group": group, "family": family,
+                        "flops": flops * row.count, "total_ms": row.total_ms})
+    return pd.DataFrame(out, columns=["name", "type", "group", "family", "flops", "total_ms"])
+
+
+def _kernel_action(run: Run, group: str) -> str:
+    if _device(run) == "CPU":
+        return ("export ONEDNN_MAX_CPU_ISA=AVX2 before starting Python (or os.environ['ONEDNN_MAX_CPU_ISA'] = 'AVX2' "
+                "before import mindspore): oneDNN then uses its AVX2 kernels instead of the reference kernel")
+    return (f"Check the input format and dtype of {group}: Ascend kernels want channels in multiples of 16 "
+            "(float16), GPU tensor cores float16 with channels in multiples of 8")
+
+
+@rule("kernel_efficiency", needs=("op_shapes",))
+def kernel_efficiency(run: Run) -> list[Finding]:
+    work = op_flops(run.ops)
+    work = work[work["total_ms"] > 0]
+    if not len(work):
+        raise NotChecked("no Conv2D / MatMul / BatchNorm op with usable input shapes")
+    op_ms = float(run.ops["total_ms"].sum())
+    groups = work.groupby(["family", "group"]).agg(flops=("flops", "sum"), total_ms=("total_ms", "sum"),
+                                                   ops=("name", "count")).reset_index()
+    groups["gflops_per_s"] = groups["flops"] / groups["total_ms"] / 1e6
+    findings = []
+    for _, family in groups.groupby("family"):
+        references = family[family["flops"] >= KERNEL_MIN_REFERENCE_FLOPS_SHARE * family["flops"].sum()]
+        if len(references) < 2:
+            continue
+        best = references.loc[references["gflops_per_s"].idxmax()]
+        for _, slow in family.iterrows():
+            ratio = slow["gflops_per_s"] / best["gflops_per_s"]
+            if ratio >= KERNEL_SLOW_RATIO or slow["total_ms"] / op_ms < KERNEL_MIN_TIME_SHARE:
+                continue
+            saved_ms = slow["total_ms"] * (1.0 - ratio)  # its time at the reference group's rate
+            gain = _gain_pct(run, saved_ms, op_ms)
+            findings.append(Finding(
+                id="kernel_efficiency", severity=severity_for(gain),
+                title=f"{slow['group']} runs at {slow['gflops_per_s']:.2f} GFLOP/s, {1 / ratio:.0f}x slower than "
+                      f"{best['group']} ({best['gflops_per_s']:.2f} GFLOP/s) on comparable work",
+                evidence={"gflops_per_s": round(float(slow["gflops_per_s"]), 3),
+                          "reference_gflops_per_s": round(float(best["gflops_per_s"]), 3),
+                          "ratio_to_reference": round(float(ratio), 4),
+                          "share_of_op_time_pct": _pct(slow["total_ms"] / op_ms),
+                          "total_ms": _ms(slow["total_ms"]), "ops": int(slow["ops"])},
+                action=_kernel_action(run, slow["group"]), target=slow["group"], est_gain_pct=gain))
+    return findings

@@ -1,0 +1,403 @@
+"""perfkit.advisor: each rule fires on a run built to need it and stays silent on one that does not.
+
+Runs are built directly from the data model, so every expected number is computed here from the inputs.
+The seed's three-step story runs on tiny legacy-format folders under tests/runs/ through the real readers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from perfkit.advisor import advise, rules
+from perfkit.advisor.finding import Finding, severity_for
+from perfkit.advisor.render import advice_markdown, advice_text
+from perfkit.cli import main
+from perfkit.model import Meta, Run, table
+
+
+def make_run(device="Ascend", data_mode="feed", amp_level=None, compute_dtype="float32", steps=None,
+             op_types=None, ops=None, host_queue=None, device_queue=None, pipeline=None, cpu_util=None,
+             path="crafted"):
+    """A Run from plain rows; each table given as a list of dicts (rank 0 unless a row says otherwise)."""
+    def frame(name, rows):
+        rows = [{"rank": 0, **row} for row in rows]
+        return table(name, pd.DataFrame(rows))
+    tables = {name: frame(name, rows) for name, rows in (
+        ("steps", steps), ("op_types", op_types), ("ops", ops), ("host_queue", host_queue),
+        ("device_queue", device_queue), ("pipeline", pipeline), ("cpu_util", cpu_util)) if rows}
+    ranks = sorted({int(r) for t in tables.values() for r in t["rank"]}) or [0]
+    meta = Meta(device=device, data_mode=data_mode, amp_level=amp_level, compute_dtype=compute_dtype, ranks=ranks)
+    return Run(path=path, meta=meta, **tables)
+
+
+def step_rows(interval, fwd_bwd, tail, count=3, rank=0, **extra):
+    return [{"rank": rank, "step": s, "interval_ms": interval, "fwd_bwd_ms": fwd_bwd, "tail_ms": tail,
+             "total_ms": interval + fwd_bwd + tail, **extra} for s in range(1, count + 1)]
+
+
+def type_rows(**total_ms):
+    return [{"type": t, "total_ms": ms, "count": 1, "share": ms / sum(total_ms.values())}
+            for t, ms in total_ms.items()]
+
+
+def queue_rows(sizes, capacity=64):
+    return [{"batch": i, "size": s, "capacity": capacity} for i, s in enumerate(sizes)]
+
+
+def only(advice, rule_id):
+    found = [f for f in advice.findings if f.id == rule_id]
+    assert len(found) == 1, [f.id for f in advice.findings]
+    return found[0]
+
+
+def ids(run):
+    return advise(run).ids()
+
+
+# --- sink_mode -------------------------------------------------------------------------------------------
+
+def test_sink_mode_fires_in_feed_mode_when_interval_is_large():
+    run = make_run(steps=step_rows(interval=10.0, fwd_bwd=10.0, tail=1.0))
+    finding = only(advise(run), "sink_mode")
+    share = 100 * 10.0 / 21.0
+    assert finding.evidence["interval_share_pct"] == pytest.approx(share, abs=0.01)
+    assert finding.evidence["interval_ms"] == 10.0 and finding.evidence["step_ms"] == 21.0
+    assert finding.est_gain_pct == pytest.approx(share, abs=0.01)
+    assert finding.severity == "high"
+    assert finding.action == "model.train(..., dataset_sink_mode=True)"
+
+
+@pytest.mark.parametrize("data_mode, interval", [("sink", 10.0), ("feed", 0.5)])
+def test_sink_mode_silent_in_sink_mode_or_small_interval(data_mode, interval):
+    run = make_run(data_mode=data_mode, steps=step_rows(interval=interval, fwd_bwd=20.0, tail=1.0))
+    advice = advise(run)
+    assert "sink_mode" not in advice.ids() and "sink_mode" not in advice.not_checked
+
+
+@pytest.mark.parametrize("device, data_mode, reason", [("CPU", "feed", "CPU"), ("Ascend", None, "data mode unknown")])
+def test_sink_mode_not_checked_on_cpu_or_unknown_mode(device, data_mode, reason):
+    advice = advise(make_run(device=device, data_mode=data_mode, steps=step_rows(10.0, 10.0, 1.0)))
+    assert "sink_mode" not in advice.ids()
+    assert reason in advice.not_checked["sink_mode"]
+
+
+# --- amp_level -------------------------------------------------------------------------------------------
+
+ASCEND_FP32_TYPES = dict(Cast=12.0, BNTrainingUpdate=8.0, BNTrainingReduce=4.0, Conv2D=36.0)
+
+
+def test_amp_level_fires_when_cast_and_batchnorm_dominate_fp32_ascend():
+    run = make_run(steps=step_rows(1.0, 20.0, 1.0), op_types=type_rows(**ASCEND_FP32_TYPES))
+    finding = only(advise(run), "amp_level")
+    assert finding.evidence["cast_bn_share_of_device_pct"] == pytest.approx(100 * 24 / 60)
+    assert finding.evidence["cast_share_of_device_pct"] == pytest.approx(100 * 12 / 60)
+    # Cast goes away, BatchNorm halves; over 3 steps of 22 ms.
+    assert finding.est_gain_pct == pytest.approx(100 * (12 + 0.5 * 12) / 66, abs=0.01)
+    assert finding.action == 'Model(net, loss_fn, optimizer, amp_level="O3")'
+    assert finding.target == "Cast"
+
+
+@pytest.mark.parametrize("amp, dtype, types", [
+    ("O3", "float32", ASCEND_FP32_TYPES),                          # already O3
+    (None, "float16", ASCEND_FP32_TYPES),                          # fp16 inputs everywhere
+    ("O0", "float32", dict(Cast=2.0, BNTrainingUpdate=3.0, Conv2D=55.0)),  # Cast+BN small
+])
+def test_amp_level_silent(amp, dtype, types):
+    run = make_run(amp_level=amp, compute_dtype=dtype, steps=step_rows(1.0, 20.0, 1.0), op_types=type_rows(**types))
+    advice = advise(run)
+    assert "amp_level" not in advice.ids() and "amp_level" not in advice.not_checked
+
+
+def test_amp_level_on_gpu_counts_fp32_convs_and_suggests_o2():
+    run = make_run(device="GPU", data_mode="sink", steps=step_rows(1.0, 20.0, 1.0),
+                   op_types=type_rows(Conv2D=30.0, BatchNorm=6.0, ReLU=24.0))
+    finding = only(advise(run), "amp_level")
+    assert finding.evidence["fp32_conv_matmul_share_of_device_pct"] == pytest.approx(50.0)
+    assert finding.est_gain_pct == pytest.approx(100 * 0.5 * 36 / 66, abs=0.01)
+    assert 'amp_level="O2"' in finding.action
+
+
+@pytest.mark.parametrize("device, amp, dtype, reason", [("CPU", None, "float32", "float16"),
+                                                        ("Ascend", None, None, "precision unknown")])
+def test_amp_level_not_checked(device, amp, dtype, reason):
+    run = make_run(device=device, amp_level=amp, compute_dtype=dtype, op_types=type_rows(**ASCEND_FP32_TYPES))
+    advice = advise(run)
+    assert "amp_level" not in advice.ids()
+    assert reason in advice.not_checked["amp_level"]
+
+
+# --- dataset_workers / data_pipeline_ok ------------------------------------------------------------------
+
+def pipeline_rows(batch_usage, map_usage, source_usage, workers=(4, 8, 8)):
+    return [{"queue_empty_pct": None, "queue_length": 64, **row} for row in [
+        {"op_id": 0, "op_type": "BatchOp", "workers": workers[0], "queue_usage": batch_usage, "parent_id": None,
+         "children": [1]},
+        {"op_id": 1, "op_type": "MapOp", "workers": workers[1], "queue_usage": map_usage, "parent_id": 0,
+         "children": [2]},
+        {"op_id": 2, "op_type": "ImageFolderOp", "workers": workers[2], "queue_usage": source_usage,
+         "parent_id": 1, "children": []},
+    ]]
+
+
+STARVED = queue_rows([0] * 8 + [3, 5])  # empty in 80 % of batches
+
+
+def test_dataset_workers_names_the_batch_op_when_its_queue_is_empty_and_its_childs_full():
+    run = make_run(data_mode="sink", steps=step_rows(6.0, 12.0, 2.0), host_queue=STARVED,
+                   device_queue=[{"batch": i, "size": s, "capacity": 100, "wait_ms": w}
+                                 for i, (s, w) in enumerate([(0, 3.0), (0, 2.0), (1, 0.0), (0, 1.0)])],
+                   pipeline=pipeline_rows(batch_usage=0.05, map_usage=0.9, source_usage=0.95))
+    finding = only(advise(run), "dataset_workers")
+    assert finding.target == "Batch"
+    assert finding.action == "dataset.batch(batch_size, num_parallel_workers=8)"
+    assert finding.evidence["device_queue_empty_pct"] == 75.0
+    assert finding.evidence["host_queue_empty_pct"] == 80.0
+    assert finding.evidence["queue_usage_pct"] == 5.0 and finding.evidence["child_queue_usage_pct"] == 90.0
+    assert finding.est_gain_pct == pytest.approx(100 * 6.0 / 60.0)  # GetNext wait over 3 steps of 20 ms
+    assert "data_pipeline_ok" not in advise(run).ids()
+
+
+def test_dataset_workers_names_a_slow_source():
+    run = make_run(steps=step_rows(6.0, 12.0, 2.0), host_queue=STARVED,
+                   pipeline=pipeline_rows(batch_usage=0.3, map_usage=0.35, source_usage=0.3))
+    finding = only(advise(run), "dataset_workers")
+    assert finding.target == "ImageFolder"
+    assert finding.action == "ds.ImageFolderDataset(..., num_parallel_workers=16)"
+    assert finding.est_gain_pct == pytest.approx(30.0)  # feed mode: the interval
+
+
+def test_full_device_queue_means_data_is_not_the_problem_even_with_an_empty_host_queue():
+    # The seed's last profile: host queue often empty (batches leave at once), device queue almost full.
+    run = make_run(data_mode="sink", steps=step_rows(0.5, 20.0, 1.0), host_queue=STARVED,
+                   device_queue=[{"batch": i, "size": 100, "capacity": 100, "wait_ms": 0.0} for i in range(9)]
+                   + [{"batch": 9, "size": 0, "capacity": 100, "wait_ms": 0.1}])
+    advice = advise(run)
+    assert "dataset_workers" not in advice.ids()
+    ok = only(advice, "data_pipeline_ok")
+    assert ok.severity == "low" and ok.evidence["device_queue_empty_pct"] == 10.0
+    assert ok.evidence["device_queue_full_pct"] == 90.0
+
+
+# --- host_cpu --------------------------------------------------------------------------------------------
+
+def cpu_rows(busy_user, busy_sys):
+    # every other sample all-zero, as minddata_cpu_utilization writes them: not readings
+    rows = []
+    for i, (user, system) in enumerate(zip(busy_user, busy_sys)):
+        rows += [{"sample": 2 * i, "user_pct": user, "sys_pct": system, "io_pct": 0, "idle_pct": 100 - user - system,
+                  "process_user_pct": user, "process_sys_pct": system},
+                 {"sample": 2 * i + 1, "user_pct": 0, "sys_pct": 0, "io_pct": 0, "idle_pct": 0,
+                  "process_user_pct": 0, "process_sys_pct": 0}]
+    return rows
+
+
+def test_host_cpu_fires_when_host_is_saturated_and_data_starves():
+    user, system = [80, 85, 90], [8, 6, 9]
+    run = make_run(steps=step_rows(6.0, 12.0, 2.0), host_queue=STARVED, cpu_util=cpu_rows(user, system))
+    finding = only(advise(run), "host_cpu")
+    expected = sum(u + s for u, s in zip(user, system)) / len(user)
+    assert finding.evidence["host_cpu_busy_pct"] == pytest.approx(expected, abs=0.01)
+    assert "offload=True" in finding.action
+
+
+@pytest.mark.parametrize("queue, user", [(STARVED, [30, 40, 35]), (queue_rows([64] * 10), [90, 92, 95])])
+def test_host_cpu_silent_when_idle_or_when_data_keeps_up(queue, user):
+    run = make_run(steps=step_rows(6.0, 12.0, 2.0), host_queue=queue, cpu_util=cpu_rows(user, [2, 2, 2]))
+    assert "host_cpu" not in advise(run).ids()
+
+
+# --- communication ---------------------------------------------------------------------------------------
+
+def test_communication_fires_on_exposed_communication_and_names_the_worst_rank():
+    rows = (step_rows(1.0, 8.0, 1.0, rank=0, comm_exposed_ms=3.0)
+            + step_rows(1.0, 8.0, 1.0, rank=1, comm_exposed_ms=5.0))
+    finding = only(advise(make_run(steps=rows)), "communication")
+    assert finding.evidence["comm_exposed_share_pct"] == pytest.approx(40.0)
+    assert finding.evidence["worst_rank_share_pct"] == pytest.approx(50.0)
+    assert finding.target == "rank 1"
+    assert "comm_fusion" in finding.action
+
+
+def test_communication_silent_when_hidden_and_not_checked_without_data():
+    hidden = make_run(steps=step_rows(1.0, 8.0, 1.0, comm_exposed_ms=0.2))
+    assert "communication" not in advise(hidden).ids()
+    assert "communication" in advise(make_run(steps=step_rows(1.0, 8.0, 1.0))).not_checked
+
+
+# --- slow_rank -------------------------------------------------------------------------------------------
+
+def test_slow_rank_names_the_rank_whose_step_stands_out():
+    rows = step_rows(1.0, 10.0, 1.0, rank=0) + step_rows(1.0, 10.0, 1.0, rank=1) + step_rows(1.0, 12.0, 1.0, rank=2)
+    finding = only(advise(make_run(steps=rows)), "slow_rank")
+    mean_total = (12 + 12 + 14) / 3
+    assert finding.target == "rank 2"
+    assert finding.evidence["spread_pct_of_step"] == pytest.approx(100 * 2 / mean_total, abs=0.01)
+    assert finding.evidence["rank2_total_ms"] == 14.0
+
+
+def test_slow_rank_by_interval():
+    rows = step_rows(1.0, 10.0, 1.0, rank=0) + step_rows(2.5, 8.5, 1.0, rank=1)
+    finding = only(advise(make_run(steps=rows)), "slow_rank")
+    assert finding.target == "rank 1" and "wait longer for data" in finding.action
+
+
+def test_slow_rank_silent_within_five_percent():
+    rows = step_rows(1.0, 10.0, 1.0, rank=0) + step_rows(1.0, 10.4, 1.0, rank=1)
+    advice = advise(make_run(steps=rows))
+    assert "slow_rank" not in advice.ids() and "slow_rank" not in advice.not_checked
+
+
+# --- kernel_efficiency -----------------------------------------------------------------------------------
+
+LAYER = "Default/net/layer1/0-Bottleneck/conv2-Conv2d"
+DOWN = "Default/net/layer2/0-Bottleneck/conv2-Conv2d"
+
+
+def conv_ops(forward_ms, filter_ms, input_ms, count=2):
+    """Two conv layers: 3x3 64->64 at 16x16 stride 1, and 3x3 64->128 stride 2 (16x16 -> 8x8), batch 8."""
+    rows = []
+    for layer, c_out, out_hw in ((LAYER, 64, 16), (DOWN, 128, 8)):
+        dout = f"8,{c_out},{out_hw},{out_hw}"
+        for name, op_type, shapes, total in (
+                (f"{layer}/Conv2D-op0", "Conv2D", f"8,64,16,16;{c_out},64,3,3", forward_ms),
+                (f"Gradients/{layer}/Grad_Conv2D/Conv2DBackpropFilter-op1", "Conv2DBackpropFilter",
+                 f"{dout};8,64,16,16;4", filter_ms),
+                (f"Gradients/{layer}/Grad_Conv2D/Conv2DBackpropInput-op2", "Conv2DBackpropInput",
+                 f"{dout};{c_out},64,3,3;4", input_ms)):
+            rows.append({"name": name, "type": op_type, "avg_ms": total / count, "count": count,
+                         "total_ms": total, "pass": "other", "input_shapes": shapes, "input_dtypes": None})
+    rows.append({"name": "Default/net/bn-BatchNorm/BatchNorm-op3", "type": "BatchNorm", "avg_ms": 1.0,
+                 "count": count, "total_ms": 2.0, "pass": "forward", "input_shapes": "8,64,16,16;64;64;64;64",
+                 "input_dtypes": None})
+    return rows
+
+
+def test_op_flops_from_shapes_uses_the_gradient_dout_for_the_output_size():
+    work = rules.op_flops(table("ops", pd.DataFrame([{"rank": 0, **r} for r in conv_ops(1.0, 1.0, 1.0)])))
+    flops = dict(zip(work["name"], work["flops"]))
+    # 2 * N * Cout * Hout * Wout * Cin * kh * kw, times 2 executions
+    assert flops[f"{LAYER}/Conv2D-op0"] == 2 * (2 * 8 * 64 * 16 * 16 * 64 * 9)
+    assert flops[f"{DOWN}/Conv2D-op0"] == 2 * (2 * 8 * 128 * 8 * 8 * 64 * 9)
+    assert flops[f"Gradients/{DOWN}/Grad_Conv2D/Conv2DBackpropFilter-op1"] == flops[f"{DOWN}/Conv2D-op0"]
+    assert flops["Default/net/bn-BatchNorm/BatchNorm-op3"] == 2 * 8 * 64 * 16 * 16 * 8
+    assert set(work["group"]) == {"Conv2D 3x3", "Conv2DBackpropFilter 3x3", "Conv2DBackpropInput 3x3", "BatchNorm"}
+
+
+def test_kernel_efficiency_fires_on_a_reference_kernel_forward_conv_on_cpu():
+    # forward 100x slower than the gradient kernels doing the same multiply-adds, as oneDNN's reference kernel
+    run = make_run(device="CPU", steps=step_rows(1.0, 700.0, 10.0), ops=conv_ops(600.0, 6.0, 6.0))
+    finding = only(advise(run), "kernel_efficiency")
+    flops = 2 * (2 * 8 * 64 * 16 * 16 * 64 * 9 + 2 * 8 * 128 * 8 * 8 * 64 * 9)
+    assert finding.target == "Conv2D 3x3"
+    # each of the two layers' ops takes the given time
+    assert finding.evidence["gflops_per_s"] == pytest.approx(flops / 1200.0 / 1e6, abs=1e-3)
+    assert finding.evidence["reference_gflops_per_s"] == pytest.approx(flops / 12.0 / 1e6, abs=1e-3)
+    assert finding.evidence["ratio_to_reference"] == pytest.approx(0.01)
+    assert finding.est_gain_pct == pytest.approx(100 * 1200 * 0.99 / (3 * 711), abs=0.01)
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in finding.action and finding.severity == "high"
+
+
+def test_kernel_efficiency_silent_when_conv_kernels_are_within_calibrated_spread():
+    # a healthy AVX2 run spreads up to ~6x between conv groups (README calibration)
+    run = make_run(device="CPU", steps=step_rows(1.0, 60.0, 1.0), ops=conv_ops(6.0, 36.0, 12.0))
+    advice = advise(run)
+    assert "kernel_efficiency" not in advice.ids() and "kernel_efficiency" not in advice.not_checked
+
+
+def test_kernel_efficiency_not_checked_without_shapes():
+    ops = [{**row, "input_shapes": None} for row in conv_ops(600.0, 6.0, 6.0)]
+    assert "kernel_efficiency" in advise(make_run(device="CPU", ops=ops)).not_checked
+
+
+# --- ranking, severity, rendering ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gain, severity", [(None, "medium"), (0.5, "low"), (3.0, "medium"), (9.99, "medium"),
+                                            (10.0, "high"), (80.0, "high")])
+def test_severity_from_gain(gain, severity):
+    assert severity_for(gain) == severity
+
+
+def seed_feed_run(**kwargs):
+    """The seed's first profile in model form: feed mode, interval ~ fwd_bwd, Cast+BatchNorm ~ half the device."""
+    return make_run(steps=step_rows(interval=9.0, fwd_bwd=10.0, tail=1.0),
+                    op_types=type_rows(Cast=4.0, BNTrainingUpdate=3.0, BNTrainingReduce=3.0, Conv2D=8.0, ReLU=2.0),
+                    host_queue=queue_rows([64] * 20), **kwargs)
+
+
+def test_findings_ranked_most_important_first():
+    advice = advise(seed_feed_run())
+    assert advice.ids() == ["sink_mode", "amp_level", "data_pipeline_ok"]
+    gains = [f.est_gain_pct for f in advice.findings[:2]]
+    assert gains == sorted(gains, reverse=True)
+
+
+def test_text_and_markdown_show_numbers_actions_and_what_was_not_checked():
+    advice = advise(seed_feed_run())
+    text = advice_text(advice)
+    lines = text.splitlines()
+    first = lines.index(next(line for line in lines if line.startswith("1. ")))
+    assert "HIGH" in lines[first] and "sink_mode" in lines[first] and "45.0 % of step" in lines[first]
+    assert lines[first + 1].strip().startswith("interval_share_pct 45")  # numbers before words
+    assert "do: model.train(..., dataset_sink_mode=True)" in text
+    assert "not checked: slow_rank: single-rank run" in text
+    markdown = advice_markdown(advice)
+    assert "| 1 | high | `sink_mode` | 45.0 % |" in markdown
+    assert '```\nModel(net, loss_fn, optimizer, amp_level="O3")\n```' in markdown
+
+
+# --- CLI -------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def crafted_cli(monkeypatch):
+    """The CLI with loading replaced by crafted runs keyed by path, so exit codes are tested apart from readers."""
+    runs = {"seed": seed_feed_run(path="seed"),
+            "healthy": make_run(data_mode="sink", compute_dtype="float16", steps=step_rows(0.2, 20.0, 0.5),
+                                host_queue=queue_rows([64] * 20), path="healthy")}
+    monkeypatch.setattr("perfkit.cli._load", runs.__getitem__)
+    return CliRunner()
+
+
+def test_advise_json_contract(crafted_cli):
+    result = crafted_cli.invoke(main, ["advise", "seed", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert set(payload) == {"run", "device", "findings"}
+    assert payload["run"] == "seed" and payload["device"] == "Ascend"
+    assert [f["id"] for f in payload["findings"]] == ["sink_mode", "amp_level", "data_pipeline_ok"]
+    for finding in payload["findings"]:
+        assert set(finding) == {"id", "severity", "title", "evidence", "action", "target", "est_gain_pct"}
+        assert all(isinstance(v, (int, float)) for v in finding["evidence"].values())
+
+
+@pytest.mark.parametrize("run, fail_on, code", [
+    ("seed", "high", 1), ("seed", "medium", 1), ("seed", "low", 1),
+    ("healthy", "high", 0), ("healthy", "medium", 0), ("healthy", "low", 1),  # data_pipeline_ok is low
+    ("seed", None, 0)])
+def test_advise_fail_on_exit_codes(crafted_cli, run, fail_on, code):
+    args = ["advise", run] + (["--fail-on", fail_on] if fail_on else [])
+    result = crafted_cli.invoke(main, args)
+    assert result.exit_code == code, result.output
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_advise_text_formats(crafted_cli, fmt):
+    result = crafted_cli.invoke(main, ["advise", "seed", "--format", fmt])
+    assert result.exit_code == 0 and "dataset_sink_mode=True" in result.output
+
+
+def test_advise_bad_input_exits_2_with_one_line(tmp_path):
+    result = CliRunner().invoke(main, ["advise", str(tmp_path / "missing")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output and "Traceback" not in result.output
+    empty = CliRunner().invoke(main, ["advise", str(tmp_path)])
+    assert empty.exit_code == 2 and "no MindSpore profiler files" in empty.output
+
+
+def test_commands_have_help_with_an_example():
+    for command in ("advise", "compare"):
+        result = CliRunner().invoke(main, [command, "--help"])
+        assert result.exit_code == 0 and "Example:" in result.output
