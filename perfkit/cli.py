@@ -120,3 +120,58 @@ def compare(run_a: str, run_b: str, fmt: str) -> None:
         _emit_json(result)
     else:
         click.echo(compare_text(result))
+
+
+@main.command()
+@click.option("--device", type=click.Choice(["auto", "Ascend", "GPU", "CPU"]), default="auto", show_default=True,
+              help="Where to train; auto takes the first of Ascend, GPU, CPU that MindSpore can use.")
+@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Profiled steps.")
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Steps before profiling starts (the first one compiles the graph).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--image-size", type=click.IntRange(min=1), default=None,
+              help="Input size. Default 224 on Ascend/GPU (the seed's), 32 on CPU so the default run "
+                   "ends in about a minute.")
+@click.option("--data-path", type=click.Path(), default=None,
+              help="CIFAR-10 binary folder (data_batch_1.bin ...). Default: synthetic CIFAR-10 in the real "
+                   "format, cached under ~/.cache/perfkit; the run is marked synthetic.")
+@click.option("--shards", type=click.IntRange(min=1), default=40, show_default=True,
+              help="Split the training set this many ways and train on one part (the seed profiles 1/40).")
+@click.option("--shard-id", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Which part; under --ranks, rank r takes shard-id + r.")
+@click.option("--sink/--no-sink", default=True, show_default=True,
+              help="Dataset sink mode (not available on CPU: feed mode is used and recorded).")
+@click.option("--amp-level", type=click.Choice(["O0", "O1", "O2", "O3"]), default="O0", show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="num_parallel_workers of the map and batch ops (default: MindSpore's).")
+@click.option("--mode", type=click.Choice(["graph", "pynative"]), default="graph", show_default=True)
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Set for the training process and recorded, e.g. ONEDNN_MAX_CPU_ISA=AVX2. Repeatable.")
+@click.option("--output", type=click.Path(), default="./profiler_v1", show_default=True,
+              help="Run folder; if it exists the next free profiler_vN is used (never overwritten).")
+@click.option("--ranks", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Data-parallel ranks on this machine, launched with MindSpore's msrun; one folder per rank.")
+def profile(device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
+            mode, env_pairs, output, ranks) -> None:
+    """Train the seed's ResNet-50 on CIFAR-10 under the MindSpore profiler and write a run folder.
+
+    The warmup steps are kept out of the profile. The folder holds MindSpore's profiler files,
+    MindData's dataset profile and perfkit_run.json (config, versions, step times, status).
+    Ctrl-C stops training and keeps what was profiled (exit code 130).
+
+    \b
+    Example:
+      perfkit profile --steps 3                       # CPU: about a minute -> ./profiler_v1
+      perfkit profile --env ONEDNN_MAX_CPU_ISA=AVX2 --workers 4
+      perfkit profile --ranks 2 --output runs/dp2
+    """
+    from .profiler import ProfileRequest, parse_env, profile as run_profile, report
+    request = ProfileRequest(device=device, steps=steps, warmup=warmup, batch_size=batch_size,
+                             image_size=image_size, data_path=data_path, shards=shards, shard_id=shard_id,
+                             sink=sink, amp_level=amp_level, workers=workers, mode=mode,
+                             env=parse_env(env_pairs), output=output, ranks=ranks)
+    outcome = run_profile(request)
+    click.echo(report(outcome))
+    if outcome.status == "interrupted":
+        click.echo(f"perfkit: interrupted: {outcome.folder} holds the steps profiled before Ctrl-C", err=True)
+        click.get_current_context().exit(130)

@@ -1,0 +1,383 @@
+"""The parent side of `perfkit profile`: check the request, claim the run folder, start training
+in a child process (or one per rank through msrun), draw progress, forward Ctrl-C, settle the manifest.
+
+Nothing here imports MindSpore: the child does (perfkit/profiler/train.py), after `--env` is applied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import click
+
+from .. import __version__
+from ..errors import DeviceError, PerfkitError
+from . import cifar
+from .runfolder import MANIFEST, TRAIN_LOG, claim, now_iso, read_manifest, write_manifest
+
+DEVICE_CHOICES = ("auto", "Ascend", "GPU", "CPU")
+AMP_LEVELS = ("O0", "O1", "O2", "O3")
+MODES = ("graph", "pynative")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+POLL_SECONDS = 0.1
+# How long the ranks of a --ranks run wait for each other to join before msrun gives up.
+CLUSTER_TIMEOUT_SECONDS = 300
+# msrun logs this when a rank exits non-zero, just before it kills the other ranks.
+MSRUN_WORKER_FAILED = re.compile(r"Worker process (\d+) exit with exception\. Error code: (-?\d+)")
+MSRUN_LOG_DIR = "msrun"
+# Analysis milestones each rank reports after training: finishing, analysing, finished.
+ANALYSIS_STAGES = ("finishing", "analysing", "finished")
+
+
+@dataclass
+class ProfileRequest:
+    """Every flag of `perfkit profile`, as the user gave it; recorded verbatim as the manifest's config."""
+
+    device: str = "auto"
+    steps: int = 3
+    warmup: int = 1
+    batch_size: int = 32
+    image_size: int | None = None
+    data_path: str | None = None
+    shards: int = 40
+    shard_id: int = 0
+    sink: bool = True
+    amp_level: str = "O0"
+    workers: int | None = None
+    mode: str = "graph"
+    env: dict[str, str] = field(default_factory=dict)
+    output: str = "./profiler_v1"
+    ranks: int = 1
+
+
+@dataclass
+class ProfileOutcome:
+    folder: Path
+    status: str                 # ok / interrupted
+    notes: list[str]
+
+
+def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """`KEY=VALUE` strings to a dict; a malformed pair is the user's error."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not ENV_NAME.match(key):
+            raise PerfkitError(f"--env {pair!r}: expected KEY=VALUE with KEY a variable name")
+        env[key] = value
+    return env
+
+
+def _check(request: ProfileRequest) -> None:
+    problems = []
+    if request.device not in DEVICE_CHOICES:
+        problems.append(f"--device {request.device!r} is not one of {', '.join(DEVICE_CHOICES)}")
+    if request.amp_level not in AMP_LEVELS:
+        problems.append(f"--amp-level {request.amp_level!r} is not one of {', '.join(AMP_LEVELS)}")
+    if request.mode not in MODES:
+        problems.append(f"--mode {request.mode!r} is not one of {', '.join(MODES)}")
+    for name in ("steps", "batch_size", "shards", "ranks"):
+        if getattr(request, name) < 1:
+            problems.append(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("image_size", "workers"):
+        if getattr(request, name) is not None and getattr(request, name) < 1:
+            problems.append(f"--{name.replace('_', '-')} must be at least 1")
+    if request.warmup < 0:
+        problems.append("--warmup must be 0 or more")
+    if not 0 <= request.shard_id < request.shards:
+        problems.append(f"--shard-id {request.shard_id} is not in 0..{request.shards - 1} (--shards {request.shards})")
+    if problems:
+        raise PerfkitError("; ".join(problems))
+
+
+def _data(request: ProfileRequest, say) -> tuple[Path, bool, list[str]]:
+    """The CIFAR-10 folder to train on, whether it is synthetic, and the notes that explain it."""
+    if request.data_path is not None:
+        folder, records = cifar.training_records(request.data_path)
+        synthetic, notes = False, []
+    else:
+        cached = cifar.synthetic_cached()
+        folder = cifar.synthetic()
+        _, records = cifar.training_records(folder)
+        synthetic = True
+        notes = ["no --data-path: trained on synthetic CIFAR-10 (random images in the real binary format), "
+                 "so accuracy means nothing; timings are representative"]
+        say(f"perfkit: {notes[0]} ({'reused' if cached else 'generated'} {folder})")
+    per_shard = records // request.shards
+    needed = request.warmup + request.steps
+    if per_shard // request.batch_size < needed:
+        raise PerfkitError(
+            f"a shard of {records} images split {request.shards} ways holds {per_shard} images = "
+            f"{per_shard // request.batch_size} batches of {request.batch_size}, fewer than the {needed} steps "
+            "asked (--warmup + --steps): lower --shards or --batch-size", folder)
+    return folder, synthetic, notes
+
+
+def _child_env(extra: dict[str, str]) -> dict[str, str]:
+    """The environment for training: ours, `--env` on top, this interpreter's bin first on PATH
+    (msrun starts `python` from PATH) and perfkit importable even when it is not installed."""
+    env = {**os.environ, **extra}
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bin_dir, env.get("PATH", "")])
+    source_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _command(job_file: Path, request: ProfileRequest, folder: Path) -> list[str]:
+    child = ["-m", "perfkit.profiler.train", str(job_file)]
+    if request.ranks == 1:
+        return [sys.executable, *child]
+    msrun = shutil.which("msrun", path=_child_env({})["PATH"])
+    if msrun is None:
+        raise PerfkitError("--ranks needs MindSpore's msrun launcher, which is not on PATH")
+    return [msrun, f"--worker_num={request.ranks}", f"--local_worker_num={request.ranks}",
+            f"--master_port={_free_port()}", f"--log_dir={folder / MSRUN_LOG_DIR}", "--join=True",
+            f"--cluster_time_out={CLUSTER_TIMEOUT_SECONDS}", "python", *child]
+
+
+class Events:
+    """Reads the ranks' progress files incrementally (see train.Progress)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.offsets: dict[Path, int] = {}
+
+    def new(self) -> list[dict]:
+        events = []
+        for path in sorted(self.folder.glob("rank_*.jsonl")):
+            with open(path) as handle:
+                handle.seek(self.offsets.get(path, 0))
+                chunk = handle.read()
+            complete = chunk[:chunk.rfind("\n") + 1]
+            self.offsets[path] = self.offsets.get(path, 0) + len(complete)
+            events += [json.loads(line) for line in complete.splitlines() if line.strip()]
+        return events
+
+
+class Supervisor:
+    """Runs the training process(es) to the end while keeping the user informed."""
+
+    def __init__(self, request: ProfileRequest, folder: Path, scratch: Path, say):
+        self.request = request
+        self.folder = folder
+        self.scratch = scratch
+        self.say = say
+        self.pids: dict[int, int] = {}          # rank -> training process id
+        self.finished: dict[int, dict] = {}     # rank -> its "finished" event
+        self.device_errors: dict[int, dict] = {}
+        self.notes: list[str] = []
+        self.interrupted = False
+        self.process: subprocess.Popen | None = None
+
+    def forward_interrupt(self, signum, frame) -> None:
+        """Ctrl-C: ask each training process to stop and analyse what it has (once; they ignore repeats)."""
+        if self.interrupted:
+            return
+        self.interrupted = True
+        self.say("perfkit: interrupted: stopping training and analysing the steps profiled so far")
+        targets = list(self.pids.values()) or ([self.process.pid] if self.process else [])
+        for pid in targets:
+            _signal(pid, signal.SIGINT)
+
+    def run(self, command: list[str], env: dict[str, str], log) -> int:
+        events = Events(self.scratch)
+        per_rank = self.request.warmup + self.request.steps
+        previous = signal.signal(signal.SIGINT, self.forward_interrupt)
+        try:
+            # A session of its own: the terminal's Ctrl-C reaches only us, and we forward it once.
+            self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+            done: dict[int, int] = {}
+            stages: dict[int, int] = {}
+            with click.progressbar(length=per_rank * self.request.ranks, label="compiling (warmup)",
+                                   file=sys.stderr, show_pos=True) as bar:
+                while self.process.poll() is None and not stages:
+                    stages = self._absorb(events.new(), done, bar, {})
+                    time.sleep(POLL_SECONDS)
+                stages = self._absorb(events.new(), done, bar, stages)
+            with click.progressbar(length=len(ANALYSIS_STAGES) * self.request.ranks,
+                                   label="analysing profile", file=sys.stderr) as bar:
+                shown = 0
+                while True:
+                    running = self.process.poll() is None
+                    self._absorb(events.new(), done, None, stages)
+                    reached = sum(stages.values())
+                    bar.update(reached - shown)
+                    shown = reached
+                    if not running:
+                        break
+                    time.sleep(POLL_SECONDS)
+            return self.process.returncode
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            if self.process.poll() is None:  # we are unwinding on an error of our own
+                self.process.kill()
+                self.process.wait()
+
+    def _absorb(self, events: list[dict], done: dict[int, int], bar, stages: dict[int, int]) -> dict[int, int]:
+        for event in events:
+            rank, kind = event["rank"], event["event"]
+            if kind == "started":
+                self.pids[rank] = event["pid"]
+                if self.interrupted:  # Ctrl-C came before this rank reported in
+                    _signal(event["pid"], signal.SIGINT)
+            elif kind == "note" and event["text"] not in self.notes:
+                self.notes.append(event["text"])
+                _clear_line()
+                self.say(f"perfkit: {event['text']}")
+            elif kind in ("warmup", "step") and bar is not None:
+                if kind == "step":
+                    bar.label = "training (profiled steps)"
+                bar.update(event["done"] - done.get(rank, 0))
+                done[rank] = event["done"]
+            elif kind == "device_error":
+                self.device_errors[rank] = event
+            if kind in ANALYSIS_STAGES:
+                stages[rank] = ANALYSIS_STAGES.index(kind) + 1
+            if kind == "finished":
+                self.finished[rank] = event
+        return stages
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass  # it already exited
+
+
+def _clear_line() -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")
+
+
+def _manifest(request: ProfileRequest, synthetic: bool, notes: list[str]) -> dict:
+    return {
+        "perfkit_version": __version__,
+        "mindspore_version": None,
+        "device": None,
+        "rank": 0 if request.ranks == 1 else None,
+        "rank_size": request.ranks,
+        "status": "running",
+        "error": None,
+        "config": asdict(request),
+        "used": None,
+        "notes": list(notes),
+        "synthetic_data": synthetic,
+        "env": dict(request.env),
+        "steps": [],
+        "started_at": now_iso(),
+        "finished_at": None,
+        "command": "perfkit " + shlex.join(sys.argv[1:]) if sys.argv and "perfkit" in sys.argv[0]
+                   else shlex.join(sys.argv),
+    }
+
+
+def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
+    """Train under the profiler as `request` says and return the run folder.
+
+    Raises DeviceError when the device cannot be used (and leaves no folder behind), PerfkitError
+    for bad input or a training process that failed (the folder is kept and marked failed).
+    """
+    say = say or (lambda text: click.echo(text, err=True))
+    _check(request)
+    data_dir, synthetic, notes = _data(request, say)
+    folder = claim(request.output)
+    requested = Path(request.output).expanduser()
+    if folder != requested:
+        say(f"perfkit: {requested} exists (never overwritten): writing to {folder}")
+    else:
+        say(f"perfkit: writing to {folder}")
+    manifest = _manifest(request, synthetic, notes)
+    write_manifest(folder, manifest)
+    scratch = Path(tempfile.mkdtemp(prefix="perfkit-profile-"))
+    try:
+        job = {"config": manifest["config"], "ranks": request.ranks, "output": str(folder.resolve()),
+               "progress_dir": str(scratch), "data_dir": str(data_dir)}
+        job_file = scratch / "job.json"
+        job_file.write_text(json.dumps(job))
+        supervisor = Supervisor(request, folder, scratch, say)
+        log_path = folder / (TRAIN_LOG if request.ranks == 1 else f"{MSRUN_LOG_DIR}.log")
+        with open(log_path, "ab") as log:
+            returncode = supervisor.run(_command(job_file, request, folder), _child_env(request.env), log)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return _settle(request, folder, supervisor, returncode, manifest, log_path)
+
+
+def _settle(request: ProfileRequest, folder: Path, supervisor: Supervisor, returncode: int, manifest: dict,
+            log_path: Path) -> ProfileOutcome:
+    if supervisor.device_errors:
+        event = next(iter(supervisor.device_errors.values()))
+        shutil.rmtree(folder, ignore_errors=True)  # nothing was trained: leave nothing behind
+        raise DeviceError(f"device {event['device']} is not available: MindSpore reported: {event['message']}")
+    notes = manifest["notes"] + [note for note in supervisor.notes if note not in manifest["notes"]]
+    if request.ranks == 1:
+        status, error = _rank_outcome(folder, supervisor.interrupted, returncode)
+        if status == "failed":
+            raise PerfkitError(f"training failed: {error}; see {log_path}")
+        return ProfileOutcome(folder=folder, status=status, notes=notes)
+    codes = _msrun_exit_codes(log_path, supervisor.pids)
+    outcomes = {rank: _rank_outcome(folder / f"rank_{rank}", supervisor.interrupted, codes.get(rank))
+                for rank in range(request.ranks)}
+    failed = [rank for rank, (status, _) in outcomes.items() if status == "failed"]
+    first = read_manifest(folder / "rank_0") if (folder / "rank_0" / MANIFEST).exists() else {}
+    error = None
+    if failed:
+        # msrun kills every other rank once one dies; the one it reported is the one that died first.
+        culprit = next((rank for rank in failed if rank in codes), failed[0])
+        error = f"rank {culprit}: {outcomes[culprit][1]}; see {folder / f'rank_{culprit}' / TRAIN_LOG}"
+    status = "failed" if failed else ("interrupted" if supervisor.interrupted else "ok")
+    write_manifest(folder, {**manifest, "status": status, "error": error, "device": first.get("device"),
+                            "mindspore_version": first.get("mindspore_version"), "used": first.get("used"),
+                            "notes": notes, "finished_at": now_iso()})
+    if failed:
+        raise PerfkitError(f"training failed on {error} (the other ranks were stopped)")
+    return ProfileOutcome(folder=folder, status=status, notes=notes)
+
+
+def _rank_outcome(folder: Path, interrupted: bool, exit_code: int | None) -> tuple[str, str | None]:
+    """How a rank ended; a rank whose process died before it could say so is marked here."""
+    if not (folder / MANIFEST).exists():
+        return "failed", "the training process never started"
+    recorded = read_manifest(folder)
+    if recorded["status"] != "running":
+        return recorded["status"], recorded["error"]
+    if interrupted:
+        status, error = "interrupted", None
+    elif exit_code is None:
+        status, error = "failed", "the training process was stopped before finishing"
+    elif exit_code < 0:
+        status, error = "failed", f"the training process was killed by signal {signal.Signals(-exit_code).name}"
+    else:
+        status, error = "failed", f"the training process exited with code {exit_code} before finishing"
+    write_manifest(folder, {**recorded, "status": status, "error": error, "finished_at": now_iso()})
+    return status, error
+
+
+def _msrun_exit_codes(log_path: Path, pids: dict[int, int]) -> dict[int, int]:
+    """rank -> exit code of the ranks msrun saw fail (msrun logs them by process id)."""
+    rank_of_pid = {pid: rank for rank, pid in pids.items()}
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    return {rank_of_pid[int(pid)]: int(code) for pid, code in MSRUN_WORKER_FAILED.findall(text)
+            if int(pid) in rank_of_pid}

@@ -1,0 +1,266 @@
+"""The training process `perfkit profile` starts: `python -m perfkit.profiler.train JOB.json`.
+
+It runs in its own process so that `--env` settings (ONEDNN_MAX_CPU_ISA and the like, read when
+MindSpore loads) take effect, so that Ctrl-C can be forwarded to it, and so that the parent can
+draw progress from the events it appends to a progress file (one JSON object per line).
+Under `--ranks N` msrun starts one of these per rank; RANK_ID tells which.
+
+Exit codes: 0 trained (or interrupted under msrun, see EXIT_INTERRUPTED), 2 the device is not
+usable (nothing was written), 130 interrupted, 1 anything else (the traceback is in train.log).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .runfolder import MINDDATA_DIR, TRAIN_LOG, now_iso, read_manifest, write_manifest
+
+EXIT_DEVICE = 2
+# msrun SIGKILLs every rank as soon as one exits non-zero, which would cut the others' profiler
+# analysis short; under msrun an interrupted rank exits 0 and the manifest carries the status.
+EXIT_INTERRUPTED = 130
+DEVICES = ("Ascend", "GPU", "CPU")
+# MindSpore's resnet model-zoo configs train with this loss scale; the seed passes it with
+# drop_overflow_update=False, which also keeps amp_level O2 working on CPU.
+LOSS_SCALE = 1024.0
+LEARNING_RATE = 0.001
+WEIGHT_DECAY = 1e-5
+NUM_CLASSES = 10
+# The seed resizes CIFAR-10 to 224 (ImageNet's input size) on Ascend; ResNet-50 at 224 takes seconds
+# per step on a CPU, so CPU runs stay at CIFAR's native 32 and the default run ends in about a minute.
+IMAGE_SIZE_ACCELERATOR = 224
+IMAGE_SIZE_CPU = 32
+
+
+class Progress:
+    """Events for the parent's progress bars, appended to this rank's progress file."""
+
+    def __init__(self, path: Path, rank: int):
+        self.handle = open(path, "a", buffering=1)
+        self.rank = rank
+
+    def emit(self, event: str, **fields) -> None:
+        self.handle.write(json.dumps({"event": event, "rank": self.rank, "pid": os.getpid(), **fields}) + "\n")
+
+
+def select_device(ms, requested: str) -> str:
+    """The device MindSpore will train on; `auto` takes the first of Ascend, GPU, CPU that loads."""
+    candidates = DEVICES if requested == "auto" else (requested,)
+    reasons = []
+    for device in candidates:
+        try:
+            ms.set_device(device)
+        except RuntimeError as exc:
+            reasons.append(f"{device}: {first_line(str(exc))}")
+            continue
+        return device
+    raise DeviceUnavailable("; ".join(reasons))
+
+
+class DeviceUnavailable(Exception):
+    pass
+
+
+def first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else text.strip()
+
+
+def redirect_output(log: Path) -> None:
+    """Send this process's stdout and stderr (MindSpore's C++ logs included) to the rank's train.log."""
+    handle = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(handle, 1)
+    os.dup2(handle, 2)
+    os.close(handle)
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[0]).read_text())
+    ranks = job["ranks"]
+    rank = int(os.environ.get("RANK_ID", "0")) if ranks > 1 else 0
+    top = Path(job["output"])
+    folder = top / f"rank_{rank}" if ranks > 1 else top
+    folder.mkdir(exist_ok=True)
+    redirect_output(folder / TRAIN_LOG)
+    progress = Progress(Path(job["progress_dir"]) / f"rank_{rank}.jsonl", rank)
+    trainer = Trainer(job, rank, folder, progress)
+    write_manifest(folder, trainer.manifest)
+    progress.emit("started")
+    return trainer.run()
+
+
+class Trainer:
+    def __init__(self, job: dict, rank: int, folder: Path, progress: Progress):
+        self.job = job
+        self.config = job["config"]
+        self.rank = rank
+        self.folder = folder
+        self.progress = progress
+        self.manifest = {**read_manifest(Path(job["output"])), "rank": rank, "rank_size": job["ranks"]}
+        self.manifest["notes"] = list(self.manifest["notes"])
+        self.steps: list[dict] = []
+        self.profiler = None
+        self.profiling = False
+        self.minddata = None
+
+    def note(self, text: str) -> None:
+        print(f"perfkit: {text}", flush=True)
+        if text not in self.manifest["notes"]:
+            self.manifest["notes"].append(text)
+            self.progress.emit("note", text=text)
+
+    def run(self) -> int:
+        import mindspore as ms
+
+        try:
+            device = select_device(ms, self.config["device"])
+        except DeviceUnavailable as exc:
+            self.progress.emit("device_error", device=self.config["device"], message=str(exc))
+            return EXIT_DEVICE
+        self.manifest["device"] = device
+        self.manifest["mindspore_version"] = ms.__version__
+        write_manifest(self.folder, self.manifest)
+        status, error = "ok", None
+        try:
+            self.train(ms, device)
+        except KeyboardInterrupt:
+            status = "interrupted"
+        except BaseException as exc:
+            status, error = "failed", f"{type(exc).__name__}: {first_line(str(exc))}"
+            self.finish(status, error)
+            raise
+        self.finish(status, error)
+        if status == "interrupted":
+            return 0 if self.job["ranks"] > 1 else EXIT_INTERRUPTED
+        return 0
+
+    def train(self, ms, device: str) -> None:
+        from mindspore import nn
+        from mindspore.train import Callback, Model
+
+        from .dataset import create_cifar_dataset
+        from .resnet import ResNet50
+
+        config = self.config
+        graph = config["mode"] == "graph"
+        ms.set_context(mode=ms.GRAPH_MODE if graph else ms.PYNATIVE_MODE)
+        shard_id = config["shard_id"]
+        if self.job["ranks"] > 1:
+            from mindspore.communication import init
+            init()
+            ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+            # Each rank trains on its own shard, as data parallelism does.
+            shard_id = (shard_id + self.rank) % config["shards"]
+        sink = config["sink"]
+        if sink and device == "CPU":
+            sink = False
+            self.note("dataset sink mode is not available on CPU: trained in feed mode (data fed step by step)")
+        amp_level = config["amp_level"]
+        if amp_level in ("O2", "O3") and device == "CPU":
+            self.note(f"amp_level {amp_level} on CPU: there are no fast float16 kernels here, so this runs "
+                      "slower than O0; profiled anyway as asked")
+        image_size = config["image_size"]
+        if image_size is None:
+            image_size = IMAGE_SIZE_CPU if device == "CPU" else IMAGE_SIZE_ACCELERATOR
+            self.note(f"image size {image_size}x{image_size}, the default on {device} "
+                      f"(--image-size to change; {IMAGE_SIZE_ACCELERATOR} on Ascend/GPU, {IMAGE_SIZE_CPU} on CPU)")
+        if self.job["ranks"] > 1:
+            self.note(f"rank {self.rank} reads shard {shard_id} of {config['shards']}")
+        self.manifest["used"] = {"sink": sink, "amp_level": amp_level, "mode": config["mode"]}
+
+        if device == "CPU":
+            # mindspore.Profiler(data_process=True) records no dataset data on CPU; MindData's own manager does.
+            from mindspore._c_dataengine import GlobalContext
+            self.minddata = GlobalContext.profiling_manager()
+            self.minddata.init()
+            self.minddata.start()
+        dataset = create_cifar_dataset(self.job["data_dir"], config["batch_size"], image_size, config["shards"],
+                                       shard_id, config["workers"])
+        total = config["warmup"] + config["steps"]
+        network = ResNet50(num_classes=NUM_CLASSES)
+        loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+        optimizer = nn.Adam(network.trainable_params(), LEARNING_RATE, weight_decay=WEIGHT_DECAY)
+        loss_scale = ms.amp.FixedLossScaleManager(LOSS_SCALE, drop_overflow_update=False)
+        model = Model(network, loss_fn=loss, optimizer=optimizer, amp_level=amp_level,
+                      loss_scale_manager=loss_scale)
+        self.profiler = ms.Profiler(start_profile=False, output_path=str(self.folder),
+                                    data_process=device != "CPU")
+        trainer = self
+
+        class StepClock(Callback):
+            """Starts the profiler after the warmup steps and stamps each profiled step's wall-clock bounds.
+
+            A step runs from the end of the previous one to its own end, so the time spent waiting for
+            the next batch falls inside the step (as the step interval of MindSpore's step trace does).
+            """
+
+            def __init__(self):
+                super().__init__()
+                self.done = 0
+                self.begin_ns = None
+
+            def on_train_begin(self, run_context):
+                if config["warmup"] == 0:
+                    trainer.start_profiler()
+                    self.begin_ns = time.time_ns()
+
+            def on_train_step_end(self, run_context):
+                self.done += 1
+                now = time.time_ns()
+                if self.done > config["warmup"]:
+                    trainer.steps.append({"step": len(trainer.steps) + 1, "begin_ns": self.begin_ns, "end_ns": now})
+                    trainer.progress.emit("step", done=self.done, total=total)
+                    if self.done == total:
+                        trainer.stop_profiler()
+                else:
+                    trainer.progress.emit("warmup", done=self.done, total=total)
+                if self.done == config["warmup"]:
+                    trainer.start_profiler()
+                    now = time.time_ns()
+                self.begin_ns = now
+
+        write_manifest(self.folder, self.manifest)
+        self.progress.emit("training", total=total)
+        if sink:
+            model.train(total, dataset, callbacks=[StepClock()], dataset_sink_mode=True, sink_size=1)
+        else:
+            model.train(1, dataset.take(total), callbacks=[StepClock()], dataset_sink_mode=False)
+
+    def start_profiler(self) -> None:
+        self.profiler.start()
+        self.profiling = True
+
+    def stop_profiler(self) -> None:
+        if self.profiling:
+            self.profiler.stop()
+            self.profiling = False
+
+    def finish(self, status: str, error: str | None) -> None:
+        """Stop and analyse the profiler, save MindData's profile, and write the final manifest."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the analysis short
+        self.progress.emit("finishing", status=status)
+        if self.profiler is not None:
+            self.stop_profiler()
+            if self.steps:
+                self.progress.emit("analysing")
+                self.profiler.analyse()
+        if self.minddata is not None:
+            self.minddata.stop()
+            md = self.folder / MINDDATA_DIR
+            md.mkdir(exist_ok=True)
+            self.minddata.save(str(md))
+        self.manifest.update(status=status, error=error, steps=self.steps,
+                             finished_at=now_iso())
+        write_manifest(self.folder, self.manifest)
+        self.progress.emit("finished", status=status, error=error, steps=len(self.steps))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
