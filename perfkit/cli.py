@@ -175,3 +175,47 @@ def profile(device, steps, warmup, batch_size, image_size, data_path, shards, sh
     if outcome.status == "interrupted":
         click.echo(f"perfkit: interrupted: {outcome.folder} holds the steps profiled before Ctrl-C", err=True)
         click.get_current_context().exit(130)
+
+
+def _load_all(paths: tuple[str, ...]) -> list:
+    return [_load(path) for path in paths]
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path())
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind. Anything but loopback exposes the dashboard (no login) to the network.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8050, show_default=True)
+def dash(runs: tuple[str, ...], host: str, port: int) -> None:
+    """Serve the dashboard (overview, operators, compare, ranks) over the given runs.
+
+    The runs are read once at start; the app never reads another path.
+
+    \b
+    Example:
+      perfkit dash profiler_v1 profiler_v2 profiler_v3      # then open http://127.0.0.1:8050
+      perfkit dash ./cluster_run --port 8060
+    """
+    loaded = _load_all(runs)
+    from dashboards.app import is_loopback, serve
+    if not is_loopback(host):
+        click.echo(f"perfkit: warning: serving on {host}: anyone who can reach this port sees the profiles "
+                   "(no authentication)", err=True)
+    click.echo(f"perfkit dash: http://{host}:{port}/  (Ctrl-C stops)", err=True)
+    serve(loaded, host=host, port=port)
+
+
+@main.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html", show_default=True)
+def report(runs: tuple[str, ...], output: str) -> None:
+    """Write one self-contained HTML file with the dashboard's figures and findings (opens offline).
+
+    \b
+    Example:
+      perfkit report profiler_v1 -o report.html
+      perfkit report profiler_v1 profiler_v2 -o ci/perf.html     # with a compare section
+    """
+    from .report import write_report
+    write_report(_load_all(runs), output)
+    click.echo(f"wrote {output}", err=True)

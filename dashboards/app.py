@@ -1,0 +1,135 @@
+"""The app factory: `create_app(runs)` builds a Dash app over runs loaded before it starts.
+
+Callbacks address runs by their index in `runs`; nothing a browser sends can name a path or load a file.
+An index that is unknown or malformed gets an empty state, a request Dash cannot parse gets a 400.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+import dash
+from dash import Input, Output, dcc, html
+from dash.exceptions import CallbackException
+from werkzeug.exceptions import BadRequest, HTTPException
+
+from perfkit.model import PASSES, Run
+from perfkit.report import STYLESHEET
+from perfkit import figures
+
+from . import ids, layout
+
+LOOPBACK_HOST = "127.0.0.1"
+
+INDEX_STRING = """<!DOCTYPE html>
+<html lang="en"><head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>""" + STYLESHEET + """</style>
+</head><body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body></html>"""
+
+
+def run_index(value: Any, count: int) -> int | None:
+    """A run index from a callback input, or None when it is not one of the loaded runs."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    try:
+        index = int(value)
+    except ValueError:
+        return None
+    return index if 0 <= index < count else None
+
+
+def unknown_run(count: int) -> list:
+    return [layout.card("Unknown run", layout.empty(f"unknown run: choose one of the {count} loaded runs"))]
+
+
+def create_app(runs: Sequence[Run]) -> dash.Dash:
+    """A Dash app over `runs` (already loaded). Serve it with `serve` or `app.run(debug=False)`."""
+    runs = list(runs)
+    labels = figures.run_labels(runs)
+    app = dash.Dash(__name__, title="perfkit", suppress_callback_exceptions=True, serve_locally=True,
+                    index_string=INDEX_STRING, update_title=None)
+    app.layout = html.Div([dcc.Location(id=ids.URL, refresh=False), layout.header(labels),
+                           html.Main(id=ids.PAGE)])
+
+    def pick(value: Any) -> Run | None:
+        index = run_index(value, len(runs))
+        return None if index is None else runs[index]
+
+    @app.callback([Output(ids.nav(path), "className") for path in ids.PAGES], Input(ids.URL, "pathname"))
+    def mark_active(pathname):
+        return ["active" if path == pathname else "" for path in ids.PAGES]
+
+    @app.callback(Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), Input(ids.RUN, "value"))
+    def render_page(pathname, run_value):
+        if pathname == "/compare":
+            return layout.compare_page(labels)
+        if pathname not in ids.PAGES:
+            return [layout.card("Not found", layout.empty(f"no page {pathname!s}: use the links above"))]
+        run = pick(run_value)
+        if run is None:
+            return unknown_run(len(runs))
+        return {"/": layout.overview, "/operators": layout.operators, "/ranks": layout.ranks}[pathname](run)
+
+    @app.callback(Output(ids.COMPARE_BODY, "children"), Input(ids.COMPARE_RUNS, "value"))
+    def render_compare(values):
+        chosen = [] if not isinstance(values, list) else [run_index(v, len(runs)) for v in values]
+        picked = list(dict.fromkeys(i for i in chosen if i is not None))
+        return layout.compare_body([runs[i] for i in picked])
+
+    @app.callback(Output(ids.OP_TABLE, "data"), Output(ids.OP_COUNT, "children"),
+                  Input(ids.RUN, "value"), Input(ids.OP_PASSES, "value"), Input(ids.OP_SEARCH, "value"))
+    def filter_ops(run_value, passes, search):
+        run = pick(run_value)
+        if run is None:
+            return [], f"unknown run: choose one of the {len(runs)} loaded runs"
+        passes = [p for p in passes if p in PASSES] if isinstance(passes, list) else list(PASSES)
+        rows, matched = figures.op_instance_rows(run, passes, search if isinstance(search, str) else "")
+        return rows.to_dict("records"), layout.instances_count(len(rows), matched)
+
+    _reject_malformed_requests(app)
+    return app
+
+
+def _reject_malformed_requests(app: dash.Dash) -> None:
+    """A callback request Dash cannot parse is the client's fault: answer 400 in one line, not a 500 traceback.
+
+    An exception raised inside perfkit's own code is a bug and stays a 500.
+    """
+    from flask import request
+
+    @app.server.errorhandler(Exception)
+    def bad_request(exc: Exception):
+        if isinstance(exc, HTTPException):
+            return exc
+        if request.path.endswith("/_dash-update-component") and isinstance(exc, CLIENT_ERRORS) \
+                and not _raised_in_perfkit(exc):
+            logging.getLogger("perfkit.dash").warning("rejected malformed callback request: %r", exc)
+            return BadRequest(f"malformed callback request: {type(exc).__name__}")
+        raise exc
+
+
+# What Dash raises on a request body that does not match a registered callback.
+CLIENT_ERRORS = (KeyError, IndexError, TypeError, ValueError, CallbackException)
+_OWN_CODE = (str(Path(__file__).resolve().parent), str(Path(figures.__file__).resolve().parent))
+
+
+def _raised_in_perfkit(exc: BaseException) -> bool:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(frame.filename.startswith(_OWN_CODE) for frame in frames)
+
+
+def serve(runs: Sequence[Run], host: str = LOOPBACK_HOST, port: int = 8050) -> None:
+    """Serve the dashboard (debug off) until interrupted."""
+    create_app(runs).run(host=host, port=port, debug=False)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,143 @@
+"""Page bodies: perfkit.figures' figures and numbers wrapped in Dash components. No data work here."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import plotly.graph_objects as go
+from dash import dash_table, dcc, html
+
+from perfkit import figures
+from perfkit.model import PASSES, Run
+
+from . import ids
+
+GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+TABLE_STYLE = dict(
+    style_table={"overflowX": "auto"},
+    style_cell={"fontFamily": "Inter, 'Segoe UI', Helvetica, Arial, sans-serif", "fontSize": 13,
+                "padding": "4px 8px", "textAlign": "right", "maxWidth": 520, "overflow": "hidden",
+                "textOverflow": "ellipsis"},
+    style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"} for c in ("type", "name", "family", "pass")],
+    style_header={"fontWeight": 600, "backgroundColor": "#eef1f5"},
+    style_data_conditional=[{"if": {"filter_query": '{family} = "Cast"'}, "backgroundColor": "#fde8e8"},
+                            {"if": {"filter_query": '{family} = "BatchNorm"'}, "backgroundColor": "#f3e8f1"}],
+)
+
+
+def empty(message: str) -> html.P:
+    return html.P(message, className="empty-state")
+
+
+def graph(fig: go.Figure, graph_id: str) -> html.Div | html.P:
+    """The figure, or its sentence when it is an empty state (never an empty axis)."""
+    message = figures.empty_message(fig)
+    if message is not None:
+        return html.P(message, className="empty-state", id=graph_id)
+    return dcc.Graph(id=graph_id, figure=fig, config=GRAPH_CONFIG)
+
+
+def card(title: str, *children) -> html.Div:
+    return html.Div([html.H2(title), *children], className="card")
+
+
+def header(labels: Sequence[str]) -> html.Header:
+    links = [dcc.Link(name, href=path, id=ids.nav(path)) for path, name in ids.PAGES.items()]
+    return html.Header([html.H1("perfkit"), html.Nav(links, style={"display": "flex", "gap": "6px"}),
+                        html.Div(dcc.Dropdown(id=ids.RUN, options=[{"label": label, "value": i}
+                                                                   for i, label in enumerate(labels)],
+                                              value=0, clearable=False, style={"minWidth": 320, "color": "#222"}),
+                                 style={"marginLeft": "auto"})],
+                       className="top")
+
+
+def findings_panel(run: Run) -> html.Div:
+    result = figures.findings(run)
+    if not result.items:
+        return card("Findings (perfkit advise)", empty(result.note or ""))
+    items = []
+    for item in result.items:
+        evidence = ", ".join(f"{key} = {value}" for key, value in item["evidence"].items())
+        gain = f" · up to {item['est_gain_pct']:.1f} % of step time" if item.get("est_gain_pct") is not None else ""
+        target = f" · {item['target']}" if item.get("target") else ""
+        items.append(html.Div([html.Span(item["severity"], className="sev"), html.Span(item["title"], className="title"),
+                               html.Div(f"{item['id']}{target}{gain} — {evidence}", className="evidence"),
+                               html.Div(["Change: ", html.Code(item["action"])])],
+                              className=f"finding sev-{item['severity']}"))
+    return card("Findings (perfkit advise)", html.Div(items, id="findings"))
+
+
+def overview(run: Run) -> list:
+    meta = run.meta
+    kpis = [html.Div([html.Div(label, className="label"), html.Div(value, className="value", id=ids.kpi(key))],
+                     className="kpi") for key, label, value in figures.headline_items(run)]
+    return [
+        html.P(f"{run.path} · device {meta.device or 'unknown'} · layout {meta.layout or 'unknown'} · "
+               f"ranks {meta.ranks} · data mode {meta.data_mode or 'unknown'}", className="meta"),
+        html.Div(kpis, className="kpis"),
+        card("Step trace", graph(figures.step_trace_figure(run), "fig-steps")),
+        card("Operator types", graph(figures.op_share_figure(run), "fig-op-shares")),
+        html.Div([card("Host queue", graph(figures.queue_figure(run, "host"), "fig-host-queue")),
+                  card("Device queue", graph(figures.queue_figure(run, "device"), "fig-device-queue"))],
+                 className="grid2"),
+        card("Data pipeline", graph(figures.pipeline_figure(run), "fig-pipeline")),
+        findings_panel(run),
+    ]
+
+
+def _table(table_id: str, frame, page_size: int) -> dash_table.DataTable:
+    return dash_table.DataTable(id=table_id, columns=[{"name": c.replace("_", " "), "id": c} for c in frame.columns],
+                                data=frame.to_dict("records"), sort_action="native", filter_action="native",
+                                page_size=page_size, **TABLE_STYLE)
+
+
+def operators(run: Run) -> list:
+    types = figures.op_type_rows(run)
+    if not len(types) and not len(run.ops):
+        return [card("Operators", empty("no operator statistics in this run"))]
+    instances, matched = figures.op_instance_rows(run)
+    controls = html.Div([
+        dcc.Checklist(id=ids.OP_PASSES, options=[{"label": f" {p}", "value": p} for p in PASSES],
+                      value=list(PASSES), inline=True, inputStyle={"marginLeft": "12px"}),
+        dcc.Input(id=ids.OP_SEARCH, type="search", placeholder="search name or type", debounce=True,
+                  style={"width": 320, "padding": "4px 8px"}),
+        html.Span(instances_count(len(instances), matched), id=ids.OP_COUNT),
+    ], className="controls")
+    return [card(f"Op types ({len(types)})", _table(ids.OP_TYPES_TABLE, types, 15) if len(types)
+                 else empty("no op-type statistics in this run")),
+            card("Op instances", controls, _table(ids.OP_TABLE, instances, 20) if len(run.ops)
+                 else empty("no per-instance operator data in this run"))]
+
+
+def instances_count(shown: int, matched: int) -> str:
+    if shown < matched:
+        return f"{matched:,} matching instances; the {shown:,} with the largest total time are listed"
+    return f"{matched:,} matching instances"
+
+
+def compare_page(labels: Sequence[str]) -> list:
+    return [card("Runs to compare", dcc.Dropdown(id=ids.COMPARE_RUNS, multi=True,
+                                                 options=[{"label": label, "value": i} for i, label in enumerate(labels)],
+                                                 value=list(range(min(3, len(labels)))))),
+            html.Div(id=ids.COMPARE_BODY)]
+
+
+def compare_body(runs: Sequence[Run]) -> list:
+    if len(runs) < 2:
+        return [card("Compare", empty("pick two or more runs to compare"))]
+    labels = figures.run_labels(runs)
+    speedups = [html.Div([html.Div(label, className="label"),
+                          html.Div("n/a" if s is None else f"{s:.2f}x", className="value", id=f"speedup-{i}")],
+                         className="kpi") for i, (label, s) in enumerate(zip(labels, figures.speedups(runs)))]
+    return [card(f"Speedup over {labels[0]} (mean step time ratio)", html.Div(speedups, className="speedups")),
+            card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
+            html.Div([card("Op-type shares", graph(figures.compare_op_shares_figure(runs), "fig-compare-ops")),
+                      card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))],
+                     className="grid2")]
+
+
+def ranks(run: Run) -> list:
+    slow = figures.slow_ranks(run)
+    note = (f"slow ranks: {', '.join(map(str, slow))}" if slow else "no slow rank") if len(run.ranks) > 1 else ""
+    return [card("Ranks", html.P(note, className="meta", id="slow-ranks"),
+                 graph(figures.ranks_figure(run), "fig-ranks"))]

@@ -1,0 +1,482 @@
+"""Pure `Run -> plotly Figure` builders shared by the dashboard (dashboards/) and the static report.
+
+Every number a figure prints comes from perfkit.analysis (summarize / step_means / op_type_shares /
+queue_stats), so the charts say what `perfkit summary` says. A panel whose data the run lacks is an
+`empty_state` figure: a sentence, no axes. Long series are bucketed to MAX_POINTS_PER_TRACE points and
+long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a few thousand points.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .analysis import op_type_shares, queue_stats, step_means, summarize
+from .model import Run
+
+# A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
+# and plotly draws 2,000 SVG points per trace well under 100 ms.
+MAX_POINTS_PER_TRACE = 2000
+# Stacked bars narrower than ~3 px are unreadable at dashboard width; beyond this, consecutive steps are averaged.
+MAX_STEP_BARS = 300
+# The op-type chart lists this many types and folds the rest into "other types": the seed's Cast/BatchNorm
+# story is in the top ten, and 25 bars still fit one screen with readable labels.
+TOP_OP_TYPES = 25
+# Op types per run on the compare page: the union over runs of each run's top types.
+COMPARE_TOP_OP_TYPES = 10
+# A rank is marked slow when its mean step exceeds the fastest rank's by more than this share of the mean step:
+# msprof-analyze's slow-rank criterion ((max - min) / mean > 5 %, formats.md §4), applied per rank.
+SLOW_RANK_SPREAD = 0.05
+# The operator table ships at most this many instances to the browser (largest total time first); a real
+# run has tens of thousands of kernel rows, of which only the top few hundred are worth reading.
+MAX_TABLE_ROWS = 2000
+
+# The op families the seed's engineer found at ~50 % of AI Core time (formats.md §3 lists the type names).
+CAST_FAMILY = re.compile(r"^Cast")
+BATCHNORM_FAMILY = re.compile(r"^(BatchNorm.*|BNTraining(Reduce|Update)(Grad)?|BNInfer.*)$")
+
+STEP_SPLITS = (
+    # The step trace's split (legacy Ascend/GPU, derived CPU steps): data wait, compute, after-backward.
+    (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
+     ("tail_ms", "tail (optimizer, sync)")),
+    # The new layout's step_trace_time.csv has no fwd/bwd split, only the overlap analysis.
+    (("computing_ms", "computing"), ("comm_exposed_ms", "communication (not overlapped)"),
+     ("free_ms", "free (device idle)"), ("preparing_ms", "preparing")),
+)
+COLORS = {"interval_ms": "#f28e2b", "fwd_bwd_ms": "#4e79a7", "tail_ms": "#59a14f", "computing_ms": "#4e79a7",
+          "comm_exposed_ms": "#e15759", "free_ms": "#f28e2b", "preparing_ms": "#edc948", "total_ms": "#4e79a7",
+          "Cast": "#e15759", "BatchNorm": "#b07aa1", "other": "#a0b4c8", "capacity": "#7f7f7f",
+          "slow": "#e15759", "host": "#4e79a7", "device": "#f28e2b"}
+FONT = dict(family="Inter, 'Segoe UI', Helvetica, Arial, sans-serif", size=13, color="#222")
+
+
+def op_family(op_type: str) -> str:
+    """'Cast', 'BatchNorm' or 'other': the families the op-type chart highlights."""
+    if CAST_FAMILY.match(op_type):
+        return "Cast"
+    if BATCHNORM_FAMILY.match(op_type):
+        return "BatchNorm"
+    return "other"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def empty_state(message: str, height: int = 160) -> go.Figure:
+    """A figure that says in words why there is nothing to plot: no axes, no traces."""
+    fig = go.Figure()
+    fig.update_layout(meta={"empty": message}, height=height, font=FONT, plot_bgcolor="white",
+                      paper_bgcolor="white", margin=dict(l=20, r=20, t=20, b=20),
+                      xaxis=dict(visible=False), yaxis=dict(visible=False),
+                      annotations=[dict(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
+                                        font=dict(size=15, color="#666"))])
+    return fig
+
+
+def empty_message(fig: go.Figure) -> str | None:
+    """The sentence of an `empty_state` figure, None for a figure with data."""
+    meta = fig.layout.meta
+    return meta.get("empty") if isinstance(meta, dict) else None
+
+
+def _style(fig: go.Figure, title: str, height: int = 380, **layout: Any) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0.01, xanchor="left", font=dict(size=16)), height=height,
+                      font=FONT, plot_bgcolor="white", paper_bgcolor="white",
+                      margin=dict(l=60, r=30, t=60, b=50),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0), **layout)
+    fig.update_xaxes(gridcolor="#eee", zerolinecolor="#ccc")
+    fig.update_yaxes(gridcolor="#eee", zerolinecolor="#ccc")
+    return fig
+
+
+def pct(share: float | None) -> str:
+    """A 0-1 share as the dashboard prints it (one decimal)."""
+    return "n/a" if share is None or (isinstance(share, float) and math.isnan(share)) else f"{100 * share:.1f} %"
+
+
+def ms(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.2f} ms"
+
+
+def run_labels(runs: Sequence[Run]) -> list[str]:
+    """One distinct label per run: the folder name, numbered where two runs share it."""
+    names = [run.name for run in runs]
+    counts = Counter(names)
+    seen: Counter = Counter()
+    labels = []
+    for name in names:
+        seen[name] += 1
+        labels.append(f"{name} ({seen[name]})" if counts[name] > 1 else name)
+    return labels
+
+
+def bucket(frame: pd.DataFrame, key: str, columns: Sequence[str], limit: int) -> tuple[pd.DataFrame, int]:
+    """`frame` sorted by `key`, with consecutive rows averaged in buckets so at most `limit` rows remain.
+
+    Returns the rows and how many original rows each bucket holds (1 when nothing was merged).
+    """
+    frame = frame.sort_values(key, kind="stable")
+    per_bucket = max(1, math.ceil(len(frame) / limit))
+    if per_bucket == 1:
+        return frame.reset_index(drop=True), 1
+    groups = pd.Series(range(len(frame)), index=frame.index) // per_bucket
+    merged = frame.groupby(groups.values).agg({key: "first", **{col: "mean" for col in columns}})
+    return merged.reset_index(drop=True), per_bucket
+
+
+def _step_split(steps: pd.DataFrame) -> tuple[tuple[str, str], ...]:
+    """The (column, label) parts this run's steps are split into; empty when only totals are known."""
+    for split in STEP_SPLITS:
+        parts = tuple(part for part in split if part[0] in steps and steps[part[0]].notna().any())
+        if parts:
+            return parts
+    return ()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Overview
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The overview's numbers, each taken from `summarize(run)`."""
+
+    summary: dict[str, Any]
+    cast_share: float | None          # 0-1 of summed op time
+    batchnorm_share: float | None
+    split: tuple[tuple[str, str, float | None], ...]  # (column, label, mean ms) of the step split
+
+
+def headline(run: Run) -> Headline:
+    summary = summarize(run)
+    shares = pd.DataFrame(summary["op_types"])
+    cast = bn = None
+    if len(shares) and shares["share"].notna().any():
+        families = shares["type"].map(op_family)
+        cast = float(shares.loc[families == "Cast", "share"].sum())
+        bn = float(shares.loc[families == "BatchNorm", "share"].sum())
+    steps = summary["steps"]
+    split = tuple((col, label, steps.get(col)) for col, label in _step_split(run.steps)) if steps else ()
+    return Headline(summary=summary, cast_share=cast, batchnorm_share=bn, split=split)
+
+
+def step_trace_figure(run: Run) -> go.Figure:
+    """The seed's step trace: a stacked bar per step of its split (mean over ranks for multi-rank runs)."""
+    means = step_means(run.steps)
+    if not means:
+        return empty_state("no step data: this run has no step trace (step_trace_raw / step_trace_time.csv)")
+    parts = _step_split(run.steps)
+    columns = [col for col, _ in parts] or ["total_ms"]
+    per_step = run.steps.groupby("step", sort=True)[columns].mean().reset_index()
+    per_step, merged = bucket(per_step, "step", columns, MAX_STEP_BARS)
+    fig = go.Figure()
+    for col, label in (parts or (("total_ms", "step total"),)):
+        fig.add_bar(x=per_step["step"], y=per_step[col], name=label, marker_color=COLORS[col],
+                    hovertemplate=f"step %{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
+    split = "  ".join(f"{label.split(' (')[0]} {pct(means[col] / means['total_ms'])}" for col, label in parts
+                      if means.get(col) is not None and means["total_ms"])
+    title = f"Step trace: mean step {ms(means['total_ms'])}" + (f"  ({split})" if split else "")
+    ranks = run.steps["rank"].nunique()
+    xlabel = "step" + (f" (mean of {merged} consecutive steps per bar)" if merged > 1 else "") + \
+        (f", mean over {ranks} ranks" if ranks > 1 else "")
+    return _style(fig, title, barmode="stack", xaxis_title=xlabel, yaxis_title="ms", bargap=0.15)
+
+
+def op_share_figure(run: Run, top: int = TOP_OP_TYPES) -> go.Figure:
+    """Op types by share of op time, largest first; Cast and BatchNorm families highlighted, their share printed."""
+    shares = op_type_shares(run)
+    if not len(shares) or not shares["share"].notna().any():
+        return empty_state("no operator statistics in this run")
+    info = headline(run)
+    shown = shares.head(top).copy()
+    rest = shares.iloc[top:]
+    if len(rest):
+        shown = pd.concat([shown, pd.DataFrame([{"type": f"other types ({len(rest)})",
+                                                 "total_ms": rest["total_ms"].sum(), "count": rest["count"].sum(),
+                                                 "share": rest["share"].sum()}])], ignore_index=True)
+    shown["family"] = shown["type"].astype(str).map(op_family)
+    fig = go.Figure()
+    for family, label in (("Cast", "Cast"), ("BatchNorm", "BatchNorm family"), ("other", "other op types")):
+        part = shown[shown["family"] == family]
+        if not len(part):
+            continue
+        fig.add_bar(y=part["type"].astype(str), x=100 * part["share"], orientation="h", name=label,
+                    marker_color=COLORS[family], customdata=part[["total_ms", "count"]].to_numpy(),
+                    text=[f"{100 * s:.1f} %" for s in part["share"]], textposition="outside", cliponaxis=False,
+                    hovertemplate="%{y}: %{x:.2f} % of op time<br>%{customdata[0]:,.2f} ms, "
+                                  "%{customdata[1]} calls<extra></extra>")
+    order = list(shown["type"].astype(str))
+    combined = (info.cast_share or 0.0) + (info.batchnorm_share or 0.0)
+    fig.add_annotation(text=f"<b>Cast + BatchNorm: {pct(combined)} of op time</b>  "
+                            f"(Cast {pct(info.cast_share)}, BatchNorm {pct(info.batchnorm_share)})",
+                       xref="paper", yref="paper", x=1.0, y=0.0, xanchor="right", yanchor="bottom",
+                       showarrow=False, bgcolor="rgba(255,255,255,0.9)", bordercolor="#b07aa1", borderpad=6,
+                       font=dict(size=14))
+    height = max(320, 90 + 24 * len(shown))
+    fig = _style(fig, f"Op types by share of op time ({len(shares)} types)", height=height, barmode="overlay",
+                 xaxis_title="% of summed op time", bargap=0.25)
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True)
+    fig.update_xaxes(range=[0, min(100.0, 100 * float(shown["share"].max()) * 1.18)])
+    return fig
+
+
+QUEUE_NAMES = {"host": "Host queue (MindData -> device)", "device": "Device data queue (GetNext)"}
+
+
+def _queue_missing(run: Run, which: str) -> str:
+    if which == "device":
+        if run.meta.data_mode == "feed":
+            return "no device queue data: feed mode (the device queue exists only with dataset_sink_mode=True)"
+        if (run.meta.device or "").upper() == "CPU":
+            return "no device queue data: CPU runs have no device queue"
+        return "no device queue data in this run (minddata_aicpu / GetNext profiling absent)"
+    return "no host queue data in this run (device_queue / dataset_iterator profiling absent)"
+
+
+def queue_figure(run: Run, which: str) -> go.Figure:
+    """Queue size per batch with its capacity; the empty/full percentages of `queue_stats` in the title."""
+    queue = run.host_queue if which == "host" else run.device_queue
+    stats = queue_stats(queue)
+    if stats is None:
+        return empty_state(_queue_missing(run, which))
+    fig = go.Figure()
+    ranks = sorted(queue["rank"].unique())
+    merged_max = 1
+    for rank in ranks:
+        samples = queue[queue["rank"] == rank].assign(size=lambda q: q["size"].astype("float64"),
+                                                      capacity=lambda q: pd.to_numeric(q["capacity"],
+                                                                                       errors="coerce"))
+        points, merged = bucket(samples, "batch", ["size", "capacity"], MAX_POINTS_PER_TRACE)
+        merged_max = max(merged_max, merged)
+        suffix = f" rank {rank}" if len(ranks) > 1 else ""
+        fig.add_scatter(x=points["batch"], y=points["size"], mode="lines", name=f"size{suffix}",
+                        line=dict(width=1.5, shape="hv" if merged == 1 else "linear"),
+                        hovertemplate="batch %{x}<br>size %{y}<extra></extra>")
+        if points["capacity"].notna().any():
+            fig.add_scatter(x=points["batch"], y=points["capacity"], mode="lines", name=f"capacity{suffix}",
+                            line=dict(width=1, dash="dash", color=COLORS["capacity"]), hoverinfo="skip")
+    title = (f"{QUEUE_NAMES[which]}: empty {stats['empty_pct']:.1f} % · full {stats['full_pct']:.1f} % "
+             f"of {stats['samples']:,} samples")
+    xlabel = "batch" + (f" (mean of {merged_max} batches per point)" if merged_max > 1 else "")
+    return _style(fig, title, height=320, xaxis_title=xlabel, yaxis_title="elements in queue",
+                  yaxis_rangemode="tozero")
+
+
+def pipeline_figure(run: Run) -> go.Figure:
+    """Dataset ops in pipeline order (root first), each with its output queue usage and worker count."""
+    pipeline = run.pipeline
+    if not len(pipeline):
+        return empty_state("no data pipeline profiling in this run (minddata_pipeline_raw / pipeline_profiling)")
+    first = pipeline[pipeline["rank"] == pipeline["rank"].min()].sort_values("op_id")
+    labels = [f"{row.op_type} (op {row.op_id})" for row in first.itertuples(index=False)]
+    usage = 100 * first["queue_usage"]
+    fig = go.Figure()
+    fig.add_bar(y=labels, x=usage.fillna(0), orientation="h", marker_color=[
+        COLORS["slow"] if u < 50 else COLORS["host"] for u in usage.fillna(0)],
+        text=[("no queue" if math.isnan(u) else f"{u:.0f} %") + f" · {w} worker{'s' if w != 1 else ''}"
+              for u, w in zip(usage, first["workers"])], textposition="outside", cliponaxis=False,
+        hovertemplate="%{y}<br>output queue usage %{x:.1f} %<extra></extra>", showlegend=False)
+    fig = _style(fig, "Data pipeline: output queue usage per dataset op (root first; red < 50 %)",
+                 height=max(220, 100 + 38 * len(labels)), xaxis_title="mean output queue usage, %")
+    fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], automargin=True)
+    fig.update_xaxes(range=[0, 125])
+    return fig
+
+
+@dataclass(frozen=True)
+class Findings:
+    items: list[dict[str, Any]]       # Finding.to_dict(), most important first
+    not_checked: dict[str, str]
+    note: str | None                  # why there is nothing to show, when items is empty
+
+
+def findings(run: Run) -> Findings:
+    """`perfkit advise` for this run, or a note when the advisor is not installed or found nothing."""
+    try:
+        from .advisor import advise
+    except ImportError:
+        return Findings([], {}, "no findings: perfkit's advisor is not available in this install")
+    advice = advise(run)
+    items = [finding.to_dict() for finding in advice.findings]
+    not_checked = dict(getattr(advice, "not_checked", {}) or {})
+    note = None if items else "no findings: none of perfkit's rules found something to change in this run"
+    return Findings(items, not_checked, note)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Operators
+
+
+def op_type_rows(run: Run) -> pd.DataFrame:
+    """Op types largest first, as the operators table shows them (share in %)."""
+    shares = op_type_shares(run)
+    return pd.DataFrame({"type": shares["type"].astype(str), "family": shares["type"].astype(str).map(op_family),
+                         "total_ms": shares["total_ms"].astype(float).round(3),
+                         "count": shares["count"].astype("int64"),
+                         "share_pct": (100 * shares["share"].astype(float)).round(2)})
+
+
+def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str = "",
+                     limit: int = MAX_TABLE_ROWS) -> tuple[pd.DataFrame, int]:
+    """Op instances (largest total time first) of the given passes whose name or type contains `search`.
+
+    Returns at most `limit` rows and the number that matched.
+    """
+    ops = run.ops
+    if passes:
+        ops = ops[ops["pass"].isin(list(passes))]
+    needle = search.strip().lower()
+    if needle:
+        ops = ops[ops["name"].str.lower().str.contains(needle, regex=False, na=False)
+                  | ops["type"].str.lower().str.contains(needle, regex=False, na=False)]
+    matched = len(ops)
+    top = ops.nlargest(limit, "total_ms") if matched > limit else ops.sort_values("total_ms", ascending=False)
+    rows = pd.DataFrame({"rank": top["rank"].astype("int64"), "name": top["name"].astype(str),
+                         "type": top["type"].astype(str), "pass": top["pass"].astype(str),
+                         "avg_ms": top["avg_ms"].astype(float).round(4), "count": top["count"].astype("int64"),
+                         "total_ms": top["total_ms"].astype(float).round(3)})
+    return rows.reset_index(drop=True), matched
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compare
+
+
+def speedups(runs: Sequence[Run]) -> list[float | None]:
+    """Each run's speedup over the first: mean step of the first / mean step of this one (perfkit compare's A/B)."""
+    totals = [(step_means(run.steps) or {}).get("total_ms") for run in runs]
+    base = totals[0] if totals else None
+    return [base / total if base and total else None for total in totals]
+
+
+def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
+    """Mean step split of each run side by side, the speedup over the first run above each bar."""
+    labels = run_labels(runs)
+    means = [step_means(run.steps) for run in runs]
+    if not any(means):
+        return empty_state("no step data in any of these runs")
+    fig = go.Figure()
+    split_parts = {part for run in runs for part in _step_split(run.steps)}
+    ordered = [part for split in STEP_SPLITS for part in split if part in split_parts]
+    for col, label in ordered:
+        fig.add_bar(x=labels, y=[(m or {}).get(col) for m in means], name=label, marker_color=COLORS[col],
+                    hovertemplate=f"%{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
+    if not ordered:
+        fig.add_bar(x=labels, y=[(m or {}).get("total_ms") for m in means], name="step total",
+                    marker_color=COLORS["total_ms"])
+    for label, mean, speedup in zip(labels, means, speedups(runs)):
+        if mean and mean.get("total_ms") is not None:
+            text = f"{ms(mean['total_ms'])}<br><b>{speedup:.2f}x</b>" if speedup else ms(mean["total_ms"])
+            fig.add_annotation(x=label, y=mean["total_ms"], text=text, showarrow=False, yanchor="bottom",
+                               yshift=4, font=dict(size=13))
+    top = max((m or {}).get("total_ms") or 0 for m in means)
+    fig = _style(fig, f"Mean step time and speedup over {labels[0]}", height=420, barmode="stack",
+                 yaxis_title="ms per step", bargap=0.35)
+    fig.update_yaxes(range=[0, top * 1.22 if top else 1])
+    return fig
+
+
+def compare_op_shares_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> go.Figure:
+    """Share of op time of each run's top op types, runs side by side."""
+    labels = run_labels(runs)
+    shares = [op_type_shares(run) for run in runs]
+    if not any(len(s) for s in shares):
+        return empty_state("no operator statistics in any of these runs")
+    types: list[str] = []
+    for frame in shares:
+        types += [str(t) for t in frame["type"].head(top) if str(t) not in types]
+    fig = go.Figure()
+    for label, frame in zip(labels, shares):
+        by_type = frame.set_index(frame["type"].astype(str))["share"]
+        fig.add_bar(x=types, y=[100 * float(by_type.get(t, 0.0)) for t in types], name=label,
+                    hovertemplate=f"{label}<br>%{{x}}: %{{y:.1f}} % of op time<extra></extra>")
+    fig = _style(fig, "Op-type share of op time (each run's top types)", height=420, barmode="group",
+                 yaxis_title="% of summed op time")
+    fig.update_xaxes(tickangle=-35)
+    return fig
+
+
+def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
+    """How often each run's host and device queues were empty (percent of samples)."""
+    labels = run_labels(runs)
+    stats = {which: [queue_stats(run.host_queue if which == "host" else run.device_queue) for run in runs]
+             for which in ("host", "device")}
+    if not any(s for values in stats.values() for s in values):
+        return empty_state("no data queue samples in any of these runs")
+    fig = go.Figure()
+    for which, values in stats.items():
+        y = [s["empty_pct"] if s else None for s in values]
+        fig.add_bar(x=labels, y=y, name=f"{which} queue empty", marker_color=COLORS[which],
+                    text=[f"{v:.1f} %" if v is not None else "no data" for v in y], textposition="outside",
+                    cliponaxis=False, hovertemplate=f"%{{x}}<br>{which} queue empty %{{y:.1f}} %<extra></extra>")
+    fig = _style(fig, "Queue emptiness: share of samples with an empty queue", height=380, barmode="group",
+                 yaxis_title="% of samples empty")
+    fig.update_yaxes(range=[0, 115])
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Ranks
+
+
+def slow_ranks(run: Run) -> list[int]:
+    """Ranks whose mean step exceeds the fastest rank's by more than SLOW_RANK_SPREAD of the mean step."""
+    per_rank = [(entry["rank"], entry["steps"]["total_ms"]) for entry in summarize(run)["per_rank"]
+                if entry["steps"] and entry["steps"]["total_ms"] is not None]
+    if len(per_rank) < 2:
+        return []
+    totals = [total for _, total in per_rank]
+    fastest, mean = min(totals), sum(totals) / len(totals)
+    return [rank for rank, total in per_rank if mean > 0 and (total - fastest) / mean > SLOW_RANK_SPREAD]
+
+
+def ranks_figure(run: Run) -> go.Figure:
+    """Per-rank mean step split; slow ranks are marked."""
+    per_rank = [entry for entry in summarize(run)["per_rank"] if entry["steps"]]
+    if len(per_rank) < 2:
+        return empty_state("single-rank run: there are no other ranks to compare with")
+    slow = set(slow_ranks(run))
+    labels = [f"rank {entry['rank']}" + (" (slow)" if entry["rank"] in slow else "") for entry in per_rank]
+    parts = _step_split(run.steps) or (("total_ms", "step total"),)
+    fig = go.Figure()
+    for col, label in parts:
+        fig.add_bar(x=labels, y=[entry["steps"].get(col) for entry in per_rank], name=label,
+                    marker_color=COLORS[col], hovertemplate=f"%{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
+    for label, entry in zip(labels, per_rank):
+        total = entry["steps"]["total_ms"]
+        if total is not None:
+            marked = entry["rank"] in slow
+            fig.add_annotation(x=label, y=total, text=("⚠ " if marked else "") + ms(total), showarrow=False,
+                               yanchor="bottom", yshift=4,
+                               font=dict(size=13, color=COLORS["slow"] if marked else "#222"))
+    top = max(entry["steps"]["total_ms"] or 0 for entry in per_rank)
+    verdict = (f"slow: {', '.join(f'rank {r}' for r in sorted(slow))}" if slow
+               else f"no rank slower than the fastest by > {100 * SLOW_RANK_SPREAD:.0f} % of the mean step")
+    fig = _style(fig, f"Mean step per rank ({verdict})", height=420, barmode="stack", yaxis_title="ms per step",
+                 bargap=0.35)
+    fig.update_yaxes(range=[0, top * 1.18 if top else 1])
+    return fig
+
+
+def headline_items(run: Run) -> list[tuple[str, str, str]]:
+    """The overview's number cards as (key, label, text): what the dashboard and the report print."""
+    info = headline(run)
+    steps, queues = info.summary["steps"], info.summary["queues"]
+    items = [("mean-step", "mean step", ms(steps["total_ms"]) if steps else "unknown")]
+    for col, label, value in info.split:
+        share = value / steps["total_ms"] if value is not None and steps["total_ms"] else None
+        items.append((col.removesuffix("_ms").replace("_", "-"), label, f"{ms(value)} · {pct(share)}"))
+    items += [("cast-share", "Cast share of op time", pct(info.cast_share)),
+              ("batchnorm-share", "BatchNorm share of op time", pct(info.batchnorm_share))]
+    for which in ("host", "device"):
+        stats = queues[which]
+        items.append((f"{which}-empty", f"{which} queue empty",
+                      f"{stats['empty_pct']:.1f} %" if stats else "no data"))
+    return items
