@@ -6,17 +6,22 @@ The seed's three-step story runs on tiny legacy-format folders under tests/runs/
 
 from __future__ import annotations
 
+import csv
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from perfkit import load
 from perfkit.advisor import advise, rules
 from perfkit.advisor.finding import Finding, severity_for
 from perfkit.advisor.render import advice_markdown, advice_text
 from perfkit.cli import main
 from perfkit.model import Meta, Run, table
+
+from conftest import FIXTURE_RUNS
 
 
 def make_run(device="Ascend", data_mode="feed", amp_level=None, compute_dtype="float32", steps=None,
@@ -401,3 +406,113 @@ def test_commands_have_help_with_an_example():
     for command in ("advise", "compare"):
         result = CliRunner().invoke(main, [command, "--help"])
         assert result.exit_code == 0 and "Example:" in result.output
+
+
+# --- the seed's story, through the legacy reader ---------------------------------------------------------
+
+RUNS = Path(__file__).resolve().parent / "runs"
+
+
+def raw_steps(folder: Path) -> list[dict[str, str]]:
+    with open(folder / "step_trace_raw_0_detail_time.csv", newline="") as f:
+        return list(csv.DictReader(f))[:-1]  # the last row is the average
+
+
+def raw_interval_share(folder: Path) -> float:
+    rows = raw_steps(folder)
+    return sum(int(r["iteration_interval"]) for r in rows) / sum(int(r["total"]) for r in rows)
+
+
+def raw_type_ms(folder: Path) -> dict[str, float]:
+    with open(folder / "aicore_intermediate_0_type.csv", newline="") as f:
+        return {r["op_type"]: float(r["execution_time"]) for r in csv.DictReader(f)}
+
+
+def test_seed_1_feed_fp32_gets_sink_mode_and_amp_level_not_dataset_workers():
+    folder = RUNS / "seed_1_feed_fp32"
+    advice = advise(load(folder))
+    assert advice.ids()[:2] == ["sink_mode", "amp_level"]
+    assert "dataset_workers" not in advice.ids()
+    sink = only(advice, "sink_mode")
+    assert sink.evidence["interval_share_pct"] == pytest.approx(100 * raw_interval_share(folder), abs=0.01)
+    types = raw_type_ms(folder)
+    cast_bn = types["Cast"] + sum(ms for t, ms in types.items() if t.startswith("BN"))
+    amp = only(advice, "amp_level")
+    assert amp.evidence["cast_bn_share_of_device_pct"] == pytest.approx(100 * cast_bn / sum(types.values()), abs=0.01)
+    assert amp.action == 'Model(net, loss_fn, optimizer, amp_level="O3")'
+
+
+def test_seed_2_sink_fp32_gets_amp_level_not_sink_mode():
+    advice = advise(load(RUNS / "seed_2_sink_fp32"))
+    assert advice.ids()[0] == "amp_level"
+    assert "sink_mode" not in advice.ids() and "dataset_workers" not in advice.ids()
+    assert "data_pipeline_ok" in advice.ids()  # the device queue is full
+
+
+def test_seed_3_sink_o3_starved_gets_dataset_workers_on_batch_only():
+    folder = RUNS / "seed_3_sink_o3"
+    advice = advise(load(folder))
+    assert "sink_mode" not in advice.ids() and "amp_level" not in advice.ids()
+    workers = only(advice, "dataset_workers")
+    assert workers.target == "Batch"
+    with open(folder / "minddata_pipeline_raw_0.csv", newline="") as f:
+        batch = next(r for r in csv.DictReader(f) if r["op_type"] == "BatchOp")
+    assert workers.action == f"dataset.batch(batch_size, num_parallel_workers={2 * int(batch['num_workers'])})"
+    samples = [line.split() for line in (folder / "minddata_aicpu_0.txt").read_text().splitlines()]
+    assert workers.evidence["device_queue_empty_pct"] == pytest.approx(
+        100 * sum(s[3] == "0" for s in samples) / len(samples), abs=0.01)
+    # GetNext waits (µs) over the step time (10 ns ticks)
+    wait_ms = sum(int(s[2]) - int(s[1]) for s in samples) / 1000
+    step_ms = sum(int(r["total"]) for r in raw_steps(folder)) / 1e5
+    assert workers.est_gain_pct == pytest.approx(100 * wait_ms / step_ms, abs=0.01)
+
+
+def test_seed_story_cli_fail_on_gates_each_profile():
+    codes = {name: CliRunner().invoke(main, ["advise", str(RUNS / name), "--fail-on", "high"]).exit_code
+             for name in ("seed_1_feed_fp32", "seed_2_sink_fp32", "seed_3_sink_o3")}
+    assert codes == {"seed_1_feed_fp32": 1, "seed_2_sink_fp32": 1, "seed_3_sink_o3": 1}
+
+
+# --- real fixtures ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["new_level1", "new_2023"])
+def test_two_rank_new_layout_runs_are_communication_bound(name):
+    folder = FIXTURE_RUNS[name]
+    advice = advise(load(folder))
+    top = advice.findings[0]
+    assert top.id == "communication" and top.severity == "high"
+    exposed, steps = [], []
+    for path in sorted(folder.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv")):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                exposed.append(float(row["Communication(Not Overlapped)"]) / 1000)  # µs -> ms
+    assert top.evidence["comm_exposed_ms"] == pytest.approx(sum(exposed) / len(exposed), abs=0.001)
+    assert top.evidence["comm_exposed_share_pct"] > 50
+    assert top.target in ("rank 0", "rank 1")
+    assert "sink_mode" not in advice.ids() and "slow_rank" not in advice.ids()
+
+
+def test_cpu_run_gets_cpu_advice_only():
+    advice = advise(load(FIXTURE_RUNS["cpu_2_10"]))
+    assert advice.device == "CPU"
+    assert "sink_mode" not in advice.ids() and "amp_level" not in advice.ids()
+    assert "CPU" in advice.not_checked["sink_mode"] and "CPU" in advice.not_checked["amp_level"]
+    # this run used ONEDNN_MAX_CPU_ISA=AVX2: its conv kernels are within the healthy spread
+    assert "kernel_efficiency" not in advice.ids() and "kernel_efficiency" not in advice.not_checked
+    # the host CPU is busy training, but the iterator queue stays full: not a data problem
+    assert "host_cpu" not in advice.ids() and "dataset_workers" not in advice.ids()
+
+
+# --- tail ------------------------------------------------------------------------------------------------
+
+def test_tail_fires_when_the_optimizer_tail_is_a_large_share():
+    finding = only(advise(make_run(steps=step_rows(0.2, 8.0, 2.0))), "tail")
+    assert finding.evidence["tail_share_pct"] == pytest.approx(100 * 2.0 / 10.2, abs=0.01)
+    assert finding.action.startswith("dataset.batch(2 * batch_size")
+
+
+def test_tail_on_multi_rank_points_at_the_all_reduce_and_is_silent_when_small():
+    rows = step_rows(0.2, 8.0, 2.0, rank=0) + step_rows(0.2, 8.0, 2.0, rank=1)
+    assert "comm_fusion" in only(advise(make_run(steps=rows)), "tail").action
+    advice = advise(make_run(steps=step_rows(0.2, 8.0, 0.5)))
+    assert "tail" not in advice.ids() and "tail" not in advice.not_checked

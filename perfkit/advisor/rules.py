@@ -413,6 +413,37 @@ def slow_rank(run: Run) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# tail
+
+# After backward the step still runs the optimizer update (and, multi-device, the last gradient all-reduce).
+# On a healthy ResNet-50 step that is a few percent; msprof-analyze flags idle/free time above 10 % of the step,
+# and the same bar marks a tail worth acting on.
+TAIL_MIN_SHARE = 0.10
+
+
+@rule("tail", needs=("step_split",))
+def tail(run: Run) -> list[Finding]:
+    steps = step_means(run.steps)
+    if steps["tail_ms"] is None:
+        raise NotChecked("the step data has no tail (no backward end point)")
+    share = steps["tail_ms"] / steps["total_ms"]
+    if share < TAIL_MIN_SHARE:
+        return []
+    gain = _pct(share)
+    multi_rank = run.steps["rank"].nunique() > 1
+    action = ('ms.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "auto", "config": None}}) so the '
+              "gradient all-reduce overlaps backward instead of trailing it") if multi_rank else \
+        ("dataset.batch(2 * batch_size, ...) (with the learning rate scaled) so the fixed optimizer update is "
+         "spread over more samples")
+    return [Finding(
+        id="tail", severity=severity_for(gain),
+        title=f"The step tail after backward (optimizer update{', all-reduce' if multi_rank else ''}) is "
+              f"{gain:.1f} % of the step",
+        evidence={"tail_share_pct": gain, "tail_ms": _ms(steps["tail_ms"]), "step_ms": _ms(steps["total_ms"])},
+        action=action, target=None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
 # kernel_efficiency
 
 # Op types whose FLOPs follow from their input shapes, grouped into families whose members do comparable work:
