@@ -516,3 +516,16 @@ def test_tail_on_multi_rank_points_at_the_all_reduce_and_is_silent_when_small():
     assert "comm_fusion" in only(advise(make_run(steps=rows)), "tail").action
     advice = advise(make_run(steps=step_rows(0.2, 8.0, 0.5)))
     assert "tail" not in advice.ids() and "tail" not in advice.not_checked
+
+
+def test_amp_level_on_gpu_at_o2_does_not_count_convs_already_in_fp16():
+    run = make_run(device="GPU", data_mode="sink", amp_level="O2", steps=step_rows(1.0, 20.0, 1.0),
+                   op_types=type_rows(Conv2D=30.0, BatchNorm=6.0, ReLU=24.0))
+    advice = advise(run)
+    assert "amp_level" not in advice.ids() and "amp_level" not in advice.not_checked
+
+
+def test_pipeline_children_given_as_text_are_understood():
+    rows = [{**row, "children": str(row["children"])} for row in pipeline_rows(0.05, 0.9, 0.95)]
+    run = make_run(steps=step_rows(6.0, 12.0, 2.0), host_queue=STARVED, pipeline=rows)
+    assert only(advise(run), "dataset_workers").target == "Batch"

@@ -155,9 +155,11 @@ def amp_level(run: Run) -> list[Finding]:
     op_ms = float(per_type.sum())
     cast_ms = float(per_type.get("Cast", 0.0))
     bn_ms = float(sum(ms for t, ms in per_type.items() if _is_batchnorm(str(t))))
-    # On Ascend Conv/MatMul already run in fp16 (hence the Casts); on GPU at fp32 they miss the tensor cores.
+    # On Ascend Conv/MatMul always run in fp16 (hence the Casts); on GPU they run fp32, missing the tensor
+    # cores, only at O0 (O1 and O2 already put them in fp16).
+    convs_fp32 = device == "GPU" and (level == "O0" or (not level and run.meta.compute_dtype == "float32"))
     compute_ms = float(sum(ms for t, ms in per_type.items() if GPU_FP32_COMPUTE.match(str(t)))) \
-        if device == "GPU" else 0.0
+        if convs_fp32 else 0.0
     movable_ms = cast_ms + bn_ms + compute_ms
     share = movable_ms / op_ms
     if share < AMP_MIN_SHARE:
@@ -168,7 +170,7 @@ def amp_level(run: Run) -> list[Finding]:
     evidence = {"cast_bn_share_of_device_pct": _pct((cast_ms + bn_ms) / op_ms),
                 "cast_share_of_device_pct": _pct(cast_ms / op_ms),
                 "batchnorm_share_of_device_pct": _pct(bn_ms / op_ms)}
-    if device == "GPU":
+    if convs_fp32:
         evidence["fp32_conv_matmul_share_of_device_pct"] = _pct(compute_ms / op_ms)
     suggested = "O2" if device == "GPU" else "O3"  # O3 on GPU risks fp16 BatchNorm accuracy; O2 keeps it fp32
     biggest = max((("Cast", cast_ms), ("BatchNorm", bn_ms), ("Conv2D/MatMul", compute_ms)), key=lambda p: p[1])[0]
@@ -226,8 +228,11 @@ def _starving(feed: _DataFeed) -> bool:
 
 
 def _children(value) -> list[int]:
+    """Child op ids, whether a reader kept the list or the file's text (`[1, 2]`)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return []
+    if isinstance(value, str):
+        return [int(v) for v in re.findall(r"\d+", value)]
     return [int(v) for v in value]
 
 
@@ -464,7 +469,7 @@ KERNEL_MIN_REFERENCE_FLOPS_SHARE = 0.01
 
 
 def _parse_shapes(text) -> list[list[int]]:
-    if text is None or (isinstance(text, float) and math.isnan(text)) or pd.isna(text):
+    if text is None or pd.isna(text):
         return []
     shapes = []
     for part in str(text).split(";"):
