@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import model
+from .. import cache, model
 from ..errors import LayoutError
 from ..model import Meta, Run
 from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
@@ -53,20 +53,24 @@ def _normalize(path: Path) -> Path:
     return path
 
 
-def read_parts(path: str | os.PathLike) -> tuple[Path, dict[int, list[tuple[object, Path, Parts]]]]:
-    """Every reader's Parts under `path`, grouped by rank: {rank: [(reader, folder, parts), ...]}."""
+def discover(path: str | os.PathLike) -> tuple[Path, list[tuple[object, Path]]]:
+    """The run's root and every (reader, folder) under it whose files that reader reads."""
     root = Path(path).expanduser()
     if not root.exists():
         raise LayoutError("does not exist", root)
     if not root.is_dir():
         raise LayoutError("is not a folder (pass the profiler output folder)", root)
     root = _normalize(root.resolve())
+    return root, [(reader, folder) for folder in _walk(root) for reader in READERS if reader.detect(folder)]
+
+
+def read_parts(path: str | os.PathLike) -> tuple[Path, dict[int, list[tuple[object, Path, Parts]]]]:
+    """Every reader's Parts under `path`, grouped by rank: {rank: [(reader, folder, parts), ...]}."""
+    root, jobs = discover(path)
     by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
-    for folder in _walk(root):
-        for reader in READERS:
-            if reader.detect(folder):
-                for rank, parts in reader.read(folder).items():
-                    by_rank.setdefault(rank, []).append((reader, folder, parts))
+    for (reader, folder), result in zip(jobs, cache.read_all(jobs, root)):
+        for rank, parts in result.items():
+            by_rank.setdefault(rank, []).append((reader, folder, parts))
     return root, by_rank
 
 
