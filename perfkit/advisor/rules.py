@@ -457,15 +457,16 @@ def tail(run: Run) -> list[Finding]:
 # (forward train: mean 1, variance 3, normalise 2, scale+shift 2; backward ~ 10 with its two reductions).
 DENSE_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul")
 BATCHNORM_FLOPS_PER_ELEMENT = {"BatchNorm": 8, "BatchNormGrad": 10}
-# Calibrated on real MindSpore 2.10 CPU runs of ResNet-50 (README, "kernel_efficiency calibration"): healthy runs
-# (AVX2 or default ISA, 32 and 64 px) spread down to 0.17x between conv groups (1x1 filter-gradient is the slow
-# one); oneDNN's reference kernel runs forward 3x3 Conv2D at ~0.01x its filter gradient. 0.05 (20x slower) sits
-# between the two on a log scale and leaves the 2x uncertainty of the BatchNorm per-element counts harmless.
+# Calibrated on 7 real MindSpore 2.10 CPU ResNet-50 runs (README, "kernel_efficiency calibration"): healthy runs
+# (AVX2 and default ISA, 32 and 64 px, batch 8 and 16) put their slowest big group at >= 0.19x the best
+# reference (1x1 gradient kernels are the slow ones); oneDNN's reference kernel is reported to run forward 3x3
+# Conv2D ~100x (0.01x) slower than its filter gradient. 0.05 leaves ~4x margin on the healthy side and 5x on
+# the broken one, and keeps the ~2x uncertainty of the BatchNorm per-element counts harmless.
 KERNEL_SLOW_RATIO = 0.05
 # A group must take this share of op time to be worth a finding (msprof-analyze: 5 % of step is an issue)...
 KERNEL_MIN_TIME_SHARE = 0.05
 # ...and a reference group must do this share of its family's FLOPs, so a tiny op's lucky timing sets no bar.
-KERNEL_MIN_REFERENCE_FLOPS_SHARE = 0.01
+KERNEL_MIN_REFERENCE_FLOPS_SHARE = 0.05
 
 
 def _parse_shapes(text) -> list[list[int]]:
