@@ -29,6 +29,10 @@ def _has_steps(run: Run) -> bool:
 
 NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
     "device": (lambda run: bool(run.meta.device), "device unknown"),
+    "sinkable_device": (lambda run: _device(run) != "CPU",
+                        "CPU cannot sink datasets (MindSpore falls back to feed mode)"),
+    "fp16_device": (lambda run: _device(run) != "CPU",
+                    "CPU has no fast float16 kernels; mixed precision would not speed it up"),
     "steps": (_has_steps, "no step times (no step trace, step_trace_time.csv or recorded steps)"),
     "step_split": (lambda run: _has_steps(run) and run.steps["interval_ms"].notna().any(),
                    "no step interval (the step trace does not split data wait from compute)"),
@@ -102,10 +106,8 @@ def _gain_pct(run: Run, saved_ms_over_run: float, fallback_total_ms: float) -> f
 SINK_MIN_INTERVAL_SHARE = 0.05
 
 
-@rule("sink_mode", needs=("device", "step_split"))
+@rule("sink_mode", needs=("device", "sinkable_device", "step_split"))
 def sink_mode(run: Run) -> list[Finding]:
-    if _device(run) == "CPU":
-        raise NotChecked("CPU cannot sink datasets (MindSpore falls back to feed mode)")
     if run.meta.data_mode is None:
         raise NotChecked("data mode unknown (no device_queue / dataset_iterator file and no manifest)")
     if run.meta.data_mode == "sink":
@@ -141,11 +143,9 @@ def _is_batchnorm(op_type: str) -> bool:
     return bool(ASCEND_BATCHNORM.match(op_type))
 
 
-@rule("amp_level", needs=("device", "op_types"))
+@rule("amp_level", needs=("device", "fp16_device", "op_types"))
 def amp_level(run: Run) -> list[Finding]:
     device = _device(run)
-    if device == "CPU":
-        raise NotChecked("CPU has no fast float16 kernels; mixed precision would not speed it up")
     level = (run.meta.amp_level or "").upper()
     if level == "O3" or (not level and run.meta.compute_dtype == "float16"):
         return []
