@@ -10,6 +10,7 @@ import ipaddress
 import logging
 import traceback
 from pathlib import Path
+from urllib.parse import parse_qs
 from typing import Any, Sequence
 
 import dash
@@ -41,6 +42,13 @@ def run_index(value: Any, count: int) -> int | None:
     return index if 0 <= index < count else None
 
 
+def query_value(search: Any, key: str, default: str) -> str:
+    """One value of the URL's query string (`?run=1`), `default` when absent or unreadable."""
+    if not isinstance(search, str):
+        return default
+    return parse_qs(search.lstrip("?")).get(key, [default])[0]
+
+
 def unknown_run(count: int) -> list:
     return [layout.card("Unknown run", layout.empty(f"unknown run: choose one of the {count} loaded runs"))]
 
@@ -54,21 +62,35 @@ def create_app(runs: Sequence[Run]) -> dash.Dash:
     app.layout = html.Div([dcc.Location(id=ids.URL, refresh=False), layout.header(labels),
                            html.Main(id=ids.PAGE)])
 
-    def pick(value: Any) -> Run | None:
-        index = run_index(value, len(runs))
+    def pick(search: Any) -> Run | None:
+        index = run_index(query_value(search, "run", "0"), len(runs))
         return None if index is None else runs[index]
 
-    @app.callback([Output(ids.nav(path), "className") for path in ids.PAGES], Input(ids.URL, "pathname"))
-    def mark_active(pathname):
-        return ["active" if path == pathname else "" for path in ids.PAGES]
+    @app.callback(Output(ids.URL, "search"), Output(ids.RUN, "value"),
+                  Input(ids.URL, "search"), Input(ids.RUN, "value"))
+    def sync_run(search, run_value):
+        """The run lives in the URL (?run=N) so a page can be linked; the dropdown follows it and sets it."""
+        if dash.ctx.triggered_id == ids.RUN:
+            index = run_index(run_value, len(runs))
+            return (dash.no_update if index is None else f"?run={index}"), dash.no_update
+        index = run_index(query_value(search, "run", "0"), len(runs))
+        return dash.no_update, (dash.no_update if index is None else index)
 
-    @app.callback(Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), Input(ids.RUN, "value"))
-    def render_page(pathname, run_value):
+    @app.callback([Output(ids.nav(path), "className") for path in ids.PAGES]
+                  + [Output(ids.nav(path), "href") for path in ids.PAGES],
+                  Input(ids.URL, "pathname"), Input(ids.URL, "search"))
+    def mark_active(pathname, search):
+        keep = f"?run={query_value(search, 'run', '0')}"
+        return ["active" if path == pathname else "" for path in ids.PAGES] + [path + keep for path in ids.PAGES]
+
+    @app.callback(Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), Input(ids.URL, "search"))
+    def render_page(pathname, search):
         if pathname == "/compare":
-            return layout.compare_page(labels)
+            chosen = [run_index(v, len(runs)) for v in str(query_value(search, "runs", "")).split(",") if v]
+            return layout.compare_page(labels, [i for i in chosen if i is not None])
         if pathname not in ids.PAGES:
             return [layout.card("Not found", layout.empty(f"no page {pathname!s}: use the links above"))]
-        run = pick(run_value)
+        run = pick(search)
         if run is None:
             return unknown_run(len(runs))
         return {"/": layout.overview, "/operators": layout.operators, "/ranks": layout.ranks}[pathname](run)
@@ -80,9 +102,9 @@ def create_app(runs: Sequence[Run]) -> dash.Dash:
         return layout.compare_body([runs[i] for i in picked])
 
     @app.callback(Output(ids.OP_TABLE, "data"), Output(ids.OP_COUNT, "children"),
-                  Input(ids.RUN, "value"), Input(ids.OP_PASSES, "value"), Input(ids.OP_SEARCH, "value"))
-    def filter_ops(run_value, passes, search):
-        run = pick(run_value)
+                  Input(ids.URL, "search"), Input(ids.OP_PASSES, "value"), Input(ids.OP_SEARCH, "value"))
+    def filter_ops(url_search, passes, search):
+        run = pick(url_search)
         if run is None:
             return [], f"unknown run: choose one of the {len(runs)} loaded runs"
         passes = [p for p in passes if p in PASSES] if isinstance(passes, list) else list(PASSES)

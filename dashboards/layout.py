@@ -12,7 +12,7 @@ from perfkit.model import PASSES, Run
 
 from . import ids
 
-GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
 TABLE_STYLE = dict(
     style_table={"overflowX": "auto"},
     style_cell={"fontFamily": "Inter, 'Segoe UI', Helvetica, Arial, sans-serif", "fontSize": 13,
@@ -115,10 +115,10 @@ def instances_count(shown: int, matched: int) -> str:
     return f"{matched:,} matching instances"
 
 
-def compare_page(labels: Sequence[str]) -> list:
+def compare_page(labels: Sequence[str], chosen: Sequence[int]) -> list:
     return [card("Runs to compare", dcc.Dropdown(id=ids.COMPARE_RUNS, multi=True,
                                                  options=[{"label": label, "value": i} for i, label in enumerate(labels)],
-                                                 value=list(range(min(3, len(labels)))))),
+                                                 value=list(chosen) or list(range(min(3, len(labels)))))),
             html.Div(id=ids.COMPARE_BODY)]
 
 

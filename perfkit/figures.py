@@ -33,6 +33,8 @@ COMPARE_TOP_OP_TYPES = 10
 # A rank is marked slow when its mean step exceeds the fastest rank's by more than this share of the mean step:
 # msprof-analyze's slow-rank criterion ((max - min) / mean > 5 %, formats.md §4), applied per rank.
 SLOW_RANK_SPREAD = 0.05
+# Beyond this many ranks only the slow ranks' bars carry a label; 256 labels would overlap into noise.
+MAX_LABELLED_RANKS = 32
 # The operator table ships at most this many instances to the browser (largest total time first); a real
 # run has tens of thousands of kernel rows, of which only the top few hundred are worth reading.
 MAX_TABLE_ROWS = 2000
@@ -90,7 +92,7 @@ def _style(fig: go.Figure, title: str, height: int = 380, **layout: Any) -> go.F
     fig.update_layout(title=dict(text=title, x=0.01, xanchor="left", font=dict(size=16)), height=height,
                       font=FONT, plot_bgcolor="white", paper_bgcolor="white",
                       margin=dict(l=60, r=30, t=60, b=50),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0), **layout)
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0, traceorder="normal"), **layout)
     fig.update_xaxes(gridcolor="#eee", zerolinecolor="#ccc")
     fig.update_yaxes(gridcolor="#eee", zerolinecolor="#ccc")
     return fig
@@ -257,16 +259,18 @@ def queue_figure(run: Run, which: str) -> go.Figure:
         merged_max = max(merged_max, merged)
         suffix = f" rank {rank}" if len(ranks) > 1 else ""
         fig.add_scatter(x=points["batch"], y=points["size"], mode="lines", name=f"size{suffix}",
-                        line=dict(width=1.5, shape="hv" if merged == 1 else "linear"),
+                        line=dict(width=1.5, shape="hv" if merged == 1 else "linear"), fill="tozeroy",
                         hovertemplate="batch %{x}<br>size %{y}<extra></extra>")
         if points["capacity"].notna().any():
             fig.add_scatter(x=points["batch"], y=points["capacity"], mode="lines", name=f"capacity{suffix}",
                             line=dict(width=1, dash="dash", color=COLORS["capacity"]), hoverinfo="skip")
-    title = (f"{QUEUE_NAMES[which]}: empty {stats['empty_pct']:.1f} % · full {stats['full_pct']:.1f} % "
-             f"of {stats['samples']:,} samples")
+    title = (f"{QUEUE_NAMES[which]}<br><sup>empty {stats['empty_pct']:.1f} % · full {stats['full_pct']:.1f} % "
+             f"of {stats['samples']:,} samples</sup>")
     xlabel = "batch" + (f" (mean of {merged_max} batches per point)" if merged_max > 1 else "")
-    return _style(fig, title, height=320, xaxis_title=xlabel, yaxis_title="elements in queue",
-                  yaxis_rangemode="tozero")
+    fig = _style(fig, title, height=340, xaxis_title=xlabel, yaxis_title="elements in queue",
+                 yaxis_rangemode="tozero")
+    fig.update_layout(margin=dict(t=80))
+    return fig
 
 
 def pipeline_figure(run: Run) -> go.Figure:
@@ -397,9 +401,9 @@ def compare_op_shares_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPE
         by_type = frame.set_index(frame["type"].astype(str))["share"]
         fig.add_bar(x=types, y=[100 * float(by_type.get(t, 0.0)) for t in types], name=label,
                     hovertemplate=f"{label}<br>%{{x}}: %{{y:.1f}} % of op time<extra></extra>")
-    fig = _style(fig, "Op-type share of op time (each run's top types)", height=420, barmode="group",
+    fig = _style(fig, "Op-type share of op time (each run's top types)", height=460, barmode="group",
                  yaxis_title="% of summed op time")
-    fig.update_xaxes(tickangle=-35)
+    fig.update_xaxes(tickangle=-35, automargin=True)
     return fig
 
 
@@ -451,8 +455,8 @@ def ranks_figure(run: Run) -> go.Figure:
                     marker_color=COLORS[col], hovertemplate=f"%{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
     for label, entry in zip(labels, per_rank):
         total = entry["steps"]["total_ms"]
-        if total is not None:
-            marked = entry["rank"] in slow
+        marked = entry["rank"] in slow
+        if total is not None and (marked or len(per_rank) <= MAX_LABELLED_RANKS):
             fig.add_annotation(x=label, y=total, text=("⚠ " if marked else "") + ms(total), showarrow=False,
                                yanchor="bottom", yshift=4,
                                font=dict(size=13, color=COLORS["slow"] if marked else "#222"))

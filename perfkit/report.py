@@ -51,7 +51,7 @@ table.plain th:first-child, table.plain td:first-child { text-align: left; }
 .controls { display: flex; flex-wrap: wrap; gap: 24px; align-items: center; margin-bottom: 12px; }
 """
 
-_PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+_PLOT_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
 
 
 def _figure(fig: go.Figure) -> str:

@@ -1,0 +1,75 @@
+"""The Dash app without a browser: callbacks answer unknown runs with words and malformed requests with 400."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dashboards import create_app
+from dashboards.app import is_loopback, run_index
+from test_figures import make_run
+
+
+@pytest.fixture(scope="module")
+def client():
+    app = create_app([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])
+    assert app.server.debug is False
+    return app.server.test_client()
+
+
+def update(client, output, outputs, inputs):
+    body = {"output": output, "outputs": outputs, "changedPropIds": [],
+            "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs]}
+    return client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
+
+
+def page(client, pathname, search):
+    return update(client, "page.children", {"id": "page", "property": "children"},
+                  [("url", "pathname", pathname), ("url", "search", search)])
+
+
+@pytest.mark.parametrize("search", ["?run=2", "?run=-1", "?run=abc", "?run=../../etc/passwd", "?run=1.5"])
+def test_unknown_run_is_an_empty_state(client, search):
+    response = page(client, "/", search)
+    assert response.status_code == 200
+    assert "unknown run: choose one of the 2 loaded runs" in response.get_data(as_text=True)
+
+
+def test_known_run_renders_its_page(client):
+    response = page(client, "/ranks", "?run=1")
+    assert response.status_code == 200 and "slow ranks: 1" in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("body", ["not json", json.dumps({}), json.dumps({"output": "page.children"}),
+                                  json.dumps({"output": "nope.children", "outputs": {"id": "nope", "property": "x"},
+                                              "inputs": [], "changedPropIds": []}),
+                                  json.dumps({"output": "page.children", "inputs": [], "changedPropIds": [],
+                                              "outputs": {"id": "page", "property": "children"}})])
+def test_malformed_callback_request_is_400(client, body):
+    response = client.post("/_dash-update-component", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert "Traceback" not in response.get_data(as_text=True)
+
+
+def test_malformed_inputs_to_a_real_callback_are_handled(client):
+    response = update(client, "..op-table.data...op-count.children..",
+                      [{"id": "op-table", "property": "data"}, {"id": "op-count", "property": "children"}],
+                      [("url", "search", {"run": 0}), ("op-passes", "value", "forward"), ("op-search", "value", [1])])
+    # an unreadable search falls back to the first run, a non-list pass filter to every pass
+    assert response.status_code == 200 and "10 matching instances" in response.get_data(as_text=True)
+    response = update(client, "compare-body.children", {"id": "compare-body", "property": "children"},
+                      [("compare-runs", "value", [0, "1", None, 7, 0, {"x": 1}])])
+    text = response.get_data(as_text=True)
+    assert response.status_code == 200 and "Speedup over v1" in text and "pick two" not in text
+
+
+def test_run_index_accepts_only_loaded_indices():
+    assert [run_index(v, 2) for v in (0, 1, "1", 2, -1, "x", None, True, 1.0, [0])] == \
+        [0, 1, 1, None, None, None, None, None, None, None]
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("::1", True), ("localhost", True),
+                                            ("0.0.0.0", False), ("10.0.0.2", False), ("example.org", False)])
+def test_is_loopback(host, loopback):
+    assert is_loopback(host) is loopback

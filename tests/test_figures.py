@@ -1,0 +1,203 @@
+"""perfkit.figures on Runs built here: the numbers drawn equal ones computed in the test, big runs are thinned."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfkit import figures
+from perfkit.analysis import summarize
+from perfkit.model import Meta, Run, table
+
+OP_TOTALS = {"Conv2D": 40.0, "Cast": 30.0, "BNTrainingUpdate": 12.0, "BNTrainingReduceGrad": 8.0, "MatMul": 10.0}
+
+
+def make_run(name="run", ranks=(0,), steps=4, step_ms=(10.0, 20.0, 2.0), slow_factor=1.0, queue_sizes=None,
+             device="Ascend", data_mode="sink", op_totals=None) -> Run:
+    """A small run: the last rank's steps scaled by slow_factor; queues from `queue_sizes` (capacity 8)."""
+    op_totals = OP_TOTALS if op_totals is None else op_totals
+    queue_sizes = [0, 3, 8, 8, 0, 5, 8, 2] if queue_sizes is None else queue_sizes
+    steps_rows, types, ops, host, device_q, pipeline = [], [], [], [], [], []
+    for rank in ranks:
+        factor = slow_factor if rank == ranks[-1] and len(ranks) > 1 else 1.0
+        for step in range(1, steps + 1):
+            interval, fwd_bwd, tail = (value * factor for value in step_ms)
+            steps_rows.append(dict(rank=rank, step=step, interval_ms=interval + step, fwd_bwd_ms=fwd_bwd,
+                                   tail_ms=tail, total_ms=interval + step + fwd_bwd + tail))
+        for op_type, total in op_totals.items():
+            types.append(dict(rank=rank, type=op_type, total_ms=total, count=10, share=0.0))
+            for pass_, prefix, part in (("forward", "Default", 0.4), ("backward", "Gradients", 0.6)):
+                ops.append(dict(rank=rank, name=f"{prefix}/net/{op_type}-op{rank}", type=op_type,
+                                avg_ms=total * part / 10, count=10, total_ms=total * part, **{"pass": pass_}))
+        for batch, size in enumerate(queue_sizes):
+            host.append(dict(rank=rank, batch=batch, size=size, capacity=8))
+            device_q.append(dict(rank=rank, batch=batch, size=size // 4, capacity=2, wait_ms=0.1))
+        for op_id, op_type, workers, usage in ((0, "Batch", 4, 0.9), (1, "Map", 8, 0.3), (2, "Cifar10Dataset", 1, 0.7)):
+            pipeline.append(dict(rank=rank, op_id=op_id, op_type=op_type, workers=workers, queue_usage=usage,
+                                 queue_empty_pct=0.0, queue_length=64, parent_id=op_id - 1 if op_id else None,
+                                 children=[op_id + 1] if op_id < 2 else []))
+    return Run(path=f"/runs/{name}", meta=Meta(device=device, layout="legacy", ranks=list(ranks), data_mode=data_mode),
+               op_types=table("op_types", types), ops=table("ops", ops), steps=table("steps", steps_rows),
+               host_queue=table("host_queue", host), device_queue=table("device_queue", device_q),
+               pipeline=table("pipeline", pipeline))
+
+
+def annotations(fig) -> str:
+    return " ".join(a.text for a in fig.layout.annotations)
+
+
+@pytest.mark.parametrize("op_type, family", [
+    ("Cast", "Cast"), ("BNTrainingReduce", "BatchNorm"), ("BNTrainingUpdate", "BatchNorm"),
+    ("BNTrainingReduceGrad", "BatchNorm"), ("BNTrainingUpdateGrad", "BatchNorm"), ("BNInfer", "BatchNorm"),
+    ("BNInferGrad", "BatchNorm"), ("BatchNorm", "BatchNorm"), ("BatchNormGrad", "BatchNorm"),
+    ("BatchNormWithActivation", "BatchNorm"), ("Conv2D", "other"), ("BiasAdd", "other"), ("BNTrainingX", "other"),
+    ("TransData", "other")])
+def test_op_families(op_type, family):
+    assert figures.op_family(op_type) == family
+
+
+def test_op_share_figure_largest_first_with_families_and_their_share():
+    run = make_run()
+    fig = figures.op_share_figure(run)
+    total = sum(OP_TOTALS.values())
+    cast = OP_TOTALS["Cast"] / total
+    bn = (OP_TOTALS["BNTrainingUpdate"] + OP_TOTALS["BNTrainingReduceGrad"]) / total
+    assert f"Cast + BatchNorm: {100 * (cast + bn):.1f} % of op time" in annotations(fig)
+    assert f"Cast {100 * cast:.1f} %" in annotations(fig)
+    assert list(fig.layout.yaxis.categoryarray)[::-1] == sorted(OP_TOTALS, key=OP_TOTALS.get, reverse=True)
+    by_trace = {trace.name: dict(zip(trace.y, trace.x)) for trace in fig.data}
+    assert by_trace["Cast"] == {"Cast": pytest.approx(100 * cast)}
+    assert set(by_trace["BatchNorm family"]) == {"BNTrainingUpdate", "BNTrainingReduceGrad"}
+    assert by_trace["other op types"]["Conv2D"] == pytest.approx(100 * OP_TOTALS["Conv2D"] / total)
+
+
+def test_op_share_figure_folds_the_tail_into_other_types():
+    totals = {f"Op{i:02d}": float(100 - i) for i in range(40)}
+    fig = figures.op_share_figure(make_run(op_totals=totals), top=25)
+    labels = list(fig.layout.yaxis.categoryarray)[::-1]
+    assert len(labels) == 26 and labels[-1] == "other types (15)"
+    rest = sum(list(totals.values())[25:]) / sum(totals.values())
+    other_trace = next(t for t in fig.data if t.name == "other op types")
+    assert dict(zip(other_trace.y, other_trace.x))["other types (15)"] == pytest.approx(100 * rest)
+
+
+def test_step_trace_stacks_each_step_and_titles_the_mean():
+    run = make_run(ranks=(0, 1), slow_factor=2.0, steps=3)
+    fig = figures.step_trace_figure(run)
+    assert [t.name for t in fig.data] == ["step interval (data wait)", "forward+backward", "tail (optimizer, sync)"]
+    # rank 1 is twice rank 0, so the per-step mean over ranks is 1.5x the base split
+    assert list(fig.data[1].y) == pytest.approx([1.5 * 20.0] * 3)
+    assert list(fig.data[0].y) == pytest.approx([(10.0 + s + 20.0 + s) / 2 for s in (1, 2, 3)])
+    mean_total = float(run.steps["total_ms"].mean())
+    assert f"mean step {mean_total:,.2f} ms" in fig.layout.title.text
+    assert fig.layout.barmode == "stack"
+
+
+def test_step_trace_of_a_long_run_is_bucketed():
+    steps = 100_000
+    run = make_run(steps=steps)
+    fig = figures.step_trace_figure(run)
+    bars = len(fig.data[0].x)
+    assert bars <= figures.MAX_STEP_BARS
+    per_bucket = -(-steps // figures.MAX_STEP_BARS)
+    first_bucket = [10.0 + s for s in range(1, per_bucket + 1)]
+    assert fig.data[0].y[0] == pytest.approx(sum(first_bucket) / per_bucket)
+    assert f"mean of {per_bucket} consecutive steps" in fig.layout.xaxis.title.text
+
+
+def test_queue_figure_title_has_the_empty_and_full_share():
+    sizes = [0, 3, 8, 8, 0, 5, 8, 2, 0, 1]
+    fig = figures.queue_figure(make_run(queue_sizes=sizes), "host")
+    empty = 100 * sum(1 for s in sizes if s == 0) / len(sizes)
+    full = 100 * sum(1 for s in sizes if s == 8) / len(sizes)
+    assert f"empty {empty:.1f} % · full {full:.1f} % of {len(sizes)} samples" in fig.layout.title.text
+    assert list(fig.data[0].y) == sizes and list(fig.data[1].y) == [8] * len(sizes)
+
+
+def test_queue_figure_of_a_million_samples_ships_few_points():
+    sizes = np.random.default_rng(1).integers(0, 9, size=1_000_000)
+    run = make_run(queue_sizes=list(sizes))
+    fig = figures.queue_figure(run, "host")
+    assert all(len(trace.x) <= figures.MAX_POINTS_PER_TRACE for trace in fig.data)
+    assert f"empty {100 * float((sizes == 0).mean()):.1f} %" in fig.layout.title.text  # from every sample
+    assert len(fig.to_json()) < 500_000
+
+
+def test_pipeline_figure_lists_ops_root_first_with_workers():
+    fig = figures.pipeline_figure(make_run())
+    assert list(fig.layout.yaxis.categoryarray)[::-1] == ["Batch (op 0)", "Map (op 1)", "Cifar10Dataset (op 2)"]
+    assert list(fig.data[0].text) == ["90 % · 4 workers", "30 % · 8 workers", "70 % · 1 worker"]
+
+
+def test_empty_run_gives_sentences_not_axes():
+    run = Run(path="/runs/empty", meta=Meta(device="Ascend", data_mode="feed"))
+    built = [figures.step_trace_figure(run), figures.op_share_figure(run), figures.queue_figure(run, "host"),
+             figures.queue_figure(run, "device"), figures.pipeline_figure(run), figures.ranks_figure(run),
+             figures.compare_steps_figure([run, run]), figures.compare_op_shares_figure([run, run]),
+             figures.compare_queues_figure([run, run])]
+    for fig in built:
+        message = figures.empty_message(fig)
+        assert message and message.startswith(("no ", "single-rank"))
+        assert not fig.data and fig.layout.xaxis.visible is False
+    assert figures.empty_message(figures.queue_figure(run, "device")).startswith("no device queue data: feed mode")
+    assert figures.op_type_rows(run).empty and figures.op_instance_rows(run)[1] == 0
+
+
+def test_headline_items_show_summary_numbers():
+    run = make_run()
+    summary = summarize(run)
+    items = {key: value for key, _, value in figures.headline_items(run)}
+    total = sum(OP_TOTALS.values())
+    assert items["cast-share"] == f"{100 * OP_TOTALS['Cast'] / total:.1f} %"
+    assert items["host-empty"] == f"{summary['queues']['host']['empty_pct']:.1f} %"
+    assert items["mean-step"] == f"{summary['steps']['total_ms']:,.2f} ms"
+    interval = run.steps["interval_ms"].mean()
+    assert items["interval"] == f"{interval:,.2f} ms · {100 * interval / run.steps['total_ms'].mean():.1f} %"
+
+
+def test_speedups_are_mean_step_ratios_like_perfkit_compare():
+    slow, fast = make_run("v1", step_ms=(30.0, 40.0, 2.0)), make_run("v2", step_ms=(1.0, 20.0, 2.0))
+    expected = slow.steps["total_ms"].mean() / fast.steps["total_ms"].mean()
+    assert figures.speedups([slow, fast]) == [pytest.approx(1.0), pytest.approx(expected)]
+    from perfkit.compare import compare
+    assert compare(slow, fast)["speedup"] == pytest.approx(expected)
+    fig = figures.compare_steps_figure([slow, fast])
+    assert f"{expected:.2f}x" in annotations(fig)
+
+
+def test_slow_ranks_use_the_five_percent_spread():
+    assert figures.slow_ranks(make_run(ranks=(0, 1, 2, 3), slow_factor=1.10)) == [3]
+    assert figures.slow_ranks(make_run(ranks=(0, 1, 2, 3), slow_factor=1.02)) == []
+    fig = figures.ranks_figure(make_run(ranks=(0, 1, 2, 3), slow_factor=1.10))
+    assert list(fig.data[0].x) == ["rank 0", "rank 1", "rank 2", "rank 3 (slow)"]
+
+
+def test_op_instance_rows_filter_by_pass_and_search():
+    run = make_run(ranks=(0, 1))
+    rows, matched = figures.op_instance_rows(run, ["backward"], "cast")
+    assert matched == 2 and set(rows["pass"]) == {"backward"} and set(rows["type"]) == {"Cast"}
+    rows, matched = figures.op_instance_rows(run, limit=3)
+    assert matched == len(run.ops) and len(rows) == 3
+    assert list(rows["total_ms"]) == sorted(run.ops["total_ms"], reverse=True)[:3]
+
+
+def test_run_labels_are_distinct():
+    assert figures.run_labels([make_run("a"), make_run("b"), make_run("a")]) == ["a (1)", "b", "a (2)"]
+
+
+def test_findings_are_the_advisors():
+    from perfkit.advisor import advise
+    run = make_run(ranks=(0, 1, 2, 3), slow_factor=1.5)
+    result = figures.findings(run)
+    assert [item["id"] for item in result.items] == advise(run).ids()
+    assert result.items and result.note is None
+
+
+def test_figures_and_report_do_not_import_dash():
+    code = "import sys, perfkit.figures, perfkit.report; print('dash' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,105 @@
+"""perfkit.report and the `report` / `dash` commands (the report in a browser: test_dashboard_browser.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+from plotly.offline import get_plotlyjs
+
+from conftest import REPO
+from perfkit import PerfkitError, figures
+from perfkit.cli import main
+from perfkit.report import render_report
+from test_figures import make_run
+
+SEED_RUNS = [REPO / "tests/runs/seed_1_feed_fp32", REPO / "tests/runs/seed_3_sink_o3"]
+
+
+def plotly_divs(text: str) -> int:
+    return len(re.findall(r'<div id="[0-9a-f-]+" class="plotly-graph-div"', text))
+
+
+def test_report_is_self_contained():
+    text = render_report([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])
+    assert text.count(get_plotlyjs()[-300:]) == 1  # plotly.js inlined, once
+    # nothing fetched from elsewhere: no external script, stylesheet or image
+    assert not re.search(r'<(script|link|img)[^>]+(src|href)="(https?:)?//', text)
+    # compare (3) + per run: steps, op types, host, device, pipeline (5) + ranks for the 2-rank run
+    assert plotly_divs(text) == 3 + 5 + 6
+    speedup = figures.speedups([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])[1]
+    assert f"{speedup:.2f}x" in text
+
+
+def test_report_says_what_is_missing_and_escapes_names():
+    run = make_run('<script>alert(1)</script>', data_mode="feed")
+    run.device_queue = run.device_queue.iloc[0:0]
+    text = render_report([run])
+    assert "no device queue data: feed mode" in text
+    assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_report_lists_findings_with_evidence_and_action():
+    run = make_run(ranks=(0, 1, 2, 3), slow_factor=1.5)
+    result = figures.findings(run)
+    text = render_report([run])
+    for item in result.items:
+        assert item["action"].replace("'", "&#x27;") in text
+        assert f"{item['id']} · {item['target']}" in text
+
+
+def test_report_command_writes_one_file(tmp_path):
+    from perfkit import load
+    try:
+        runs = [load(path) for path in SEED_RUNS]
+    except PerfkitError as exc:  # the legacy reader is another engineer's work in progress
+        pytest.skip(f"seed runs do not load yet: {exc}")
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", *map(str, SEED_RUNS), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert plotly_divs(text) >= 3 + 2 * 4
+    speedup = figures.speedups(runs)[1]
+    assert f"{speedup:.2f}x" in text
+
+
+def test_report_command_errors_are_one_line(tmp_path):
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.count("\n") == 1 and "does not exist" in result.output
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_to_an_unwritable_path_is_one_line(tmp_path, monkeypatch):
+    import perfkit.cli
+    monkeypatch.setattr(perfkit.cli, "_load", lambda path: make_run())
+    target = tmp_path / "no_such_dir" / "r.html"
+    result = CliRunner().invoke(main, ["report", "anything", "-o", str(target)])
+    assert result.exit_code == 2 and "cannot write the report" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("host, warned", [("127.0.0.1", False), ("localhost", False), ("0.0.0.0", True),
+                                          ("192.168.1.5", True)])
+def test_dash_command_binds_loopback_unless_told(monkeypatch, host, warned):
+    import dashboards.app
+    import perfkit.cli
+    served = {}
+    monkeypatch.setattr(perfkit.cli, "_load", lambda path: make_run())
+    monkeypatch.setattr(dashboards.app, "serve", lambda runs, host, port: served.update(host=host, port=port,
+                                                                                      runs=len(runs)))
+    result = CliRunner().invoke(main, ["dash", "a", "b", "--host", host, "--port", "8123"])
+    assert result.exit_code == 0, result.output
+    assert served == {"host": host, "port": 8123, "runs": 2}
+    assert ("warning: serving on" in result.output) is warned
+
+
+def test_dash_default_host_is_loopback():
+    from perfkit.cli import dash
+    assert next(p for p in dash.params if p.name == "host").default == "127.0.0.1"
+
+
+@pytest.mark.parametrize("command", ["dash", "report"])
+def test_help_has_an_example(command):
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0 and "Example:" in result.output and f"perfkit {command} " in result.output
