@@ -1,15 +1,185 @@
-"""Placeholder: being written. detect() finds nothing yet."""
+"""MindSpore's CPU profiler output: `{host}_{pid}_{ts}_ascend_ms/FRAMEWORK/cpu_op_*` (formats.md §2).
+
+No step trace is written on CPU. This reader gives op types, ops (with input shapes from
+`cpu_framework_{r}.txt`) and every op execution as "op_events", from which `load` derives the
+steps (see steps.py), with the step times `perfkit profile` recorded when there are some.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from .base import Parts
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..errors import FileFormatError
+from .base import Parts, guarded, op_pass, rank_of, read_csv, read_text
+
+FRAMEWORK_DIR = "FRAMEWORK"
+TYPE_FILE = "cpu_op_type_info_{}.csv"
+DETAIL_FILE = "cpu_op_detail_info_{}.csv"
+TIMESTAMP_FILE = "cpu_op_execute_timestamp_{}.txt"
+SHAPE_FILE = "cpu_framework_{}.txt"
+
+# Header aliases, {canonical: accepted headers}; times are ms and percent a 0-1 fraction.
+TYPE_COLUMNS = {
+    "type": ("op_type",),
+    "count": ("type_occurrences",),
+    "total_ms": ("total_compute_time", "total_time(ms)"),
+    "share": ("percent", "total_proportion"),
+}
+DETAIL_COLUMNS = {
+    "type": ("op_type",),
+    "op_name": ("op_name",),
+    "name": ("full_op_name",),
+    "count": ("op_occurrences",),
+    "total_ms": ("op_total_time(ms)",),
+    "avg_ms": ("op_avg_time(ms)",),
+}
+TYPE_TYPES = {"type": pa.string(), "count": pa.float64(), "total_ms": pa.float64(), "share": pa.float64()}
+DETAIL_TYPES = {"type": pa.string(), "op_name": pa.string(), "name": pa.string(), "count": pa.float64(),
+                "total_ms": pa.float64(), "avg_ms": pa.float64()}
+# `input_3:[64, 3, 7, 7]`, `input_6:NoShape`, `input_2:[]`
+SHAPE_FIELD = re.compile(r"^input_\d+:(.*)$")
 
 
 def detect(folder: Path) -> bool:
-    return False
+    return any((folder / FRAMEWORK_DIR).glob("cpu_op_type_info_*.csv"))
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    return {}
+    framework = folder / FRAMEWORK_DIR
+    ranks = sorted({rank for path in framework.glob("cpu_op_type_info_*.csv")
+                    if (rank := rank_of(path.name)) is not None})
+    if not ranks:
+        raise FileFormatError("holds cpu_op_type_info files without a rank in their names", framework)
+    return {rank: _read_rank(framework, rank) for rank in ranks}
+
+
+def _read_rank(framework: Path, rank: int) -> Parts:
+    # Dataset sink mode does not exist on CPU (MindSpore falls back to feed), so the device tells it.
+    parts = Parts(meta={"device": "CPU", "layout": "cpu", "data_mode": "feed"})
+
+    def load(pattern, reader):
+        path = framework / pattern.format(rank)
+        return guarded(parts, path, reader) if path.is_file() else None
+
+    op_types = load(TYPE_FILE, lambda p: read_csv(p, TYPE_COLUMNS, ("type", "count", "total_ms"),
+                                                  TYPE_TYPES, parts.warnings))
+    details = load(DETAIL_FILE, lambda p: read_csv(p, DETAIL_COLUMNS, ("type", "name", "count", "total_ms"),
+                                                   DETAIL_TYPES, parts.warnings))
+    events = load(TIMESTAMP_FILE, lambda p: _read_timestamps(p, parts.warnings))
+    shapes = load(SHAPE_FILE, lambda p: _read_shapes(p, parts.warnings))
+    if op_types is None and details is None and events is None:
+        raise FileFormatError(f"has no readable {TYPE_FILE.format(rank)}, {DETAIL_FILE.format(rank)} or "
+                              f"{TIMESTAMP_FILE.format(rank)} (" + "; ".join(parts.warnings) + ")", framework)
+    if op_types is not None:
+        op_types = op_types[op_types["type"].notna()]
+        if op_types["share"].isna().all():
+            op_types["share"] = op_types["total_ms"] / op_types["total_ms"].sum()
+        parts.tables["op_types"] = op_types
+    if details is not None:
+        parts.tables["ops"] = _ops(details, events, shapes, parts.warnings)
+    if events is not None:
+        parts.tables["op_events"] = events
+    return parts
+
+
+def _read_timestamps(path: Path, warnings: list[str]) -> pd.DataFrame:
+    """`full_op_name;HostCpuOps;start_ns,dur_ms,tid start_ns,dur_ms,tid ...` -> one row per execution.
+
+    Lines are split in Python (one per op, not per execution); the numbers are converted by numpy
+    in one pass over all executions.
+    """
+    names: list[str] = []
+    counts: list[int] = []
+    records: list[str] = []
+    bad_lines = 0
+    for line in read_text(path).splitlines():
+        fields = line.split(";", 2)
+        if len(fields) < 3:
+            bad_lines += line.strip() != ""
+            continue
+        executions = fields[2].split()
+        if not executions or fields[2].count(",") != 2 * len(executions):
+            bad_lines += 1
+            continue
+        names.append(fields[0])
+        counts.append(len(executions))
+        records.append(" ".join(executions))
+    if bad_lines:
+        warnings.append(f"{path.name}: skipped {bad_lines} malformed line(s)")
+    if not names:
+        raise FileFormatError("has no op execution records", path)
+    values = " ".join(records).replace(",", " ").split()
+    try:
+        start_ns = np.array(values[0::3]).astype(np.int64)
+        dur_ms = np.array(values[1::3]).astype(np.float64)
+    except ValueError:
+        raise FileFormatError("has a start time or duration that is not a number", path) from None
+    line_codes, unique_names = pd.factorize(pd.Index(names))  # an op may have several lines
+    return pd.DataFrame({
+        "name": pd.Categorical.from_codes(np.repeat(line_codes, counts), categories=unique_names),
+        "start_ns": start_ns, "dur_ms": dur_ms})
+
+
+def _read_shapes(path: Path, warnings: list[str]) -> pd.DataFrame:
+    """`op_type;op_name;graph_id;input_1:[shape];...` -> op_name, shapes ("16,3,64,64;64,3,7,7"), in file order.
+
+    The file has one line per op execution, in execution order; `op_name` (e.g. `Conv2D-op0`) is
+    not unique, so lines are matched to executions by order (see `_ops`).
+    """
+    op_names: list[str] = []
+    shapes: list[str] = []
+    bad_lines = 0
+    for line in read_text(path).splitlines():
+        fields = line.rstrip(";").split(";")
+        if len(fields) < 3:
+            bad_lines += line.strip() != ""
+            continue
+        inputs = []
+        for field in fields[3:]:
+            match = SHAPE_FIELD.match(field.strip())
+            shape = match.group(1).strip() if match else ""
+            inputs.append(shape[1:-1].replace(" ", "") if shape.startswith("[") and shape.endswith("]") else "")
+        op_names.append(fields[1])
+        shapes.append(";".join(inputs))
+    if bad_lines:
+        warnings.append(f"{path.name}: skipped {bad_lines} malformed line(s)")
+    if not op_names:
+        raise FileFormatError("has no op records", path)
+    return pd.DataFrame({"op_name": op_names, "input_shapes": shapes})
+
+
+def _ops(details: pd.DataFrame, events: pd.DataFrame | None, shapes: pd.DataFrame | None,
+         warnings: list[str]) -> pd.DataFrame:
+    ops = details[details["name"].notna()].copy()
+    ops["pass"] = [op_pass(name) for name in ops["name"]]
+    if shapes is not None:
+        by_name = _shapes_by_full_name(events, shapes)
+        if by_name is None:
+            warnings.append("input shapes not attached: cpu_framework lines do not match the op executions")
+        else:
+            ops["input_shapes"] = ops["name"].map(by_name)
+    return ops.drop(columns="op_name")
+
+
+def _shapes_by_full_name(events: pd.DataFrame | None, shapes: pd.DataFrame) -> pd.Series | None:
+    """full_op_name -> shapes. The n-th framework line with op_name X is the n-th execution (by start
+    time) of an op whose full name ends in X; short names that disagree in count are left out."""
+    if events is None:
+        return None
+    ordered = events.sort_values("start_ns", kind="stable")
+    full = ordered["name"].astype("string")
+    executions = pd.DataFrame({"name": full.to_numpy(), "op_name": full.str.rsplit("/", n=1).str[-1].to_numpy()})
+    executions["occurrence"] = executions.groupby("op_name", sort=False).cumcount()
+    lines = shapes.assign(occurrence=shapes.groupby("op_name", sort=False).cumcount())
+    counts_match = (executions.groupby("op_name").size()
+                    .eq(lines.groupby("op_name").size()).reindex(executions["op_name"].unique(), fill_value=False))
+    matched = executions[executions["op_name"].map(counts_match).to_numpy(dtype=bool)]
+    if not len(matched):
+        return None
+    joined = matched.merge(lines, on=["op_name", "occurrence"], how="inner")
+    return joined.drop_duplicates("name").set_index("name")["input_shapes"]
