@@ -85,3 +85,76 @@ def op_pass(full_name: str) -> str:
 def op_type_of(full_name: str) -> str:
     """`Default/net/conv1-Conv2d/Conv2D-op13` -> `Conv2D`."""
     return re.sub(r"-op\d+$", "", full_name.rsplit("/", 1)[-1])
+
+
+# Cells that mean "no value" in the profilers' CSV files.
+CSV_NULLS = ["", "N/A", "NA", "null", "None"]
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header row of a CSV file, with the usual errors for an empty or non-UTF-8 file."""
+    import csv
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline()
+    except OSError as exc:
+        raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
+    if not first.strip():
+        raise FileFormatError("is empty", path)
+    try:
+        line = first.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(f"is not UTF-8 text (byte 0x{first[exc.start]:02x} at offset {exc.start})", path) from None
+    return next(csv.reader([line.rstrip("\r\n")]))
+
+
+def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
+             types: dict[str, Any], warnings: list[str]) -> pd.DataFrame:
+    """The columns of a CSV file named in `aliases` ({canonical: accepted headers}), renamed to canonical.
+
+    Read with pyarrow, only the wanted columns: kernel tables reach millions of rows. Rows with the
+    wrong number of cells (a file cut off mid-write) are skipped and counted in `warnings`.
+    `types` maps canonical names to pyarrow types; a missing required column, a file without rows,
+    non-UTF-8 text or unparsable values raise FileFormatError naming the file.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    header = csv_header(path)
+    by_key = {name.strip().casefold(): name for name in header}
+    found: dict[str, str] = {}
+    for canonical, names in aliases.items():
+        for name in names:
+            if name.casefold() in by_key:
+                found[canonical] = by_key[name.casefold()]
+                break
+    missing = [canonical for canonical in required if canonical not in found]
+    if missing:
+        wanted = ", ".join(aliases[c][0] for c in missing)
+        raise FileFormatError(f"lacks column(s) {wanted} (header: {', '.join(header)[:200]})", path)
+    skipped: list[int] = []
+
+    def skip_row(row) -> str:
+        skipped.append(row.actual_columns)
+        return "skip"
+
+    try:
+        table = pacsv.read_csv(
+            path,
+            parse_options=pacsv.ParseOptions(invalid_row_handler=skip_row, newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=list(found.values()),
+                column_types={found[c]: t for c, t in types.items() if c in found},
+                null_values=CSV_NULLS, strings_can_be_null=True, quoted_strings_can_be_null=True))
+    except pa.ArrowInvalid as exc:
+        text = str(exc)
+        if "UTF8" in text or "UTF-8" in text:
+            raise FileFormatError("is not UTF-8 text", path) from None
+        raise FileFormatError(f"cannot be parsed ({text.splitlines()[0][:200]})", path) from None
+    if skipped:
+        warnings.append(f"{path.name}: skipped {len(skipped)} row(s) with the wrong number of cells "
+                        f"(truncated or malformed)")
+    if table.num_rows == 0:
+        raise FileFormatError("has a header but no rows", path)
+    return table.rename_columns([next(c for c, actual in found.items() if actual == name)
+                                 for name in table.column_names]).to_pandas()
