@@ -245,7 +245,10 @@ def _steps(trace: pd.DataFrame, kernels: pd.DataFrame | None, warnings: list[str
 def _forward_backward_spans(kernels: pd.DataFrame, steps: pd.Series) -> pd.Series | None:
     """Per step: last backward kernel end - first forward kernel start, in ms; None without scopes."""
     passes = _pass_codes(kernels["name"])
-    forward, backward = passes == "forward", passes == "backward"
+    # GetNext sits under Default/ but is the data fetch the interval covers, not forward compute
+    # (MindSpore's own step trace starts fp at the first op after GetNext).
+    fetch = kernels["type"].astype("string").isin(SINK_OP_TYPES).to_numpy(dtype=bool, na_value=False)
+    forward, backward = (passes == "forward") & ~fetch, passes == "backward"
     if not forward.any() or not backward.any():
         return None
     if len(steps) == 1 or "step" not in kernels:

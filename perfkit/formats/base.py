@@ -147,10 +147,10 @@ def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[st
                 column_types={found[c]: t for c, t in types.items() if c in found},
                 null_values=CSV_NULLS, strings_can_be_null=True, quoted_strings_can_be_null=True))
     except pa.ArrowInvalid as exc:
-        text = str(exc)
-        if "UTF8" in text or "UTF-8" in text:
-            raise FileFormatError("is not UTF-8 text", path) from None
-        raise FileFormatError(f"cannot be parsed ({text.splitlines()[0][:200]})", path) from None
+        bad_byte = _first_non_utf8(path)
+        if bad_byte is not None:
+            raise FileFormatError(f"is not UTF-8 text (at byte offset {bad_byte})", path) from None
+        raise FileFormatError(f"cannot be parsed ({str(exc).splitlines()[0][:200]})", path) from None
     if skipped:
         warnings.append(f"{path.name}: skipped {len(skipped)} row(s) with the wrong number of cells "
                         f"(truncated or malformed)")
@@ -158,3 +158,18 @@ def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[st
         raise FileFormatError("has a header but no rows", path)
     return table.rename_columns([next(c for c, actual in found.items() if actual == name)
                                  for name in table.column_names]).to_pandas()
+
+
+def _first_non_utf8(path: Path, chunk_size: int = 1 << 24) -> int | None:
+    """Offset of the first byte that is not UTF-8, read in chunks (only called once parsing failed)."""
+    import codecs
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                return offset + exc.start
+            offset += len(chunk)
+    return None
