@@ -88,8 +88,12 @@ def _ms(value: float) -> float:
 
 
 def _run_step_ms(run: Run) -> float | None:
-    """Summed step time over every rank and step: the denominator for time totalled over the run."""
-    return float(run.steps["total_ms"].sum()) if _has_steps(run) else None
+    """Step time over every rank and profiled step: the denominator for time totalled over the run.
+    A step whose total is unknown (the first one when its start is not recorded) counts at the mean."""
+    if not _has_steps(run):
+        return None
+    per_rank = run.steps.groupby("rank")["total_ms"].agg(["mean", "size"])
+    return float((per_rank["mean"] * per_rank["size"]).sum())
 
 
 def _gain_pct(run: Run, saved_ms_over_run: float, fallback_total_ms: float) -> float:
