@@ -130,14 +130,20 @@ def compare_body(runs: Sequence[Run]) -> list:
                           html.Div("n/a" if s is None else f"{s:.2f}x", className="value", id=f"speedup-{i}")],
                          className="kpi") for i, (label, s) in enumerate(zip(labels, figures.speedups(runs)))]
     return [card(f"Speedup over {labels[0]} (mean step time ratio)", html.Div(speedups, className="speedups")),
-            card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
-            html.Div([card("Op-type shares", graph(figures.compare_op_shares_figure(runs), "fig-compare-ops")),
+            html.Div([card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
                       card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))],
-                     className="grid2")]
+                     className="grid2"),
+            card("Op-type shares", graph(figures.compare_op_shares_figure(runs), "fig-compare-ops"))]
 
 
 def ranks(run: Run) -> list:
     slow = figures.slow_ranks(run)
     note = (f"slow ranks: {', '.join(map(str, slow))}" if slow else "no slow rank") if len(run.ranks) > 1 else ""
-    return [card("Ranks", html.P(note, className="meta", id="slow-ranks"),
-                 graph(figures.ranks_figure(run), "fig-ranks"))]
+    rows = figures.rank_rows(run)
+    panels = [card("Ranks", html.P(note, className="meta", id="slow-ranks"),
+                   graph(figures.ranks_figure(run), "fig-ranks"))]
+    if len(rows) > 1:
+        table = _table("rank-table", rows, 16)
+        table.style_data_conditional = [{"if": {"filter_query": '{slow} = "slow"'}, "backgroundColor": "#fde8e8"}]
+        panels.append(card("Per-rank mean step (ms)", table))
+    return panels

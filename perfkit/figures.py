@@ -25,6 +25,8 @@ from .model import Run
 MAX_POINTS_PER_TRACE = 2000
 # Stacked bars narrower than ~3 px are unreadable at dashboard width; beyond this, consecutive steps are averaged.
 MAX_STEP_BARS = 300
+# Up to this many bars get wide gaps, so one or two steps do not fill the plot with a slab of colour.
+FEW_STEPS = 4
 # The op-type chart lists this many types and folds the rest into "other types": the seed's Cast/BatchNorm
 # story is in the top ten, and 25 bars still fit one screen with readable labels.
 TOP_OP_TYPES = 25
@@ -188,7 +190,11 @@ def step_trace_figure(run: Run) -> go.Figure:
     ranks = run.steps["rank"].nunique()
     xlabel = "step" + (f" (mean of {merged} consecutive steps per bar)" if merged > 1 else "") + \
         (f", mean over {ranks} ranks" if ranks > 1 else "")
-    return _style(fig, title, barmode="stack", xaxis_title=xlabel, yaxis_title="ms", bargap=0.15)
+    fig = _style(fig, title, barmode="stack", xaxis_title=xlabel, yaxis_title="ms",
+                 bargap=0.15 if len(per_step) > FEW_STEPS else 0.5)
+    if merged == 1:
+        fig.update_xaxes(type="category")  # one bar per step number, even when steps are not 1..n
+    return fig
 
 
 def op_share_figure(run: Run, top: int = TOP_OP_TYPES) -> go.Figure:
@@ -234,10 +240,10 @@ QUEUE_NAMES = {"host": "Host queue (MindData -> device)", "device": "Device data
 
 def _queue_missing(run: Run, which: str) -> str:
     if which == "device":
+        if (run.meta.device or "").upper() == "CPU":
+            return "no device queue data: CPU runs feed the host directly (no device queue)"
         if run.meta.data_mode == "feed":
             return "no device queue data: feed mode (the device queue exists only with dataset_sink_mode=True)"
-        if (run.meta.device or "").upper() == "CPU":
-            return "no device queue data: CPU runs have no device queue"
         return "no device queue data in this run (minddata_aicpu / GetNext profiling absent)"
     return "no host queue data in this run (device_queue / dataset_iterator profiling absent)"
 
@@ -397,13 +403,18 @@ def compare_op_shares_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPE
     for frame in shares:
         types += [str(t) for t in frame["type"].head(top) if str(t) not in types]
     fig = go.Figure()
-    for label, frame in zip(labels, shares):
+    # Horizontal groups stack the first trace at the bottom: add runs last-first so the first run is on top.
+    for label, frame in reversed(list(zip(labels, shares))):
         by_type = frame.set_index(frame["type"].astype(str))["share"]
-        fig.add_bar(x=types, y=[100 * float(by_type.get(t, 0.0)) for t in types], name=label,
-                    hovertemplate=f"{label}<br>%{{x}}: %{{y:.1f}} % of op time<extra></extra>")
-    fig = _style(fig, "Op-type share of op time (each run's top types)", height=460, barmode="group",
-                 yaxis_title="% of summed op time")
-    fig.update_xaxes(tickangle=-35, automargin=True)
+        values = [100 * float(by_type.get(t, 0.0)) for t in types]
+        fig.add_bar(y=types, x=values, name=label, orientation="h", text=[f"{v:.1f} %" if v else "" for v in values],
+                    textposition="outside", cliponaxis=False, textfont=dict(size=11),
+                    hovertemplate=f"{label}<br>%{{y}}: %{{x:.1f}} % of op time<extra></extra>")
+    fig = _style(fig, "Op-type share of op time (each run's top types)", barmode="group",
+                 height=max(360, 120 + 14 * len(types) * len(runs)), xaxis_title="% of summed op time",
+                 bargap=0.25, bargroupgap=0.05, uniformtext=dict(minsize=10, mode="show"))
+    fig.update_layout(legend_traceorder="reversed")
+    fig.update_yaxes(categoryorder="array", categoryarray=types[::-1], automargin=True)
     return fig
 
 
@@ -484,3 +495,18 @@ def headline_items(run: Run) -> list[tuple[str, str, str]]:
         items.append((f"{which}-empty", f"{which} queue empty",
                       f"{stats['empty_pct']:.1f} %" if stats else "no data"))
     return items
+
+
+def rank_rows(run: Run) -> pd.DataFrame:
+    """Per-rank mean step split (summary's per_rank) and how much slower than the fastest rank, in %."""
+    per_rank = [entry for entry in summarize(run)["per_rank"] if entry["steps"]]
+    if not per_rank:
+        return pd.DataFrame(columns=["rank", "total_ms", "slower_than_fastest_pct"])
+    slow = set(slow_ranks(run))
+    columns = ["total_ms"] + [col for col, _ in _step_split(run.steps)]
+    frame = pd.DataFrame([{"rank": entry["rank"], **{col: entry["steps"].get(col) for col in columns}}
+                          for entry in per_rank])
+    fastest = frame["total_ms"].min()
+    frame["slower_than_fastest_pct"] = 100 * (frame["total_ms"] - fastest) / fastest if fastest else float("nan")
+    frame["slow"] = frame["rank"].isin(slow).map({True: "slow", False: ""})
+    return frame.round(3)

@@ -34,7 +34,7 @@ main { padding: 16px 24px; max-width: 1500px; margin: 0 auto; }
        min-width: 150px; }
 .kpi .label { font-size: 12px; color: #666; text-transform: uppercase; letter-spacing: .03em; }
 .kpi .value { font-size: 20px; font-weight: 600; margin-top: 4px; }
-.grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; }
+.grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; align-items: start; }
 @media (max-width: 1100px) { .grid2 { grid-template-columns: 1fr; } }
 .empty-state { color: #666; font-size: 15px; font-style: italic; padding: 18px 8px; margin: 0; }
 .finding { border-left: 5px solid #999; padding: 6px 12px; margin: 8px 0; background: #fafbfc; }

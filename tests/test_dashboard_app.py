@@ -73,3 +73,50 @@ def test_run_index_accepts_only_loaded_indices():
                                             ("0.0.0.0", False), ("10.0.0.2", False), ("example.org", False)])
 def test_is_loopback(host, loopback):
     assert is_loopback(host) is loopback
+
+
+def test_dash_command_serves_on_loopback_with_debug_off(tmp_path):
+    """The real command in a child process: it binds 127.0.0.1 only, serves the app, and says debug is off."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from conftest import FIXTURE_RUNS
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path / "dash.log").open("w+")
+    child = subprocess.Popen([sys.executable, "-m", "perfkit", "dash", str(FIXTURE_RUNS["new_level1"]),
+                              "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline, status = time.monotonic() + 60, None
+        while time.monotonic() < deadline and status is None:
+            try:
+                status = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).status
+            except OSError:
+                assert child.poll() is None, (tmp_path / "dash.log").read_text()
+                time.sleep(0.3)
+        assert status == 200
+        with pytest.raises(OSError):  # not reachable through a non-loopback address of this host
+            with socket.create_connection((_non_loopback_address(), port), timeout=2):
+                pass
+    finally:
+        child.terminate()
+        child.wait(timeout=10)
+    output = (tmp_path / "dash.log").read_text()
+    assert "warning" not in output and "Debug mode: on" not in output
+
+
+def _non_loopback_address() -> str:
+    import socket
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: no packet is sent, it only picks the outgoing interface
+            address = probe.getsockname()[0]
+    except OSError:
+        address = "127.0.0.1"
+    if address.startswith("127."):
+        pytest.skip("this host has no non-loopback IPv4 address")
+    return address

@@ -85,6 +85,8 @@ def screenshot(driver, name: str, fallback_dir: Path) -> Path:
     """A full-page PNG: the window is stretched to the page height for the shot."""
     folder = Path(os.environ.get("PERFKIT_SCREENSHOT_DIR") or fallback_dir)
     folder.mkdir(parents=True, exist_ok=True)
+    # the plot toolbars show while the (virtual) pointer rests on a plot; they are noise in a picture
+    driver.execute_script("document.querySelectorAll('.modebar-container').forEach(e => e.remove())")
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.set_window_size(WINDOW[0], max(WINDOW[1], height))
     path = folder / f"{name}.png"
