@@ -81,7 +81,7 @@ def _read_rank(framework: Path, rank: int) -> Parts:
             op_types["share"] = op_types["total_ms"] / op_types["total_ms"].sum()
         parts.tables["op_types"] = op_types
     if details is not None:
-        parts.tables["ops"] = _ops(details, events, shapes, parts.warnings)
+        parts.tables["ops"] = _ops(details, events, shapes, SHAPE_FILE.format(rank), parts.warnings)
     if events is not None:
         parts.tables["op_events"] = events
     return parts
@@ -153,33 +153,34 @@ def _read_shapes(path: Path, warnings: list[str]) -> pd.DataFrame:
     return pd.DataFrame({"op_name": op_names, "input_shapes": shapes})
 
 
-def _ops(details: pd.DataFrame, events: pd.DataFrame | None, shapes: pd.DataFrame | None,
+def _ops(details: pd.DataFrame, events: pd.DataFrame | None, shapes: pd.DataFrame | None, shape_file: str,
          warnings: list[str]) -> pd.DataFrame:
     ops = details[details["name"].notna()].copy()
     ops["pass"] = [op_pass(name) for name in ops["name"]]
     if shapes is not None:
-        by_name = _shapes_by_full_name(events, shapes)
-        if by_name is None:
-            warnings.append("input shapes not attached: cpu_framework lines do not match the op executions")
-        else:
-            ops["input_shapes"] = ops["name"].map(by_name)
+        ops["input_shapes"] = ops["name"].map(_shapes_by_full_name(events, shapes, shape_file, warnings))
     return ops.drop(columns="op_name")
 
 
-def _shapes_by_full_name(events: pd.DataFrame | None, shapes: pd.DataFrame) -> pd.Series | None:
+def _shapes_by_full_name(events: pd.DataFrame | None, shapes: pd.DataFrame, shape_file: str,
+                         warnings: list[str]) -> pd.Series:
     """full_op_name -> shapes. The n-th framework line with op_name X is the n-th execution (by start
-    time) of an op whose full name ends in X; short names that disagree in count are left out."""
+    time) of an op whose full name ends in X; short names whose counts disagree are left out."""
     if events is None:
-        return None
+        warnings.append(f"input shapes not attached: {shape_file} lines are matched to op executions, "
+                        f"and the execution timestamps are missing")
+        return pd.Series(dtype="string")
     ordered = events.sort_values("start_ns", kind="stable")
     full = ordered["name"].astype("string")
     executions = pd.DataFrame({"name": full.to_numpy(), "op_name": full.str.rsplit("/", n=1).str[-1].to_numpy()})
     executions["occurrence"] = executions.groupby("op_name", sort=False).cumcount()
     lines = shapes.assign(occurrence=shapes.groupby("op_name", sort=False).cumcount())
-    counts_match = (executions.groupby("op_name").size()
-                    .eq(lines.groupby("op_name").size()).reindex(executions["op_name"].unique(), fill_value=False))
-    matched = executions[executions["op_name"].map(counts_match).to_numpy(dtype=bool)]
-    if not len(matched):
-        return None
+    line_counts = lines.groupby("op_name").size()
+    execution_counts = executions.groupby("op_name").size()
+    agree = execution_counts.eq(line_counts.reindex(execution_counts.index)).loc[lambda s: s].index
+    if len(agree) < len(execution_counts):
+        warnings.append(f"input shapes not attached for {len(execution_counts) - len(agree)} op name(s) whose "
+                        f"{shape_file} lines do not match their executions one to one")
+    matched = executions[executions["op_name"].isin(agree)]
     joined = matched.merge(lines, on=["op_name", "occurrence"], how="inner")
     return joined.drop_duplicates("name").set_index("name")["input_shapes"]
