@@ -553,3 +553,18 @@ def test_pipeline_children_given_as_text_are_understood():
     rows = [{**row, "children": str(row["children"])} for row in pipeline_rows(0.05, 0.9, 0.95)]
     run = make_run(steps=step_rows(6.0, 12.0, 2.0), host_queue=STARVED, pipeline=rows)
     assert only(advise(run), "dataset_workers").target == "Batch"
+
+
+def test_evidence_leaves_out_what_the_run_does_not_tell():
+    rows = [{**row, "fwd_bwd_ms": None, "tail_ms": None} for row in step_rows(10.0, 10.0, 1.0)]
+    finding = only(advise(make_run(steps=rows)), "sink_mode")
+    assert set(finding.evidence) == {"interval_share_pct", "interval_ms", "step_ms"}
+    json.dumps(finding.to_dict(), allow_nan=False)
+
+
+def test_slow_rank_evidence_names_slow_and_fastest_rank_only():
+    rows = [row for rank in range(8) for row in step_rows(1.0, 13.0 if rank == 5 else 10.0 + 0.01 * rank, 1.0,
+                                                          rank=rank)]
+    finding = only(advise(make_run(steps=rows)), "slow_rank")
+    assert finding.target == "rank 5"
+    assert set(finding.evidence) == {"spread_pct_of_step", "mean_step_ms", "rank5_total_ms", "rank0_total_ms"}

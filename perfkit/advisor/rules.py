@@ -87,6 +87,11 @@ def _ms(value: float) -> float:
     return round(float(value), 3)
 
 
+def _known_ms(**values: float | None) -> dict[str, float]:
+    """Evidence in ms, leaving out what the run does not tell (no NaN in the JSON)."""
+    return {key: _ms(value) for key, value in values.items() if value is not None and not pd.isna(value)}
+
+
 def _run_step_ms(run: Run) -> float | None:
     """Step time over every rank and profiled step: the denominator for time totalled over the run.
     A step whose total is unknown (the first one when its start is not recorded) counts at the mean."""
@@ -125,8 +130,8 @@ def sink_mode(run: Run) -> list[Finding]:
     return [Finding(
         id="sink_mode", severity=severity_for(gain),
         title=f"Feed mode: the step interval (data wait) is {gain:.1f} % of the step",
-        evidence={"interval_share_pct": gain, "interval_ms": _ms(steps["interval_ms"]),
-                  "fwd_bwd_ms": _ms(steps["fwd_bwd_ms"]), "step_ms": _ms(steps["total_ms"])},
+        evidence={"interval_share_pct": gain, **_known_ms(interval_ms=steps["interval_ms"],
+                                                          fwd_bwd_ms=steps["fwd_bwd_ms"], step_ms=steps["total_ms"])},
         action="model.train(..., dataset_sink_mode=True)",
         target=None, est_gain_pct=gain)]
 
@@ -411,7 +416,8 @@ def slow_rank(run: Run) -> list[Finding]:
         slow = [int(r) for r, v in values.items() if (v - values.min()) / mean_total > SLOW_RANK_SPREAD]
         gain = _pct(float(values.max() - values.median()) / float(per_rank["total_ms"].max()))
         evidence = {"spread_pct_of_step": _pct(spread), "mean_step_ms": _ms(mean_total)}
-        evidence |= {f"rank{r}_{column}": _ms(values[r]) for r in values.index}
+        shown = slow + [int(values.idxmin())]  # the slow ranks and the fastest, not every rank of a cluster
+        evidence |= {f"rank{r}_{column}": _ms(values[r]) for r in shown}
         findings.append(Finding(
             id="slow_rank", severity=severity_for(gain),
             title=f"Rank{'s' if len(slow) > 1 else ''} {', '.join(map(str, slow))} stand{'' if len(slow) > 1 else 's'}"
@@ -448,7 +454,7 @@ def tail(run: Run) -> list[Finding]:
         id="tail", severity=severity_for(gain),
         title=f"The step tail after backward (optimizer update{', all-reduce' if multi_rank else ''}) is "
               f"{gain:.1f} % of the step",
-        evidence={"tail_share_pct": gain, "tail_ms": _ms(steps["tail_ms"]), "step_ms": _ms(steps["total_ms"])},
+        evidence={"tail_share_pct": gain, **_known_ms(tail_ms=steps["tail_ms"], step_ms=steps["total_ms"])},
         action=action, target=None, est_gain_pct=gain)]
 
 
