@@ -532,6 +532,7 @@ def test_cpu_run_gets_cpu_advice_only():
 def test_tail_fires_when_the_optimizer_tail_is_a_large_share():
     finding = only(advise(make_run(steps=step_rows(0.2, 8.0, 2.0))), "tail")
     assert finding.evidence["tail_share_pct"] == pytest.approx(100 * 2.0 / 10.2, abs=0.01)
+    assert finding.est_gain_pct == pytest.approx(100 * 2.0 / 10.2 / 2, abs=0.01)
     assert finding.action.startswith("dataset.batch(2 * batch_size")
 
 
