@@ -1,7 +1,7 @@
 """The advisor's rules: each a small pure function of a Run returning zero or more Findings.
 
 A rule declares the data it needs (keys of NEEDS); `advise` skips it with the stated reason when the run
-lacks them. A rule raises NotChecked itself when its advice cannot apply (e.g. sink mode on CPU).
+lacks them. A rule raises NotChecked itself for what only it can tell (e.g. the data mode is unknown).
 Thresholds sit next to the rule that uses them, relative to step time, with their source
 (formats.md §4 lists what MindInsight, MindSpore's analyser, TensorFlow, PyTorch and msprof-analyze use).
 """
@@ -33,9 +33,10 @@ NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
                         "CPU cannot sink datasets (MindSpore falls back to feed mode)"),
     "fp16_device": (lambda run: _device(run) != "CPU",
                     "CPU has no fast float16 kernels; mixed precision would not speed it up"),
-    "steps": (_has_steps, "no step times (no step trace, step_trace_time.csv or recorded steps)"),
     "step_split": (lambda run: _has_steps(run) and run.steps["interval_ms"].notna().any(),
-                   "no step interval (the step trace does not split data wait from compute)"),
+                   "no step interval (no step times, or they do not split data wait from compute)"),
+    "step_tail": (lambda run: _has_steps(run) and run.steps["tail_ms"].notna().any(),
+                  "no step tail (no step times, or no backward end point in them)"),
     "op_types": (lambda run: bool(len(run.op_types)) and run.op_types["total_ms"].sum() > 0,
                  "no op statistics"),
     "op_shapes": (lambda run: bool(len(run.ops)) and run.ops["input_shapes"].notna().any(),
@@ -438,11 +439,9 @@ TAIL_MIN_SHARE = 0.10
 TAIL_RECOVERABLE = 0.5
 
 
-@rule("tail", needs=("step_split",))
+@rule("tail", needs=("step_tail",))
 def tail(run: Run) -> list[Finding]:
     steps = step_means(run.steps)
-    if steps["tail_ms"] is None:
-        raise NotChecked("the step data has no tail (no backward end point)")
     share = steps["tail_ms"] / steps["total_ms"]
     if share < TAIL_MIN_SHARE:
         return []
