@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -569,3 +571,13 @@ def test_slow_rank_evidence_names_slow_and_fastest_rank_only():
     finding = only(advise(make_run(steps=rows)), "slow_rank")
     assert finding.target == "rank 5"
     assert set(finding.evidence) == {"spread_pct_of_step", "mean_step_ms", "rank5_total_ms", "rank0_total_ms"}
+
+
+def test_advise_and_compare_do_not_import_mindspore_or_dash():
+    cpu = str(FIXTURE_RUNS["cpu_2_10"])
+    code = ("import sys; from click.testing import CliRunner; from perfkit.cli import main; "
+            f"assert CliRunner().invoke(main, ['advise', {cpu!r}]).exit_code == 0; "
+            f"assert CliRunner().invoke(main, ['compare', {cpu!r}, {cpu!r}]).exit_code == 0; "
+            "print(sorted(m for m in ('mindspore', 'dash') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
