@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import FileFormatError
 from .base import Parts, guarded, op_pass, rank_of, read_csv, read_text
@@ -151,19 +152,32 @@ def _load_json(path: Path):
 
 def _prepare_kernels(kernels: pd.DataFrame, path: Path) -> pd.DataFrame:
     """Numeric start times (the column is text ending in a TAB) and rows with a name and a duration."""
-    start = pd.to_numeric(kernels["start_us"].str.strip(), errors="coerce")
-    kernels = kernels.assign(start_us=start.astype("float64"))
+    try:
+        start = pc.cast(pc.utf8_trim_whitespace(pa.array(kernels["start_us"].array, type=pa.string())), pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise FileFormatError("has a Start Time(us) that is not a number", path) from None
+    # float64 keeps epoch µs to about 0.25 µs, far below the ms the model reports
+    kernels = kernels.assign(start_us=start.to_numpy(zero_copy_only=False))
     kernels = kernels[kernels["name"].notna() & kernels["duration_us"].notna()]
     if not len(kernels):
         raise FileFormatError("has no kernel with a name and a duration", path)
     return kernels
 
 
+def _per_category(column: pd.Series, function, missing) -> np.ndarray:
+    """function(value) for each row, computed once per distinct value: kernel tables repeat a few
+    thousand names and types over millions of rows."""
+    categorical = column.astype("category")
+    per_value = np.array([function(str(value)) for value in categorical.cat.categories] + [missing], dtype=object)
+    return per_value[categorical.cat.codes.to_numpy()]  # code -1 (no value) picks the trailing `missing`
+
+
 def _pass_codes(names: pd.Series) -> np.ndarray:
-    """The pass of each row, computed once per distinct name (kernel tables repeat names per step)."""
-    categorical = names.astype("category")
-    per_name = np.array([op_pass(str(name)) for name in categorical.cat.categories] + ["other"], dtype=object)
-    return per_name[categorical.cat.codes.to_numpy()]  # code -1 (no name) picks the trailing "other"
+    return _per_category(names, op_pass, "other")
+
+
+def _is_fetch(types: pd.Series) -> np.ndarray:
+    return _per_category(types, SINK_OP_TYPES.__contains__, False).astype(bool)
 
 
 def _strip_quotes(series: pd.Series) -> pd.Series:
@@ -247,7 +261,7 @@ def _forward_backward_spans(kernels: pd.DataFrame, steps: pd.Series) -> pd.Serie
     passes = _pass_codes(kernels["name"])
     # GetNext sits under Default/ but is the data fetch the interval covers, not forward compute
     # (MindSpore's own step trace starts fp at the first op after GetNext).
-    fetch = kernels["type"].astype("string").isin(SINK_OP_TYPES).to_numpy(dtype=bool, na_value=False)
+    fetch = _is_fetch(kernels["type"])
     forward, backward = (passes == "forward") & ~fetch, passes == "backward"
     if not forward.any() or not backward.any():
         return None
@@ -267,7 +281,7 @@ def _precision(kernels: pd.DataFrame, mindspore: bool) -> dict:
     """compute_dtype from the first input dtype of conv/matmul/batch-norm kernels; AMP level where it is plain."""
     if "input_dtypes" not in kernels:
         return {}
-    pairs = kernels[["type", "input_dtypes"]].dropna().drop_duplicates()
+    pairs = kernels.groupby(["type", "input_dtypes"], observed=True).size().reset_index()[["type", "input_dtypes"]]
     pairs = pairs[pairs["type"].astype("string").str.match(PRECISION_OP_TYPES)]
     if not len(pairs):
         return {}
@@ -295,6 +309,6 @@ def _data_mode(dataset: pd.DataFrame | None, kernels: pd.DataFrame | None) -> st
     """"sink" when device-side data stages or GetNext kernels show it; feed mode leaves no sure trace."""
     if dataset is not None and dataset["stage"].isin(SINK_STAGES).any():
         return "sink"
-    if kernels is not None and kernels["type"].astype("string").isin(SINK_OP_TYPES).any():
+    if kernels is not None and _is_fetch(kernels["type"]).any():
         return "sink"
     return None
