@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -135,6 +136,21 @@ def bucket(frame: pd.DataFrame, key: str, columns: Sequence[str], limit: int) ->
     return merged.reset_index(drop=True), per_bucket
 
 
+_SUMMARIES: dict[tuple[int, ...], tuple[weakref.ref, dict[str, Any]]] = {}
+
+
+def summary_of(run: Run) -> dict[str, Any]:
+    """`summarize(run)`, computed once per loaded run: a page draws several panels from it, and on a
+    256-rank run each call costs about a second. A run whose tables are replaced is summarized afresh."""
+    key = (id(run), *(id(frame) for frame in run.tables().values()))
+    hit = _SUMMARIES.get(key)
+    if hit is not None and hit[0]() is run:
+        return hit[1]
+    summary = summarize(run)
+    _SUMMARIES[key] = (weakref.ref(run, lambda _ref, key=key: _SUMMARIES.pop(key, None)), summary)
+    return summary
+
+
 def _step_split(steps: pd.DataFrame) -> tuple[tuple[str, str], ...]:
     """The (column, label) parts this run's steps are split into; empty when only totals are known."""
     for split in STEP_SPLITS:
@@ -159,7 +175,7 @@ class Headline:
 
 
 def headline(run: Run) -> Headline:
-    summary = summarize(run)
+    summary = summary_of(run)
     shares = pd.DataFrame(summary["op_types"])
     cast = bn = None
     if len(shares) and shares["share"].notna().any():
@@ -443,7 +459,7 @@ def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
 
 def slow_ranks(run: Run) -> list[int]:
     """Ranks whose mean step exceeds the fastest rank's by more than SLOW_RANK_SPREAD of the mean step."""
-    per_rank = [(entry["rank"], entry["steps"]["total_ms"]) for entry in summarize(run)["per_rank"]
+    per_rank = [(entry["rank"], entry["steps"]["total_ms"]) for entry in summary_of(run)["per_rank"]
                 if entry["steps"] and entry["steps"]["total_ms"] is not None]
     if len(per_rank) < 2:
         return []
@@ -454,7 +470,7 @@ def slow_ranks(run: Run) -> list[int]:
 
 def ranks_figure(run: Run) -> go.Figure:
     """Per-rank mean step split; slow ranks are marked."""
-    per_rank = [entry for entry in summarize(run)["per_rank"] if entry["steps"]]
+    per_rank = [entry for entry in summary_of(run)["per_rank"] if entry["steps"]]
     if len(per_rank) < 2:
         return empty_state("single-rank run: there are no other ranks to compare with")
     slow = set(slow_ranks(run))
@@ -499,7 +515,7 @@ def headline_items(run: Run) -> list[tuple[str, str, str]]:
 
 def rank_rows(run: Run) -> pd.DataFrame:
     """Per-rank mean step split (summary's per_rank) and how much slower than the fastest rank, in %."""
-    per_rank = [entry for entry in summarize(run)["per_rank"] if entry["steps"]]
+    per_rank = [entry for entry in summary_of(run)["per_rank"] if entry["steps"]]
     if not per_rank:
         return pd.DataFrame(columns=["rank", "total_ms", "slower_than_fastest_pct"])
     slow = set(slow_ranks(run))
