@@ -1,0 +1,209 @@
+"""Time perfkit and msprof-analyze side by side on the generated runs (see generate.py).
+
+For each run: cold load + summary (empty cache), warm load + summary (cache filled by the cold
+one), and on the cluster run the slow-rank answer cold and warm. Every measurement is a fresh
+process; peak RSS is the largest sum of RSS over the process and its children, sampled every
+50 ms. The peer tool runs from its own venv (PEER, default /tmp/msprof-venv/bin/msprof-analyze)
+on the new-layout runs, with a time limit and an RSS limit that protects the shared machine;
+a run that hits either is reported as such, never as a time.
+
+    python benchmarks/generate.py && python benchmarks/bench_load.py --out benchmarks/results/load.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+GENERATED = REPO / "benchmarks" / "generated"
+PYTHON = sys.executable
+PEER = os.environ.get("PEER", "/tmp/msprof-venv/bin/msprof-analyze")
+SAMPLE_S = 0.05
+PEER_TIMEOUT_S = 15 * 60          # the team's calibration run took 8 min 37 s on half of run (a)
+PEER_RSS_LIMIT = 12 * 1024**3     # 2 x its 6.0 GB calibration peak; the 24 GB machine is shared
+PERFKIT_TIMEOUT_S = 10 * 60
+
+# run -> (folder passed to both tools, new layout?, targets: cold s, warm s, peak RSS bytes)
+RUNS = {
+    "big_rank": ("big_rank/rank0_ascend_pt", True, (30, 2, 3 * 1024**3)),
+    "legacy_10k_steps": ("legacy_10k_steps", False, (10, 1, None)),
+    "ranks_256": ("ranks_256", True, (None, None, None)),
+}
+SLOW_RANK_TARGETS = (60, 5)  # cold, warm seconds
+SLOW_RANK_SCRIPT = ("import json, sys; from perfkit.cluster import slow_ranks; "
+                    "print(json.dumps(slow_ranks(sys.argv[1]).to_dict()))")
+
+
+@dataclass
+class Measured:
+    seconds: float
+    peak_rss: int
+    status: str          # "ok", "exit N", "timeout", "rss limit"
+    output: str = ""
+
+    def time_text(self) -> str:
+        prefix = "" if self.status == "ok" else ">" if self.status in ("timeout", "rss limit") else "failed "
+        return f"{prefix}{self.seconds:.1f} s" + ("" if self.status == "ok" else f" ({self.status})")
+
+
+def measure(command: list[str], env: dict | None = None, timeout: float = PERFKIT_TIMEOUT_S,
+            rss_limit: int | None = None, cwd: Path | None = None) -> Measured:
+    """Run `command`; peak RSS is the larger of the sampled sum over its process tree and the
+    kernel's own maximum for its largest process (wait4), which no sampling interval misses.
+    Killed past `timeout` or `rss_limit`."""
+    began = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        root = psutil.Process(process.pid)
+        peak, status, exit_code = 0, None, None
+        while True:
+            pid, wait_status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                exit_code = os.waitstatus_to_exitcode(wait_status)
+                peak = max(peak, usage.ru_maxrss * 1024)
+                break
+            try:
+                tree = [root] + root.children(recursive=True)
+                peak = max(peak, sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                pass  # a process exited between listing and reading it
+            if time.perf_counter() - began > timeout:
+                status = "timeout"
+            elif rss_limit and peak > rss_limit:
+                status = "rss limit"
+            if status:
+                for child in root.children(recursive=True):
+                    child.kill()
+                root.kill()
+                os.wait4(process.pid, 0)
+                break
+            time.sleep(SAMPLE_S)
+        process.returncode = exit_code if exit_code is not None else -9  # reaped here, not by Popen
+        seconds = time.perf_counter() - began
+        out.seek(0)
+        output = out.read().decode(errors="replace")
+    if status is None:
+        status = "ok" if exit_code == 0 else f"exit {exit_code}"
+    return Measured(seconds, peak, status, output)
+
+
+def perfkit_env(cache: Path) -> dict:
+    env = dict(os.environ, PERFKIT_CACHE_DIR=str(cache), PYTHONPATH=str(REPO))
+    env.pop("PERFKIT_NO_CACHE", None)
+    return env
+
+
+def gb(value: int) -> str:
+    return f"{value / 1024**3:.2f} GB"
+
+
+def verdict(value: float, target: float | None) -> str:
+    return "" if target is None else ("  [target <= %g: %s]" % (target, "met" if value <= target else "MISSED"))
+
+
+def machine() -> list[str]:
+    import duckdb
+    import pandas
+    import pyarrow
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    peer_python = Path(PEER).parent / "python"
+    peer = "msprof-analyze " + subprocess.run(
+        [str(peer_python), "-c", "import importlib.metadata as m; print(m.version('msprof-analyze'))"],
+        capture_output=True, text=True).stdout.strip() if peer_python.exists() else "not installed"
+    return [f"date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}",
+            f"nproc: {os.cpu_count()}   memory: {gb(psutil.virtual_memory().total)}   cpu: {cpu}",
+            f"python {platform.python_version()}  pandas {pandas.__version__}  pyarrow {pyarrow.__version__}  "
+            f"duckdb {duckdb.__version__}   peer: {peer}",
+            f"load average at start (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+            " (2 cores shared with other engineers' sessions)"]
+
+
+def run_size(folder: Path) -> str:
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    big = sorted(files, key=lambda p: p.stat().st_size, reverse=True)[:2]
+    return (f"{len(files)} files, {gb(sum(p.stat().st_size for p in files))}; largest: "
+            + ", ".join(f"{p.name} {p.stat().st_size / 1e6:.0f} MB" for p in big))
+
+
+def bench(name: str, peer: bool, report) -> None:
+    relative, new_layout, (cold_target, warm_target, rss_target) = RUNS[name]
+    folder = GENERATED / relative
+    report(f"\n## {name}: {relative}  ({run_size(folder)})")
+    with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as scratch:
+        env = perfkit_env(Path(scratch) / "cache")
+        summary = [PYTHON, "-m", "perfkit", "summary", "--format", "json", str(folder)]
+        results = {}
+        for phase, target in (("cold", cold_target), ("warm", warm_target)):
+            measured = measure(summary, env)
+            results[phase] = measured
+            report(f"perfkit load+summary {phase}: {measured.time_text():>12}   peak RSS {gb(measured.peak_rss)}"
+                   f"   load avg {os.getloadavg()[0]:.2f}{verdict(measured.seconds, target)}"
+                   + (verdict(measured.peak_rss / 1024**3, rss_target / 1024**3)
+                      if phase == "cold" and rss_target else ""))
+            if measured.status != "ok":
+                report("    " + measured.output.strip().splitlines()[-1] if measured.output.strip() else "")
+        if name == "ranks_256":
+            shutil.rmtree(Path(scratch) / "cache")
+            answer = [PYTHON, "-c", SLOW_RANK_SCRIPT, str(folder)]
+            for phase, target in zip(("cold", "warm"), SLOW_RANK_TARGETS):
+                measured = measure(answer, env)
+                results[f"slow {phase}"] = measured
+                slow = measured.output.split('"slow_ranks": ')[1].split("]")[0] + "]" if measured.status == "ok" else "-"
+                report(f"perfkit slow-rank answer {phase}: {measured.time_text():>9}   peak RSS {gb(measured.peak_rss)}"
+                       f"   slow ranks {slow}{verdict(measured.seconds, target)}")
+    if not (peer and new_layout):
+        return
+    peer_runs = [("advisor all", ["advisor", "all", "-d", str(folder)], results["cold"])]
+    if name == "ranks_256":
+        peer_runs.append(("cluster", ["cluster", "-d", str(folder)], results["slow cold"]))
+    for label, arguments, ours in peer_runs:
+        with tempfile.TemporaryDirectory(prefix="msprof-out-") as output:
+            measured = measure([PEER, *arguments, "-o", output], timeout=PEER_TIMEOUT_S,
+                               rss_limit=PEER_RSS_LIMIT, cwd=Path(output))
+        ratio = measured.seconds / ours.seconds
+        report(f"msprof-analyze {label}: {measured.time_text():>12}   peak RSS {gb(measured.peak_rss)}"
+               f"   load avg {os.getloadavg()[0]:.2f}   -> perfkit cold is {'>' if measured.status != 'ok' else ''}"
+               f"{ratio:.0f}x faster, {measured.peak_rss / max(ours.peak_rss, 1):.1f}x less memory")
+        if measured.status.startswith("exit"):
+            report("    " + " | ".join(measured.output.strip().splitlines()[-3:]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", default=list(RUNS), help=f"which runs (default: {' '.join(RUNS)})")
+    parser.add_argument("--no-peer", action="store_true", help="skip msprof-analyze")
+    parser.add_argument("--out", type=Path, help="also write the report here")
+    args = parser.parse_args()
+    lines: list[str] = []
+
+    def report(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    report("# perfkit load benchmark (benchmarks/bench_load.py)")
+    for line in machine():
+        report(line)
+    for name in args.runs:
+        if not (GENERATED / RUNS[name][0]).is_dir():
+            sys.exit(f"{GENERATED / RUNS[name][0]} missing: run benchmarks/generate.py first")
+        bench(name, not args.no_peer, report)
+    report(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""perfkit.cache: a cached load equals a cold one, changed files invalidate, broken entries fall back."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import perfkit
+from perfkit import cache
+from perfkit.cli import main
+from perfkit.formats import READERS
+from perfkit.formats.base import Parts
+
+from conftest import FIXTURE_RUNS, REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import generate  # noqa: E402
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(folder))
+    monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
+    return folder
+
+
+@pytest.fixture
+def reads(monkeypatch) -> list:
+    """Every real reader.read call made from now on, as (reader name, folder)."""
+    calls = []
+    for reader in READERS:
+        original = reader.read
+
+        def spy(folder, _original=original, _name=reader.__name__):
+            calls.append((_name, Path(folder)))
+            return _original(folder)
+        monkeypatch.setattr(reader, "read", spy)
+    return calls
+
+
+def summary_json(path: Path) -> dict:
+    result = CliRunner().invoke(main, ["summary", "--format", "json", str(path)])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def entry_files(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.parquet")) if folder.exists() else []
+
+
+def tree_state(folder: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in folder.rglob("*"))
+
+
+def copy_run(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    for path in target.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # fixtures are read-only; the copies are edited
+    return target
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_RUNS))
+def test_cached_summary_equals_cold(name, cache_dir, reads, monkeypatch):
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+    uncached = summary_json(FIXTURE_RUNS[name])
+    assert not cache_dir.exists()
+    monkeypatch.delenv("PERFKIT_NO_CACHE")
+    cold = summary_json(FIXTURE_RUNS[name])
+    cold_reads = len(reads)
+    assert entry_files(cache_dir)
+    warm = summary_json(FIXTURE_RUNS[name])
+    assert len(reads) == cold_reads, "the warm load read the files again"
+    assert warm == cold == uncached
+
+
+@pytest.mark.parametrize("name", ["new_level1", "cpu_2_10", "legacy_run_2"])
+def test_cached_tables_equal_cold_tables(name, cache_dir):
+    cold = perfkit.load(FIXTURE_RUNS[name])
+    warm = perfkit.load(FIXTURE_RUNS[name])
+    for name, frame in cold.tables().items():
+        pd.testing.assert_frame_equal(warm.tables()[name], frame)
+    assert warm.meta == cold.meta and warm.warnings == cold.warnings
+
+
+def test_round_trip_keeps_dtypes_lists_and_meta(tmp_path):
+    frame = pd.DataFrame({
+        "op_id": pd.Series([0, 1, 2], dtype="int64"),
+        "op_type": pd.Categorical(["Batch", "Map", "Map"]),
+        "name": pd.Series(["a", None, "c"], dtype="string"),
+        "queue_length": pd.Series([64, None, 8], dtype="Int64"),
+        "children": [[1, 2], [], None],
+        "usage": [0.5, float("nan"), 1.0],
+    })
+    parts = {3: Parts(tables={"pipeline": frame}, meta={"device": "Ascend", "env": {"A": "1"}, "ranks": [3]},
+                      warnings=["skipped x.csv: is empty"], sources=["/x/y.csv"])}
+    entry = tmp_path / "entry"
+    assert cache.store(entry, parts)
+    back = cache.fetch(entry)
+    pd.testing.assert_frame_equal(back[3].tables["pipeline"], frame)
+    assert (back[3].meta, back[3].warnings, back[3].sources) == (parts[3].meta, parts[3].warnings, parts[3].sources)
+
+
+def test_meta_that_json_would_change_is_not_cached(tmp_path):
+    parts = {0: Parts(meta={"config": {"shape": (32, 3)}})}  # a tuple would come back as a list
+    assert not cache.store(tmp_path / "entry", parts)
+    assert not (tmp_path / "entry").exists() and not list(tmp_path.iterdir())
+
+
+def rewrite_computing(step_trace_time: Path, factor: float) -> list[float]:
+    """Scale the Computing column (µs) of step_trace_time.csv; returns the new values in ms."""
+    rows = list(csv.reader(step_trace_time.open(newline="", encoding="utf-8-sig")))
+    col = rows[0].index("Computing")
+    for row in rows[1:]:
+        row[col] = repr(float(row[col]) * factor)
+    with step_trace_time.open("w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+    return [float(row[col]) / 1000 for row in rows[1:]]
+
+
+def test_rewritten_file_invalidates_the_entry(tmp_path, cache_dir, reads):
+    run = copy_run(FIXTURE_RUNS["new_level1_rank0"], tmp_path / "rank0_ascend_pt")
+    before = summary_json(run)
+    computing = rewrite_computing(run / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", factor=3)
+    reads.clear()
+    after = summary_json(run)
+    assert ("perfkit.formats.ascend_ms", run) in reads
+    assert after["steps"]["computing_ms"] == pytest.approx(sum(computing) / len(computing))
+    assert after["steps"]["computing_ms"] == pytest.approx(3 * before["steps"]["computing_ms"])
+    assert len(list((cache_dir / "parts").glob("*/*"))) == len(set(reads)), \
+        "the stale entries of the rewritten folder were not removed"
+
+
+def test_touched_file_means_a_cold_read(tmp_path, cache_dir, reads):
+    run = copy_run(FIXTURE_RUNS["new_level1_rank0"], tmp_path / "rank0_ascend_pt")
+    first = summary_json(run)
+    reads.clear()
+    summary_json(run)
+    assert reads == []
+    target = run / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    stat = target.stat()
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert summary_json(run) == first
+    assert reads, "a touched file did not make the next load read the folder again"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "missing", "entry_json"])
+def test_broken_entry_falls_back_to_a_cold_read(damage, cache_dir, reads):
+    run = FIXTURE_RUNS["new_level1"]
+    cold = summary_json(run)
+    files = entry_files(cache_dir)
+    for path in files:
+        if damage == "garbage":
+            path.write_bytes(b"not parquet at all")
+        elif damage == "truncated":
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+        elif damage == "missing":
+            path.unlink()
+    if damage == "entry_json":
+        for path in cache_dir.rglob(cache.META_FILE):
+            path.write_text("{")
+    reads.clear()
+    assert summary_json(run) == cold
+    assert reads, "the broken entry was used instead of the files"
+    reads.clear()
+    assert summary_json(run) == cold
+    assert reads == [], "the entry was not rewritten after the cold read"
+
+
+def test_cache_dir_inside_the_run_is_never_written(tmp_path, monkeypatch, reads):
+    run = copy_run(FIXTURE_RUNS["new_level1"], tmp_path / "run")
+    state = tree_state(run)
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(run / ".cache"))
+    summary_json(run)
+    summary_json(run)
+    assert tree_state(run) == state
+    assert len(reads) == 2 * len(set(reads))  # both loads were cold
+
+
+def test_default_cache_dir_is_the_users_not_the_runs(tmp_path, monkeypatch):
+    run = copy_run(FIXTURE_RUNS["new_level1"], tmp_path / "run")
+    state = tree_state(run)
+    monkeypatch.delenv("PERFKIT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    summary_json(run)
+    assert entry_files(tmp_path / "xdg" / "perfkit")
+    assert tree_state(run) == state
+
+
+def test_no_cache_env_writes_nothing(cache_dir, monkeypatch, reads):
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+    summary_json(FIXTURE_RUNS["new_level1"])
+    summary_json(FIXTURE_RUNS["new_level1"])
+    assert not cache_dir.exists()
+    assert len(reads) == 2 * len(set(reads))
+
+
+def test_many_ranks_read_in_parallel_equal_one_process(tmp_path, cache_dir, monkeypatch):
+    run, ranks = tmp_path / "cluster", cache.PARALLEL_MIN_FOLDERS + 1
+    generate.generate_cluster(run, ranks=ranks, steps=3, slow_ranks=(2,))
+    parallel = summary_json(run)
+    warm = summary_json(run)
+    monkeypatch.setattr(cache, "PARALLEL_MIN_FOLDERS", 10**6)
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+    sequential = summary_json(run)
+    assert parallel == warm == sequential
+    assert parallel["ranks"] == list(range(ranks))

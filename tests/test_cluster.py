@@ -1,0 +1,93 @@
+"""perfkit.cluster: the slow-rank answer on generated multi-rank runs, checked against the raw CSVs."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfkit import cache, cluster
+from perfkit.advisor.rules import SLOW_RANK_SPREAD
+from perfkit.errors import LayoutError
+from perfkit.formats import READERS
+
+from conftest import FIXTURE_RUNS, REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import generate  # noqa: E402
+
+RANKS = 8
+SLOW = 5
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(folder))
+    monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def one_slow(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("cluster") / "run"
+    generate.generate_cluster(run, ranks=RANKS, steps=4, slow_ranks=(SLOW,))
+    return run
+
+
+def raw_step_means(run: Path, column: str) -> dict[int, float]:
+    """rank -> mean of a step_trace_time.csv column in ms, read with the csv module."""
+    means = {}
+    for rank in range(RANKS):
+        path = run / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+        values = [float(row[column]) for row in csv.DictReader(path.open())]
+        means[rank] = sum(values) / len(values) / 1000
+    return means
+
+
+def test_names_the_slow_rank(one_slow, cache_dir):
+    answer = cluster.slow_ranks(one_slow)
+    assert answer.slow == [SLOW]
+    assert answer.per_rank["rank"].tolist() == list(range(RANKS))
+    assert answer.per_rank["steps"].tolist() == [4] * RANKS
+    computing = raw_step_means(one_slow, "Computing")
+    assert answer.per_rank.set_index("rank")["computing_ms"].to_dict() == pytest.approx(computing)
+    (finding,) = [f for f in answer.findings if f["dimension"] == "computing_ms"]
+    mean_step = answer.per_rank["total_ms"].mean()
+    assert finding["spread"] == pytest.approx((max(computing.values()) - min(computing.values())) / mean_step)
+    assert finding["spread"] > SLOW_RANK_SPREAD
+    assert finding["ranks"] == [SLOW] and finding["max_rank"] == SLOW
+    # the others waited for it: the slow rank is the one with the least communication
+    waiting = [f for f in answer.findings if f["dimension"] == "comm_ms"]
+    assert all(f["min_rank"] == SLOW and not f["rank_is_slow"] for f in waiting)
+
+
+def test_warm_answer_reads_no_files(one_slow, cache_dir, monkeypatch):
+    cold = cluster.slow_ranks(one_slow)
+    for reader in READERS:
+        monkeypatch.setattr(reader, "read", lambda folder: pytest.fail(f"read {folder} despite the cache"))
+    warm = cluster.slow_ranks(one_slow)
+    assert warm.to_dict() == cold.to_dict()
+
+
+def test_answer_without_cache_is_the_same_and_writes_none(one_slow, cache_dir, monkeypatch):
+    cached = cluster.slow_ranks(one_slow).to_dict()
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(cache_dir.parent / "unused"))
+    assert cluster.slow_ranks(one_slow).to_dict() == cached
+    assert not (cache_dir.parent / "unused").exists()
+
+
+def test_balanced_cluster_has_no_slow_rank(tmp_path, cache_dir):
+    run = tmp_path / "run"
+    generate.generate_cluster(run, ranks=cache.PARALLEL_MIN_FOLDERS, steps=3, slow_ranks=())
+    answer = cluster.slow_ranks(run)
+    assert answer.slow == [] and answer.findings == []
+    assert len(answer.per_rank) == cache.PARALLEL_MIN_FOLDERS
+
+
+def test_run_without_step_times_is_a_layout_error(cache_dir):
+    with pytest.raises(LayoutError, match="per-step times"):
+        cluster.slow_ranks(FIXTURE_RUNS["minddata_job1"])
