@@ -103,7 +103,8 @@ def _check(request: ProfileRequest) -> None:
 
 
 def _data(request: ProfileRequest, say) -> tuple[Path, bool, list[str]]:
-    """The CIFAR-10 folder to train on, whether it is synthetic, and the notes that explain it."""
+    """The CIFAR-10 folder to train on, whether it is synthetic, and the notes that explain it
+    (`say` gets the line to show the user)."""
     if request.data_path is not None:
         folder, records = cifar.training_records(request.data_path)
         synthetic, notes = False, []
@@ -188,6 +189,11 @@ class Supervisor:
         self.notes: list[str] = []
         self.interrupted = False
         self.process: subprocess.Popen | None = None
+        self.device: str | None = None
+        self.done: dict[int, int] = {}          # rank -> steps done (warmup included)
+        self.stages: dict[int, int] = {}        # rank -> analysis stages reached
+        self.training_bar = None
+        self.analysis_bar = None
 
     def forward_interrupt(self, signum, frame) -> None:
         """Ctrl-C: ask each training process to stop and analyse what it has (once; they ignore repeats)."""
@@ -199,64 +205,73 @@ class Supervisor:
         for pid in targets:
             _signal(pid, signal.SIGINT)
 
-    def run(self, command: list[str], env: dict[str, str], log) -> int:
+    def run(self, command: list[str], env: dict[str, str], log, pending: list[str]) -> int:
+        """Start `command`, show progress until it exits, return its exit code.
+
+        `pending` lines are said once MindSpore has the device, so an unusable device is one line of output.
+        """
         events = Events(self.scratch)
-        per_rank = self.request.warmup + self.request.steps
         previous = signal.signal(signal.SIGINT, self.forward_interrupt)
         try:
             # A session of its own: the terminal's Ctrl-C reaches only us, and we forward it once.
             self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
-            done: dict[int, int] = {}
-            stages: dict[int, int] = {}
-            with click.progressbar(length=per_rank * self.request.ranks, label="compiling (warmup)",
-                                   file=sys.stderr, show_pos=True) as bar:
-                while self.process.poll() is None and not stages:
-                    stages = self._absorb(events.new(), done, bar, {})
-                    time.sleep(POLL_SECONDS)
-                stages = self._absorb(events.new(), done, bar, stages)
-            with click.progressbar(length=len(ANALYSIS_STAGES) * self.request.ranks,
-                                   label="analysing profile", file=sys.stderr) as bar:
-                shown = 0
-                while True:
-                    running = self.process.poll() is None
-                    self._absorb(events.new(), done, None, stages)
-                    reached = sum(stages.values())
-                    bar.update(reached - shown)
-                    shown = reached
-                    if not running:
-                        break
-                    time.sleep(POLL_SECONDS)
-            return self.process.returncode
+            self._follow(events, until=lambda: self.device or self.device_errors)
+            if not self.device_errors:
+                for line in pending + [f"perfkit: {note}" for note in self.notes]:
+                    self.say(line)
+                self.say(f"perfkit: training on {self.device}")
+                steps = (self.request.warmup + self.request.steps) * self.request.ranks
+                with click.progressbar(length=steps, label="compiling (warmup)", file=sys.stderr,
+                                       show_pos=True) as self.training_bar:
+                    self._follow(events, until=lambda: self.stages)
+                self.training_bar = None
+                with click.progressbar(length=len(ANALYSIS_STAGES) * self.request.ranks, label="analysing profile",
+                                       file=sys.stderr) as self.analysis_bar:
+                    self._follow(events, until=lambda: False)
+                self.analysis_bar = None
+            return self.process.wait()
         finally:
             signal.signal(signal.SIGINT, previous)
-            if self.process.poll() is None:  # we are unwinding on an error of our own
+            if self.process is not None and self.process.poll() is None:  # unwinding on an error of our own
                 self.process.kill()
                 self.process.wait()
 
-    def _absorb(self, events: list[dict], done: dict[int, int], bar, stages: dict[int, int]) -> dict[int, int]:
+    def _follow(self, events: Events, until) -> None:
+        """Absorb events until `until()` holds or the process exits."""
+        while True:
+            running = self.process.poll() is None
+            self._absorb(events.new())
+            if until() or not running:
+                return
+            time.sleep(POLL_SECONDS)
+
+    def _absorb(self, events: list[dict]) -> None:
         for event in events:
             rank, kind = event["rank"], event["event"]
             if kind == "started":
                 self.pids[rank] = event["pid"]
                 if self.interrupted:  # Ctrl-C came before this rank reported in
                     _signal(event["pid"], signal.SIGINT)
-            elif kind == "note" and event["text"] not in self.notes:
-                self.notes.append(event["text"])
-                _clear_line()
-                self.say(f"perfkit: {event['text']}")
-            elif kind in ("warmup", "step") and bar is not None:
-                if kind == "step":
-                    bar.label = "training (profiled steps)"
-                bar.update(event["done"] - done.get(rank, 0))
-                done[rank] = event["done"]
+            elif kind == "device":
+                self.device = event["device"]
             elif kind == "device_error":
                 self.device_errors[rank] = event
+            elif kind == "note" and event["text"] not in self.notes:
+                self.notes.append(event["text"])
+                if self.training_bar is not None:
+                    _clear_line()
+                    self.say(f"perfkit: {event['text']}")
+            elif kind in ("warmup", "step") and self.training_bar is not None:
+                if kind == "step":
+                    self.training_bar.label = "training (profiled steps)"
+                self.training_bar.update(event["done"] - self.done.get(rank, 0))
+                self.done[rank] = event["done"]
             if kind in ANALYSIS_STAGES:
-                stages[rank] = ANALYSIS_STAGES.index(kind) + 1
-            if kind == "finished":
-                self.finished[rank] = event
-        return stages
+                reached = ANALYSIS_STAGES.index(kind) + 1
+                if self.analysis_bar is not None:
+                    self.analysis_bar.update(reached - self.stages.get(rank, 0))
+                self.stages[rank] = reached
 
 
 def _signal(pid: int, signum: int) -> None:
@@ -301,13 +316,14 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
     """
     say = say or (lambda text: click.echo(text, err=True))
     _check(request)
-    data_dir, synthetic, notes = _data(request, say)
+    pending: list[str] = []
+    data_dir, synthetic, notes = _data(request, pending.append)
     folder = claim(request.output)
     requested = Path(request.output).expanduser()
     if folder != requested:
-        say(f"perfkit: {requested} exists (never overwritten): writing to {folder}")
+        pending.append(f"perfkit: {requested} exists (never overwritten): writing to {folder}")
     else:
-        say(f"perfkit: writing to {folder}")
+        pending.append(f"perfkit: writing to {folder}")
     manifest = _manifest(request, synthetic, notes)
     write_manifest(folder, manifest)
     scratch = Path(tempfile.mkdtemp(prefix="perfkit-profile-"))
@@ -317,9 +333,12 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
         job_file = scratch / "job.json"
         job_file.write_text(json.dumps(job))
         supervisor = Supervisor(request, folder, scratch, say)
-        log_path = folder / (TRAIN_LOG if request.ranks == 1 else f"{MSRUN_LOG_DIR}.log")
+        log_path = folder / TRAIN_LOG
+        if request.ranks > 1:
+            (folder / MSRUN_LOG_DIR).mkdir()
+            log_path = folder / MSRUN_LOG_DIR / "msrun.log"
         with open(log_path, "ab") as log:
-            returncode = supervisor.run(_command(job_file, request, folder), _child_env(request.env), log)
+            returncode = supervisor.run(_command(job_file, request, folder), _child_env(request.env), log, pending)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return _settle(request, folder, supervisor, returncode, manifest, log_path)

@@ -56,7 +56,7 @@ def select_device(ms, requested: str) -> str:
         try:
             ms.set_device(device)
         except RuntimeError as exc:
-            reasons.append(f"{device}: {first_line(str(exc))}")
+            reasons.append(f"{device}: {first_line(str(exc))}" if requested == "auto" else first_line(str(exc)))
             continue
         return device
     raise DeviceUnavailable("; ".join(reasons))
@@ -83,6 +83,8 @@ def redirect_output(log: Path) -> None:
 
 def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[0]).read_text())
+    if os.environ.get("MS_ROLE") == "MS_SCHED":
+        return schedule(job)
     ranks = job["ranks"]
     rank = int(os.environ.get("RANK_ID", "0")) if ranks > 1 else 0
     top = Path(job["output"])
@@ -91,9 +93,27 @@ def main(argv: list[str]) -> int:
     redirect_output(folder / TRAIN_LOG)
     progress = Progress(Path(job["progress_dir"]) / f"rank_{rank}.jsonl", rank)
     trainer = Trainer(job, rank, folder, progress)
+    # From the start (importing MindSpore takes seconds). While a step runs, MindSpore's own SIGINT
+    # handler is in place and answers Ctrl-C with SIGTERM to this process: that, too, means "stop".
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, trainer.request_stop)
     write_manifest(folder, trainer.manifest)
     progress.emit("started")
     return trainer.run()
+
+
+def schedule(job: dict) -> int:
+    """msrun runs this script once more as the cluster's scheduler: it only joins the ranks together
+    (its output goes to msrun's scheduler.log, not into a rank folder)."""
+    import mindspore as ms
+    from mindspore.communication import init
+
+    try:
+        select_device(ms, job["config"]["device"])
+    except DeviceUnavailable:
+        return EXIT_DEVICE  # the ranks report it
+    init()
+    return 0
 
 
 class Trainer:
@@ -109,6 +129,11 @@ class Trainer:
         self.profiler = None
         self.profiling = False
         self.minddata = None
+        self.stop_requested = False
+
+    def request_stop(self, signum, frame) -> None:
+        """Ctrl-C (or SIGTERM): finish the step under way, then stop, stop the profiler and analyse."""
+        self.stop_requested = True
 
     def note(self, text: str) -> None:
         print(f"perfkit: {text}", flush=True)
@@ -124,14 +149,15 @@ class Trainer:
         except DeviceUnavailable as exc:
             self.progress.emit("device_error", device=self.config["device"], message=str(exc))
             return EXIT_DEVICE
+        self.progress.emit("device", device=device)
         self.manifest["device"] = device
         self.manifest["mindspore_version"] = ms.__version__
         write_manifest(self.folder, self.manifest)
         status, error = "ok", None
         try:
             self.train(ms, device)
-        except KeyboardInterrupt:
-            status = "interrupted"
+            if self.stop_requested:
+                status = "interrupted"
         except BaseException as exc:
             status, error = "failed", f"{type(exc).__name__}: {first_line(str(exc))}"
             self.finish(status, error)
@@ -225,8 +251,12 @@ class Trainer:
                     trainer.start_profiler()
                     now = time.time_ns()
                 self.begin_ns = now
+                if trainer.stop_requested:
+                    run_context.request_stop()
 
         write_manifest(self.folder, self.manifest)
+        if self.stop_requested:  # Ctrl-C before training began: nothing to profile
+            return
         self.progress.emit("training", total=total)
         if sink:
             model.train(total, dataset, callbacks=[StepClock()], dataset_sink_mode=True, sink_size=1)
@@ -244,7 +274,8 @@ class Trainer:
 
     def finish(self, status: str, error: str | None) -> None:
         """Stop and analyse the profiler, save MindData's profile, and write the final manifest."""
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the analysis short
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the analysis short
+            signal.signal(signum, signal.SIG_IGN)
         self.progress.emit("finishing", status=status)
         if self.profiler is not None:
             self.stop_profiler()
