@@ -15,10 +15,12 @@ from click.testing import CliRunner
 import perfkit
 from perfkit.cli import main
 from perfkit.errors import PerfkitError
+from perfkit.formats.steps import derive_steps
 
 from conftest import FIXTURE_RUNS
 
 CPU_RUN = FIXTURE_RUNS["cpu_2_10"]
+PYNATIVE_RUN = Path(__file__).resolve().parent / "runs" / "cpu_2_10_pynative"  # see its SOURCE.txt
 FRAMEWORK = next(CPU_RUN.glob("*_ascend_ms")) / "FRAMEWORK"
 
 
@@ -62,7 +64,7 @@ def steps_by_occurrence() -> dict[int, list[tuple[int, int, str]]]:
 def test_cpu_run_loads_from_any_level(path):
     run = perfkit.load(path)
     assert (run.meta.layout, run.meta.device, run.ranks) == ("cpu", "CPU", [0])
-    assert run.meta.data_mode == "feed"
+    assert run.meta.data_mode == "feed" and run.meta.mode == "graph"
     result = CliRunner().invoke(main, ["summary", "--format", "json", str(path)])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
@@ -231,3 +233,36 @@ def test_every_cpu_file_broken_raises_naming_them(tmp_path):
     assert "cpu_op_type_info_0.csv" in str(caught.value)
     result = CliRunner().invoke(main, ["summary", str(run_dir)])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_pynative_names_give_mode_and_no_pass_or_step_split():
+    framework = next(PYNATIVE_RUN.glob("*_ascend_ms")) / "FRAMEWORK"
+    runs_per_op = {line.split(";")[0]: len(line.split(";")[2].split())
+                   for line in (framework / "cpu_op_execute_timestamp_0.txt").read_text().splitlines()}
+    assert len(set(runs_per_op.values())) > 1  # the k-th run of an op is not step k here
+    run = perfkit.load(PYNATIVE_RUN)
+    assert run.meta.mode == "pynative"
+    assert set(run.ops["pass"]) == {"other"}
+    assert any("PyNative" in w for w in run.warnings)
+    assert not len(run.steps)
+    _, how = derive_steps(run_events(framework), None)
+    assert how.startswith("unknown") and "different numbers of times" in how
+
+
+def run_events(framework: Path):
+    from perfkit.formats import cpu
+    return cpu.read(framework.parent)[0].tables["op_events"]
+
+
+def test_pynative_with_recorded_step_times_knows_totals_only(tmp_path):
+    run_dir = tmp_path / "pynative"
+    shutil.copytree(PYNATIVE_RUN, run_dir)
+    starts = sorted(run_events(next(run_dir.glob("*_ascend_ms")) / "FRAMEWORK")["start_ns"])
+    middle = starts[len(starts) // 2]
+    step_times = [{"step": 1, "begin_ns": starts[0] - 1000, "end_ns": middle},
+                  {"step": 2, "begin_ns": middle, "end_ns": starts[-1] + 50_000_000}]
+    (run_dir / "perfkit_run.json").write_text(json.dumps({"rank": 0, "status": "ok", "device": "CPU",
+                                                          "used": {"mode": "pynative"}, "steps": step_times}))
+    run = perfkit.load(run_dir)
+    assert run.steps["total_ms"].tolist() == pytest.approx([(s["end_ns"] - s["begin_ns"]) / 1e6 for s in step_times])
+    assert run.steps[["interval_ms", "fwd_bwd_ms", "tail_ms"]].isna().all().all()

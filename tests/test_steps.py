@@ -77,3 +77,12 @@ def test_ops_that_ran_different_numbers_of_times_leave_steps_unknown_with_the_re
 def test_no_events_is_unknown():
     steps, how = derive_steps(events([]), None)
     assert not len(steps) and how.startswith("unknown")
+
+
+def test_without_backward_scopes_only_totals_are_known():
+    pynative_like = events([("Default/Conv2D-op0", 1_000_000, 2.0), ("ReluGrad", 3_000_000, 1.0),
+                            ("Default/ApplyMomentum-op1", 6_000_000, 1.0)])
+    steps, _ = derive_steps(pynative_like, step_times([(1, 0, 10_000_000)]))
+    (step,) = steps.to_dict("records")
+    assert step["total_ms"] == pytest.approx(10.0)
+    assert all(math.isnan(step[key]) for key in ("interval_ms", "fwd_bwd_ms", "tail_ms"))

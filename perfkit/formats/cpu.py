@@ -80,11 +80,32 @@ def _read_rank(framework: Path, rank: int) -> Parts:
         if op_types["share"].isna().all():
             op_types["share"] = op_types["total_ms"] / op_types["total_ms"].sum()
         parts.tables["op_types"] = op_types
+    names = details["name"] if details is not None else events["name"] if events is not None else None
+    mode = _mode_from_names(names) if names is not None else None
+    if mode:
+        parts.meta["mode"] = mode
     if details is not None:
-        parts.tables["ops"] = _ops(details, events, shapes, SHAPE_FILE.format(rank), parts.warnings)
+        ops = _ops(details, events, shapes, SHAPE_FILE.format(rank), parts.warnings)
+        if mode == "pynative":
+            # `Default/ApplyMomentum-op2` and a bare `ReluGrad`: the names say nothing about the pass
+            ops["pass"] = "other"
+            parts.warnings.append("op names carry no cell scopes (PyNative mode): forward/backward split unknown")
+        parts.tables["ops"] = ops
     if events is not None:
         parts.tables["op_events"] = events
     return parts
+
+
+def _mode_from_names(names: pd.Series) -> str | None:
+    """Graph mode names kernels by cell scope (`Default/network-.../Conv2D-op0`, `Gradients/...`);
+    PyNative (MindSpore 2.10) writes `Default/Conv2D-op0` or a bare `ReluGrad`. Seen on real runs of
+    both modes; a run with neither shape of name says nothing."""
+    unique = pd.Series(names.dropna().unique()).astype("string")
+    if not len(unique):
+        return None
+    if (unique.str.startswith("Gradients/") | (unique.str.count("/") >= 2)).any():
+        return "graph"
+    return "pynative"
 
 
 def _read_timestamps(path: Path, warnings: list[str]) -> pd.DataFrame:
@@ -139,6 +160,8 @@ def _read_shapes(path: Path, warnings: list[str]) -> pd.DataFrame:
         if len(fields) < 3:
             bad_lines += line.strip() != ""
             continue
+        if not fields[1]:
+            continue  # PyNative writes `;;graph_id;` for ops it runs without a kernel name
         inputs = []
         for field in fields[3:]:
             match = SHAPE_FIELD.match(field.strip())

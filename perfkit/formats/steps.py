@@ -54,6 +54,10 @@ def _bounds(events: pd.DataFrame, step: np.ndarray) -> pd.DataFrame:
     grouped = pd.DataFrame({"step": step, "start": events["start"].to_numpy(), "end": events["end"].to_numpy()})
     forward = (events["pass"] == "forward").to_numpy()
     backward = (events["pass"] == "backward").to_numpy()
+    if not backward.any():
+        # no Gradients/ scope anywhere (PyNative names, or inference): `Default/` then also holds
+        # the optimizer, so neither bound can be told
+        forward = np.zeros_like(backward)
     bounds = grouped.groupby("step").agg(first_start=("start", "min"), last_end=("end", "max"))
     bounds["forward_start"] = grouped[forward].groupby("step")["start"].min()
     bounds["backward_end"] = grouped[backward].groupby("step")["end"].max()
