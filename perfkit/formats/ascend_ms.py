@@ -131,13 +131,16 @@ def _read_profiler_info(folder: Path, parts: Parts) -> int:
             parts.warnings.append(f"skipped {path.name}: not a JSON object")
         return named_rank if named_rank is not None else 0
     nested = [value for value in info.values() if isinstance(value, dict)]
-    rank_id = next((scope["rank_id"] for scope in [info, *nested] if isinstance(scope.get("rank_id"), int)), None)
+    # rank_id is -1 in some single-device runs: that says nothing (and -1 is the run-wide key)
+    rank_id = next((scope["rank_id"] for scope in [info, *nested]
+                    if type(scope.get("rank_id")) is int and scope["rank_id"] >= 0), None)
     if isinstance(info.get("ms_version"), str) and info["ms_version"]:
         parts.meta["ms_version"] = info["ms_version"]
     mode = next((scope["context_mode"] for scope in [info, *nested] if "context_mode" in scope), None)
-    mode = CONTEXT_MODES.get(mode.strip().lower() if isinstance(mode, str) else mode)
-    if mode:
-        parts.meta["mode"] = mode
+    if isinstance(mode, str):
+        mode = mode.strip().lower()
+    if type(mode) in (int, str) and CONTEXT_MODES.get(mode):
+        parts.meta["mode"] = CONTEXT_MODES[mode]
     if named_rank is not None:
         return named_rank
     return rank_id if rank_id is not None else 0

@@ -7,12 +7,14 @@ steps (see steps.py), with the step times `perfkit profile` recorded when there 
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
 from .base import Parts, guarded, op_pass, rank_of, read_csv, read_text
@@ -111,8 +113,8 @@ def _mode_from_names(names: pd.Series) -> str | None:
 def _read_timestamps(path: Path, warnings: list[str]) -> pd.DataFrame:
     """`full_op_name;HostCpuOps;start_ns,dur_ms,tid start_ns,dur_ms,tid ...` -> one row per execution.
 
-    Lines are split in Python (one per op, not per execution); the numbers are converted by numpy
-    in one pass over all executions.
+    Lines are split in Python (one per op, not per execution); the executions are parsed as one
+    CSV by pyarrow, a few times faster than converting 100k+ Python strings.
     """
     names: list[str] = []
     counts: list[int] = []
@@ -129,17 +131,21 @@ def _read_timestamps(path: Path, warnings: list[str]) -> pd.DataFrame:
             continue
         names.append(fields[0])
         counts.append(len(executions))
-        records.append(" ".join(executions))
+        records.append("\n".join(executions))
     if bad_lines:
         warnings.append(f"{path.name}: skipped {bad_lines} malformed line(s)")
     if not names:
         raise FileFormatError("has no op execution records", path)
-    values = " ".join(records).replace(",", " ").split()
     try:
-        start_ns = np.array(values[0::3]).astype(np.int64)
-        dur_ms = np.array(values[1::3]).astype(np.float64)
-    except ValueError:
+        table = pacsv.read_csv(
+            io.BytesIO("\n".join(records).encode()),
+            read_options=pacsv.ReadOptions(column_names=["start_ns", "dur_ms", "tid"]),
+            convert_options=pacsv.ConvertOptions(include_columns=["start_ns", "dur_ms"],
+                                                 column_types={"start_ns": pa.int64(), "dur_ms": pa.float64()}))
+    except pa.ArrowInvalid:
         raise FileFormatError("has a start time or duration that is not a number", path) from None
+    start_ns = table.column("start_ns").to_numpy()
+    dur_ms = table.column("dur_ms").to_numpy()
     line_codes, unique_names = pd.factorize(pd.Index(names))  # an op may have several lines
     return pd.DataFrame({
         "name": pd.Categorical.from_codes(np.repeat(line_codes, counts), categories=unique_names),
