@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from perfkit import load
 from perfkit.advisor import advise, rules
-from perfkit.advisor.finding import Finding, severity_for
+from perfkit.advisor.finding import severity_for
 from perfkit.advisor.render import advice_markdown, advice_text
 from perfkit.cli import main
 from perfkit.model import Meta, Run, table
