@@ -60,7 +60,8 @@ def findings_panel(run: Run) -> html.Div:
         evidence = ", ".join(f"{key} = {value}" for key, value in item["evidence"].items())
         gain = f" · up to {item['est_gain_pct']:.1f} % of step time" if item.get("est_gain_pct") is not None else ""
         target = f" · {item['target']}" if item.get("target") else ""
-        items.append(html.Div([html.Span(item["severity"], className="sev"), html.Span(item["title"], className="title"),
+        items.append(html.Div([html.Span(item["severity"], className="sev"),
+                               html.Span(item["title"], className="title"),
                                html.Div(f"{item['id']}{target}{gain} — {evidence}", className="evidence"),
                                html.Div(["Change: ", html.Code(item["action"])])],
                               className=f"finding sev-{item['severity']}"))
@@ -86,7 +87,8 @@ def overview(run: Run) -> list:
 
 
 def _table(table_id: str, frame, page_size: int) -> dash_table.DataTable:
-    return dash_table.DataTable(id=table_id, columns=[{"name": c.replace("_", " "), "id": c} for c in frame.columns],
+    columns = [{"name": c.replace("_pct", " %").replace("_", " "), "id": c} for c in frame.columns]
+    return dash_table.DataTable(id=table_id, columns=columns,
                                 data=frame.to_dict("records"), sort_action="native", filter_action="native",
                                 page_size=page_size, **TABLE_STYLE)
 
@@ -116,8 +118,8 @@ def instances_count(shown: int, matched: int) -> str:
 
 
 def compare_page(labels: Sequence[str], chosen: Sequence[int]) -> list:
-    return [card("Runs to compare", dcc.Dropdown(id=ids.COMPARE_RUNS, multi=True,
-                                                 options=[{"label": label, "value": i} for i, label in enumerate(labels)],
+    options = [{"label": label, "value": i} for i, label in enumerate(labels)]
+    return [card("Runs to compare", dcc.Dropdown(id=ids.COMPARE_RUNS, multi=True, options=options,
                                                  value=list(chosen) or list(range(min(3, len(labels)))))),
             html.Div(id=ids.COMPARE_BODY)]
 

@@ -95,7 +95,8 @@ def _style(fig: go.Figure, title: str, height: int = 380, **layout: Any) -> go.F
     fig.update_layout(title=dict(text=title, x=0.01, xanchor="left", font=dict(size=16)), height=height,
                       font=FONT, plot_bgcolor="white", paper_bgcolor="white",
                       margin=dict(l=60, r=30, t=60, b=50),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0, traceorder="normal"), **layout)
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0,
+                                  traceorder="normal"), **layout)
     fig.update_xaxes(gridcolor="#eee", zerolinecolor="#ccc")
     fig.update_yaxes(gridcolor="#eee", zerolinecolor="#ccc")
     return fig
