@@ -581,3 +581,11 @@ def test_advise_and_compare_do_not_import_mindspore_or_dash():
             "print(sorted(m for m in ('mindspore', 'dash') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_dataset_workers_names_the_dataset_class_a_user_writes():
+    rows = pipeline_rows(batch_usage=0.3, map_usage=0.35, source_usage=0.3)
+    rows[2] = {**rows[2], "op_type": "CifarOp", "workers": 2}
+    run = make_run(steps=step_rows(6.0, 12.0, 2.0), host_queue=STARVED, pipeline=rows)
+    finding = only(advise(run), "dataset_workers")
+    assert finding.target == "Cifar" and finding.action == "ds.Cifar10Dataset(..., num_parallel_workers=4)"

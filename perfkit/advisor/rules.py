@@ -281,6 +281,10 @@ def _bottleneck(pipeline: pd.DataFrame) -> tuple[pd.Series | None, dict[str, flo
     return None, {}
 
 
+# Pipeline op type -> the dataset class a user writes, where the names differ.
+SOURCE_DATASET_CLASS = {"Cifar": "Cifar10Dataset", "MindRecord": "MindDataset", "TFReader": "TFRecordDataset"}
+
+
 def _workers_action(op_type: str | None, workers: int) -> str:
     n = max(2, WORKER_FACTOR * workers)
     if op_type is None:
@@ -291,7 +295,7 @@ def _workers_action(op_type: str | None, workers: int) -> str:
         return f"dataset.map(operations=..., num_parallel_workers={n})"
     if op_type == "Generator":
         return f"ds.GeneratorDataset(..., num_parallel_workers={n}, python_multiprocessing=True)"
-    return f"ds.{op_type}Dataset(..., num_parallel_workers={n})"
+    return f"ds.{SOURCE_DATASET_CLASS.get(op_type, op_type + 'Dataset')}(..., num_parallel_workers={n})"
 
 
 def _feed_evidence(feed: _DataFeed) -> dict[str, float]:
