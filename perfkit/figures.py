@@ -58,6 +58,7 @@ COLORS = {"interval_ms": "#f28e2b", "fwd_bwd_ms": "#4e79a7", "tail_ms": "#59a14f
           "comm_exposed_ms": "#e15759", "free_ms": "#f28e2b", "preparing_ms": "#edc948", "total_ms": "#4e79a7",
           "Cast": "#e15759", "BatchNorm": "#b07aa1", "other": "#a0b4c8", "capacity": "#7f7f7f",
           "slow": "#e15759", "host": "#4e79a7", "device": "#f28e2b"}
+RUN_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
 FONT = dict(family="Inter, 'Segoe UI', Helvetica, Arial, sans-serif", size=13, color="#222")
 
 
@@ -421,10 +422,11 @@ def compare_op_shares_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPE
         types += [str(t) for t in frame["type"].head(top) if str(t) not in types]
     fig = go.Figure()
     # Horizontal groups stack the first trace at the bottom: add runs last-first so the first run is on top.
-    for label, frame in reversed(list(zip(labels, shares))):
+    for position, label, frame in reversed(list(zip(range(len(labels)), labels, shares))):
         by_type = frame.set_index(frame["type"].astype(str))["share"]
         values = [100 * float(by_type.get(t, 0.0)) for t in types]
-        fig.add_bar(y=types, x=values, name=label, orientation="h", text=[f"{v:.1f} %" if v else "" for v in values],
+        fig.add_bar(y=types, x=values, name=label, orientation="h",
+                    marker_color=RUN_COLORS[position % len(RUN_COLORS)], text=[f"{v:.1f} %" if v else "" for v in values],
                     textposition="outside", cliponaxis=False, textfont=dict(size=11),
                     hovertemplate=f"{label}<br>%{{y}}: %{{x:.1f}} % of op time<extra></extra>")
     fig = _style(fig, "Op-type share of op time (each run's top types)", barmode="group",
