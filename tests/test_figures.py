@@ -119,7 +119,8 @@ def test_queue_figure_title_has_the_empty_and_full_share():
 
 def test_queue_figure_of_a_million_samples_ships_few_points():
     sizes = np.random.default_rng(1).integers(0, 9, size=1_000_000)
-    run = make_run(queue_sizes=list(sizes))
+    run = make_run(queue_sizes=[])
+    run.host_queue = table("host_queue", {"rank": 0, "batch": np.arange(len(sizes)), "size": sizes, "capacity": 8})
     fig = figures.queue_figure(run, "host")
     assert all(len(trace.x) <= figures.MAX_POINTS_PER_TRACE for trace in fig.data)
     assert f"empty {100 * float((sizes == 0).mean()):.1f} %" in fig.layout.title.text  # from every sample
