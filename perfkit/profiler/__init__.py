@@ -6,8 +6,6 @@ The only part of perfkit that uses MindSpore, and only inside the training proce
 
 from __future__ import annotations
 
-import importlib
-
 from .launch import AMP_LEVELS, DEVICE_CHOICES, MODES, ProfileOutcome, ProfileRequest, parse_env, profile
 
 __all__ = ["profile", "ProfileRequest", "ProfileOutcome", "parse_env", "report", "DEVICE_CHOICES", "AMP_LEVELS",
@@ -15,20 +13,13 @@ __all__ = ["profile", "ProfileRequest", "ProfileOutcome", "parse_env", "report",
 
 
 def report(outcome: ProfileOutcome) -> str:
-    """What to print when a run is done: its summary, the advisor's findings (once perfkit has an
-    advisor) and how to open the dashboard."""
+    """What to print when a run is done: its summary, the advisor's findings and how to open the dashboard."""
     from .. import load
+    from ..advisor import advise
+    from ..advisor.render import advice_text
     from ..analysis import summarize
     from ..render import summary_text
 
     run = load(outcome.folder)
-    lines = [summary_text(summarize(run))]
-    advisor = importlib.import_module("perfkit.advisor")
-    if hasattr(advisor, "advise"):
-        findings = advisor.advise(run)
-        lines.append("")
-        lines.append(f"findings ({len(findings)})" if findings else "findings: none")
-        lines += [f"  [{finding.severity}] {finding.title}: {finding.action}" for finding in findings]
-    lines.append("")
-    lines.append(f"open the dashboard:  perfkit dash {outcome.folder}")
-    return "\n".join(lines)
+    return "\n\n".join([summary_text(summarize(run)), advice_text(advise(run)),
+                         f"open the dashboard:  perfkit dash {outcome.folder}"])

@@ -296,7 +296,8 @@ def _manifest(request: ProfileRequest, synthetic: bool, notes: list[str]) -> dic
         "status": "running",
         "error": None,
         "config": asdict(request),
-        "used": None,
+        # What was asked; the training process replaces it with what MindSpore could do.
+        "used": {"sink": request.sink, "amp_level": request.amp_level, "mode": request.mode},
         "notes": list(notes),
         "synthetic_data": synthetic,
         "env": dict(request.env),

@@ -12,6 +12,7 @@ usable (nothing was written), 130 interrupted, 1 anything else (the traceback is
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import sys
@@ -207,8 +208,14 @@ class Trainer:
             self.minddata = GlobalContext.profiling_manager()
             self.minddata.init()
             self.minddata.start()
+        workers = config["workers"]
+        if workers is not None and workers > multiprocessing.cpu_count():
+            # MindSpore's validator rejects more workers per dataset op than the machine has CPUs.
+            workers = multiprocessing.cpu_count()
+            self.note(f"--workers {config['workers']}: MindSpore allows at most {workers} per dataset op here "
+                      f"(the CPU count): used {workers}")
         dataset = create_cifar_dataset(self.job["data_dir"], config["batch_size"], image_size, config["shards"],
-                                       shard_id, config["workers"])
+                                       shard_id, workers)
         total = config["warmup"] + config["steps"]
         network = ResNet50(num_classes=NUM_CLASSES)
         loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
