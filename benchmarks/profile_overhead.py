@@ -72,7 +72,7 @@ def machine() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, help="also write the report here")
     args = parser.parse_args()
 
@@ -92,15 +92,20 @@ def main() -> None:
             print(f"repeat {repeat + 1}: perfkit profile {perfkit_times[-1]:.2f} s, bare {bare_times[-1]:.2f} s",
                   file=sys.stderr)
     ratio = statistics.median(perfkit_times) / statistics.median(bare_times)
+    # The fastest of each is the least disturbed by whatever else the machine was doing.
+    best_ratio = min(perfkit_times) / min(bare_times)
     lines = [
         "perfkit profile vs a bare MindSpore script with the profiler on (wall time, fresh process each)",
         f"machine: {machine()}",
         f"config: ResNet-50, CIFAR-10 binary (synthetic), {WARMUP} warmup + {STEPS} profiled steps, "
         f"batch {BATCH}, {IMAGE}x{IMAGE}, shard 0 of {SHARDS}, graph mode, feed mode, O0",
         f"repeats: {args.repeats}, alternated",
-        f"perfkit profile  s: {' '.join(f'{t:.2f}' for t in perfkit_times)}  median {statistics.median(perfkit_times):.2f}",
-        f"bare script      s: {' '.join(f'{t:.2f}' for t in bare_times)}  median {statistics.median(bare_times):.2f}",
-        f"ratio of medians: {ratio:.3f} (target <= {TARGET_RATIO}: {'met' if ratio <= TARGET_RATIO else 'NOT met'})",
+        f"perfkit profile  s: {' '.join(f'{t:.2f}' for t in perfkit_times)}  median {statistics.median(perfkit_times):.2f}"
+        f"  min {min(perfkit_times):.2f}",
+        f"bare script      s: {' '.join(f'{t:.2f}' for t in bare_times)}  median {statistics.median(bare_times):.2f}"
+        f"  min {min(bare_times):.2f}",
+        f"ratio of medians: {ratio:.3f}, of minima: {best_ratio:.3f} "
+        f"(target <= {TARGET_RATIO}: {'met' if ratio <= TARGET_RATIO else 'NOT met'} by the medians)",
     ]
     report = "\n".join(lines) + "\n"
     print(report, end="")

@@ -166,10 +166,10 @@ class Events:
     def new(self) -> list[dict]:
         events = []
         for path in sorted(self.folder.glob("rank_*.jsonl")):
-            with open(path) as handle:
+            with open(path, "rb") as handle:
                 handle.seek(self.offsets.get(path, 0))
                 chunk = handle.read()
-            complete = chunk[:chunk.rfind("\n") + 1]
+            complete = chunk[:chunk.rfind(b"\n") + 1]  # a line being written is read next time
             self.offsets[path] = self.offsets.get(path, 0) + len(complete)
             events += [json.loads(line) for line in complete.splitlines() if line.strip()]
         return events
@@ -184,7 +184,6 @@ class Supervisor:
         self.scratch = scratch
         self.say = say
         self.pids: dict[int, int] = {}          # rank -> training process id
-        self.finished: dict[int, dict] = {}     # rank -> its "finished" event
         self.device_errors: dict[int, dict] = {}
         self.notes: list[str] = []
         self.interrupted = False
