@@ -589,3 +589,14 @@ def test_dataset_workers_names_the_dataset_class_a_user_writes():
     run = make_run(steps=step_rows(6.0, 12.0, 2.0), host_queue=STARVED, pipeline=rows)
     finding = only(advise(run), "dataset_workers")
     assert finding.target == "Cifar" and finding.action == "ds.Cifar10Dataset(..., num_parallel_workers=4)"
+
+
+def test_communication_from_collective_op_time_when_steps_have_no_communication_columns():
+    rows = step_rows(1.0, 18.0, 1.0, rank=0, count=2) + step_rows(1.0, 18.0, 1.0, rank=1, count=2)
+    op_types = [{"rank": r, "type": t, "total_ms": ms, "count": 2, "share": None}
+                for r in (0, 1) for t, ms in (("AllReduce", 16.0 + 4 * r), ("Conv2D", 20.0))]
+    finding = only(advise(make_run(device="CPU", steps=rows, op_types=op_types)), "communication")
+    # AllReduce per step: rank 0 8 ms, rank 1 10 ms, of 20 ms steps
+    assert finding.evidence["comm_ops_ms"] == pytest.approx(9.0)
+    assert finding.evidence["comm_ops_share_pct"] == pytest.approx(45.0)
+    assert finding.target == "rank 1" and "overlap with compute unknown" in finding.title

@@ -44,9 +44,10 @@ NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
     "queues": (lambda run: bool(len(run.host_queue) or len(run.device_queue)),
                "no data queue samples (device_queue / dataset_iterator / minddata_aicpu profiling)"),
     "cpu_util": (lambda run: bool(len(run.cpu_util)), "no host CPU utilisation (minddata_cpu_utilization)"),
-    "comm": (lambda run: _has_steps(run) and any(col in run.steps and run.steps[col].notna().any()
-                                                 for col in ("comm_exposed_ms", "comm_ms")),
-             "no communication times in the step data"),
+    "comm": (lambda run: _has_steps(run) and (
+        any(col in run.steps and run.steps[col].notna().any() for col in ("comm_exposed_ms", "comm_ms"))
+        or run.op_types["type"].astype(str).str.contains(COLLECTIVE_OP).any()),
+        "no communication times in the step data and no collective ops"),
     "ranks": (lambda run: _has_steps(run) and run.steps["rank"].nunique() > 1, "single-rank run"),
 }
 
@@ -366,26 +367,41 @@ def host_cpu(run: Run) -> list[Finding]:
 COMM_MIN_SHARE = 0.05
 
 
+# Collective op types (MindSpore, HCCL kernel names), for runs whose step data has no communication columns.
+COLLECTIVE_OP = re.compile(
+    r"all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|^(?:hcom_?)?(?:send|receive|recv)", re.IGNORECASE)
+
+
+def _comm_per_rank(run: Run) -> tuple[pd.DataFrame, str, str]:
+    """Per rank: mean communication ms per step and mean step total; evidence name; how it was measured."""
+    for column, label in (("comm_exposed_ms", "not overlapped with compute"), ("comm_ms", "op time")):
+        if column in run.steps and run.steps[column].notna().any():
+            per_rank = run.steps.groupby("rank")[[column, "total_ms"]].mean()
+            return per_rank.rename(columns={column: "comm_ms"}), column.removesuffix("_ms"), label
+    collective = run.op_types[run.op_types["type"].astype(str).str.contains(COLLECTIVE_OP)]
+    per_rank = run.steps.groupby("rank")["total_ms"].agg(["mean", "size"])
+    comm_ms = collective.groupby("rank")["total_ms"].sum().reindex(per_rank.index, fill_value=0.0) / per_rank["size"]
+    return (pd.DataFrame({"comm_ms": comm_ms, "total_ms": per_rank["mean"]}), "comm_ops",
+            "ops (overlap with compute unknown)")
+
+
 @rule("communication", needs=("comm",))
 def communication(run: Run) -> list[Finding]:
-    exposed = run.steps["comm_exposed_ms"].notna().any() if "comm_exposed_ms" in run.steps else False
-    column = "comm_exposed_ms" if exposed else "comm_ms"
-    per_rank = run.steps.groupby("rank")[[column, "total_ms"]].mean()
-    per_rank["share"] = per_rank[column] / per_rank["total_ms"]
-    share = float(per_rank[column].mean() / per_rank["total_ms"].mean())
+    per_rank, name, label = _comm_per_rank(run)
+    per_rank["share"] = per_rank["comm_ms"] / per_rank["total_ms"]
+    share = float(per_rank["comm_ms"].mean() / per_rank["total_ms"].mean())
     if share < COMM_MIN_SHARE:
         return []
     worst = int(per_rank["share"].idxmax())
     gain = _pct(share)
-    label = "not overlapped with compute" if exposed else "(communication op time)"
-    evidence = {f"{column.removesuffix('_ms')}_share_pct": gain, column: _ms(per_rank[column].mean()),
+    evidence = {f"{name}_share_pct": gain, f"{name}_ms": _ms(per_rank["comm_ms"].mean()),
                 "step_ms": _ms(per_rank["total_ms"].mean())}
     if len(per_rank) > 1:
         evidence["worst_rank"] = worst
         evidence["worst_rank_share_pct"] = _pct(per_rank.loc[worst, "share"])
     return [Finding(
         id="communication", severity=severity_for(gain),
-        title=f"Communication {label} is {gain:.1f} % of the step",
+        title=f"Communication {label}: {gain:.1f} % of the step",
         evidence=evidence,
         action='ms.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "auto", "config": None}}) '
                "to fuse gradient all-reduces so they overlap backward; a larger per-device batch hides more of it",
