@@ -600,3 +600,18 @@ def test_communication_from_collective_op_time_when_steps_have_no_communication_
     assert finding.evidence["comm_ops_ms"] == pytest.approx(9.0)
     assert finding.evidence["comm_ops_share_pct"] == pytest.approx(45.0)
     assert finding.target == "rank 1" and "overlap with compute unknown" in finding.title
+
+
+def test_cpu_data_parallel_sample_run_is_communication_bound():
+    folder = Path(__file__).resolve().parents[1] / "sample_runs" / "cpu_ranks2"
+    advice = advise(load(folder))
+    finding = advice.findings[0]
+    assert finding.id == "communication" and finding.severity == "high"
+    per_step = []
+    for rank in (0, 1):
+        steps = json.loads((folder / f"rank_{rank}" / "perfkit_run.json").read_text())["steps"]
+        (type_info,) = folder.glob(f"rank_{rank}/*/FRAMEWORK/cpu_op_type_info_{rank}.csv")
+        with open(type_info, newline="") as f:
+            all_reduce_ms = sum(float(r["total_compute_time"]) for r in csv.DictReader(f) if r["op_type"] == "AllReduce")
+        per_step.append(all_reduce_ms / len(steps))
+    assert finding.evidence["comm_ops_ms"] == pytest.approx(sum(per_step) / 2, abs=0.01)
