@@ -612,6 +612,7 @@ def test_cpu_data_parallel_sample_run_is_communication_bound():
         steps = json.loads((folder / f"rank_{rank}" / "perfkit_run.json").read_text())["steps"]
         (type_info,) = folder.glob(f"rank_{rank}/*/FRAMEWORK/cpu_op_type_info_{rank}.csv")
         with open(type_info, newline="") as f:
-            all_reduce_ms = sum(float(r["total_compute_time"]) for r in csv.DictReader(f) if r["op_type"] == "AllReduce")
+            all_reduce_ms = sum(float(r["total_compute_time"]) for r in csv.DictReader(f)
+                                if r["op_type"] == "AllReduce")
         per_step.append(all_reduce_ms / len(steps))
     assert finding.evidence["comm_ops_ms"] == pytest.approx(sum(per_step) / 2, abs=0.01)
