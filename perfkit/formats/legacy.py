@@ -1,15 +1,267 @@
-"""Placeholder: being written. detect() finds nothing yet."""
+"""MindSpore <= 2.2 Ascend output: every file flat in one folder (formats.md §1).
+
+Op types and ops come from the `aicore_intermediate_{r}_*` files, input shapes and dtypes from
+`framework_raw_{r}.csv`, steps from `step_trace_raw_{r}_detail_time.csv`. The MindData files in
+the same folder are read by minddata.py; this reader only looks at their names for the data mode.
+"""
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
-from .base import Parts
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..errors import FileFormatError
+from .base import Parts, guarded, op_pass, op_type_of, rank_of, read_csv, read_text
+
+TYPE_FILE = "aicore_intermediate_{}_type.csv"
+DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
+FRAMEWORK_FILE = "framework_raw_{}.csv"
+STEP_FILE = "step_trace_raw_{}_detail_time.csv"
+PROFILER_INFO_FILE = "profiler_info_{}.json"
+# Files whose rank makes a rank of this layout (the MindData ones belong to minddata.py).
+RANK_PATTERNS = ("aicore_intermediate_*_type.csv", "aicore_intermediate_*_detail.csv",
+                 "step_trace_raw_*_detail_time.csv", "framework_raw_*.csv")
+DETECT_PATTERNS = RANK_PATTERNS + ("ascend_timeline_display_*.json",)
+SINK_PATTERNS = ("device_queue_profiling_*.txt", "minddata_aicpu_*.txt")
+FEED_PATTERNS = ("dataset_iterator_profiling_*.txt",)
+
+# Header aliases, {canonical: accepted headers, newest first}. Times are ms.
+TYPE_COLUMNS = {
+    "type": ("op_type", "kernel_type"),
+    "total_ms": ("execution_time", "total_time"),
+    "count": ("execution_frequency",),
+    "percent": ("percent",),
+}
+DETAIL_COLUMNS = {
+    "name": ("full_op_name", "full_kernel_name", "full_op_time", "full_kernel_time"),
+    "avg_ms": ("execution_time", "task_duration"),
+    "count": ("execution_frequency",),
+}
+FRAMEWORK_COLUMNS = {
+    "name": ("full_op_name", "full_kernel_name"),
+    "op_type": ("op_type", "kernel_type"),
+    "op_info": ("op_info",),
+}
+STEP_COLUMNS = {
+    "step": ("step_num",),
+    "total": ("total",),
+    "interval": ("iteration_interval",),
+    "fwd_bwd": ("fp_and_bp", "fp"),
+    "tail": ("tail",),
+}
+TYPE_TYPES = {"type": pa.string(), "total_ms": pa.float64(), "count": pa.float64(), "percent": pa.float64()}
+DETAIL_TYPES = {"name": pa.string(), "avg_ms": pa.float64(), "count": pa.float64()}
+FRAMEWORK_TYPES = {"name": pa.string(), "op_type": pa.string(), "op_info": pa.string()}
+
+# Step trace times are 10 ns ticks.
+TICKS_PER_MS = 1e5
+# The last step-trace row is the average over steps, marked by one of these step numbers.
+AVERAGE_STEP_MARKS = ("-", "0")
+# 1.x writes percent 0-100, 2.0-2.2 a 0-1 fraction: fractions of one run cannot sum past 1
+# (1.5 leaves room for rounding in files that list every type).
+PERCENT_SUM_THRESHOLD = 1.5
+# Communication columns: `stream_{sid}_{idx}_{Op}` / old `stream_10_parallel_{i}` / GPU
+# `stream_ops_*`, each with a `_start_point` and `_end_point` column.
+COMM_PREFIX = "stream_"
+START_SUFFIX = "_start_point"
+END_SUFFIX = "_end_point"
+
+# Op types whose input dtype is the compute dtype, and the BatchNorm family (kept in fp32 by O2).
+COMPUTE_TYPES = {"Conv2D", "MatMul", "BatchMatMul", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
+BATCHNORM_PREFIXES = ("BatchNorm", "BNTraining", "BNInfer")
+# (compute dtypes seen, batchnorm dtypes seen or None when the net has no BatchNorm) ->
+# (compute_dtype, amp_level), MindSpore's AMP levels: O0 all fp32, O2 fp16 but BatchNorm fp32, O3 all fp16.
+AMP_BY_DTYPES = {
+    (frozenset({"float32"}), frozenset({"float32"})): ("float32", "O0"),
+    (frozenset({"float32"}), None): ("float32", "O0"),
+    (frozenset({"float16"}), frozenset({"float32"})): ("mixed", "O2"),
+    (frozenset({"float16", "float32"}), frozenset({"float32"})): ("mixed", "O2"),
+    (frozenset({"float16"}), frozenset({"float16"})): ("float16", "O3"),
+    (frozenset({"float16"}), None): ("float16", None),
+    (frozenset({"float16", "float32"}), None): ("mixed", None),
+}
+# profiler_info context_mode: MindSpore's GRAPH_MODE = 0, PYNATIVE_MODE = 1.
+CONTEXT_MODES = {0: "graph", 1: "pynative", "0": "graph", "1": "pynative",
+                 "graph": "graph", "pynative": "pynative", "GRAPH_MODE": "graph", "PYNATIVE_MODE": "pynative"}
 
 
 def detect(folder: Path) -> bool:
-    return False
+    return any(next(folder.glob(pattern), None) is not None for pattern in DETECT_PATTERNS)
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    return {}
+    ranks = sorted({rank for pattern in RANK_PATTERNS for path in folder.glob(pattern)
+                    if (rank := rank_of(path.name)) is not None})
+    if not ranks:
+        return {}  # only a timeline: nothing in the model comes from it
+    data_mode = _data_mode(folder)
+    return {rank: _read_rank(folder, rank, data_mode) for rank in ranks}
+
+
+def _data_mode(folder: Path) -> str | None:
+    if any(next(folder.glob(p), None) is not None for p in SINK_PATTERNS):
+        return "sink"
+    if any(next(folder.glob(p), None) is not None for p in FEED_PATTERNS):
+        return "feed"
+    return None
+
+
+def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
+    parts = Parts(meta={"device": "Ascend", "layout": "legacy", "data_mode": data_mode})
+
+    def load(pattern, reader):
+        path = folder / pattern.format(rank)
+        return guarded(parts, path, reader) if path.is_file() else None
+
+    op_types = load(TYPE_FILE, lambda p: _read_types(p, parts.warnings))
+    details = load(DETAIL_FILE, lambda p: read_csv(p, DETAIL_COLUMNS, ("name", "avg_ms"), DETAIL_TYPES,
+                                                   parts.warnings))
+    framework = load(FRAMEWORK_FILE, lambda p: _read_framework(p, parts.warnings))
+    steps = load(STEP_FILE, _read_steps)
+    info = load(PROFILER_INFO_FILE, _read_profiler_info)
+    if op_types is None and details is None and framework is None and steps is None:
+        names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE))
+        raise FileFormatError(f"has none of {names} readable for rank {rank} ("
+                              + "; ".join(parts.warnings) + ")", folder)
+    if op_types is not None:
+        parts.tables["op_types"] = op_types
+    if details is not None:
+        parts.tables["ops"] = _ops(details, framework)
+    if framework is not None:
+        parts.meta.update(_precision(framework))
+    if steps is not None:
+        parts.tables["steps"] = steps
+        parts.meta["step_source"] = "step_trace"
+    if info:
+        parts.meta.update(info)
+    return parts
+
+
+def _read_types(path: Path, warnings: list[str]) -> pd.DataFrame:
+    frame = read_csv(path, TYPE_COLUMNS, ("type", "total_ms"), TYPE_TYPES, warnings)
+    frame = frame[frame["type"].notna()].copy()
+    percent = frame["percent"] if "percent" in frame else pd.Series(np.nan, index=frame.index)
+    if percent.isna().all():
+        frame["share"] = frame["total_ms"] / frame["total_ms"].sum()
+    elif percent.sum() > PERCENT_SUM_THRESHOLD:
+        frame["share"] = percent / 100.0
+    else:
+        frame["share"] = percent
+    if "count" not in frame:
+        frame["count"] = 1
+    return frame.drop(columns=[c for c in ("percent",) if c in frame])
+
+
+def _read_framework(path: Path, warnings: list[str]) -> pd.DataFrame:
+    frame = read_csv(path, FRAMEWORK_COLUMNS, ("name", "op_info"), FRAMEWORK_TYPES, warnings)
+    frame = frame[frame["name"].notna()].drop_duplicates("name")
+    inputs = [_inputs(info) for info in frame["op_info"]]
+    if "op_type" not in frame:
+        frame["op_type"] = [op_type_of(name) for name in frame["name"]]
+    return pd.DataFrame({"name": frame["name"].to_numpy(), "op_type": frame["op_type"].to_numpy(),
+                         "input_shapes": [shapes for shapes, _ in inputs],
+                         "input_dtypes": [dtypes for _, dtypes in inputs]})
+
+
+def _inputs(op_info: str | None) -> tuple[str | None, str | None]:
+    """op_info JSON -> ("32,3,224,224;64,3,7,7", "float16;float16") over input_0, input_1, ..."""
+    try:
+        info = json.loads(op_info) if op_info else {}
+    except ValueError:
+        return None, None
+    keys = sorted((k for k in info if k.startswith("input_")), key=lambda k: int(k.split("_")[-1])
+                  if k.split("_")[-1].isdigit() else 0)
+    if not keys:
+        return None, None
+    shapes = ";".join(str(info[k].get("shape", "")) for k in keys)
+    dtypes = ";".join(_dtype(info[k].get("data_type", "")) for k in keys)
+    return shapes, dtypes
+
+
+def _dtype(data_type: str) -> str:
+    """`NUMBER_TYPE_FLOAT16` -> `float16`; `UNKNOWN` stays as written, lower-cased."""
+    return data_type.removeprefix("NUMBER_TYPE_").lower()
+
+
+def _precision(framework: pd.DataFrame) -> dict:
+    """compute_dtype / amp_level from the first-input dtypes of compute and BatchNorm ops."""
+    first = framework["input_dtypes"].fillna("").str.split(";").str[0]
+    known = first.isin(["float16", "float32"])
+    types = framework["op_type"].fillna("")
+    compute = frozenset(first[known & types.isin(COMPUTE_TYPES)])
+    batchnorm = frozenset(first[known & types.str.startswith(BATCHNORM_PREFIXES)])
+    if not compute:
+        return {}
+    compute_dtype, amp_level = AMP_BY_DTYPES.get((compute, batchnorm or None), (None, None))
+    return {"compute_dtype": compute_dtype, "amp_level": amp_level}
+
+
+def _ops(details: pd.DataFrame, framework: pd.DataFrame | None) -> pd.DataFrame:
+    ops = details[details["name"].notna()].copy()
+    ops["count"] = ops["count"].fillna(1) if "count" in ops else 1
+    ops["total_ms"] = ops["avg_ms"] * ops["count"]
+    ops["type"] = [op_type_of(name) for name in ops["name"]]
+    ops["pass"] = [op_pass(name) for name in ops["name"]]
+    if framework is not None:
+        ops = ops.merge(framework[["name", "input_shapes", "input_dtypes"]], on="name", how="left")
+    return ops
+
+
+def _read_steps(path: Path) -> pd.DataFrame:
+    """One row per step in ms; the average row at the end is dropped."""
+    text = read_text(path)
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, skip_blank_lines=True, on_bad_lines="skip")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise FileFormatError(f"cannot be parsed ({str(exc).splitlines()[0][:200]})", path) from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    by_key = {c.casefold(): c for c in frame.columns}
+    found = {canonical: next((by_key[n] for n in names if n in by_key), None)
+             for canonical, names in STEP_COLUMNS.items()}
+    missing = [STEP_COLUMNS[c][0] for c in ("step", "total", "fwd_bwd") if found[c] is None]
+    if missing:
+        raise FileFormatError(f"lacks column(s) {', '.join(missing)} (header: {', '.join(frame.columns)[:200]})",
+                              path)
+    marks = frame[found["step"]].fillna("").str.strip()
+    if len(frame) and marks.iloc[-1] in AVERAGE_STEP_MARKS:
+        frame, marks = frame.iloc[:-1], marks.iloc[:-1]
+    step = pd.to_numeric(marks, errors="coerce")
+    frame = frame[step.notna() & (step > 0)]
+    if not len(frame):
+        raise FileFormatError("has no step rows (only a header or the average row)", path)
+
+    def ms(column: str | None) -> pd.Series:
+        if column is None:
+            return pd.Series(np.nan, index=frame.index)
+        return pd.to_numeric(frame[column].str.strip(), errors="coerce") / TICKS_PER_MS
+
+    steps = pd.DataFrame({"step": step[frame.index].astype("int64"), "interval_ms": ms(found["interval"]),
+                          "fwd_bwd_ms": ms(found["fwd_bwd"]), "tail_ms": ms(found["tail"]),
+                          "total_ms": ms(found["total"])})
+    starts = [c for c in frame.columns if c.startswith(COMM_PREFIX) and c.endswith(START_SUFFIX)
+              and c[:-len(START_SUFFIX)] + END_SUFFIX in frame.columns]
+    if starts:
+        durations = [(ms(c[:-len(START_SUFFIX)] + END_SUFFIX) - ms(c)).clip(lower=0).fillna(0) for c in starts]
+        steps["comm_ms"] = sum(durations)
+    return steps.reset_index(drop=True)
+
+
+def _read_profiler_info(path: Path) -> dict:
+    try:
+        info = json.loads(read_text(path))
+    except ValueError as exc:
+        raise FileFormatError(f"is not valid JSON ({exc})", path) from None
+    if not isinstance(info, dict):
+        raise FileFormatError("is not a JSON object", path)
+    meta = {}
+    if info.get("ms_version"):
+        meta["ms_version"] = str(info["ms_version"])
+    mode = CONTEXT_MODES.get(info.get("context_mode"))
+    if mode:
+        meta["mode"] = mode
+    return meta

@@ -1,15 +1,215 @@
-"""Placeholder: being written. detect() finds nothing yet."""
+"""MindData (dataset pipeline) profiling files, in any layout's folder (formats.md §1, §2).
+
+pipeline <- pipeline_profiling_{r}.json (raw queue-size samples), else minddata_pipeline_raw_{r}.csv;
+host_queue <- device_queue_profiling_{r}.txt (sink), else dataset_iterator_profiling_{r}.txt (feed);
+device_queue <- minddata_aicpu_{r}.txt (Ascend, µs), else minddata_getnext_profiling_{r}.txt (GPU, ns);
+cpu_util <- minddata_cpu_utilization_{r}.json.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from .base import Parts
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..errors import FileFormatError
+from .base import Parts, guarded, rank_of, read_csv, read_text
+
+PIPELINE_JSON = "pipeline_profiling_{}.json"
+PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
+SINK_QUEUE_FILE = "device_queue_profiling_{}.txt"
+FEED_QUEUE_FILE = "dataset_iterator_profiling_{}.txt"
+ASCEND_GETNEXT_FILE = "minddata_aicpu_{}.txt"
+GPU_GETNEXT_FILE = "minddata_getnext_profiling_{}.txt"
+CPU_FILE = "minddata_cpu_utilization_{}.json"
+PATTERNS = ("pipeline_profiling_*.json", "minddata_pipeline_raw_*.csv", "device_queue_profiling_*.txt",
+            "dataset_iterator_profiling_*.txt", "minddata_aicpu_*.txt", "minddata_getnext_profiling_*.txt",
+            "minddata_cpu_utilization_*.json")
+
+PIPELINE_COLUMNS = {
+    "op_id": ("op_id",),
+    "op_type": ("op_type",),
+    "workers": ("num_workers",),
+    "queue_sizes": ("output_queue_size",),
+    "queue_length": ("output_queue_length",),
+    "queue_usage": ("output_queue_usage_rate",),
+    "parent_id": ("parent_id",),
+    "children": ("children_id",),
+}
+PIPELINE_TYPES = {"op_id": pa.int64(), "op_type": pa.string(), "workers": pa.float64(), "queue_sizes": pa.string(),
+                  "queue_length": pa.float64(), "queue_usage": pa.float64(), "parent_id": pa.float64(),
+                  "children": pa.string()}
+# Queue record lines: `type extra batch value [timestamp]`; type 1 = queue size sample.
+QUEUE_RECORD = 1
+QUEUE_MIN_FIELDS = 4
+# GetNext lines: `name start end queue_size`; Ascend writes µs, GPU ns.
+GETNEXT_FIELDS = 4
+US_PER_MS = 1e3
+NS_PER_MS = 1e6
+# minddata_cpu_utilization device_info / process_info keys -> cpu_util columns.
+DEVICE_CPU_KEYS = {"user_pct": "user_utilization", "sys_pct": "sys_utilization",
+                   "io_pct": "io_utilization", "idle_pct": "idle_utilization"}
+PROCESS_CPU_KEYS = {"process_user_pct": "user_utilization", "process_sys_pct": "sys_utilization"}
 
 
 def detect(folder: Path) -> bool:
-    return False
+    return any(next(folder.glob(pattern), None) is not None for pattern in PATTERNS)
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    return {}
+    ranks = sorted({rank for pattern in PATTERNS for path in folder.glob(pattern)
+                    if (rank := rank_of(path.name)) is not None})
+    return {rank: _read_rank(folder, rank) for rank in ranks}
+
+
+def _read_rank(folder: Path, rank: int) -> Parts:
+    parts = Parts()
+    present = {pattern: (folder / pattern.format(rank)) for pattern in
+               (PIPELINE_JSON, PIPELINE_CSV, SINK_QUEUE_FILE, FEED_QUEUE_FILE, ASCEND_GETNEXT_FILE,
+                GPU_GETNEXT_FILE, CPU_FILE)}
+    present = {pattern: path for pattern, path in present.items() if path.is_file()}
+
+    def first(*readers):
+        """The first of (pattern, reader) whose file exists and reads."""
+        for pattern, reader in readers:
+            if pattern in present:
+                result = guarded(parts, present[pattern], reader)
+                if result is not None:
+                    return result
+        return None
+
+    tables = {
+        "pipeline": first((PIPELINE_JSON, _read_pipeline_json),
+                          (PIPELINE_CSV, lambda p: _read_pipeline_csv(p, parts.warnings))),
+        "host_queue": first((SINK_QUEUE_FILE, lambda p: _read_host_queue(p, parts.warnings)),
+                            (FEED_QUEUE_FILE, lambda p: _read_host_queue(p, parts.warnings))),
+        "device_queue": first((ASCEND_GETNEXT_FILE, lambda p: _read_getnext(p, US_PER_MS, parts.warnings)),
+                              (GPU_GETNEXT_FILE, lambda p: _read_getnext(p, NS_PER_MS, parts.warnings))),
+        "cpu_util": first((CPU_FILE, _read_cpu)),
+    }
+    parts.tables = {name: frame for name, frame in tables.items() if frame is not None}
+    if not parts.tables:
+        names = ", ".join(path.name for path in present.values())
+        raise FileFormatError(f"has no readable MindData file for rank {rank} ({names}: "
+                              + "; ".join(parts.warnings) + ")", folder)
+    if {SINK_QUEUE_FILE, ASCEND_GETNEXT_FILE, GPU_GETNEXT_FILE} & present.keys():
+        parts.meta["data_mode"] = "sink"
+    elif FEED_QUEUE_FILE in present:
+        parts.meta["data_mode"] = "feed"
+    return parts
+
+
+def _load_json(path: Path) -> dict:
+    try:
+        data = json.loads(read_text(path))
+    except ValueError as exc:
+        raise FileFormatError(f"is not valid JSON ({exc})", path) from None
+    if not isinstance(data, dict):
+        raise FileFormatError("is not a JSON object", path)
+    return data
+
+
+def _read_pipeline_json(path: Path) -> pd.DataFrame:
+    ops = _load_json(path).get("op_info")
+    if not isinstance(ops, list) or not ops:
+        raise FileFormatError("has no op_info list", path)
+    rows = []
+    for op in ops:
+        if not isinstance(op, dict) or "op_id" not in op:
+            raise FileFormatError("has an op_info entry without op_id", path)
+        queue = ((op.get("metrics") or {}).get("output_queue") or {})
+        sizes = np.asarray(queue.get("size") or [], dtype="float64")
+        length = queue.get("length")
+        rows.append({
+            "op_id": op["op_id"], "op_type": op.get("op_type"), "workers": op.get("num_workers"),
+            "queue_usage": sizes.mean() / length if len(sizes) and length else np.nan,
+            "queue_empty_pct": 100.0 * (sizes == 0).mean() if len(sizes) else np.nan,
+            "queue_length": length, "children": list(op.get("children") or [])})
+    frame = pd.DataFrame(rows)
+    parent = {child: row["op_id"] for row in rows for child in row["children"]}
+    frame["parent_id"] = frame["op_id"].map(parent)
+    return frame.sort_values("op_id").reset_index(drop=True)
+
+
+def _json_list(cell) -> list:
+    if cell is None or (isinstance(cell, float) and np.isnan(cell)) or not str(cell).strip():
+        return []
+    try:
+        value = json.loads(cell)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _read_pipeline_csv(path: Path, warnings: list[str]) -> pd.DataFrame:
+    frame = read_csv(path, PIPELINE_COLUMNS, ("op_id", "op_type"), PIPELINE_TYPES, warnings)
+    sizes = [np.asarray(_json_list(cell), dtype="float64") for cell in frame.get("queue_sizes", [None] * len(frame))]
+    frame["queue_empty_pct"] = [100.0 * (s == 0).mean() if len(s) else np.nan for s in sizes]
+    frame["children"] = [_json_list(cell) for cell in frame.get("children", [None] * len(frame))]
+    # The writer puts 0 in output_queue_usage_rate for ops without a queue; an op without samples has none.
+    if "queue_usage" in frame:
+        frame.loc[[len(s) == 0 for s in sizes], "queue_usage"] = np.nan
+    return frame.drop(columns=[c for c in ("queue_sizes",) if c in frame])
+
+
+def _whitespace_rows(path: Path, min_fields: int, warnings: list[str]) -> list[list[str]]:
+    rows, bad = [], 0
+    for line in read_text(path).splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < min_fields:
+            bad += 1
+            continue
+        rows.append(fields)
+    if bad:
+        warnings.append(f"{path.name}: skipped {bad} line(s) with fewer than {min_fields} fields (truncated)")
+    return rows
+
+
+def _read_host_queue(path: Path, warnings: list[str]) -> pd.DataFrame:
+    """Queue records (`1 capacity batch size [timestamp]`) -> batch, size, capacity."""
+    rows = _whitespace_rows(path, QUEUE_MIN_FIELDS, warnings)
+    frame = pd.DataFrame([r[:QUEUE_MIN_FIELDS] for r in rows], columns=["type", "capacity", "batch", "size"])
+    frame = frame.apply(pd.to_numeric, errors="coerce")
+    bad = int(frame.isna().any(axis=1).sum())
+    if bad:
+        warnings.append(f"{path.name}: skipped {bad} line(s) with a field that is not a number")
+    frame = frame.dropna()
+    queue = frame[frame["type"] == QUEUE_RECORD]
+    if not len(queue):
+        raise FileFormatError("has no queue records (lines starting with 1)", path)
+    return queue[["batch", "size", "capacity"]].astype("int64").reset_index(drop=True)
+
+
+def _read_getnext(path: Path, ticks_per_ms: float, warnings: list[str]) -> pd.DataFrame:
+    """`GetNext[_dequeue_wait] start end queue_size` -> one row per dequeue."""
+    rows = [r for r in _whitespace_rows(path, GETNEXT_FIELDS, warnings) if r[0].startswith("GetNext")]
+    frame = pd.DataFrame([r[1:GETNEXT_FIELDS] for r in rows], columns=["start", "end", "size"])
+    frame = frame.apply(pd.to_numeric, errors="coerce").dropna()
+    if not len(frame):
+        raise FileFormatError("has no GetNext records", path)
+    return pd.DataFrame({"batch": np.arange(1, len(frame) + 1), "size": frame["size"].astype("int64"),
+                         "capacity": pd.NA, "wait_ms": (frame["end"] - frame["start"]) / ticks_per_ms})
+
+
+def _read_cpu(path: Path) -> pd.DataFrame:
+    """Per-sample CPU percentages. Series of different lengths (seen in MindSpore 2.10 files)
+    are padded with NaN to the longest."""
+    data = _load_json(path)
+    device = data.get("device_info") or {}
+    process = data.get("process_info") or {}
+    if not isinstance(device, dict) or not isinstance(process, dict) or not (device or process):
+        raise FileFormatError("has no device_info or process_info", path)
+    series = {column: pd.to_numeric(pd.Series(source.get(key) if isinstance(source.get(key), list) else [],
+                                              dtype="object"), errors="coerce").astype("float64")
+              for keys, source in ((DEVICE_CPU_KEYS, device), (PROCESS_CPU_KEYS, process))
+              for column, key in keys.items()}
+    frame = pd.DataFrame(series)  # aligned on the sample index: shorter series end in NaN
+    if not len(frame):
+        raise FileFormatError("has no CPU samples", path)
+    frame["sample"] = np.arange(len(frame))
+    return frame
