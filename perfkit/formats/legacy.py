@@ -235,10 +235,13 @@ def _read_steps(path: Path) -> pd.DataFrame:
     if not len(frame):
         raise FileFormatError("has no step rows (only a header or the average row)", path)
 
-    def ms(column: str | None) -> pd.Series:
+    def ticks(column: str | None) -> pd.Series:
         if column is None:
             return pd.Series(np.nan, index=frame.index)
-        return pd.to_numeric(frame[column].str.strip(), errors="coerce") / TICKS_PER_MS
+        return pd.to_numeric(frame[column].str.strip(), errors="coerce")
+
+    def ms(column: str | None) -> pd.Series:
+        return ticks(column) / TICKS_PER_MS
 
     steps = pd.DataFrame({"step": step[frame.index].astype("int64"), "interval_ms": ms(found["interval"]),
                           "fwd_bwd_ms": ms(found["fwd_bwd"]), "tail_ms": ms(found["tail"]),
@@ -246,8 +249,9 @@ def _read_steps(path: Path) -> pd.DataFrame:
     starts = [c for c in frame.columns if c.startswith(COMM_PREFIX) and c.endswith(START_SUFFIX)
               and c[:-len(START_SUFFIX)] + END_SUFFIX in frame.columns]
     if starts:
-        durations = [(ms(c[:-len(START_SUFFIX)] + END_SUFFIX) - ms(c)).clip(lower=0).fillna(0) for c in starts]
-        steps["comm_ms"] = sum(durations)
+        # subtract in ticks: epoch-scale points divided first would lose the low digits
+        durations = [(ticks(c[:-len(START_SUFFIX)] + END_SUFFIX) - ticks(c)).clip(lower=0).fillna(0) for c in starts]
+        steps["comm_ms"] = sum(durations) / TICKS_PER_MS
     return steps.reset_index(drop=True)
 
 
