@@ -1,0 +1,190 @@
+"""The MindData reader: pipeline, host/device queues and CPU utilisation, checked against the raw files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import perfkit
+from perfkit.cli import main
+from perfkit.errors import PerfkitError
+from perfkit.formats import minddata
+
+from conftest import FIXTURE_RUNS
+
+CPU_MD = FIXTURE_RUNS["cpu_2_10"] / "md"
+MINDDATA_RUNS = ["minddata_job1", "minddata_job2", "minddata_profiler"]
+
+
+@pytest.fixture(autouse=True)
+def no_cache(monkeypatch):
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+
+
+def queue_records(path: Path) -> list[list[int]]:
+    """(capacity, batch, size) of every `1 ...` line."""
+    records = []
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if fields and fields[0] == "1":
+            records.append([int(fields[1]), int(fields[2]), int(fields[3])])
+    return records
+
+
+def expected_pipeline(path: Path) -> dict[int, dict]:
+    ops = json.loads(path.read_text())["op_info"]
+    parents = {child: op["op_id"] for op in ops for child in (op.get("children") or [])}
+    expected = {}
+    for op in ops:
+        queue = (op.get("metrics") or {}).get("output_queue") or {}
+        sizes = queue.get("size") or []
+        expected[op["op_id"]] = {
+            "usage": sum(sizes) / len(sizes) / queue["length"] if sizes else None,
+            "empty": 100 * sum(1 for s in sizes if s == 0) / len(sizes) if sizes else None,
+            "workers": op["num_workers"], "parent": parents.get(op["op_id"]),
+            "children": list(op.get("children") or [])}
+    return expected
+
+
+def check_pipeline(frame, expected):
+    assert sorted(frame["op_id"]) == sorted(expected)
+    for _, row in frame.iterrows():
+        want = expected[row["op_id"]]
+        if want["usage"] is None:
+            assert math.isnan(row["queue_usage"]) and math.isnan(row["queue_empty_pct"])
+        else:
+            assert math.isclose(row["queue_usage"], want["usage"])
+            assert math.isclose(row["queue_empty_pct"], want["empty"])
+        assert row["workers"] == want["workers"]
+        assert list(row["children"]) == want["children"]
+        if want["parent"] is None:
+            assert pd.isna(row["parent_id"])
+        else:
+            assert row["parent_id"] == want["parent"]
+
+
+def test_cpu_md_pipeline_from_size_series():
+    run = perfkit.load(CPU_MD)
+    check_pipeline(run.pipeline, expected_pipeline(CPU_MD / "pipeline_profiling_0.json"))
+    batch = run.pipeline[run.pipeline["op_type"] == "BatchOp"].iloc[0]
+    assert batch["queue_length"] == 16 and 0 < batch["queue_usage"] < 1
+
+
+def test_cpu_md_host_queue_and_data_mode():
+    run = perfkit.load(CPU_MD)
+    records = queue_records(CPU_MD / "dataset_iterator_profiling_0.txt")
+    assert run.host_queue[["capacity", "batch", "size"]].values.tolist() == records
+    empty = sum(1 for _, _, size in records if size == 0)
+    assert (run.host_queue["size"] == 0).sum() == empty
+    assert run.meta.data_mode == "feed"
+
+
+def test_cpu_md_utilisation_with_uneven_series():
+    data = json.loads((CPU_MD / "minddata_cpu_utilization_0.json").read_text())
+    user = data["device_info"]["user_utilization"]
+    process_user = data["process_info"]["user_utilization"]
+    assert len(user) != len(data["device_info"]["idle_utilization"])  # the trap this file carries
+    cpu = perfkit.load(CPU_MD).cpu_util
+    assert len(cpu) == max(len(v) for v in list(data["device_info"].values()) + list(data["process_info"].values()))
+    assert cpu["user_pct"].tolist()[:len(user)] == user
+    assert cpu["user_pct"].iloc[len(user):].isna().all()
+    assert cpu["process_user_pct"].tolist()[:len(process_user)] == process_user
+
+
+@pytest.mark.parametrize("name", MINDDATA_RUNS)
+def test_minddata_raw_pipelines(name):
+    folder = FIXTURE_RUNS[name]
+    path = next(folder.glob("pipeline_profiling_*.json"))
+    run = perfkit.load(folder)
+    assert run.meta.device is None  # MindData files alone do not tell the device
+    check_pipeline(run.pipeline, expected_pipeline(path))
+
+
+def test_pipeline_raw_csv():
+    folder = FIXTURE_RUNS["legacy_ut"]  # minddata_pipeline_raw_0.csv, no pipeline_profiling json
+    with open(folder / "minddata_pipeline_raw_0.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    pipeline = perfkit.load(folder).pipeline.set_index("op_id")
+    for row in rows:
+        op = pipeline.loc[int(row["op_id"])]
+        sizes = json.loads(row["output_queue_size"]) if row["output_queue_size"] else []
+        if sizes:
+            assert math.isclose(op["queue_usage"], float(row["output_queue_usage_rate"]))
+            assert op["queue_empty_pct"] == 100 * sum(1 for s in sizes if s == 0) / len(sizes)
+        else:
+            assert math.isnan(op["queue_usage"])
+        assert list(op["children"]) == (json.loads(row["children_id"]) if row["children_id"] else [])
+        assert op["workers"] == int(row["num_workers"])
+
+
+def test_run_2_queues():
+    folder = FIXTURE_RUNS["legacy_run_2"]
+    run = perfkit.load(folder)
+    # sink mode: the device queue file wins over the iterator file
+    assert run.host_queue[["capacity", "batch", "size"]].values.tolist() == \
+        queue_records(folder / "device_queue_profiling_1.txt")
+    lines = [line.split() for line in (folder / "minddata_aicpu_1.txt").read_text().splitlines()]
+    assert run.device_queue["size"].tolist() == [int(f[3]) for f in lines]
+    assert run.device_queue["wait_ms"].tolist() == [(int(f[2]) - int(f[1])) / 1e3 for f in lines]
+    assert run.device_queue["capacity"].isna().all()
+    assert run.meta.data_mode == "sink"
+
+
+def test_gpu_getnext_in_ns(tmp_path):
+    # GetNextProfiling::SaveProfilingData: `Name() start end queue_size`, ns
+    (tmp_path / "minddata_getnext_profiling_0.txt").write_text(
+        "GetNext 1000000 3500000 0\nGetNext 4000000 4000500 2\n")
+    queue = minddata.read(tmp_path)[0]
+    assert queue.tables["device_queue"]["wait_ms"].tolist() == [2.5, 0.0005]
+    assert queue.tables["device_queue"]["size"].tolist() == [0, 2]
+    assert queue.meta["data_mode"] == "sink"
+
+
+def test_four_field_queue_lines(tmp_path):
+    (tmp_path / "dataset_iterator_profiling_0.txt").write_text("1 64 1 3\r\n1 64 2 0\r\n\r\n")
+    host = minddata.read(tmp_path)[0].tables["host_queue"]
+    assert host.values.tolist() == [[1, 3, 64], [2, 0, 64]]
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"", "empty"),
+    (b"{\"op_info\": [{\"op_id\": 0", "not valid JSON"),
+    (b"{\"sampling_interval\": 10}", "no op_info"),
+])
+def test_broken_pipeline_json_falls_back_with_one_warning(tmp_path, content, problem):
+    folder = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUNS["legacy_run_2"], folder)
+    (folder / "pipeline_profiling_1.json").write_bytes(content)
+    run = perfkit.load(folder)
+    named = [w for w in run.warnings if "pipeline_profiling_1.json" in w]
+    assert len(named) == 1 and problem in named[0]
+    # the CSV in the same folder still gives the pipeline
+    assert len(run.pipeline) == len(list(csv.DictReader(open(folder / "minddata_pipeline_raw_1.csv"))))
+    assert len(run.steps) == 1
+
+
+def test_truncated_queue_line_warns(tmp_path):
+    (tmp_path / "dataset_iterator_profiling_0.txt").write_text("1 64 1 3 10\n1 64\n")
+    parts = minddata.read(tmp_path)[0]
+    assert len(parts.tables["host_queue"]) == 1
+    assert any("dataset_iterator_profiling_0.txt" in w for w in parts.warnings)
+
+
+def test_folder_with_only_a_broken_file_names_it(tmp_path):
+    (tmp_path / "pipeline_profiling_0.json").write_text("not json")
+    with pytest.raises(PerfkitError, match="pipeline_profiling_0.json"):
+        perfkit.load(tmp_path)
+
+
+@pytest.mark.parametrize("folder", [CPU_MD] + [FIXTURE_RUNS[n] for n in MINDDATA_RUNS])
+def test_summary_cli(folder):
+    result = CliRunner().invoke(main, ["summary", "--format", "json", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)
