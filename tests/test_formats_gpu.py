@@ -58,7 +58,9 @@ def write_ops(folder: Path, rank: int = 0) -> None:
 
 
 def write_marker_trace(folder: Path, with_comm: bool) -> None:
-    lines = [(FP, FP_TIMES), (BP, BP_TIMES), (ITER_END, END_TIMES)] + ([(ALLREDUCE, ALLREDUCE_TIMES)] if with_comm else [])
+    lines = [(FP, FP_TIMES), (BP, BP_TIMES), (ITER_END, END_TIMES)]
+    if with_comm:
+        lines.append((ALLREDUCE, ALLREDUCE_TIMES))
     (folder / "step_trace_profiling_0.txt").write_text(
         "".join(name + " " + "".join(f"{s},{e} " for s, e in times) + "\n" for name, times in lines))
 

@@ -93,8 +93,8 @@ def test_ut_allreduce_comm():
     rows = step_rows(folder / "step_trace_raw_6_detail_time.csv")
     run = perfkit.load(folder)
     got = run.steps[run.steps["rank"] == 6].sort_values("step")["comm_ms"].tolist()
-    assert got == [(int(r["stream_24_0_AllReduce-op3143_end_point"]) - int(r["stream_24_0_AllReduce-op3143_start_point"]))
-                   / TICKS_PER_MS for r in rows]
+    column = "stream_24_0_AllReduce-op3143"
+    assert got == [(int(r[column + "_end_point"]) - int(r[column + "_start_point"])) / TICKS_PER_MS for r in rows]
 
 
 @pytest.mark.parametrize("name", ["legacy_misc", "legacy_ut", "legacy_run_2"])

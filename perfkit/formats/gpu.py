@@ -108,7 +108,7 @@ def _ops(details: pd.DataFrame) -> pd.DataFrame:
     if "type" not in ops:
         ops["type"] = [op_type_of(name) for name in ops["name"]]
     ops["pass"] = [op_pass(name) for name in ops["name"]]
-    return ops.drop(columns=[c for c in ("side",) if c in ops])
+    return ops.drop(columns="side", errors="ignore")
 
 
 def _read_steps(path: Path) -> pd.DataFrame:

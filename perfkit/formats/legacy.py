@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +155,7 @@ def _read_types(path: Path, warnings: list[str]) -> pd.DataFrame:
         frame["share"] = percent
     if "count" not in frame:
         frame["count"] = 1
-    return frame.drop(columns=[c for c in ("percent",) if c in frame])
+    return frame.drop(columns="percent", errors="ignore")
 
 
 def _read_framework(path: Path, warnings: list[str]) -> pd.DataFrame:
@@ -174,8 +175,10 @@ def _inputs(op_info: str | None) -> tuple[str | None, str | None]:
         info = json.loads(op_info) if op_info else {}
     except ValueError:
         return None, None
-    keys = sorted((k for k in info if k.startswith("input_")), key=lambda k: int(k.split("_")[-1])
-                  if k.split("_")[-1].isdigit() else 0)
+    if not isinstance(info, dict):
+        return None, None
+    keys = sorted((k for k, v in info.items() if re.fullmatch(r"input_\d+", k) and isinstance(v, dict)),
+                  key=lambda k: int(k[len("input_"):]))
     if not keys:
         return None, None
     shapes = ";".join(str(info[k].get("shape", "")) for k in keys)

@@ -152,7 +152,7 @@ def _read_pipeline_csv(path: Path, warnings: list[str]) -> pd.DataFrame:
     # The writer puts 0 in output_queue_usage_rate for ops without a queue; an op without samples has none.
     if "queue_usage" in frame:
         frame.loc[[len(s) == 0 for s in sizes], "queue_usage"] = np.nan
-    return frame.drop(columns=[c for c in ("queue_sizes",) if c in frame])
+    return frame.drop(columns="queue_sizes", errors="ignore")
 
 
 def _whitespace_rows(path: Path, min_fields: int, warnings: list[str]) -> list[list[str]]:
