@@ -251,6 +251,18 @@ def test_truncated_row_is_skipped_with_warning(tmp_path):
     assert any("aicore_intermediate_1_type.csv" in w and "skipped 1 row" in w for w in run.warnings)
 
 
+def test_truncated_step_row_is_skipped_with_warning(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    source = FIXTURE_RUNS["legacy_ut"] / "step_trace_raw_6_detail_time.csv"
+    lines = source.read_bytes().splitlines(keepends=True)
+    # header, step 1, step 2 cut after its fifth cell, then the average row
+    (folder / source.name).write_bytes(lines[0] + lines[1] + b",".join(lines[2].split(b",")[:5]) + b"\r\n" + lines[3])
+    run = perfkit.load(folder)
+    assert run.steps["step"].tolist() == [1]
+    assert any(source.name in w and "skipped 1 step row" in w for w in run.warnings)
+
+
 def test_folder_with_only_a_broken_file_names_it(tmp_path):
     (tmp_path / "aicore_intermediate_0_type.csv").write_text("")
     with pytest.raises(PerfkitError, match="aicore_intermediate_0_type.csv"):

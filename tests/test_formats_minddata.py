@@ -144,7 +144,7 @@ def test_gpu_getnext_in_ns(tmp_path):
     queue = minddata.read(tmp_path)[0]
     assert queue.tables["device_queue"]["wait_ms"].tolist() == [2.5, 0.0005]
     assert queue.tables["device_queue"]["size"].tolist() == [0, 2]
-    assert queue.meta["data_mode"] == "sink"
+    assert queue.meta["data_mode"] == "sink" and queue.meta["device"] == "GPU"
 
 
 def test_four_field_queue_lines(tmp_path):

@@ -123,7 +123,7 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
     details = load(DETAIL_FILE, lambda p: read_csv(p, DETAIL_COLUMNS, ("name", "avg_ms"), DETAIL_TYPES,
                                                    parts.warnings))
     framework = load(FRAMEWORK_FILE, lambda p: _read_framework(p, parts.warnings))
-    steps = load(STEP_FILE, _read_steps)
+    steps = load(STEP_FILE, lambda p: _read_steps(p, parts.warnings))
     info = load(PROFILER_INFO_FILE, _read_profiler_info)
     if op_types is None and details is None and framework is None and steps is None:
         names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE))
@@ -215,7 +215,7 @@ def _ops(details: pd.DataFrame, framework: pd.DataFrame | None) -> pd.DataFrame:
     return ops
 
 
-def _read_steps(path: Path) -> pd.DataFrame:
+def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     """One row per step in ms; the average row at the end is dropped."""
     text = read_text(path)
     try:
@@ -255,6 +255,13 @@ def _read_steps(path: Path) -> pd.DataFrame:
         # subtract in ticks: epoch-scale points divided first would lose the low digits
         durations = [(ticks(c[:-len(START_SUFFIX)] + END_SUFFIX) - ticks(c)).clip(lower=0).fillna(0) for c in starts]
         steps["comm_ms"] = sum(durations) / TICKS_PER_MS
+    incomplete = steps[["fwd_bwd_ms", "total_ms"]].isna().any(axis=1)
+    if incomplete.any():
+        warnings.append(f"{path.name}: skipped {int(incomplete.sum())} step row(s) with missing or non-numeric "
+                        f"times (truncated or malformed)")
+        steps = steps[~incomplete]
+    if not len(steps):
+        raise FileFormatError("has no complete step rows", path)
     return steps.reset_index(drop=True)
 
 

@@ -95,6 +95,11 @@ def _read_rank(folder: Path, rank: int) -> Parts:
         names = ", ".join(path.name for path in present.values())
         raise FileFormatError(f"has no readable MindData file for rank {rank} ({names}: "
                               + "; ".join(parts.warnings) + ")", folder)
+    # Only the on-chip GetNext files tell the device; a pipeline or host queue is written on every device.
+    if ASCEND_GETNEXT_FILE in present:
+        parts.meta["device"] = "Ascend"
+    elif GPU_GETNEXT_FILE in present:
+        parts.meta["device"] = "GPU"
     if {SINK_QUEUE_FILE, ASCEND_GETNEXT_FILE, GPU_GETNEXT_FILE} & present.keys():
         parts.meta["data_mode"] = "sink"
     elif FEED_QUEUE_FILE in present:
