@@ -165,17 +165,18 @@ def bench(name: str, peer: bool, report) -> None:
                        f"   slow ranks {slow}{verdict(measured.seconds, target)}")
     if not (peer and new_layout):
         return
-    peer_runs = [("advisor all", ["advisor", "all", "-d", str(folder)], results["cold"])]
+    peer_runs = [("advisor all", ["advisor", "all", "-d", str(folder)], results["cold"], results["warm"])]
     if name == "ranks_256":
-        peer_runs.append(("cluster", ["cluster", "-d", str(folder)], results["slow cold"]))
-    for label, arguments, ours in peer_runs:
+        peer_runs.append(("cluster", ["cluster", "-d", str(folder)], results["slow cold"], results["slow warm"]))
+    for label, arguments, ours, ours_warm in peer_runs:
         with tempfile.TemporaryDirectory(prefix="msprof-out-") as output:
             measured = measure([PEER, *arguments, "-o", output], timeout=PEER_TIMEOUT_S,
                                rss_limit=PEER_RSS_LIMIT, cwd=Path(output))
-        ratio = measured.seconds / ours.seconds
+        bound = ">" if measured.status != "ok" else ""
         report(f"msprof-analyze {label}: {measured.time_text():>12}   peak RSS {gb(measured.peak_rss)}"
-               f"   load avg {os.getloadavg()[0]:.2f}   -> perfkit cold is {'>' if measured.status != 'ok' else ''}"
-               f"{ratio:.0f}x faster, {measured.peak_rss / max(ours.peak_rss, 1):.1f}x less memory")
+               f"   load avg {os.getloadavg()[0]:.2f}   -> perfkit is {bound}{measured.seconds / ours.seconds:.1f}x"
+               f" faster cold, {bound}{measured.seconds / ours_warm.seconds:.0f}x warm,"
+               f" {measured.peak_rss / max(ours.peak_rss, 1):.1f}x less memory")
         if measured.status.startswith("exit"):
             report("    " + " | ".join(measured.output.strip().splitlines()[-3:]))
 
