@@ -28,6 +28,8 @@ MAX_POINTS_PER_TRACE = 2000
 MAX_STEP_BARS = 300
 # Up to this many bars get wide gaps, so one or two steps do not fill the plot with a slab of colour.
 FEW_STEPS = 4
+# Queue traces with up to this many samples get a marker per sample.
+FEW_QUEUE_SAMPLES = 50
 # The op-type chart lists this many types and folds the rest into "other types": the seed's Cast/BatchNorm
 # story is in the top ten, and 25 bars still fit one screen with readable labels.
 TOP_OP_TYPES = 25
@@ -282,11 +284,13 @@ def queue_figure(run: Run, which: str) -> go.Figure:
         points, merged = bucket(samples, "batch", ["size", "capacity"], MAX_POINTS_PER_TRACE)
         merged_max = max(merged_max, merged)
         suffix = f" rank {rank}" if len(ranks) > 1 else ""
-        fig.add_scatter(x=points["batch"], y=points["size"], mode="lines", name=f"size{suffix}",
+        # a handful of samples (a 3-step profile) is invisible as a bare line: mark each one
+        mode = "lines+markers" if len(points) <= FEW_QUEUE_SAMPLES else "lines"
+        fig.add_scatter(x=points["batch"], y=points["size"], mode=mode, name=f"size{suffix}",
                         line=dict(width=1.5, shape="hv" if merged == 1 else "linear"), fill="tozeroy",
                         hovertemplate="batch %{x}<br>size %{y}<extra></extra>")
         if points["capacity"].notna().any():
-            fig.add_scatter(x=points["batch"], y=points["capacity"], mode="lines", name=f"capacity{suffix}",
+            fig.add_scatter(x=points["batch"], y=points["capacity"], mode=mode, name=f"capacity{suffix}",
                             line=dict(width=1, dash="dash", color=COLORS["capacity"]), hoverinfo="skip")
     title = (f"{QUEUE_NAMES[which]}<br><sup>empty {stats['empty_pct']:.1f} % · full {stats['full_pct']:.1f} % "
              f"of {stats['samples']:,} samples</sup>")
