@@ -161,7 +161,11 @@ def _read_types(path: Path, warnings: list[str]) -> pd.DataFrame:
 def _read_framework(path: Path, warnings: list[str]) -> pd.DataFrame:
     frame = read_csv(path, FRAMEWORK_COLUMNS, ("name", "op_info"), FRAMEWORK_TYPES, warnings)
     frame = frame[frame["name"].notna()].drop_duplicates("name")
-    inputs = [_inputs(info) for info in frame["op_info"]]
+    # op_info repeats across the ops of repeated layers: parse each distinct string once
+    # (1M framework rows, 105 distinct op_info: 54 s -> under 1 s).
+    codes, distinct = pd.factorize(frame["op_info"], use_na_sentinel=False)
+    parsed = [_inputs(None if pd.isna(info) else info) for info in distinct]
+    inputs = [parsed[code] for code in codes]
     if "op_type" not in frame:
         frame["op_type"] = [op_type_of(name) for name in frame["name"]]
     return pd.DataFrame({"name": frame["name"].to_numpy(), "op_type": frame["op_type"].to_numpy(),
@@ -193,7 +197,7 @@ def _dtype(data_type: str) -> str:
 
 def _precision(framework: pd.DataFrame) -> dict:
     """compute_dtype / amp_level from the first-input dtypes of compute and BatchNorm ops."""
-    first = framework["input_dtypes"].fillna("").str.split(";").str[0]
+    first = framework["input_dtypes"].fillna("").str.replace(r";.*$", "", regex=True)  # vectorized split()[0]
     known = first.isin(["float16", "float32"])
     types = framework["op_type"].fillna("")
     compute = frozenset(first[known & types.isin(COMPUTE_TYPES)])
@@ -208,8 +212,9 @@ def _ops(details: pd.DataFrame, framework: pd.DataFrame | None) -> pd.DataFrame:
     ops = details[details["name"].notna()].copy()
     ops["count"] = ops["count"].fillna(1) if "count" in ops else 1
     ops["total_ms"] = ops["avg_ms"] * ops["count"]
-    ops["type"] = [op_type_of(name) for name in ops["name"]]
-    ops["pass"] = [op_pass(name) for name in ops["name"]]
+    names = ops["name"].tolist()  # plain str: iterating an Arrow-backed column costs 3 us per item
+    ops["type"] = [op_type_of(name) for name in names]
+    ops["pass"] = [op_pass(name) for name in names]
     if framework is not None:
         ops = ops.merge(framework[["name", "input_shapes", "input_dtypes"]], on="name", how="left")
     return ops
