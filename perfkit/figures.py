@@ -140,19 +140,27 @@ def bucket(frame: pd.DataFrame, key: str, columns: Sequence[str], limit: int) ->
     return merged.reset_index(drop=True), per_bucket
 
 
-_SUMMARIES: dict[tuple[int, ...], tuple[weakref.ref, dict[str, Any]]] = {}
+_MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
 
 
-def summary_of(run: Run) -> dict[str, Any]:
-    """`summarize(run)`, computed once per loaded run: a page draws several panels from it, and on a
-    256-rank run each call costs about a second. A run whose tables are replaced is summarized afresh."""
-    key = (id(run), *(id(frame) for frame in run.tables().values()))
-    hit = _SUMMARIES.get(key)
-    if hit is not None and hit[0]() is run:
-        return hit[1]
-    summary = summarize(run)
-    _SUMMARIES[key] = (weakref.ref(run, lambda _ref, key=key: _SUMMARIES.pop(key, None)), summary)
-    return summary
+def _once_per_run(compute):
+    """`compute(run)`, computed once per loaded run and forgotten with it. A page draws several panels from
+    the same summary, and on big runs one call costs seconds (summarize over 256 ranks ~1 s, the advisor over
+    a million op rows ~6 s). A run whose tables are replaced is computed afresh."""
+    def cached(run: Run):
+        key = (compute.__name__, id(run), *(id(frame) for frame in run.tables().values()))
+        hit = _MEMO.get(key)
+        if hit is not None and hit[0]() is run:
+            return hit[1]
+        value = compute(run)
+        _MEMO[key] = (weakref.ref(run, lambda _ref, key=key: _MEMO.pop(key, None)), value)
+        return value
+    cached.__doc__ = compute.__doc__
+    cached.__name__ = compute.__name__
+    return cached
+
+
+summary_of = _once_per_run(summarize)
 
 
 def _step_split(steps: pd.DataFrame) -> tuple[tuple[str, str], ...]:
@@ -329,6 +337,7 @@ class Findings:
     note: str | None                  # why there is nothing to show, when items is empty
 
 
+@_once_per_run
 def findings(run: Run) -> Findings:
     """`perfkit advise` for this run, or a note when the advisor is not installed or found nothing."""
     try:
