@@ -8,6 +8,8 @@ from .errors import DeviceError, FileFormatError, LayoutError, PerfkitError
 from .model import Meta, Run
 from .formats import load
 from .analysis import summarize
+from .advisor import advise
+from .compare import compare
 
-__all__ = ["load", "Run", "Meta", "summarize", "PerfkitError", "LayoutError", "FileFormatError",
+__all__ = ["load", "Run", "Meta", "summarize", "advise", "compare", "PerfkitError", "LayoutError", "FileFormatError",
            "DeviceError", "__version__"]

@@ -24,8 +24,13 @@ def step_means(steps: pd.DataFrame) -> dict[str, Any] | None:
     """Mean per step in ms of interval / fwd_bwd / tail / total (and communication where present)."""
     if not len(steps):
         return None
-    result: dict[str, Any] = {"count": int(steps["step"].nunique() if "rank" not in steps
-                                            else steps.groupby("rank")["step"].nunique().max())}
+    result: dict[str, Any] = {"count": int(steps.groupby("rank")["step"].nunique().max()
+                                           if "rank" in steps else steps["step"].nunique())}
+    complete = steps[steps["total_ms"].notna()]
+    if len(complete):
+        # A step whose start is unknown (the first one, derived from op timestamps) has parts but no
+        # total; averaging its parts with the other steps' totals would make the parts exceed the whole.
+        steps = complete
     for key in STEP_KEYS:
         result[key] = _number(steps[key].mean())
     for key in ("computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",

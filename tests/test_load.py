@@ -38,7 +38,10 @@ def test_every_fixture_loads_and_summarizes(name):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert SUMMARY_KEYS <= set(summary)
-    assert summary["device"] in ("Ascend", "GPU", "CPU")
+    if summary["layout"] == "minddata":
+        assert summary["device"] is None  # dataset profiling alone does not say which device ran
+    else:
+        assert summary["device"] in ("Ascend", "GPU", "CPU")
     assert summary["ranks"] and all(isinstance(r, int) for r in summary["ranks"])
     assert [entry["rank"] for entry in summary["per_rank"]] == sorted(entry["rank"] for entry in summary["per_rank"])
     if summary["steps"] is not None:

@@ -91,6 +91,8 @@ def load(path: str | os.PathLike) -> Run:
             root)
     meta_fields: dict = {}
     warnings: list[str] = []
+    # Per-rank frames are tagged with their rank and validated once per table, not once per rank:
+    # with hundreds of ranks, per-rank validation dominated the warm load time.
     tables: dict[str, list[pd.DataFrame]] = {name: [] for name in model.SCHEMA}
     for _, folder, parts in run_wide:
         _merge_meta(meta_fields, parts.meta)
@@ -112,14 +114,18 @@ def load(path: str | os.PathLike) -> Run:
             if len(steps):
                 rank_tables["steps"] = steps
                 meta_fields.setdefault("step_source", how)
+            else:
+                warnings.append(f"rank {rank}: steps unknown: {how}")
         for name in model.SCHEMA:
             if name in rank_tables:
-                tables[name].append(model.table(name, rank_tables[name], rank=rank))
+                tables[name].append(rank_tables[name].assign(rank=rank))
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)
-    if not len(tables["steps"]) or all(not len(t) for t in tables["steps"]):
+    if meta.layout is None:
+        meta.layout = "minddata"  # only dataset profiling files: no unit reader named a layout
+    if not tables["steps"]:
         warnings.append("steps unknown: no step trace, step_trace_time.csv or recorded step times")
-    frames = {name: (pd.concat(parts, ignore_index=True) if parts else model.empty(name))
+    frames = {name: (model.table(name, pd.concat(parts, ignore_index=True)) if parts else model.empty(name))
               for name, parts in tables.items()}
     return Run(path=str(root), meta=meta, warnings=warnings, **frames)
 
