@@ -9,7 +9,6 @@ long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a
 from __future__ import annotations
 
 import math
-import re
 import weakref
 from collections import Counter
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import op_type_shares, queue_stats, step_means, summarize
+from .analysis import BATCHNORM_FAMILY, CAST_FAMILY, op_type_shares, queue_stats, step_means, summarize
 from .model import Run
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
@@ -45,8 +44,6 @@ MAX_LABELLED_RANKS = 32
 MAX_TABLE_ROWS = 2000
 
 # The op families the seed's engineer found at ~50 % of AI Core time (formats.md §3 lists the type names).
-CAST_FAMILY = re.compile(r"^Cast")
-BATCHNORM_FAMILY = re.compile(r"^(BatchNorm.*|BNTraining(Reduce|Update)(Grad)?|BNInfer.*)$")
 
 STEP_SPLITS = (
     # The step trace's split (legacy Ascend/GPU, derived CPU steps): data wait, compute, after-backward.

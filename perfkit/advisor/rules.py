@@ -15,7 +15,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ..analysis import queue_stats, step_means
+from ..analysis import BATCHNORM_FAMILY, queue_stats, step_means
 from ..model import Run
 from .finding import Finding, NotChecked, severity_for
 
@@ -146,12 +146,11 @@ def sink_mode(run: Run) -> list[Finding]:
 AMP_MIN_SHARE = 0.30
 # Moving an op from fp32 to fp16 halves the bytes it moves; BatchNorm and Cast are memory-bound, so ~half their time.
 FP16_TIME_FACTOR = 0.5
-ASCEND_BATCHNORM = re.compile(r"^(BatchNorm.*|BNTraining(Reduce|Update)(Grad)?|BNInfer.*)$")
 GPU_FP32_COMPUTE = re.compile(r"^(Conv2D.*|MatMul|BatchMatMul)$")  # tensor-core eligible at fp16
 
 
 def _is_batchnorm(op_type: str) -> bool:
-    return bool(ASCEND_BATCHNORM.match(op_type))
+    return bool(BATCHNORM_FAMILY.match(op_type))
 
 
 @rule("amp_level", needs=("device", "fp16_device", "op_types"))

@@ -17,7 +17,7 @@ from .. import cache, model
 from ..errors import LayoutError
 from ..model import Meta, Run
 from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
-from .base import Parts
+from .base import RUN_WIDE, Parts
 from .steps import derive_steps
 
 # Order matters: when two readers give the same table for a rank, the first one wins.
@@ -27,7 +27,6 @@ UNIT_READERS = {ascend_ms, cpu, gpu, legacy}
 # Folders that hold raw or internal files the readers above reach from their unit root.
 SKIP_DIRS = ("PROF_", "logs", "FRAMEWORK", "__pycache__")
 MAX_DEPTH = 5
-RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfkit_run.json)
 
 
 def _walk(root: Path):

@@ -9,7 +9,6 @@ everything perfkit needs is in the tables.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_pass, rank_of, read_csv, read_text
+from .base import Parts, guarded, op_pass, rank_of, read_csv, read_json_object
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -124,7 +123,7 @@ def _read_profiler_info(folder: Path, parts: Parts) -> int:
         parts.warnings.append(f"several profiler_info files ({', '.join(f.name for f in files)}); "
                               f"using {files[0].name}")
     path = files[0]
-    info = guarded(parts, path, _load_json)
+    info = guarded(parts, path, read_json_object)
     named_rank = rank_of(path.name)
     if not isinstance(info, dict):
         if info is not None:
@@ -145,12 +144,6 @@ def _read_profiler_info(folder: Path, parts: Parts) -> int:
         return named_rank
     return rank_id if rank_id is not None else 0
 
-
-def _load_json(path: Path):
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise FileFormatError(f"is not valid JSON ({exc.msg} at line {exc.lineno})", path) from None
 
 
 def _prepare_kernels(kernels: pd.DataFrame, path: Path) -> pd.DataFrame:

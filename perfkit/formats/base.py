@@ -6,6 +6,7 @@ A reader module has `detect(dir) -> bool` (cheap: file names only) and
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,8 @@ class Parts:
     sources: list[str] = field(default_factory=list)
 
 
+RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfkit_run.json)
+
 RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
 
 
@@ -56,6 +59,17 @@ def read_text(path: Path) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FileFormatError(f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})", path) from None
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON file whose top level is an object; a file cut off mid-write says so."""
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise FileFormatError(f"is not valid JSON ({exc.msg} at line {exc.lineno}; cut off mid-write?)", path) from None
+    if not isinstance(data, dict):
+        raise FileFormatError(f"is not a JSON object (found {type(data).__name__})", path)
+    return data
 
 
 def guarded(parts: Parts, path: Path, reader: Callable[[Path], Any]) -> Any:

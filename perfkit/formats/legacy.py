@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_pass, op_type_of, rank_of, read_csv, read_text
+from .base import Parts, guarded, op_pass, op_type_of, rank_of, read_csv, read_json_object, read_text
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -271,12 +271,7 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
 
 
 def _read_profiler_info(path: Path) -> dict:
-    try:
-        info = json.loads(read_text(path))
-    except ValueError as exc:
-        raise FileFormatError(f"is not valid JSON ({exc})", path) from None
-    if not isinstance(info, dict):
-        raise FileFormatError("is not a JSON object", path)
+    info = read_json_object(path)
     meta = {}
     if info.get("ms_version"):
         meta["ms_version"] = str(info["ms_version"])

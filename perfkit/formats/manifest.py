@@ -9,17 +9,14 @@ multi-rank run: its facts hold for every rank (key formats.RUN_WIDE).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..errors import FileFormatError
-from .base import Parts, guarded, read_text
+from .base import RUN_WIDE, Parts, guarded, read_json_object
 
 MANIFEST = "perfkit_run.json"
-RUN_WIDE = -1  # formats.RUN_WIDE; not imported from the package, which imports this module
 DEVICES = ("CPU", "GPU", "Ascend")
 STATUSES = ("ok", "interrupted", "failed", "running")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
@@ -33,7 +30,7 @@ def detect(folder: Path) -> bool:
 def read(folder: Path) -> dict[int, Parts]:
     path = folder / MANIFEST
     parts = Parts()
-    manifest = guarded(parts, path, _load)
+    manifest = guarded(parts, path, read_json_object)
     if manifest is None:
         return {RUN_WIDE: parts}
     problems: list[str] = []
@@ -62,15 +59,6 @@ def read(folder: Path) -> dict[int, Parts]:
         parts.warnings.append(status_note)
     return {RUN_WIDE if rank is None else rank: parts}
 
-
-def _load(path: Path) -> dict:
-    try:
-        manifest = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise FileFormatError(f"is not valid JSON ({exc.msg} at line {exc.lineno}; cut off mid-write?)", path) from None
-    if not isinstance(manifest, dict):
-        raise FileFormatError(f"is not a JSON object (found {type(manifest).__name__})", path)
-    return manifest
 
 
 def _field(data: dict, key: str, kind: type, problems: list[str], where: str = "") -> Any:

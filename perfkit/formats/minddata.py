@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, rank_of, read_csv, read_text
+from .base import Parts, guarded, rank_of, read_csv, read_json_object, read_text
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
@@ -107,18 +107,9 @@ def _read_rank(folder: Path, rank: int) -> Parts:
     return parts
 
 
-def _load_json(path: Path) -> dict:
-    try:
-        data = json.loads(read_text(path))
-    except ValueError as exc:
-        raise FileFormatError(f"is not valid JSON ({exc})", path) from None
-    if not isinstance(data, dict):
-        raise FileFormatError("is not a JSON object", path)
-    return data
-
 
 def _read_pipeline_json(path: Path) -> pd.DataFrame:
-    ops = _load_json(path).get("op_info")
+    ops = read_json_object(path).get("op_info")
     if not isinstance(ops, list) or not ops:
         raise FileFormatError("has no op_info list", path)
     rows = []
@@ -204,7 +195,7 @@ def _read_getnext(path: Path, ticks_per_ms: float, warnings: list[str]) -> pd.Da
 def _read_cpu(path: Path) -> pd.DataFrame:
     """Per-sample CPU percentages. Series of different lengths (seen in MindSpore 2.10 files)
     are padded with NaN to the longest."""
-    data = _load_json(path)
+    data = read_json_object(path)
     device = data.get("device_info") or {}
     process = data.get("process_info") or {}
     if not isinstance(device, dict) or not isinstance(process, dict) or not (device or process):
