@@ -507,7 +507,7 @@ def test_two_rank_new_layout_runs_are_communication_bound(name):
     advice = advise(load(folder))
     top = advice.findings[0]
     assert top.id == "communication" and top.severity == "high"
-    exposed, steps = [], []
+    exposed = []
     for path in sorted(folder.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv")):
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
