@@ -119,7 +119,10 @@ def csv_header(path: Path) -> list[str]:
         line = first.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FileFormatError(f"is not UTF-8 text (byte 0x{first[exc.start]:02x} at offset {exc.start})", path) from None
-    return next(csv.reader([line.rstrip("\r\n")]))
+    try:
+        return next(csv.reader([line.rstrip("\r\n")]))
+    except csv.Error as exc:  # e.g. a header line over csv's 128 KiB field limit: not a profiler CSV
+        raise FileFormatError(f"has an unparsable header line ({exc})", path) from None
 
 
 def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
