@@ -1,0 +1,111 @@
+"""Mutations that turn a copy of a real fixture file into a broken one, for the robustness tests."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+
+def copy_run(src: Path, dst: Path) -> Path:
+    """A private, writable copy of a fixture run folder (fixtures are read-only and shared)."""
+    shutil.copytree(src, dst, symlinks=True)
+    for path in dst.rglob("*"):
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    return dst
+
+
+def folder_digest(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 (or link target) of everything under root, to prove a reader wrote nothing."""
+    digest = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            digest[rel] = "link:" + os.readlink(path)
+        elif path.is_file():
+            try:
+                digest[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except PermissionError:
+                digest[rel] = "unreadable"
+        else:
+            digest[rel] = "dir"
+    return digest
+
+
+def lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def header_only(path: Path) -> None:
+    path.write_bytes(lines(path)[0])
+
+
+def cut_mid_line(path: Path) -> None:
+    """Keep the header and first data row, then half of the second row: a profiler killed mid-write."""
+    rows = lines(path)
+    path.write_bytes(b"".join(rows[:2]) + rows[2][: len(rows[2]) // 2])
+
+
+def cut_in_half(path: Path) -> None:
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+
+
+def semicolons(path: Path) -> None:
+    path.write_bytes(path.read_bytes().replace(b",", b";"))
+
+
+def non_utf8(path: Path) -> None:
+    rows = lines(path)
+    rows.insert(1 if len(rows) > 1 else 0, b"\xff\xfe\xc3\x28 bad bytes\n")
+    path.write_bytes(b"".join(rows))
+
+
+def set_column(path: Path, column: str, value: str, row: int = 1) -> None:
+    """Replace one cell of data row `row` (1 = first after the header) in a comma-separated file."""
+    rows = [r.decode() for r in lines(path)]
+    header = rows[0].rstrip("\r\n").split(",")
+    cells = rows[row].rstrip("\r\n").split(",")
+    cells[header.index(column)] = value
+    rows[row] = ",".join(cells) + "\n"
+    path.write_text("".join(rows))
+
+
+def duplicate_rows(path: Path) -> None:
+    rows = lines(path)
+    path.write_bytes(b"".join(rows[:1] + rows[1:] + rows[1:]))
+
+
+def keep_rows(path: Path, predicate) -> None:
+    rows = lines(path)
+    path.write_bytes(b"".join(rows[:1] + [r for r in rows[1:] if predicate(r)]))
+
+
+def extra_columns(path: Path) -> None:
+    rows = [r.rstrip(b"\r\n") for r in lines(path)]
+    out = [rows[0] + b",Mystery Column,another_one\n"] + [r + b",42,x\n" for r in rows[1:]]
+    path.write_bytes(b"".join(out))
+
+
+def reverse_columns(path: Path) -> None:
+    import csv
+    import io
+    table = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([row[::-1] for row in table])
+    path.write_text(buf.getvalue())
+
+
+def huge_line(path: Path, size: int = 20 * 1024 * 1024) -> None:
+    path.write_bytes(b"x" * size)
+
+
+def symlink_loop(path: Path) -> None:
+    path.unlink()
+    path.symlink_to(path.name)
