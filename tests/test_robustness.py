@@ -124,12 +124,7 @@ def _check_outcome(result, mutated: Path) -> str:
 
 
 # Real bugs found by this corpus and not fixed yet (see docs/robustness.md): the reader accepts the value.
-KNOWN_BUGS = {
-    "inf_duration": "legacy type CSV accepts inf; summary --format json then dies in json.dumps(allow_nan=False)",
-    "negative_duration": "legacy type CSV accepts a negative execution_time; summary shows a negative total_ms",
-    "negative_step_total": "legacy step trace accepts a negative total; summary shows negative steps.total_ms",
-    "new_negative_step_time": "step_trace_time.csv accepts a negative Free; summary shows negative free_ms",
-}
+KNOWN_BUGS: dict[str, str] = {}  # case -> why it still fails; empty since negative/inf durations became unknown
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[c]))

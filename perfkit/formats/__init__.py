@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import cache, model
@@ -126,7 +127,22 @@ def load(path: str | os.PathLike) -> Run:
         warnings.append("steps unknown: no step trace, step_trace_time.csv or recorded step times")
     frames = {name: (model.table(name, pd.concat(parts, ignore_index=True)) if parts else model.empty(name))
               for name, parts in tables.items()}
+    _drop_impossible_times(frames, warnings)
     return Run(path=str(root), meta=meta, warnings=warnings, **frames)
+
+
+def _drop_impossible_times(frames: dict[str, pd.DataFrame], warnings: list[str]) -> None:
+    """A negative or infinite duration is a broken file, not a measurement: show it as unknown, and say so."""
+    for name, frame in frames.items():
+        for col in (c for c in frame.columns if c.endswith("_ms")):
+            bad = frame[col].isin([np.inf, -np.inf]) | (frame[col] < 0)
+            if bad.any():
+                ranks = sorted(int(r) for r in frame.loc[bad, "rank"].unique())
+                warnings.append(f"{name}.{col}: {int(bad.sum())} negative or infinite values on rank(s) {ranks} "
+                                "treated as unknown")
+                frame.loc[bad, col] = np.nan
+    op_types = frames["op_types"]
+    frames["op_types"] = op_types[op_types["total_ms"].notna()].reset_index(drop=True)
 
 
 def _merge_meta(into: dict, new: dict) -> None:
