@@ -34,3 +34,12 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():
         pytest.fail(f"fixtures not found at {FIXTURES}; set PERFKIT_FIXTURES")
     return FIXTURES
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """A private, enabled Parquet cache for one test."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(folder))
+    monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
+    return folder

@@ -26,14 +26,6 @@ import generate  # noqa: E402
 
 
 @pytest.fixture
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(folder))
-    monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
-    return folder
-
-
-@pytest.fixture
 def reads(monkeypatch) -> list:
     """Every real reader.read call made from now on, as (reader name, folder)."""
     calls = []

@@ -22,14 +22,6 @@ RANKS = 8
 SLOW = 5
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(folder))
-    monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def one_slow(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("cluster") / "run"
