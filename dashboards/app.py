@@ -1,7 +1,8 @@
 """The app factory: `create_app(runs)` builds a Dash app over runs loaded before it starts.
 
 Callbacks address runs by their index in `runs`; nothing a browser sends can name a path or load a file.
-An index that is unknown or malformed gets an empty state, a request Dash cannot parse gets a 400.
+An index that is unknown or malformed gets an empty state, a request Dash cannot parse gets a 400, a script
+Dash does not serve (`/_dash-component-suites/dash/../x`) a 404.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any, Sequence
 
 import dash
 from dash import Input, Output, dcc, html
-from dash.exceptions import CallbackException
-from werkzeug.exceptions import BadRequest, HTTPException
+from dash.exceptions import CallbackException, DependencyException
+from werkzeug.exceptions import BadRequest, HTTPException, NotFound
 
 from perfkit.model import PASSES, Run
 from perfkit.report import STYLESHEET
@@ -88,7 +89,7 @@ def create_app(runs: Sequence[Run]) -> dash.Dash:
         if pathname == "/compare":
             chosen = [run_index(v, len(runs)) for v in str(query_value(search, "runs", "")).split(",") if v]
             return layout.compare_page(labels, [i for i in chosen if i is not None])
-        if pathname not in ids.PAGES:
+        if not isinstance(pathname, str) or pathname not in ids.PAGES:
             return [layout.card("Not found", layout.empty(f"no page {pathname!s}: use the links above"))]
         run = pick(search)
         if run is None:
@@ -117,6 +118,7 @@ def create_app(runs: Sequence[Run]) -> dash.Dash:
 
 def _reject_malformed_requests(app: dash.Dash) -> None:
     """A callback request Dash cannot parse is the client's fault: answer 400 in one line, not a 500 traceback.
+    So is a request for a script Dash has not registered: Dash raises, which would be a 500; it is a 404.
 
     An exception raised inside perfkit's own code is a bug and stays a 500.
     """
@@ -126,6 +128,8 @@ def _reject_malformed_requests(app: dash.Dash) -> None:
     def bad_request(exc: Exception):
         if isinstance(exc, HTTPException):
             return exc
+        if isinstance(exc, DependencyException) and request.path.startswith("/_dash-component-suites/"):
+            return NotFound("no such script")
         if request.path.endswith("/_dash-update-component") and isinstance(exc, CLIENT_ERRORS) \
                 and not _raised_in_perfkit(exc):
             logging.getLogger("perfkit.dash").warning("rejected malformed callback request: %r", exc)
@@ -133,8 +137,9 @@ def _reject_malformed_requests(app: dash.Dash) -> None:
         raise exc
 
 
-# What Dash raises on a request body that does not match a registered callback.
-CLIENT_ERRORS = (KeyError, IndexError, TypeError, ValueError, CallbackException)
+# What Dash raises on a request body that does not match a registered callback (AttributeError: a JSON body
+# that is not an object, `[]` or `null`).
+CLIENT_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, CallbackException)
 _OWN_CODE = (str(Path(__file__).resolve().parent), str(Path(figures.__file__).resolve().parent))
 
 

@@ -120,3 +120,21 @@ def _non_loopback_address() -> str:
     if address.startswith("127."):
         pytest.skip("this host has no non-loopback IPv4 address")
     return address
+
+
+@pytest.mark.parametrize("body", ["null", "[]", "1", '"page.children"'])
+def test_callback_body_that_is_not_an_object_is_400(client, body):
+    response = client.post("/_dash-update-component", data=body, content_type="application/json")
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("path", ["/_dash-component-suites/dash/../../../../etc/passwd",
+                                  "/_dash-component-suites/dash/deps/nope.js",
+                                  "/_dash-component-suites/perfkit/app.py"])
+def test_script_dash_does_not_serve_is_404(client, path):
+    assert client.get(path).status_code == 404
+
+
+def test_page_path_that_is_not_a_string_is_not_found(client):
+    response = page(client, ["/"], "?run=0")
+    assert response.status_code == 200 and "no page" in response.get_data(as_text=True)
