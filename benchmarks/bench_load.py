@@ -113,7 +113,6 @@ def verdict(value: float, target: float | None) -> str:
 
 
 def machine() -> list[str]:
-    import duckdb
     import pandas
     import pyarrow
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -125,7 +124,7 @@ def machine() -> list[str]:
     return [f"date (UTC): {time.strftime('%Y-%m-%d %H:%M', time.gmtime())}",
             f"nproc: {os.cpu_count()}   memory: {gb(psutil.virtual_memory().total)}   cpu: {cpu}",
             f"python {platform.python_version()}  pandas {pandas.__version__}  pyarrow {pyarrow.__version__}  "
-            f"duckdb {duckdb.__version__}   peer: {peer}",
+            f"peer: {peer}",
             f"load average at start (1/5/15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
             " (2 cores shared with other engineers' sessions)"]
 

@@ -202,21 +202,20 @@ def fetch(entry: Path) -> dict[int, Parts] | None:
 
 # ---------------------------------------------------------------- many folders
 
-def _cold(reader_name: str, folder: str, root: str | None, want_parts: bool):
-    """Read one folder and store it; returns its Parts (want_parts) or its entry path (None if not stored)."""
+def _cold(reader_name: str, folder: str, root: str | None) -> dict[int, Parts]:
+    """Read one folder and store it in the cache under `root` (None: no cache)."""
     reader = importlib.import_module(reader_name)
     # Keyed on the files as they were before reading: a file rewritten meanwhile misses next time.
     entry = entry_dir(Path(root), reader, Path(folder)) if root else None
     result = reader.read(Path(folder))
-    stored = entry is not None and store(entry, result)
-    if want_parts:
-        return result
-    return str(entry) if stored else None
+    if entry is not None:
+        store(entry, result)
+    return result
 
 
-def _map_cold(jobs: Sequence[Job], root: Path | None, want_parts: bool) -> list:
+def _map_cold(jobs: Sequence[Job], root: Path | None) -> list[dict[int, Parts]]:
     """`_cold` over jobs, in worker processes when there are many."""
-    arguments = [(reader.__name__, str(folder), str(root) if root else None, want_parts)
+    arguments = [(reader.__name__, str(folder), str(root) if root else None)
                  for reader, folder in jobs]
     if len(jobs) < PARALLEL_MIN_FOLDERS or "fork" not in multiprocessing.get_all_start_methods():
         return [_cold(*args) for args in arguments]
@@ -239,22 +238,6 @@ def read_all(jobs: Sequence[Job], run_root: Path) -> list[dict[int, Parts]]:
         for index, (reader, folder) in enumerate(jobs):
             results[index] = fetch(entry_dir(root, reader, folder))
     missing = [index for index, result in enumerate(results) if result is None]
-    for index, result in zip(missing, _map_cold([jobs[i] for i in missing], root, want_parts=True)):
+    for index, result in zip(missing, _map_cold([jobs[i] for i in missing], root)):
         results[index] = result
     return results
-
-
-def entries(jobs: Sequence[Job], root: Path) -> list[Path]:
-    """Each job's current entry under `root`, reading and storing cold the folders that lack one.
-
-    For questions answered on the Parquet files themselves (see cluster.py): the tables are never
-    loaded into this process.
-    """
-    found = [entry_dir(root, reader, folder) for reader, folder in jobs]
-    missing = [index for index, entry in enumerate(found) if not (entry / META_FILE).is_file()]
-    stored = _map_cold([jobs[i] for i in missing], root, want_parts=False)
-    for index, entry in zip(missing, stored):
-        if entry is None:
-            raise OSError(f"cannot write the cache under {root}")
-        found[index] = Path(entry)
-    return found

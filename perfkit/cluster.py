@@ -1,9 +1,8 @@
-"""Cluster-wide questions over many ranks, answered with DuckDB on the cached Parquet step tables.
+"""Cluster-wide questions over many ranks: which ranks are slow.
 
-`perfkit.load` on a 256-rank run builds one Run with every table of every rank in one process.
-The slow-rank question needs only each rank's mean step, so here the per-rank step tables are
-made sure to be in the cache (read cold in parallel processes where they are not) and DuckDB
-aggregates the Parquet files directly; no rank's tables are loaded into this process.
+`perfkit.load` on a 256-rank run reads every kernel table of every rank. The slow-rank question
+needs only each rank's step times, so it reads only the step files (`formats.load_steps`): 256
+ranks in about a second, cold, with nothing to cache.
 
 >>> answer = slow_ranks("cluster_run")          # doctest: +SKIP
 >>> answer.slow, answer.per_rank.head()          # doctest: +SKIP
@@ -11,20 +10,15 @@ aggregates the Parquet files directly; no rank's tables are loaded into this pro
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import duckdb
 import pandas as pd
 
-from . import cache
 from .advisor.rules import SLOW_RANK_SPREAD  # the advisor's slow_rank rule and this answer agree
 from .errors import LayoutError
-from .formats import discover
+from .formats import load_steps
 
 # Per-step means compared across ranks, and whether a rank that is higher than the others is itself
 # the slow one. A rank with more communication is usually waiting for a slow peer, so it is reported
@@ -39,6 +33,7 @@ class SlowRanks:
     path: str
     per_rank: pd.DataFrame                  # rank, steps, and the mean of each DIMENSIONS column
     findings: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def slow(self) -> list[int]:
@@ -48,53 +43,18 @@ class SlowRanks:
     def to_dict(self) -> dict[str, Any]:
         frame = self.per_rank.astype(object).where(self.per_rank.notna(), None)
         return {"run": self.path, "threshold": SLOW_RANK_SPREAD, "slow_ranks": self.slow,
-                "findings": self.findings, "per_rank": frame.to_dict(orient="records")}
+                "findings": self.findings, "per_rank": frame.to_dict(orient="records"), "warnings": self.warnings}
 
 
 def slow_ranks(path: str | os.PathLike) -> SlowRanks:
     """Which ranks are slow, by msprof-analyze's rule: (max - min) / mean step > SLOW_RANK_SPREAD."""
-    root, jobs = discover(path)
-    cache_root = cache.usable_root(root)
-    if cache_root is not None:
-        try:
-            return _answer(root, jobs, cache_root)
-        except OSError:
-            pass  # cache not writable: answer from a private, temporary one instead
-    with tempfile.TemporaryDirectory(prefix="perfkit-cluster-") as scratch:
-        return _answer(root, jobs, Path(scratch))
-
-
-def _answer(root: Path, jobs: list, cache_root: Path) -> SlowRanks:
-    files = _step_files(cache.entries(jobs, cache_root))
-    if not files:
+    root, steps, warnings = load_steps(path)
+    if not len(steps):
         raise LayoutError("no per-step times found in any rank (step_trace_time.csv / step_trace_raw_*)", root)
-    per_rank = _per_rank_means(files)
-    return SlowRanks(path=str(root), per_rank=per_rank, findings=_findings(per_rank))
-
-
-def _step_files(entries: list[Path]) -> dict[int, Path]:
-    """rank -> its steps Parquet file; the first reader giving a rank steps wins, as in `load`."""
-    files: dict[int, Path] = {}
-    for entry in entries:
-        described = json.loads((entry / cache.META_FILE).read_text())
-        for rank, stored in described["ranks"].items():
-            if int(rank) >= 0 and "steps" in stored["tables"] and int(rank) not in files:
-                files[int(rank)] = entry / f"r{rank}" / stored["tables"]["steps"]["file"]
-    return files
-
-
-def _per_rank_means(files: dict[int, Path]) -> pd.DataFrame:
-    with duckdb.connect() as db:
-        db.execute("CREATE TEMP TABLE rank_file (rank BIGINT, filename VARCHAR)")
-        db.executemany("INSERT INTO rank_file VALUES (?, ?)", [(r, str(p)) for r, p in files.items()])
-        source = "read_parquet($files, filename = true, union_by_name = true)"
-        paths = {"files": [str(p) for p in files.values()]}
-        present = {row[0] for row in db.execute(f"DESCRIBE SELECT * FROM {source}", paths).fetchall()}
-        means = ", ".join(f"avg({col}) AS {col}" if col in present else f"NULL::DOUBLE AS {col}"
-                          for col in DIMENSIONS)
-        return db.execute(
-            f"SELECT rank, count(*) AS steps, {means} FROM {source} JOIN rank_file USING (filename) "
-            "GROUP BY rank ORDER BY rank", paths).df()
+    per_rank = (steps.groupby("rank", sort=True)
+                .agg(steps=("step", "size"), **{column: (column, "mean") for column in DIMENSIONS})
+                .reset_index())
+    return SlowRanks(path=str(root), per_rank=per_rank, findings=_findings(per_rank), warnings=warnings)
 
 
 def _findings(per_rank: pd.DataFrame) -> list[dict[str, Any]]:

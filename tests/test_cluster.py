@@ -6,9 +6,12 @@ import csv
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from perfkit import cache, cluster
+import perfkit
+
+from perfkit import cluster
 from perfkit.advisor.rules import SLOW_RANK_SPREAD
 from perfkit.errors import LayoutError
 from perfkit.formats import READERS
@@ -56,28 +59,38 @@ def test_names_the_slow_rank(one_slow, cache_dir):
     assert all(f["min_rank"] == SLOW and not f["rank_is_slow"] for f in waiting)
 
 
-def test_warm_answer_reads_no_files(one_slow, cache_dir, monkeypatch):
-    cold = cluster.slow_ranks(one_slow)
-    for reader in READERS:
-        monkeypatch.setattr(reader, "read", lambda folder: pytest.fail(f"read {folder} despite the cache"))
-    warm = cluster.slow_ranks(one_slow)
-    assert warm.to_dict() == cold.to_dict()
+def test_answer_reads_only_the_step_files_and_writes_nothing(one_slow, cache_dir, monkeypatch):
+    expected = cluster.slow_ranks(one_slow).to_dict()
+    before = sorted((p, p.stat().st_mtime_ns) for p in one_slow.rglob("*"))
+    for reader in READERS:  # a full read would parse every kernel table: 50 ms a rank
+        monkeypatch.setattr(reader, "read", lambda folder: pytest.fail(f"read all of {folder}"))
+    assert cluster.slow_ranks(one_slow).to_dict() == expected
+    assert not cache_dir.exists() or not any(cache_dir.iterdir())
+    assert sorted((p, p.stat().st_mtime_ns) for p in one_slow.rglob("*")) == before
 
 
-def test_answer_without_cache_is_the_same_and_writes_none(one_slow, cache_dir, monkeypatch):
-    cached = cluster.slow_ranks(one_slow).to_dict()
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(cache_dir.parent / "unused"))
-    assert cluster.slow_ranks(one_slow).to_dict() == cached
-    assert not (cache_dir.parent / "unused").exists()
+def test_answer_agrees_with_the_full_load(one_slow, cache_dir):
+    run = perfkit.load(one_slow)
+    per_rank = cluster.slow_ranks(one_slow).per_rank.set_index("rank")
+    full = run.steps.groupby("rank")[list(cluster.DIMENSIONS)].mean()
+    pd.testing.assert_frame_equal(per_rank[list(cluster.DIMENSIONS)], full, check_names=False)
+
+
+def test_cpu_ranks_are_answered_from_the_full_load(cache_dir):
+    """CPU steps are derived from op events, so there is no step file to read alone."""
+    answer = cluster.slow_ranks(REPO / "sample_runs" / "cpu_ranks2")
+    run = perfkit.load(REPO / "sample_runs" / "cpu_ranks2")
+    assert answer.per_rank["rank"].tolist() == run.ranks == [0, 1]
+    assert answer.per_rank["total_ms"].tolist() == pytest.approx(
+        run.steps.groupby("rank")["total_ms"].mean().tolist())
 
 
 def test_balanced_cluster_has_no_slow_rank(tmp_path, cache_dir):
     run = tmp_path / "run"
-    generate.generate_cluster(run, ranks=cache.PARALLEL_MIN_FOLDERS, steps=3, slow_ranks=())
+    generate.generate_cluster(run, ranks=6, steps=3, slow_ranks=())
     answer = cluster.slow_ranks(run)
     assert answer.slow == [] and answer.findings == []
-    assert len(answer.per_rank) == cache.PARALLEL_MIN_FOLDERS
+    assert len(answer.per_rank) == 6
 
 
 def test_run_without_step_times_is_a_layout_error(cache_dir):

@@ -131,6 +131,41 @@ def load(path: str | os.PathLike) -> Run:
     return Run(path=str(root), meta=meta, warnings=warnings, **frames)
 
 
+def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
+    """(root, the steps table of every rank, warnings): the cheap read behind questions across ranks.
+
+    Layouts whose steps come from a step file alone (ascend_ms, legacy: `read_steps`) read only that
+    file, about 1 ms a rank instead of every kernel table; layouts whose steps are derived from op
+    events (CPU, GPU) are loaded whole, through the cache.
+    """
+    root, jobs = discover(path)
+    units = [(reader, folder) for reader, folder in jobs if reader in UNIT_READERS]
+    if not units or not all(hasattr(reader, "read_steps") for reader, _ in units):
+        run = load(root)
+        return root, run.steps, run.warnings
+    by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
+    for reader, folder in units:
+        for rank, parts in reader.read_steps(folder).items():
+            by_rank.setdefault(rank, []).append((reader, folder, parts))
+    _check_one_unit_per_rank(root, by_rank)
+    warnings: list[str] = []
+    frames, ranks = [], []
+    for rank in sorted(by_rank):
+        for _, folder, parts in by_rank[rank]:
+            where = os.path.relpath(folder, root)
+            warnings += [w if where == "." else f"{where}: {w}" for w in parts.warnings]
+            if len(parts.tables.get("steps", ())):
+                frames.append(parts.tables["steps"])
+                ranks.append(rank)
+    if not frames:
+        return root, model.empty("steps"), warnings
+    steps = pd.concat(frames, ignore_index=True)
+    steps["rank"] = np.repeat(ranks, [len(frame) for frame in frames])  # one column, not an assign per rank
+    tables = {"steps": model.table("steps", steps)}
+    _drop_impossible_times(tables, warnings)
+    return root, tables["steps"], warnings
+
+
 def _drop_impossible_times(frames: dict[str, pd.DataFrame], warnings: list[str]) -> None:
     """A negative or infinite duration is a broken file, not a measurement: show it as unknown, and say so."""
     for name, frame in frames.items():
@@ -141,8 +176,9 @@ def _drop_impossible_times(frames: dict[str, pd.DataFrame], warnings: list[str])
                 warnings.append(f"{name}.{col}: {int(bad.sum())} negative or infinite values on rank(s) {ranks} "
                                 "treated as unknown")
                 frame.loc[bad, col] = np.nan
-    op_types = frames["op_types"]
-    frames["op_types"] = op_types[op_types["total_ms"].notna()].reset_index(drop=True)
+    if "op_types" in frames:
+        op_types = frames["op_types"]
+        frames["op_types"] = op_types[op_types["total_ms"].notna()].reset_index(drop=True)
 
 
 def _merge_meta(into: dict, new: dict) -> None:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_pass, rank_of, read_csv, read_json_object
+from .base import Parts, guarded, op_passes, rank_of, read_csv, read_json_object
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -114,6 +114,24 @@ def read(folder: Path) -> dict[int, Parts]:
     return {rank: parts}
 
 
+def read_steps(folder: Path) -> dict[int, Parts]:
+    """Only the steps, from step_trace_time.csv alone: for questions across many ranks (slow ranks),
+    where reading every kernel table would cost 50 ms a rank. fwd_bwd_ms and tail_ms need the
+    kernels and stay unknown."""
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
+    rank = _read_profiler_info(folder, parts)
+    path = folder / OUTPUT_DIR / STEP_TRACE
+    if not path.is_file():
+        return {rank: parts}
+    trace = guarded(parts, path, lambda p: read_csv(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"),
+                                                    STEP_TRACE_TYPES, parts.warnings))
+    if trace is not None:
+        times = _step_times(trace)
+        unknown = np.full(len(times["step"]), np.nan)
+        parts.tables["steps"] = pd.DataFrame({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
+    return {rank: parts}
+
+
 def _read_profiler_info(folder: Path, parts: Parts) -> int:
     """The rank (file name, else rank_id inside, else 0), and ms_version / mode where the file has them."""
     files = sorted(folder.glob("profiler_info*.json"))
@@ -161,19 +179,19 @@ def _prepare_kernels(kernels: pd.DataFrame, path: Path) -> pd.DataFrame:
 
 
 def _per_category(column: pd.Series, function, missing) -> np.ndarray:
-    """function(value) for each row, computed once per distinct value: kernel tables repeat a few
-    thousand names and types over millions of rows."""
+    """function(distinct values) spread back to the rows: kernel tables repeat a few thousand names
+    and types over millions of rows."""
     categorical = column.astype("category")
-    per_value = np.array([function(str(value)) for value in categorical.cat.categories] + [missing], dtype=object)
+    per_value = np.append(function(categorical.cat.categories), np.array([missing], dtype=object))
     return per_value[categorical.cat.codes.to_numpy()]  # code -1 (no value) picks the trailing `missing`
 
 
 def _pass_codes(names: pd.Series) -> np.ndarray:
-    return _per_category(names, op_pass, "other")
+    return _per_category(names, op_passes, "other")
 
 
 def _is_fetch(types: pd.Series) -> np.ndarray:
-    return _per_category(types, SINK_OP_TYPES.__contains__, False).astype(bool)
+    return _per_category(types, lambda distinct: distinct.isin(SINK_OP_TYPES), False).astype(bool)
 
 
 def _strip_quotes(series: pd.Series) -> pd.Series:
@@ -224,25 +242,33 @@ def _op_types_from_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     return types[["type", "total_ms", "count", "share"]]
 
 
-def _steps(trace: pd.DataFrame, kernels: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
-    """step_trace_time.csv rows in ms, with the forward/backward span from kernel scopes where named."""
-    trace = trace[trace["step"].notna()].reset_index(drop=True)
-    ms = {column: (trace[column] / US_PER_MS if column in trace else pd.Series(np.nan, index=trace.index))
+def _step_times(trace: pd.DataFrame) -> dict[str, np.ndarray]:
+    """step_trace_time.csv rows in ms, with the old step trace's total and interval.
+
+    numpy, not pandas Series arithmetic: a cluster question runs this once per rank, hundreds of times.
+    """
+    has_step = trace["step"].notna().to_numpy()
+    ms = {column: (trace[column].to_numpy(dtype=np.float64)[has_step] / US_PER_MS if column in trace
+                   else np.full(int(has_step.sum()), np.nan))
           for column in STEP_TRACE_COLUMNS if column != "step"}
-    preparing = ms["preparing"].fillna(0.0)
-    steps = pd.DataFrame({
-        "step": trace["step"].astype("int64"),
+    preparing = np.nan_to_num(ms["preparing"], nan=0.0)
+    return {
+        "step": trace["step"].to_numpy()[has_step].astype("int64"),
         "computing_ms": ms["computing"], "comm_exposed_ms": ms["comm_exposed"],
         "comm_overlapped_ms": ms["comm_overlapped"], "comm_ms": ms["comm"], "free_ms": ms["free"],
         "bubble_ms": ms["bubble"], "preparing_ms": ms["preparing"],
-    })
-    exposed = ms["comm_exposed"].fillna(0.0)
-    steps["total_ms"] = ms["computing"] + exposed + ms["free"] + preparing
-    # Free + Preparing is what the old step trace called the interval: the device idle, waiting.
-    steps["interval_ms"] = ms["free"] + preparing
+        "total_ms": ms["computing"] + np.nan_to_num(ms["comm_exposed"], nan=0.0) + ms["free"] + preparing,
+        # Free + Preparing is what the old step trace called the interval: the device idle, waiting.
+        "interval_ms": ms["free"] + preparing,
+    }
+
+
+def _steps(trace: pd.DataFrame, kernels: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
+    """Step times with the forward/backward span from kernel scopes where named."""
+    steps = pd.DataFrame(_step_times(trace))
     spans = _forward_backward_spans(kernels, steps["step"]) if kernels is not None else None
     if spans is None:
-        steps["fwd_bwd_ms"] = ms["computing"] + exposed
+        steps["fwd_bwd_ms"] = steps["computing_ms"] + steps["comm_exposed_ms"].fillna(0.0)
         steps["tail_ms"] = np.nan
         warnings.append("fwd/bwd/tail split unavailable: kernel names carry no Default/ or Gradients/ scope, "
                         "so fwd_bwd_ms is Computing + Communication(Not Overlapped) and tail_ms is unknown")

@@ -6,12 +6,15 @@ A reader module has `detect(dir) -> bool` (cheap: file names only) and
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..errors import FileFormatError
@@ -43,6 +46,16 @@ def rank_of(file_name: str) -> int | None:
     """The rank in a file name such as `aicore_intermediate_3_type.csv` or `framework_raw_0.csv`."""
     match = RANK_SUFFIX.search(file_name)
     return int(match.group(1)) if match else None
+
+
+def has_match(folder: Path, patterns: Iterable[str]) -> bool:
+    """Whether an entry of `folder` matches one of the glob `patterns`: one directory listing for all
+    patterns (discovery runs every reader's detect on every folder of a 256-rank tree)."""
+    try:
+        names = [entry.name for entry in os.scandir(folder)]
+    except OSError:
+        return False
+    return any(fnmatch.filter(names, pattern) for pattern in patterns)
 
 
 def read_text(path: Path) -> str:
@@ -83,22 +96,30 @@ def guarded(parts: Parts, path: Path, reader: Callable[[Path], Any]) -> Any:
     return result
 
 
-def op_pass(full_name: str) -> str:
-    """forward / backward / other from an op's full scope name.
+def op_passes(full_names: Sequence[str] | pd.Series | pd.Index) -> np.ndarray:
+    """forward / backward / other for each op full scope name.
 
     MindSpore puts backward kernels under `Gradients/` and forward ones under `Default/`;
-    optimizer updates live under `Default/optimizer-*` and are neither.
+    optimizer updates live under `Default/optimizer-*` and are neither. Vectorized: a legacy or
+    GPU detail table holds a million distinct names.
     """
-    if full_name.startswith("Gradients/"):
-        return "backward"
-    if full_name.startswith("Default/"):
-        return "other" if "/optimizer" in full_name or full_name.startswith("Default/optimizer") else "forward"
-    return "other"
+    names = pd.Series(full_names, dtype="string").fillna("")
+    backward = names.str.startswith("Gradients/").to_numpy(dtype=bool)
+    forward = (names.str.startswith("Default/") & ~names.str.contains("/optimizer", regex=False)).to_numpy(dtype=bool)
+    return np.select([backward, forward], ["backward", "forward"], "other").astype(object)
 
 
-def op_type_of(full_name: str) -> str:
-    """`Default/net/conv1-Conv2d/Conv2D-op13` -> `Conv2D`."""
-    return re.sub(r"-op\d+$", "", full_name.rsplit("/", 1)[-1])
+def op_types_of(full_names: Iterable[str]) -> list[str]:
+    """`Default/net/conv1-Conv2d/Conv2D-op13` -> `Conv2D`, for each name.
+
+    str.rpartition instead of a regex: 0.5 s instead of 3 s over a million names.
+    """
+    types = []
+    for name in full_names:
+        base = name.rpartition("/")[2]
+        head, separator, number = base.rpartition("-op")
+        types.append(head if separator and number.isdecimal() else base)
+    return types
 
 
 # Cells that mean "no value" in the profilers' CSV files.

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_pass, rank_of, read_csv, read_text
+from .base import Parts, guarded, has_match, op_passes, rank_of, read_csv, read_text
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -48,7 +48,7 @@ SHAPE_FIELD = re.compile(r"^input_\d+:(.*)$")
 
 
 def detect(folder: Path) -> bool:
-    return any((folder / FRAMEWORK_DIR).glob("cpu_op_type_info_*.csv"))
+    return has_match(folder / FRAMEWORK_DIR, ("cpu_op_type_info_*.csv",))
 
 
 def read(folder: Path) -> dict[int, Parts]:
@@ -185,7 +185,7 @@ def _read_shapes(path: Path, warnings: list[str]) -> pd.DataFrame:
 def _ops(details: pd.DataFrame, events: pd.DataFrame | None, shapes: pd.DataFrame | None, shape_file: str,
          warnings: list[str]) -> pd.DataFrame:
     ops = details[details["name"].notna()].copy()
-    ops["pass"] = [op_pass(name) for name in ops["name"]]
+    ops["pass"] = op_passes(ops["name"])
     if shapes is not None:
         ops["input_shapes"] = ops["name"].map(_shapes_by_full_name(events, shapes, shape_file, warnings))
     return ops.drop(columns="op_name")

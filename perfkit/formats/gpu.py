@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_pass, op_type_of, rank_of, read_csv, read_text
+from .base import Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_text
 
 TYPE_FILE = "gpu_op_type_info_{}.csv"
 DETAIL_FILE = "gpu_op_detail_info_{}.csv"
@@ -57,7 +57,7 @@ STEP_MARKER_FIELDS = 4
 
 
 def detect(folder: Path) -> bool:
-    return any(next(folder.glob(pattern), None) is not None for pattern in RANK_PATTERNS)
+    return has_match(folder, RANK_PATTERNS)
 
 
 def read(folder: Path) -> dict[int, Parts]:
@@ -106,8 +106,8 @@ def _ops(details: pd.DataFrame) -> pd.DataFrame:
     ops["total_ms"] = (ops.pop("total_us") / US_PER_MS if "total_us" in ops
                        else ops["avg_ms"] * ops["count"])
     if "type" not in ops:
-        ops["type"] = [op_type_of(name) for name in ops["name"]]
-    ops["pass"] = [op_pass(name) for name in ops["name"]]
+        ops["type"] = op_types_of(ops["name"].tolist())
+    ops["pass"] = op_passes(ops["name"])
     return ops.drop(columns="side", errors="ignore")
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_pass, op_type_of, rank_of, read_csv, read_json_object, read_text
+from .base import Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_json_object, read_text
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -57,7 +57,10 @@ STEP_COLUMNS = {
 }
 TYPE_TYPES = {"type": pa.string(), "total_ms": pa.float64(), "count": pa.float64(), "percent": pa.float64()}
 DETAIL_TYPES = {"name": pa.string(), "avg_ms": pa.float64(), "count": pa.float64()}
-FRAMEWORK_TYPES = {"name": pa.string(), "op_type": pa.string(), "op_info": pa.string()}
+# op_type and op_info repeat over the ops of repeated layers: read as categories, each distinct
+# op_info is parsed once (1M framework rows, 105 distinct op_info).
+FRAMEWORK_TYPES = {"name": pa.string(), "op_type": pa.dictionary(pa.int32(), pa.string()),
+                   "op_info": pa.dictionary(pa.int32(), pa.string())}
 
 # Step trace times are 10 ns ticks.
 TICKS_PER_MS = 1e5
@@ -92,7 +95,7 @@ CONTEXT_MODES = {0: "graph", 1: "pynative", "0": "graph", "1": "pynative",
 
 
 def detect(folder: Path) -> bool:
-    return any(next(folder.glob(pattern), None) is not None for pattern in DETECT_PATTERNS)
+    return has_match(folder, DETECT_PATTERNS)
 
 
 def read(folder: Path) -> dict[int, Parts]:
@@ -104,10 +107,25 @@ def read(folder: Path) -> dict[int, Parts]:
     return {rank: _read_rank(folder, rank, data_mode) for rank in ranks}
 
 
+def read_steps(folder: Path) -> dict[int, Parts]:
+    """Only the steps, from the step trace files alone: for questions across many ranks."""
+    result = {}
+    for path in sorted(folder.glob(STEP_FILE.format("*"))):
+        rank = rank_of(path.name)
+        if rank is None:
+            continue
+        parts = Parts(meta={"device": "Ascend", "layout": "legacy"})
+        steps = guarded(parts, path, lambda p: _read_steps(p, parts.warnings))
+        if steps is not None:
+            parts.tables["steps"] = steps
+        result[rank] = parts
+    return result
+
+
 def _data_mode(folder: Path) -> str | None:
-    if any(next(folder.glob(p), None) is not None for p in SINK_PATTERNS):
+    if has_match(folder, SINK_PATTERNS):
         return "sink"
-    if any(next(folder.glob(p), None) is not None for p in FEED_PATTERNS):
+    if has_match(folder, FEED_PATTERNS):
         return "feed"
     return None
 
@@ -160,17 +178,15 @@ def _read_types(path: Path, warnings: list[str]) -> pd.DataFrame:
 
 def _read_framework(path: Path, warnings: list[str]) -> pd.DataFrame:
     frame = read_csv(path, FRAMEWORK_COLUMNS, ("name", "op_info"), FRAMEWORK_TYPES, warnings)
-    frame = frame[frame["name"].notna()].drop_duplicates("name")
-    # op_info repeats across the ops of repeated layers: parse each distinct string once
-    # (1M framework rows, 105 distinct op_info: 54 s -> under 1 s).
-    codes, distinct = pd.factorize(frame["op_info"], use_na_sentinel=False)
-    parsed = [_inputs(None if pd.isna(info) else info) for info in distinct]
-    inputs = [parsed[code] for code in codes]
-    if "op_type" not in frame:
-        frame["op_type"] = [op_type_of(name) for name in frame["name"]]
-    return pd.DataFrame({"name": frame["name"].to_numpy(), "op_type": frame["op_type"].to_numpy(),
-                         "input_shapes": [shapes for shapes, _ in inputs],
-                         "input_dtypes": [dtypes for _, dtypes in inputs]})
+    frame = frame[frame["name"].notna()]
+    op_info = frame["op_info"].astype("category")
+    parsed = [_inputs(info) for info in op_info.cat.categories] + [(None, None)]  # code -1: no op_info
+    codes = op_info.cat.codes.to_numpy()
+    shapes = np.array([shapes for shapes, _ in parsed], dtype=object)[codes]
+    dtypes = np.array([dtypes for _, dtypes in parsed], dtype=object)[codes]
+    op_type = frame["op_type"] if "op_type" in frame else op_types_of(frame["name"].tolist())
+    return pd.DataFrame({"name": frame["name"].to_numpy(), "op_type": np.asarray(op_type, dtype=object),
+                         "input_shapes": shapes, "input_dtypes": dtypes})
 
 
 def _inputs(op_info: str | None) -> tuple[str | None, str | None]:
@@ -213,10 +229,19 @@ def _ops(details: pd.DataFrame, framework: pd.DataFrame | None) -> pd.DataFrame:
     ops["count"] = ops["count"].fillna(1) if "count" in ops else 1
     ops["total_ms"] = ops["avg_ms"] * ops["count"]
     names = ops["name"].tolist()  # plain str: iterating an Arrow-backed column costs 3 us per item
-    ops["type"] = [op_type_of(name) for name in names]
-    ops["pass"] = [op_pass(name) for name in names]
+    ops["type"] = op_types_of(names)
+    ops["pass"] = op_passes(ops["name"])
     if framework is not None:
-        ops = ops.merge(framework[["name", "input_shapes", "input_dtypes"]], on="name", how="left")
+        # The first framework row of each op name, through one dict of plain str: pandas'
+        # drop_duplicates + merge hashed the million Arrow strings twice (3 s).
+        framework_names = framework["name"].tolist()
+        first_row = dict(zip(reversed(framework_names), range(len(framework_names) - 1, -1, -1)))
+        rows = np.fromiter((first_row.get(name, -1) for name in names), dtype=np.int64, count=len(names))
+        matched = rows >= 0
+        for column in ("input_shapes", "input_dtypes"):
+            values = np.full(len(names), None, dtype=object)
+            values[matched] = framework[column].to_numpy(dtype=object)[rows[matched]]
+            ops[column] = values
     return ops
 
 

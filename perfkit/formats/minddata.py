@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, rank_of, read_csv, read_json_object, read_text
+from .base import Parts, guarded, has_match, rank_of, read_csv, read_json_object, read_text
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
@@ -56,7 +56,7 @@ PROCESS_CPU_KEYS = {"process_user_pct": "user_utilization", "process_sys_pct": "
 
 
 def detect(folder: Path) -> bool:
-    return any(next(folder.glob(pattern), None) is not None for pattern in PATTERNS)
+    return has_match(folder, PATTERNS)
 
 
 def read(folder: Path) -> dict[int, Parts]:

@@ -2,7 +2,7 @@
 
 Each step splits into interval (before the first forward op: waiting for data or the host),
 fwd_bwd (first forward op start to last backward op end) and tail (after the last backward op:
-optimizer, all-reduce tail). Forward/backward come from the ops' scope names (base.op_pass).
+optimizer, all-reduce tail). Forward/backward come from the ops' scope names (base.op_passes).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .base import op_pass
+from .base import op_passes
 
 NS_PER_MS = 1e6
 STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms"]
@@ -42,7 +42,7 @@ def _with_pass(op_events: pd.DataFrame, origin: int) -> pd.DataFrame:
     """start/end in int64 ns since `origin` and the pass of each execution (computed once per distinct name)."""
     events = op_events[op_events["name"].notna() & op_events["start_ns"].notna()]
     names = events["name"].astype("category")
-    per_name = np.array([op_pass(str(name)) for name in names.cat.categories], dtype=object)
+    per_name = op_passes(names.cat.categories)
     start = events["start_ns"].to_numpy(dtype=np.int64) - origin
     end = start + np.rint(events["dur_ms"].fillna(0.0).to_numpy(dtype=np.float64) * NS_PER_MS).astype(np.int64)
     return pd.DataFrame({"name": names.cat.codes.to_numpy(), "start": start, "end": end,
