@@ -32,10 +32,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
-from .formats.base import Parts
+from .formats.base import Parts, drop_impossible_times
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2
 # Cold reads go to worker processes only from this many folders on: a worker costs about a second
 # to start (importing pandas and pyarrow), which a few small folders do not repay.
 PARALLEL_MIN_FOLDERS = 8
@@ -48,6 +48,9 @@ META_FILE = "entry.json"
 # Arrow's thread pool pays off only on big tables; for the many small per-rank tables of a cluster
 # run, starting it costs more than decoding (0.5 ms vs 4 ms per table measured on 256 ranks).
 THREADED_READ_BYTES = 4 * 1024 * 1024
+# Tables read from an entry only when a command first uses them (model.Run defers them): op rows are
+# most of a big run's entry (a million rows: 0.4 s of a 1.1 s warm `perfkit summary` that never uses them).
+DEFERRED_TABLES = ("ops",)
 
 Job = tuple[Any, Path]  # (reader module, folder)
 
@@ -133,7 +136,7 @@ def _write_table(frame: pd.DataFrame, path: Path) -> dict:
     for name in json_columns:
         stored[name] = stored[name].map(lambda v: None if v is None else json.dumps(v, default=_jsonable))
     pq.write_table(pa.Table.from_pandas(stored, preserve_index=None), path)
-    return {"file": path.name, "json_columns": json_columns,
+    return {"file": path.name, "rows": len(frame), "json_columns": json_columns,
             "dtypes": {str(name): str(dtype) for name, dtype in frame.dtypes.items()}}
 
 
@@ -149,6 +152,29 @@ def _read_table(folder: Path, spec: dict) -> pd.DataFrame:
         if str(frame[name].dtype) != dtype:
             frame[name] = frame[name].astype(dtype)
     return frame
+
+
+class Deferred:
+    """A table of a cache entry, read when called. Its row count is known without reading it.
+
+    The entry may be gone by then (replaced after its files changed, or cleaned up): the folder is
+    then read again and the rank's table taken from that, so the files stay the truth.
+    """
+
+    def __init__(self, folder: Path, spec: dict, reader_name: str, source: Path, rank: int, name: str):
+        self.folder, self.spec, self.rows = folder, spec, spec["rows"]
+        self.reader_name, self.source, self.rank, self.name = reader_name, source, rank, name
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __call__(self) -> pd.DataFrame:
+        try:
+            return _read_table(self.folder, self.spec)
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            parts = drop_impossible_times(importlib.import_module(self.reader_name).read(self.source)).get(self.rank)
+            frame = None if parts is None else parts.tables.get(self.name)
+            return frame if frame is not None else pd.DataFrame()
 
 
 def store(entry: Path, result: dict[int, Parts]) -> bool:
@@ -181,8 +207,12 @@ def store(entry: Path, result: dict[int, Parts]) -> bool:
     return True
 
 
-def fetch(entry: Path) -> dict[int, Parts] | None:
-    """The cached result at `entry`; None when there is none or it is broken (then it is removed)."""
+def fetch(entry: Path, source: Job | None = None) -> dict[int, Parts] | None:
+    """The cached result at `entry`; None when there is none or it is broken (then it is removed).
+
+    Given the `source` (reader, folder) the entry was made from, DEFERRED_TABLES come back as
+    `Deferred`, read on first use.
+    """
     if not entry.is_dir():
         return None
     try:
@@ -191,7 +221,11 @@ def fetch(entry: Path) -> dict[int, Parts] | None:
             raise ValueError("entry format")
         result = {}
         for rank, stored in described["ranks"].items():
-            tables = {name: _read_table(entry / f"r{rank}", spec) for name, spec in stored["tables"].items()}
+            folder = entry / f"r{rank}"
+            tables = {name: (Deferred(folder, spec, source[0].__name__, source[1], int(rank), name)
+                             if source is not None and name in DEFERRED_TABLES and spec["rows"]
+                             else _read_table(folder, spec))
+                      for name, spec in stored["tables"].items()}
             result[int(rank)] = Parts(tables=tables, meta=stored["meta"], warnings=stored["warnings"],
                                       sources=stored["sources"])
         return result
@@ -207,7 +241,7 @@ def _cold(reader_name: str, folder: str, root: str | None) -> dict[int, Parts]:
     reader = importlib.import_module(reader_name)
     # Keyed on the files as they were before reading: a file rewritten meanwhile misses next time.
     entry = entry_dir(Path(root), reader, Path(folder)) if root else None
-    result = reader.read(Path(folder))
+    result = drop_impossible_times(reader.read(Path(folder)))
     if entry is not None:
         store(entry, result)
     return result
@@ -236,7 +270,7 @@ def read_all(jobs: Sequence[Job], run_root: Path) -> list[dict[int, Parts]]:
     results: list[dict[int, Parts] | None] = [None] * len(jobs)
     if root is not None:
         for index, (reader, folder) in enumerate(jobs):
-            results[index] = fetch(entry_dir(root, reader, folder))
+            results[index] = fetch(entry_dir(root, reader, folder), (reader, folder))
     missing = [index for index, result in enumerate(results) if result is None]
     for index, result in zip(missing, _map_cold([jobs[i] for i in missing], root)):
         results[index] = result

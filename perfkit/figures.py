@@ -145,7 +145,7 @@ def _once_per_run(compute):
     the same summary, and on big runs one call costs seconds (summarize over 256 ranks ~1 s, the advisor over
     a million op rows ~6 s). A run whose tables are replaced is computed afresh."""
     def cached(run: Run):
-        key = (compute.__name__, id(run), *(id(frame) for frame in run.tables().values()))
+        key = (compute.__name__, id(run), *run.table_versions())
         hit = _MEMO.get(key)
         if hit is not None and hit[0]() is run:
             return hit[1]

@@ -113,20 +113,46 @@ class Meta:
         return asdict(self)
 
 
+class _Table:
+    """A Run table that may be given as a zero-argument function, called on first access.
+
+    A warm load of a million-op run reads its op rows from the cache only when a command asks for
+    them: `perfkit summary` and the dashboard's first page never do. Absent: an empty table.
+    """
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    def __get__(self, run, owner=None):
+        if run is None:
+            return None  # the dataclass default; __set__ makes it an empty table
+        value = run.__dict__[self.slot]
+        if callable(value):
+            value = run.__dict__[self.slot] = value()
+        return value
+
+    def __set__(self, run, value) -> None:
+        run.__dict__[self.slot] = empty(self.name) if value is None else value
+
+
 @dataclass
 class Run:
     """A loaded profiler run. Build one with `perfkit.load(path)`."""
 
     path: str
     meta: Meta
-    op_types: pd.DataFrame = field(default_factory=lambda: empty("op_types"))
-    ops: pd.DataFrame = field(default_factory=lambda: empty("ops"))
-    steps: pd.DataFrame = field(default_factory=lambda: empty("steps"))
-    host_queue: pd.DataFrame = field(default_factory=lambda: empty("host_queue"))
-    device_queue: pd.DataFrame = field(default_factory=lambda: empty("device_queue"))
-    pipeline: pd.DataFrame = field(default_factory=lambda: empty("pipeline"))
-    cpu_util: pd.DataFrame = field(default_factory=lambda: empty("cpu_util"))
+    op_types: pd.DataFrame = _Table()
+    ops: pd.DataFrame = _Table()
+    steps: pd.DataFrame = _Table()
+    host_queue: pd.DataFrame = _Table()
+    device_queue: pd.DataFrame = _Table()
+    pipeline: pd.DataFrame = _Table()
+    cpu_util: pd.DataFrame = _Table()
     warnings: list[str] = field(default_factory=list)
+
+    def table_versions(self) -> tuple[int, ...]:
+        """Identities of the tables as stored, without reading a deferred one (for memo keys)."""
+        return tuple(id(self.__dict__[f"_{name}"]) for name in SCHEMA)
 
     @property
     def ranks(self) -> list[int]:

@@ -207,3 +207,38 @@ def test_many_ranks_read_in_parallel_equal_one_process(tmp_path, cache_dir, monk
     sequential = summary_json(run)
     assert parallel == warm == sequential
     assert parallel["ranks"] == list(range(ranks))
+
+
+def test_warm_load_reads_op_rows_only_when_they_are_used(cache_dir, monkeypatch):
+    """`perfkit summary` never uses op rows: a warm load leaves them in the cache until asked for."""
+    cold = perfkit.load(FIXTURE_RUNS["legacy_run_2"])
+    read = []
+    original = cache._read_table
+    monkeypatch.setattr(cache, "_read_table", lambda folder, spec: read.append(spec["file"]) or original(folder, spec))
+    warm = perfkit.load(FIXTURE_RUNS["legacy_run_2"])
+    perfkit.summarize(warm)
+    assert "ops.parquet" not in read and "steps.parquet" in read
+    pd.testing.assert_frame_equal(warm.ops, cold.ops)
+    assert read.count("ops.parquet") == 1
+    warm.ops  # noqa: B018 - a second use reads nothing more
+    assert read.count("ops.parquet") == 1
+
+
+def test_deferred_op_rows_come_from_the_files_when_the_entry_is_gone(cache_dir):
+    cold = perfkit.load(FIXTURE_RUNS["legacy_run_2"])
+    warm = perfkit.load(FIXTURE_RUNS["legacy_run_2"])
+    shutil.rmtree(cache_dir)  # e.g. the user cleared the cache while the dashboard was up
+    pd.testing.assert_frame_equal(warm.ops, cold.ops)
+
+
+def test_warm_load_warns_about_impossible_op_times_like_the_cold_one(tmp_path, cache_dir, monkeypatch):
+    run = copy_run(FIXTURE_RUNS["legacy_run_2"], tmp_path / "run")
+    detail = run / "aicore_intermediate_1_detail.csv"
+    rows = list(csv.reader(detail.open(newline="")))
+    time_column = rows[0].index("execution_time")
+    rows[1][time_column] = "-3.5"
+    with detail.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    cold, warm = summary_json(run), summary_json(run)
+    assert warm == cold
+    assert any("ops.avg_ms" in w and "negative or infinite" in w for w in cold["warnings"])

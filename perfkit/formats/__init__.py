@@ -18,7 +18,7 @@ from .. import cache, model
 from ..errors import LayoutError
 from ..model import Meta, Run
 from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
-from .base import RUN_WIDE, Parts
+from .base import RUN_WIDE, Parts, drop_impossible_times
 from .steps import derive_steps
 
 # Order matters: when two readers give the same table for a rank, the first one wins.
@@ -93,7 +93,7 @@ def load(path: str | os.PathLike) -> Run:
     warnings: list[str] = []
     # Per-rank frames are tagged with their rank and validated once per table, not once per rank:
     # with hundreds of ranks, per-rank validation dominated the warm load time.
-    tables: dict[str, list[pd.DataFrame]] = {name: [] for name in model.SCHEMA}
+    tables: dict[str, list[tuple[int, pd.DataFrame]]] = {name: [] for name in model.SCHEMA}
     for _, folder, parts in run_wide:
         _merge_meta(meta_fields, parts.meta)
         warnings += parts.warnings
@@ -118,17 +118,26 @@ def load(path: str | os.PathLike) -> Run:
                 warnings.append(f"rank {rank}: steps unknown: {how}")
         for name in model.SCHEMA:
             if name in rank_tables:
-                tables[name].append(rank_tables[name].assign(rank=rank))
+                tables[name].append((rank, rank_tables[name]))
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)
     if meta.layout is None:
         meta.layout = "minddata"  # only dataset profiling files: no unit reader named a layout
     if not tables["steps"]:
         warnings.append("steps unknown: no step trace, step_trace_time.csv or recorded step times")
-    frames = {name: (model.table(name, pd.concat(parts, ignore_index=True)) if parts else model.empty(name))
-              for name, parts in tables.items()}
-    _drop_impossible_times(frames, warnings)
+    frames = {name: _combine(name, pieces) for name, pieces in tables.items()}
     return Run(path=str(root), meta=meta, warnings=warnings, **frames)
+
+
+def _combine(name: str, pieces: list[tuple[int, pd.DataFrame]]):
+    """One schema table from per-rank pieces; a function that builds it on first use when a piece is
+    still in the cache (cache.Deferred)."""
+    def build() -> pd.DataFrame:
+        if not pieces:
+            return model.empty(name)
+        frames = [(piece() if callable(piece) else piece).assign(rank=rank) for rank, piece in pieces]
+        return model.table(name, pd.concat(frames, ignore_index=True))
+    return build if any(callable(piece) for _, piece in pieces) else build()
 
 
 def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
@@ -145,7 +154,7 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
         return root, run.steps, run.warnings
     by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
     for reader, folder in units:
-        for rank, parts in reader.read_steps(folder).items():
+        for rank, parts in drop_impossible_times(reader.read_steps(folder)).items():
             by_rank.setdefault(rank, []).append((reader, folder, parts))
     _check_one_unit_per_rank(root, by_rank)
     warnings: list[str] = []
@@ -161,24 +170,7 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
         return root, model.empty("steps"), warnings
     steps = pd.concat(frames, ignore_index=True)
     steps["rank"] = np.repeat(ranks, [len(frame) for frame in frames])  # one column, not an assign per rank
-    tables = {"steps": model.table("steps", steps)}
-    _drop_impossible_times(tables, warnings)
-    return root, tables["steps"], warnings
-
-
-def _drop_impossible_times(frames: dict[str, pd.DataFrame], warnings: list[str]) -> None:
-    """A negative or infinite duration is a broken file, not a measurement: show it as unknown, and say so."""
-    for name, frame in frames.items():
-        for col in (c for c in frame.columns if c.endswith("_ms")):
-            bad = frame[col].isin([np.inf, -np.inf]) | (frame[col] < 0)
-            if bad.any():
-                ranks = sorted(int(r) for r in frame.loc[bad, "rank"].unique())
-                warnings.append(f"{name}.{col}: {int(bad.sum())} negative or infinite values on rank(s) {ranks} "
-                                "treated as unknown")
-                frame.loc[bad, col] = np.nan
-    if "op_types" in frames:
-        op_types = frames["op_types"]
-        frames["op_types"] = op_types[op_types["total_ms"].notna()].reset_index(drop=True)
+    return root, model.table("steps", steps), warnings
 
 
 def _merge_meta(into: dict, new: dict) -> None:

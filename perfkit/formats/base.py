@@ -10,6 +10,8 @@ import fnmatch
 import json
 import os
 import re
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -40,6 +42,29 @@ class Parts:
 RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfkit_run.json)
 
 RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
+
+
+def drop_impossible_times(result: dict[int, Parts]) -> dict[int, Parts]:
+    """A negative or infinite duration is a broken file, not a measurement: show it as unknown, and say so.
+
+    Applied to each reader's result before it is cached, so a warm load warns as the cold one did;
+    op types left without a time are dropped.
+    """
+    for rank, parts in result.items():
+        for name, frame in list(parts.tables.items()):
+            if frame is None:
+                continue
+            for column in [c for c in frame.columns if str(c).endswith("_ms")]:
+                values = pd.to_numeric(frame[column], errors="coerce")
+                bad = values.isin([np.inf, -np.inf]) | (values < 0)
+                if bad.any():
+                    parts.warnings.append(f"rank {rank}: {name}.{column}: {int(bad.sum())} negative or infinite "
+                                          "values treated as unknown")
+                    frame = frame.assign(**{column: values.where(~bad)})
+            if name == "op_types" and "total_ms" in frame:
+                frame = frame[pd.to_numeric(frame["total_ms"], errors="coerce").notna()]
+            parts.tables[name] = frame
+    return result
 
 
 def rank_of(file_name: str) -> int | None:
@@ -177,13 +202,14 @@ def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[st
         return "skip"
 
     try:
-        table = pacsv.read_csv(
-            path,
-            parse_options=pacsv.ParseOptions(invalid_row_handler=skip_row, newlines_in_values=False),
-            convert_options=pacsv.ConvertOptions(
-                include_columns=list(found.values()),
-                column_types={found[c]: t for c, t in types.items() if c in found},
-                null_values=CSV_NULLS, strings_can_be_null=True, quoted_strings_can_be_null=True))
+        with _quiet_undecodable_rows():
+            table = pacsv.read_csv(
+                path,
+                parse_options=pacsv.ParseOptions(invalid_row_handler=skip_row, newlines_in_values=False),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=list(found.values()),
+                    column_types={found[c]: t for c, t in types.items() if c in found},
+                    null_values=CSV_NULLS, strings_can_be_null=True, quoted_strings_can_be_null=True))
     except pa.ArrowInvalid as exc:
         bad_byte = _first_non_utf8(path)
         if bad_byte is not None:
@@ -196,6 +222,24 @@ def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[st
         raise FileFormatError("has a header but no rows", path)
     return table.rename_columns([next(c for c, actual in found.items() if actual == name)
                                  for name in table.column_names]).to_pandas()
+
+
+@contextmanager
+def _quiet_undecodable_rows():
+    """pyarrow decodes a malformed row's text before it calls invalid_row_handler; non-UTF-8 bytes make
+    that raise inside pyarrow, which Python prints on stderr as "Exception ignored ... UnicodeDecodeError"
+    (a traceback to the user's eye). The read then fails and read_csv reports the file as not UTF-8."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, UnicodeDecodeError):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 def _first_non_utf8(path: Path, chunk_size: int = 1 << 24) -> int | None:
