@@ -157,7 +157,8 @@ def profile(device, steps, warmup, batch_size, image_size, data_path, shards, sh
 
     The warmup steps are kept out of the profile. The folder holds MindSpore's profiler files,
     MindData's dataset profile and perfkit_run.json (config, versions, step times, status).
-    Ctrl-C stops training and keeps what was profiled (exit code 130).
+    Ctrl-C (or SIGTERM) stops training after the current step and keeps what was profiled
+    (exit code 130, 143 for SIGTERM); a second one stops at once.
 
     \b
     Example:
@@ -173,8 +174,9 @@ def profile(device, steps, warmup, batch_size, image_size, data_path, shards, sh
     outcome = run_profile(request)
     click.echo(report(outcome))
     if outcome.status == "interrupted":
-        click.echo(f"perfkit: interrupted: {outcome.folder} holds the steps profiled before Ctrl-C", err=True)
-        click.get_current_context().exit(130)
+        click.echo(f"perfkit: interrupted: {outcome.folder} holds the steps profiled before {outcome.stop_signal}",
+                   err=True)
+        click.get_current_context().exit(outcome.exit_code)
 
 
 def _load_all(paths: tuple[str, ...]) -> list:

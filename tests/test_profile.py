@@ -8,7 +8,6 @@ before training).
 from __future__ import annotations
 
 import csv
-import json
 import signal
 import subprocess
 import sys
@@ -16,7 +15,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -26,12 +24,10 @@ from perfkit.profiler import ProfileRequest, profile
 from perfkit.profiler import cifar
 from perfkit.profiler.runfolder import claim, next_free
 
+from profile_helpers import (LONG_STEPS, PERFKIT, SMALL_FLAGS, WAIT_SECONDS, assert_nothing_left, manifest,
+                             process_tree, training_process, wait_for_profiler_start, wait_for_recorded_step)
+
 SMALL = dict(steps=2, warmup=1, batch_size=8, image_size=32)
-SMALL_FLAGS = ["--steps", "2", "--warmup", "1", "--batch-size", "8", "--image-size", "32"]
-PERFKIT = [sys.executable, "-m", "perfkit"]
-# Steps of a run that is stopped on purpose: enough that it is still training when the signal comes.
-LONG_STEPS = "60"
-WAIT_SECONDS = 180
 STEP_SPLIT_TOLERANCE = 0.05  # the issue's acceptance bound for interval + fwd_bwd + tail vs wall time
 
 
@@ -45,38 +41,6 @@ def raw_ops(folder: Path) -> list[tuple[str, int, float]]:
             start, duration, _ = record.split(",")
             ops.append((name, int(start), float(duration)))
     return ops
-
-
-def manifest(folder: Path) -> dict:
-    return json.loads((folder / "perfkit_run.json").read_text())
-
-
-def wait_for_profiler_start(rank_folder: Path, process: subprocess.Popen) -> None:
-    """Block until MindSpore's profiler has started in this rank folder (warmup done, steps being profiled)."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()
-        logs = list(rank_folder.glob("*_ascend_ms/logs/profiler_*.log"))
-        if logs and "CpuProfiler start" in logs[0].read_text():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"the profiler never started under {rank_folder}")
-
-
-def training_process(parent: subprocess.Popen, rank: int) -> psutil.Process:
-    """The `python -m perfkit.profiler.train` process of `rank` among the command's descendants."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        for child in psutil.Process(parent.pid).children(recursive=True):
-            try:
-                if "perfkit.profiler.train" in child.cmdline() and \
-                        child.environ().get("MS_ROLE") != "MS_SCHED" and \
-                        int(child.environ().get("RANK_ID", "0")) == rank:
-                    return child
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        time.sleep(0.2)
-    pytest.fail(f"no training process for rank {rank}")
 
 
 @pytest.fixture(scope="module")
@@ -199,14 +163,21 @@ def test_a_dead_rank_stops_the_others_and_is_named_with_its_log(tmp_path):
                                 "--output", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = training_process(process, rank=1)
     wait_for_profiler_start(out / "rank_1", process)
+    wait_for_recorded_step(out / "rank_0", process)
+    tree = process_tree(process)  # msrun, its scheduler, both ranks
     victim.kill()
     _, stderr = process.communicate(timeout=WAIT_SECONDS)
     assert process.returncode == 2
     error = stderr.strip().splitlines()[-1]
     assert "rank 1" in error and str(out / "rank_1" / "train.log") in error
-    assert manifest(out)["status"] == "failed"
-    assert manifest(out / "rank_1")["status"] == "failed"
-    assert not [p for p in psutil.process_iter(["cmdline"]) if str(out) in " ".join(p.info["cmdline"] or [])]
+    top = manifest(out)
+    assert top["status"] == "failed" and top["error"].startswith("rank 1: ")
+    dead, survivor = manifest(out / "rank_1"), manifest(out / "rank_0")
+    assert dead["status"] == "failed" and "SIGKILL" in dead["error"]
+    # msrun kills the other rank at once: it is marked, and keeps the step times it recorded.
+    assert survivor["status"] == "failed" and "stopped before finishing" in survivor["error"]
+    assert survivor["steps"] and all(step["begin_ns"] < step["end_ns"] for step in survivor["steps"])
+    assert_nothing_left(tree, out)
 
 
 @pytest.mark.mindspore

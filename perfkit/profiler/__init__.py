@@ -13,13 +13,22 @@ __all__ = ["profile", "ProfileRequest", "ProfileOutcome", "parse_env", "report",
 
 
 def report(outcome: ProfileOutcome) -> str:
-    """What to print when a run is done: its summary, the advisor's findings and how to open the dashboard."""
+    """What to print when a run is done: its summary, the advisor's findings and how to open the dashboard.
+
+    A run stopped at once may hold no profiler files yet; that is said, not raised.
+    """
     from .. import load
     from ..advisor import advise
     from ..advisor.render import advice_text
     from ..analysis import summarize
+    from ..errors import PerfkitError
     from ..render import summary_text
 
-    run = load(outcome.folder)
+    try:
+        run = load(outcome.folder)
+    except PerfkitError as exc:
+        if outcome.status == "ok":
+            raise
+        return f"nothing to summarise: {exc}"
     return "\n\n".join([summary_text(summarize(run)), advice_text(advise(run)),
                          f"open the dashboard:  perfkit dash {outcome.folder}"])

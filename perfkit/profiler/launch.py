@@ -1,5 +1,6 @@
 """The parent side of `perfkit profile`: check the request, claim the run folder, start training
-in a child process (or one per rank through msrun), draw progress, forward Ctrl-C, settle the manifest.
+in a child process (or one per rank through msrun), draw progress, forward Ctrl-C and SIGTERM (a second
+one stops everything at once), settle the manifest.
 
 Nothing here imports MindSpore: the child does (perfkit/profiler/train.py), after `--env` is applied.
 """
@@ -25,7 +26,7 @@ import click
 from .. import __version__
 from ..errors import DeviceError, PerfkitError
 from . import cifar
-from .runfolder import MANIFEST, TRAIN_LOG, claim, now_iso, read_manifest, write_manifest
+from .runfolder import MANIFEST, TRAIN_LOG, claim, is_disk_full, now_iso, read_manifest, write_error, write_manifest
 
 DEVICE_CHOICES = ("auto", "Ascend", "GPU", "CPU")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
@@ -39,6 +40,9 @@ MSRUN_WORKER_FAILED = re.compile(r"Worker process (\d+) exit with exception\. Er
 MSRUN_LOG_DIR = "msrun"
 # Analysis milestones each rank reports after training: finishing, analysing, finished.
 ANALYSIS_STAGES = ("finishing", "analysing", "finished")
+# Ctrl-C, and what `kill` and job schedulers send: the first stops after the current step and keeps
+# what was profiled, a second kills the training processes at once.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass
@@ -67,6 +71,8 @@ class ProfileOutcome:
     folder: Path
     status: str                 # ok / interrupted
     notes: list[str]
+    stop_signal: str | None = None  # SIGINT / SIGTERM when interrupted
+    exit_code: int = 0              # 128 + the signal's number when interrupted, as a shell reports it
 
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -186,7 +192,9 @@ class Supervisor:
         self.pids: dict[int, int] = {}          # rank -> training process id
         self.device_errors: dict[int, dict] = {}
         self.notes: list[str] = []
-        self.interrupted = False
+        self.stop_signal: signal.Signals | None = None
+        self.killed_during: str | None = None   # the phase a second signal cut short
+        self.finished: dict[int, dict] = {}     # rank -> its `finished` event
         self.process: subprocess.Popen | None = None
         self.device: str | None = None
         self.done: dict[int, int] = {}          # rank -> steps done (warmup included)
@@ -194,15 +202,56 @@ class Supervisor:
         self.training_bar = None
         self.analysis_bar = None
 
-    def forward_interrupt(self, signum, frame) -> None:
-        """Ctrl-C: ask each training process to stop and analyse what it has (once; they ignore repeats)."""
-        if self.interrupted:
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_signal is not None
+
+    def stop(self, signum, frame) -> None:
+        """Ctrl-C or SIGTERM: ask each training process to stop and analyse what it has; a second one
+        kills them all at once."""
+        name = signal.Signals(signum).name
+        if self.killed_during is not None:
             return
-        self.interrupted = True
-        self.say("perfkit: interrupted: stopping training and analysing the steps profiled so far")
+        if self.interrupted:
+            self.killed_during = "the profiler's analysis" if self.stages else "training"
+            self.say(f"perfkit: {name} again: stopping at once, during {self.killed_during}")
+            self._kill_all()
+            return
+        self.stop_signal = signal.Signals(signum)
+        if self.stages:
+            self.say(f"perfkit: {name}: training is done, finishing the analysis ({name} again to stop at once)")
+        else:
+            self.say(f"perfkit: {name}: stopping training and analysing the steps profiled so far "
+                     f"({name} again to stop at once)")
         targets = list(self.pids.values()) or ([self.process.pid] if self.process else [])
         for pid in targets:
             _signal(pid, signal.SIGINT)
+
+    def _kill_all(self) -> None:
+        """SIGKILL every process we started: msrun, its scheduler, the ranks and whatever they started.
+
+        Each rank leads a process group of its own (msrun setsids them, we start a single rank in a
+        session of its own), which catches the helpers they fork; the walk of the tree catches a rank
+        that has not reported its pid yet.
+        """
+        import psutil  # MindSpore depends on it, and only a run that got this far has MindSpore
+
+        if self.process is None:
+            return
+        try:
+            tree = [psutil.Process(self.process.pid), *psutil.Process(self.process.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        for pid in {self.process.pid, *self.pids.values()}:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass  # gone already, or not a group leader (any more)
+        for process in tree:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
 
     def run(self, command: list[str], env: dict[str, str], log, pending: list[str]) -> int:
         """Start `command`, show progress until it exits, return its exit code.
@@ -210,7 +259,7 @@ class Supervisor:
         `pending` lines are said once MindSpore has the device, so an unusable device is one line of output.
         """
         events = Events(self.scratch)
-        previous = signal.signal(signal.SIGINT, self.forward_interrupt)
+        previous = {signum: signal.signal(signum, self.stop) for signum in STOP_SIGNALS}
         try:
             # A session of its own: the terminal's Ctrl-C reaches only us, and we forward it once.
             self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log,
@@ -231,9 +280,10 @@ class Supervisor:
                 self.analysis_bar = None
             return self.process.wait()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             if self.process is not None and self.process.poll() is None:  # unwinding on an error of our own
-                self.process.kill()
+                self._kill_all()
                 self.process.wait()
 
     def _follow(self, events: Events, until) -> None:
@@ -266,6 +316,8 @@ class Supervisor:
                     self.training_bar.label = "training (profiled steps)"
                 self.training_bar.update(event["done"] - self.done.get(rank, 0))
                 self.done[rank] = event["done"]
+            if kind == "finished":
+                self.finished[rank] = event
             if kind in ANALYSIS_STAGES:
                 reached = ANALYSIS_STAGES.index(kind) + 1
                 if self.analysis_bar is not None:
@@ -312,20 +364,31 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
     """Train under the profiler as `request` says and return the run folder.
 
     Raises DeviceError when the device cannot be used (and leaves no folder behind), PerfkitError
-    for bad input or a training process that failed (the folder is kept and marked failed).
+    for bad input, a folder that cannot be written (a full disk) or a training process that failed
+    (the folder is kept and marked failed).
     """
     say = say or (lambda text: click.echo(text, err=True))
     _check(request)
     pending: list[str] = []
     data_dir, synthetic, notes = _data(request, pending.append)
-    folder = claim(request.output)
+    try:
+        folder = claim(request.output)
+    except OSError as exc:
+        raise PerfkitError(f"cannot create the run folder: {write_error(exc)}", request.output) from exc
     requested = Path(request.output).expanduser()
     if folder != requested:
         pending.append(f"perfkit: {requested} exists (never overwritten): writing to {folder}")
     else:
         pending.append(f"perfkit: writing to {folder}")
     manifest = _manifest(request, synthetic, notes)
-    write_manifest(folder, manifest)
+    log_path = folder / TRAIN_LOG if request.ranks == 1 else folder / MSRUN_LOG_DIR / "msrun.log"
+    try:
+        write_manifest(folder, manifest)
+        log_path.parent.mkdir(exist_ok=True)
+        log = open(log_path, "ab")
+    except OSError as exc:
+        shutil.rmtree(folder, ignore_errors=True)  # nothing was trained: leave nothing behind
+        raise PerfkitError(f"cannot write the run folder: {write_error(exc)}", folder) from exc
     scratch = Path(tempfile.mkdtemp(prefix="perfkit-profile-"))
     try:
         job = {"config": manifest["config"], "ranks": request.ranks, "output": str(folder.resolve()),
@@ -333,11 +396,7 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
         job_file = scratch / "job.json"
         job_file.write_text(json.dumps(job))
         supervisor = Supervisor(request, folder, scratch, say)
-        log_path = folder / TRAIN_LOG
-        if request.ranks > 1:
-            (folder / MSRUN_LOG_DIR).mkdir()
-            log_path = folder / MSRUN_LOG_DIR / "msrun.log"
-        with open(log_path, "ab") as log:
+        with log:
             returncode = supervisor.run(_command(job_file, request, folder), _child_env(request.env), log, pending)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -352,37 +411,60 @@ def _settle(request: ProfileRequest, folder: Path, supervisor: Supervisor, retur
         raise DeviceError(f"device {event['device']} is not available: MindSpore reported: {event['message']}")
     notes = manifest["notes"] + [note for note in supervisor.notes if note not in manifest["notes"]]
     if request.ranks == 1:
-        status, error = _rank_outcome(folder, supervisor.interrupted, returncode)
+        status, error = _rank_outcome(folder, supervisor, 0, returncode)
         if status == "failed":
             raise PerfkitError(f"training failed: {error}; see {log_path}")
-        return ProfileOutcome(folder=folder, status=status, notes=notes)
+        return _outcome(folder, status, notes, supervisor)
     codes = _msrun_exit_codes(log_path, supervisor.pids)
-    outcomes = {rank: _rank_outcome(folder / f"rank_{rank}", supervisor.interrupted, codes.get(rank))
+    outcomes = {rank: _rank_outcome(folder / f"rank_{rank}", supervisor, rank, codes.get(rank))
                 for rank in range(request.ranks)}
     failed = [rank for rank, (status, _) in outcomes.items() if status == "failed"]
     first = read_manifest(folder / "rank_0") if (folder / "rank_0" / MANIFEST).exists() else {}
-    error = None
+    error = _killed_error(supervisor)
     if failed:
         # msrun kills every other rank once one dies; the one it reported is the one that died first.
         culprit = next((rank for rank in failed if rank in codes), failed[0])
         error = f"rank {culprit}: {outcomes[culprit][1]}; see {folder / f'rank_{culprit}' / TRAIN_LOG}"
-    status = "failed" if failed else ("interrupted" if supervisor.interrupted else "ok")
-    write_manifest(folder, {**manifest, "status": status, "error": error, "device": first.get("device"),
-                            "mindspore_version": first.get("mindspore_version"), "used": first.get("used"),
-                            "notes": notes, "finished_at": now_iso()})
+    interrupted = supervisor.interrupted or any(status == "interrupted" for status, _ in outcomes.values())
+    status = "failed" if failed else ("interrupted" if interrupted else "ok")
+    unrecorded = _record(folder, {**manifest, "status": status, "error": error, "device": first.get("device"),
+                                  "mindspore_version": first.get("mindspore_version"), "used": first.get("used"),
+                                  "notes": notes, "finished_at": now_iso()})
     if failed:
-        raise PerfkitError(f"training failed on {error} (the other ranks were stopped)")
-    return ProfileOutcome(folder=folder, status=status, notes=notes)
+        raise PerfkitError(f"training failed on {error} (the other ranks were stopped){unrecorded}")
+    return _outcome(folder, status, notes, supervisor)
 
 
-def _rank_outcome(folder: Path, interrupted: bool, exit_code: int | None) -> tuple[str, str | None]:
+def _outcome(folder: Path, status: str, notes: list[str], supervisor: Supervisor) -> ProfileOutcome:
+    if status != "interrupted":
+        return ProfileOutcome(folder=folder, status=status, notes=notes)
+    # A rank can stop on its own signal too (a scheduler signalling every process); SIGINT is what we forward.
+    stop_signal = supervisor.stop_signal or signal.SIGINT
+    return ProfileOutcome(folder=folder, status=status, notes=notes, stop_signal=stop_signal.name,
+                          exit_code=128 + stop_signal)
+
+
+def _killed_error(supervisor: Supervisor) -> str | None:
+    if supervisor.killed_during is None:
+        return None
+    consequence = ("MindSpore's profile of the steps so far was not written" if supervisor.killed_during == "training"
+                   else "MindSpore's analysis output may be incomplete")
+    return f"stopped at once by a second signal during {supervisor.killed_during}: {consequence}"
+
+
+def _rank_outcome(folder: Path, supervisor: Supervisor, rank: int, exit_code: int | None) -> tuple[str, str | None]:
     """How a rank ended; a rank whose process died before it could say so is marked here."""
     if not (folder / MANIFEST).exists():
         return "failed", "the training process never started"
     recorded = read_manifest(folder)
     if recorded["status"] != "running":
         return recorded["status"], recorded["error"]
-    if interrupted:
+    finished = supervisor.finished.get(rank)
+    if finished is not None:  # it finished but could not write its manifest (a full disk): it told us
+        status, error = finished["status"], finished["error"]
+    elif supervisor.killed_during is not None:
+        status, error = "interrupted", _killed_error(supervisor)
+    elif supervisor.interrupted:
         status, error = "interrupted", None
     elif exit_code is None:
         status, error = "failed", "the training process was stopped before finishing"
@@ -390,8 +472,21 @@ def _rank_outcome(folder: Path, interrupted: bool, exit_code: int | None) -> tup
         status, error = "failed", f"the training process was killed by signal {signal.Signals(-exit_code).name}"
     else:
         status, error = "failed", f"the training process exited with code {exit_code} before finishing"
-    write_manifest(folder, {**recorded, "status": status, "error": error, "finished_at": now_iso()})
+    unrecorded = _record(folder, {**recorded, "status": status, "error": error, "finished_at": now_iso()})
+    if unrecorded:
+        error = f"{error or status}{unrecorded}"
     return status, error
+
+
+def _record(folder: Path, manifest: dict) -> str:
+    """Write `manifest`; on a full disk say why it could not be (to append to the error), else ''."""
+    try:
+        write_manifest(folder, manifest)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        return f" ({MANIFEST} could not be updated either and still says running)"
+    return ""
 
 
 def _msrun_exit_codes(log_path: Path, pids: dict[int, int]) -> dict[int, int]:

@@ -1,13 +1,14 @@
 """The run folder `perfkit profile` writes, and its manifest perfkit_run.json.
 
 The manifest is the contract with perfkit/formats/manifest.py: it is written with status
-"running" before training starts and replaced atomically at the end, so a run that was killed
-still says so. Step times are epoch ns from time.time_ns(), the clock MindSpore's CPU profiler
-stamps its ops with.
+"running" before training starts, rewritten after each profiled step (a killed run keeps its step
+times) and replaced atomically at the end, so a run that was killed still says so. Step times
+are epoch ns from time.time_ns(), the clock MindSpore's CPU profiler stamps its ops with.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -19,6 +20,8 @@ MANIFEST = "perfkit_run.json"
 TRAIN_LOG = "train.log"
 MINDDATA_DIR = "md"
 STATUSES = ("running", "ok", "interrupted", "failed")
+# Write errors that mean the disk (or the quota, or `ulimit -f`) is full: the user's to fix, not a bug.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 VERSIONED = re.compile(r"^(?P<stem>.*?)(?P<number>\d+)$")
 
 
@@ -57,8 +60,12 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
         raise ValueError(f"unknown manifest status {manifest['status']!r}")
     target = folder / MANIFEST
     staging = folder / f".{MANIFEST}.{os.getpid()}.tmp"
-    staging.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(staging, target)
+    try:
+        staging.write_text(json.dumps(manifest, indent=2) + "\n")
+        os.replace(staging, target)
+    except OSError as exc:
+        staging.unlink(missing_ok=True)  # a full disk must not also leave a half-written staging file
+        raise OSError(exc.errno, exc.strerror, str(target)) from exc
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
@@ -73,3 +80,13 @@ def update_manifest(folder: Path, **changes: Any) -> dict[str, Any]:
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+def write_error(exc: OSError) -> str:
+    """`no space left on device: /run/perfkit_run.json`: what went wrong and where, in one line."""
+    reason = (exc.strerror or str(exc)).lower()
+    return f"{reason}: {exc.filename}" if exc.filename else reason

@@ -6,20 +6,23 @@ draw progress from the events it appends to a progress file (one JSON object per
 Under `--ranks N` msrun starts one of these per rank; RANK_ID tells which.
 
 Exit codes: 0 trained (or interrupted under msrun, see EXIT_INTERRUPTED), 2 the device is not
-usable (nothing was written), 130 interrupted, 1 anything else (the traceback is in train.log).
+usable (nothing was written), 130 interrupted, 1 anything else (the traceback is in train.log; a
+full disk is recorded in the manifest and in the `finished` event, which does not need the disk).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
+import resource
 import signal
 import sys
 import time
 from pathlib import Path
 
-from .runfolder import MINDDATA_DIR, TRAIN_LOG, now_iso, read_manifest, write_manifest
+from .runfolder import MINDDATA_DIR, TRAIN_LOG, is_disk_full, now_iso, read_manifest, write_error, write_manifest
 
 EXIT_DEVICE = 2
 # msrun SIGKILLs every rank as soon as one exits non-zero, which would cut the others' profiler
@@ -154,19 +157,17 @@ class Trainer:
         self.manifest["device"] = device
         self.manifest["mindspore_version"] = ms.__version__
         write_manifest(self.folder, self.manifest)
-        status, error = "ok", None
         try:
             self.train(ms, device)
-            if self.stop_requested:
-                status = "interrupted"
         except BaseException as exc:
-            status, error = "failed", f"{type(exc).__name__}: {first_line(str(exc))}"
-            self.finish(status, error)
+            self.finish("failed", describe(exc))
+            if is_disk_full(exc):
+                return 1  # said in one line; a traceback would not fit on the disk either
             raise
-        self.finish(status, error)
+        status = self.finish("ok", None)
         if status == "interrupted":
             return 0 if self.job["ranks"] > 1 else EXIT_INTERRUPTED
-        return 0
+        return 0 if status == "ok" else 1
 
     def train(self, ms, device: str) -> None:
         from mindspore import nn
@@ -249,6 +250,8 @@ class Trainer:
                 now = time.time_ns()
                 if self.done > config["warmup"]:
                     trainer.steps.append({"step": len(trainer.steps) + 1, "begin_ns": self.begin_ns, "end_ns": now})
+                    # Kept as they come: a rank that is killed (or a full disk) still leaves its step times.
+                    write_manifest(trainer.folder, {**trainer.manifest, "steps": trainer.steps})
                     trainer.progress.emit("step", done=self.done, total=total)
                     if self.done == total:
                         trainer.stop_profiler()
@@ -279,25 +282,68 @@ class Trainer:
             self.profiler.stop()
             self.profiling = False
 
-    def finish(self, status: str, error: str | None) -> None:
-        """Stop and analyse the profiler, save MindData's profile, and write the final manifest."""
-        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the analysis short
-            signal.signal(signum, signal.SIG_IGN)
+    def finish(self, status: str, error: str | None) -> str:
+        """Stop the profiler, save MindData's profile, analyse, and write the final manifest; return the status.
+
+        MindData's profile is saved before the analysis (the step times are in the manifest already), so
+        a run stopped during it keeps them. A stop asked for from here on (our handlers stay: they only set
+        a flag, the analysis is never cut short by them) marks an otherwise complete run interrupted.
+        A full disk (or `ulimit -f`) fails the run with a one-line error instead of a traceback.
+        """
+        for signum in (signal.SIGINT, signal.SIGTERM):  # MindSpore's own SIGINT handler may still be in place
+            signal.signal(signum, self.request_stop)
         self.progress.emit("finishing", status=status)
-        if self.profiler is not None:
-            self.stop_profiler()
-            if self.steps:
+        try:
+            if self.profiler is not None:
+                self.stop_profiler()
+            if self.minddata is not None:
+                self.minddata.stop()
+                md = self.folder / MINDDATA_DIR
+                md.mkdir(exist_ok=True)
+                self.minddata.save(str(md))
+            if self.profiler is not None and self.steps:
                 self.progress.emit("analysing")
                 self.profiler.analyse()
-        if self.minddata is not None:
-            self.minddata.stop()
-            md = self.folder / MINDDATA_DIR
-            md.mkdir(exist_ok=True)
-            self.minddata.save(str(md))
-        self.manifest.update(status=status, error=error, steps=self.steps,
-                             finished_at=now_iso())
-        write_manifest(self.folder, self.manifest)
+            check_file_size_limit(self.folder)
+        except OSError as exc:
+            status, error = self._failure(status, error, exc)
+        if status == "ok" and self.stop_requested:
+            status = "interrupted"
+        self.manifest.update(status=status, error=error, steps=self.steps, finished_at=now_iso())
+        try:
+            write_manifest(self.folder, self.manifest)
+        except OSError as exc:
+            status, error = self._failure(status, error, exc)
+        # The progress file is outside the run folder: the parent learns the outcome even when the
+        # manifest could not be written.
         self.progress.emit("finished", status=status, error=error, steps=len(self.steps))
+        return status
+
+    @staticmethod
+    def _failure(status: str, error: str | None, exc: OSError) -> tuple[str, str | None]:
+        """The outcome after `exc` while finishing: a run that already failed keeps its first error."""
+        if status == "failed":
+            return status, error
+        if not is_disk_full(exc):
+            raise exc
+        return "failed", write_error(exc)
+
+
+def describe(exc: BaseException) -> str:
+    if is_disk_full(exc):
+        return write_error(exc)
+    return f"{type(exc).__name__}: {first_line(str(exc))}"
+
+
+def check_file_size_limit(folder: Path) -> None:
+    """Raise EFBIG for a file cut at the file size limit (`ulimit -f`): MindSpore's C++ writers do not say."""
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if limit == resource.RLIM_INFINITY:
+        return
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.stat().st_size >= limit:
+            raise OSError(errno.EFBIG, f"File too large (the file size limit, ulimit -f, is {limit} bytes; "
+                                       "the file is cut there)", str(path))
 
 
 if __name__ == "__main__":
