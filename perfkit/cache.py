@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
-from .formats.base import Parts, drop_impossible_times
+from .formats.base import Parts, screened
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
 ENTRY_FORMAT = 2
@@ -172,7 +172,7 @@ class Deferred:
         try:
             return _read_table(self.folder, self.spec)
         except (OSError, ValueError, KeyError, pa.ArrowException):
-            parts = drop_impossible_times(importlib.import_module(self.reader_name).read(self.source)).get(self.rank)
+            parts = screened(importlib.import_module(self.reader_name).read(self.source)).get(self.rank)
             frame = None if parts is None else parts.tables.get(self.name)
             return frame if frame is not None else pd.DataFrame()
 
@@ -241,7 +241,7 @@ def _cold(reader_name: str, folder: str, root: str | None) -> dict[int, Parts]:
     reader = importlib.import_module(reader_name)
     # Keyed on the files as they were before reading: a file rewritten meanwhile misses next time.
     entry = entry_dir(Path(root), reader, Path(folder)) if root else None
-    result = drop_impossible_times(reader.read(Path(folder)))
+    result = screened(reader.read(Path(folder)))
     if entry is not None:
         store(entry, result)
     return result

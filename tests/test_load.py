@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -142,3 +143,25 @@ def test_cli_error_is_one_line_from_a_real_process(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "does not exist" in out.stderr
     assert out.stdout == ""
+
+
+def test_screened_drops_copied_step_rows_and_says_so():
+    from perfkit.formats.base import Parts, screened
+    steps = pd.DataFrame({"step": [1, 2, 2, 3, 3], "total_ms": [5.0, 6.0, 6.0, 7.0, 9.0]})
+    (parts,) = screened({4: Parts(tables={"steps": steps})}).values()
+    assert parts.tables["steps"]["total_ms"].tolist() == [5.0, 6.0, 7.0, 9.0]  # the copy of step 2 is gone
+    dropped, repeated = parts.warnings
+    assert dropped.startswith("rank 4: steps: dropped 1 duplicated step row") and "step 2" in dropped
+    assert "step id(s) 3 appear more than once" in repeated
+
+
+def test_screened_says_which_op_types_and_steps_have_no_time():
+    from perfkit.formats.base import Parts, screened
+    op_types = pd.DataFrame({"type": ["Cast", "Conv2D"], "total_ms": [float("nan"), 2.0]})
+    steps = pd.DataFrame({"step": [1, 2], "total_ms": [float("inf"), 3.0]})
+    (parts,) = screened({0: Parts(tables={"op_types": op_types, "steps": steps})}).values()
+    assert parts.tables["op_types"]["type"].tolist() == ["Conv2D"]
+    assert parts.tables["steps"]["total_ms"].isna().tolist() == [True, False]
+    assert any("dropped 1 op type(s) without a total time" in w for w in parts.warnings)
+    assert any("steps.total_ms: 1 negative or infinite" in w for w in parts.warnings)
+    assert any("1 step(s) without a total time are left out of step means" in w for w in parts.warnings)

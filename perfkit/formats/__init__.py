@@ -18,7 +18,7 @@ from .. import cache, model
 from ..errors import LayoutError
 from ..model import Meta, Run
 from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
-from .base import RUN_WIDE, Parts, drop_impossible_times
+from .base import RUN_WIDE, Parts, screened
 from .steps import derive_steps
 
 # Order matters: when two readers give the same table for a rank, the first one wins.
@@ -125,6 +125,11 @@ def load(path: str | os.PathLike) -> Run:
         meta.layout = "minddata"  # only dataset profiling files: no unit reader named a layout
     if not tables["steps"]:
         warnings.append("steps unknown: no step trace, step_trace_time.csv or recorded step times")
+    else:
+        without_steps = sorted(set(by_rank) - {rank for rank, _ in tables["steps"]})
+        if without_steps:
+            warnings.append(f"steps unknown on rank(s) {without_steps} (no step trace or step_trace_time.csv): "
+                            "step times are over the other ranks only")
     frames = {name: _combine(name, pieces) for name, pieces in tables.items()}
     return Run(path=str(root), meta=meta, warnings=warnings, **frames)
 
@@ -154,7 +159,7 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
         return root, run.steps, run.warnings
     by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
     for reader, folder in units:
-        for rank, parts in drop_impossible_times(reader.read_steps(folder)).items():
+        for rank, parts in screened(reader.read_steps(folder)).items():
             by_rank.setdefault(rank, []).append((reader, folder, parts))
     _check_one_unit_per_rank(root, by_rank)
     warnings: list[str] = []

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_passes, rank_of, read_csv, read_json_object
+from .base import Parts, guarded, is_readable_file, op_passes, rank_of, read_csv, read_json_object
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -88,7 +88,7 @@ def read(folder: Path) -> dict[int, Parts]:
 
     def load(name, aliases, required, types):
         path = output / name
-        if not path.is_file():
+        if not is_readable_file(parts, path):
             return None
         return guarded(parts, path, lambda p: read_csv(p, aliases, required, types, parts.warnings))
 
@@ -121,7 +121,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
     rank = _read_profiler_info(folder, parts)
     path = folder / OUTPUT_DIR / STEP_TRACE
-    if not path.is_file():
+    if not is_readable_file(parts, path):
         return {rank: parts}
     trace = guarded(parts, path, lambda p: read_csv(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"),
                                                     STEP_TRACE_TYPES, parts.warnings))

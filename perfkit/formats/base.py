@@ -44,11 +44,12 @@ RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfk
 RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
 
 
-def drop_impossible_times(result: dict[int, Parts]) -> dict[int, Parts]:
-    """A negative or infinite duration is a broken file, not a measurement: show it as unknown, and say so.
+def screened(result: dict[int, Parts]) -> dict[int, Parts]:
+    """A reader's result without values no measurement can have, each change said in a warning.
 
-    Applied to each reader's result before it is cached, so a warm load warns as the cold one did;
-    op types left without a time are dropped.
+    A negative or infinite duration is a broken file, not a measurement: it becomes unknown (op types
+    left without a time are dropped). A step row written twice is dropped; steps without a total are said. Applied to each reader's
+    result before it is cached, so a warm load warns as the cold one did.
     """
     for rank, parts in result.items():
         for name, frame in list(parts.tables.items()):
@@ -62,9 +63,33 @@ def drop_impossible_times(result: dict[int, Parts]) -> dict[int, Parts]:
                                           "values treated as unknown")
                     frame = frame.assign(**{column: values.where(~bad)})
             if name == "op_types" and "total_ms" in frame:
-                frame = frame[pd.to_numeric(frame["total_ms"], errors="coerce").notna()]
+                timed = pd.to_numeric(frame["total_ms"], errors="coerce").notna()
+                if not timed.all():
+                    parts.warnings.append(f"rank {rank}: op_types: dropped {int((~timed).sum())} op type(s) "
+                                          "without a total time")
+                    frame = frame[timed]
+            if name == "steps" and "step" in frame:
+                frame = _without_repeated_steps(frame, rank, parts.warnings)
+                if "total_ms" in frame and frame["total_ms"].isna().any():
+                    parts.warnings.append(f"rank {rank}: steps: {int(frame['total_ms'].isna().sum())} step(s) "
+                                          "without a total time are left out of step means")
             parts.tables[name] = frame
     return result
+
+
+def _without_repeated_steps(steps: pd.DataFrame, rank: int, warnings: list[str]) -> pd.DataFrame:
+    """A step row written twice (a copied line, a re-run appended) would count twice in every mean:
+    identical copies are dropped; a step id repeated with other times is kept and said."""
+    copies = steps.duplicated(keep="first")
+    if copies.any():
+        warnings.append(f"rank {rank}: steps: dropped {int(copies.sum())} duplicated step row(s) "
+                        f"(step {', '.join(str(s) for s in steps.loc[copies, 'step'].unique()[:5])})")
+        steps = steps[~copies]
+    repeated = steps["step"].duplicated(keep=False)
+    if repeated.any():
+        warnings.append(f"rank {rank}: steps: step id(s) {', '.join(str(s) for s in steps.loc[repeated, 'step'].unique()[:5])}"
+                        " appear more than once with different times; each row counts as a step")
+    return steps
 
 
 def rank_of(file_name: str) -> int | None:
@@ -108,6 +133,17 @@ def read_json_object(path: Path) -> dict:
     if not isinstance(data, dict):
         raise FileFormatError(f"is not a JSON object (found {type(data).__name__})", path)
     return data
+
+
+def is_readable_file(parts: Parts, path: Path) -> bool:
+    """Whether `path` is a file to read. A name that is there but is no file (a symlink loop, a dangling
+    link, a folder) is said in a warning, never passed over in silence."""
+    if path.is_file():
+        return True
+    if os.path.lexists(path):
+        parts.warnings.append(f"skipped {path.name}: not a readable file (a broken symlink, a symlink loop "
+                              "or a folder)")
+    return False
 
 
 def guarded(parts: Parts, path: Path, reader: Callable[[Path], Any]) -> Any:

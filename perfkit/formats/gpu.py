@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_text
+from .base import Parts, guarded, has_match, is_readable_file, op_passes, op_types_of, rank_of, read_csv, read_text
 
 TYPE_FILE = "gpu_op_type_info_{}.csv"
 DETAIL_FILE = "gpu_op_detail_info_{}.csv"
@@ -73,7 +73,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
 
     def load(pattern, reader):
         path = folder / pattern.format(rank)
-        return guarded(parts, path, reader) if path.is_file() else None
+        return guarded(parts, path, reader) if is_readable_file(parts, path) else None
 
     op_types = load(TYPE_FILE, lambda p: read_csv(p, TYPE_COLUMNS, ("type", "total_us"), TYPE_TYPES,
                                                   parts.warnings))

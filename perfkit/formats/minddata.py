@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, rank_of, read_csv, read_json_object, read_text
+from .base import Parts, guarded, has_match, is_readable_file, rank_of, read_csv, read_json_object, read_text
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
@@ -70,7 +70,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
     present = {pattern: (folder / pattern.format(rank)) for pattern in
                (PIPELINE_JSON, PIPELINE_CSV, SINK_QUEUE_FILE, FEED_QUEUE_FILE, ASCEND_GETNEXT_FILE,
                 GPU_GETNEXT_FILE, CPU_FILE)}
-    present = {pattern: path for pattern, path in present.items() if path.is_file()}
+    present = {pattern: path for pattern, path in present.items() if is_readable_file(parts, path)}
 
     def first(*readers):
         """The first of (pattern, reader) whose file exists and reads."""
