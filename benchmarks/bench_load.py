@@ -1,7 +1,8 @@
 """Time perfkit and msprof-analyze side by side on the generated runs (see generate.py).
 
 For each run: cold load + summary (empty cache), warm load + summary (cache filled by the cold
-one), and on the cluster run the slow-rank answer cold and warm. Every measurement is a fresh
+one), and on the cluster run the slow-rank answer (`perfkit ranks`, which reads only the step files
+and so does not use the cache) cold and warm; each the median of --repeat runs. Every measurement is a fresh
 process; peak RSS is the largest sum of RSS over the process and its children, sampled every
 50 ms. The peer tool runs from its own venv (PEER, default /tmp/msprof-venv/bin/msprof-analyze)
 on the new-layout runs, with a time limit and an RSS limit that protects the shared machine;
@@ -41,8 +42,6 @@ RUNS = {
     "ranks_256": ("ranks_256", True, (None, None, None)),
 }
 SLOW_RANK_TARGETS = (60, 5)  # cold, warm seconds
-SLOW_RANK_SCRIPT = ("import json, sys; from perfkit.cluster import slow_ranks; "
-                    "print(json.dumps(slow_ranks(sys.argv[1]).to_dict()))")
 
 
 @dataclass
@@ -136,17 +135,32 @@ def run_size(folder: Path) -> str:
             + ", ".join(f"{p.name} {p.stat().st_size / 1e6:.0f} MB" for p in big))
 
 
-def bench(name: str, peer: bool, report) -> None:
+def median(runs: list[Measured]) -> Measured:
+    """The run with the median time, carrying the largest peak RSS of all of them."""
+    middle = sorted(runs, key=lambda m: m.seconds)[len(runs) // 2]
+    return Measured(middle.seconds, max(m.peak_rss for m in runs), middle.status, middle.output)
+
+
+def cold_and_warm(command: list[str], cache: Path, repeat: int) -> tuple[Measured, Measured]:
+    """Median of `repeat` cold runs (empty cache) each followed by a warm one."""
+    env = perfkit_env(cache)
+    colds, warms = [], []
+    for _ in range(repeat):
+        shutil.rmtree(cache, ignore_errors=True)
+        colds.append(measure(command, env))
+        warms.append(measure(command, env))
+    return median(colds), median(warms)
+
+
+def bench(name: str, peer: bool, repeat: int, peer_timeout: float, report) -> None:
     relative, new_layout, (cold_target, warm_target, rss_target) = RUNS[name]
     folder = GENERATED / relative
     report(f"\n## {name}: {relative}  ({run_size(folder)})")
     with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as scratch:
-        env = perfkit_env(Path(scratch) / "cache")
         summary = [PYTHON, "-m", "perfkit", "summary", "--format", "json", str(folder)]
-        results = {}
+        results = dict(zip(("cold", "warm"), cold_and_warm(summary, Path(scratch) / "cache", repeat)))
         for phase, target in (("cold", cold_target), ("warm", warm_target)):
-            measured = measure(summary, env)
-            results[phase] = measured
+            measured = results[phase]
             report(f"perfkit load+summary {phase}: {measured.time_text():>12}   peak RSS {gb(measured.peak_rss)}"
                    f"   load avg {os.getloadavg()[0]:.2f}{verdict(measured.seconds, target)}"
                    + (verdict(measured.peak_rss / 1024**3, rss_target / 1024**3)
@@ -154,10 +168,9 @@ def bench(name: str, peer: bool, report) -> None:
             if measured.status != "ok":
                 report("    " + measured.output.strip().splitlines()[-1] if measured.output.strip() else "")
         if name == "ranks_256":
-            shutil.rmtree(Path(scratch) / "cache")
-            answer = [PYTHON, "-c", SLOW_RANK_SCRIPT, str(folder)]
-            for phase, target in zip(("cold", "warm"), SLOW_RANK_TARGETS):
-                measured = measure(answer, env)
+            answer = [PYTHON, "-m", "perfkit", "ranks", "--format", "json", str(folder)]
+            answers = cold_and_warm(answer, Path(scratch) / "cache", repeat)
+            for phase, target, measured in zip(("cold", "warm"), SLOW_RANK_TARGETS, answers):
                 results[f"slow {phase}"] = measured
                 slow = measured.output.split('"slow_ranks": ')[1].split("]")[0] + "]" if measured.status == "ok" else "-"
                 report(f"perfkit slow-rank answer {phase}: {measured.time_text():>9}   peak RSS {gb(measured.peak_rss)}"
@@ -168,9 +181,13 @@ def bench(name: str, peer: bool, report) -> None:
     if name == "ranks_256":
         peer_runs.append(("cluster", ["cluster", "-d", str(folder)], results["slow cold"], results["slow warm"]))
     for label, arguments, ours, ours_warm in peer_runs:
-        with tempfile.TemporaryDirectory(prefix="msprof-out-") as output:
-            measured = measure([PEER, *arguments, "-o", output], timeout=PEER_TIMEOUT_S,
-                               rss_limit=PEER_RSS_LIMIT, cwd=Path(output))
+        # the slow peer runs once; the quicker ones as often as perfkit, for a median
+        runs = []
+        for _ in range(repeat if label == "cluster" else 1):
+            with tempfile.TemporaryDirectory(prefix="msprof-out-") as output:
+                runs.append(measure([PEER, *arguments, "-o", output], timeout=peer_timeout,
+                                    rss_limit=PEER_RSS_LIMIT, cwd=Path(output)))
+        measured = median(runs)
         bound = ">" if measured.status != "ok" else ""
         report(f"msprof-analyze {label}: {measured.time_text():>12}   peak RSS {gb(measured.peak_rss)}"
                f"   load avg {os.getloadavg()[0]:.2f}   -> perfkit is {bound}{measured.seconds / ours.seconds:.1f}x"
@@ -184,6 +201,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", default=list(RUNS), help=f"which runs (default: {' '.join(RUNS)})")
     parser.add_argument("--no-peer", action="store_true", help="skip msprof-analyze")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement, median reported (default 3)")
+    parser.add_argument("--peer-timeout", type=float, default=PEER_TIMEOUT_S,
+                        help="seconds before msprof-analyze is stopped (default %(default)s)")
     parser.add_argument("--out", type=Path, help="also write the report here")
     args = parser.parse_args()
     lines: list[str] = []
@@ -192,13 +212,14 @@ def main() -> None:
         print(line, flush=True)
         lines.append(line)
 
-    report("# perfkit load benchmark (benchmarks/bench_load.py)")
+    report("# perfkit load benchmark (benchmarks/bench_load.py " + " ".join(sys.argv[1:]) + ")")
+    report(f"each perfkit time is the median of {args.repeat} runs (cold: empty cache; warm: right after a cold one)")
     for line in machine():
         report(line)
     for name in args.runs:
         if not (GENERATED / RUNS[name][0]).is_dir():
             sys.exit(f"{GENERATED / RUNS[name][0]} missing: run benchmarks/generate.py first")
-        bench(name, not args.no_peer, report)
+        bench(name, not args.no_peer, args.repeat, args.peer_timeout, report)
     report(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

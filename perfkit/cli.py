@@ -41,6 +41,7 @@ def main() -> None:
     perfkit summary profiler_v1        where each step's time goes
     perfkit advise profiler_v1         tuning hints with evidence
     perfkit compare profiler_v1 profiler_v2
+    perfkit ranks cluster_run          which ranks are slow
     perfkit dash profiler_v1 profiler_v2
     """
 
@@ -100,6 +101,26 @@ def advise(ctx: click.Context, run: str, fmt: str, fail_on: str | None) -> None:
         click.echo(advice_text(advice))
     if fail_on and any(at_or_above(finding, fail_on) for finding in advice.findings):
         ctx.exit(1)
+
+
+@main.command()
+@click.argument("run", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def ranks(run: str, fmt: str) -> None:
+    """Which ranks of a multi-rank run are slow, from the step files alone (fast on hundreds of ranks).
+
+    \b
+    Example:
+      perfkit ranks ./cluster_run
+      perfkit ranks ./cluster_run --format json | jq .slow_ranks
+    """
+    from .cluster import slow_ranks
+    from .render import slow_ranks_text
+    answer = slow_ranks(run)
+    if fmt == "json":
+        _emit_json(answer.to_dict())
+    else:
+        click.echo(slow_ranks_text(answer.to_dict()))
 
 
 @main.command()

@@ -59,3 +59,32 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
         lines.append("")
         lines.extend(f"warning: {w}" for w in summary["warnings"])
     return "\n".join(lines)
+
+
+def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
+    """The slow-rank answer (cluster.SlowRanks.to_dict()): verdict, findings, and the ranks that matter."""
+    per_rank = answer["per_rank"]
+    slow = answer["slow_ranks"]
+    lines = [f"run      {answer['run']}",
+             f"ranks    {len(per_rank)}   slow: {', '.join(map(str, slow)) if slow else 'none'}"
+             f"   (rule: (max - min) / mean step > {100 * answer['threshold']:.0f} %)", ""]
+    for finding in answer["findings"]:
+        reading = ("highest: rank {max_rank}, lowest: rank {min_rank}" if finding["rank_is_slow"] else
+                   "highest: rank {max_rank} (likely waiting for a slow peer), lowest: rank {min_rank}")
+        lines.append(f"  {finding['dimension']:<14} spread {100 * finding['spread']:6.1f} % of the mean step   "
+                     + reading.format(**finding))
+    if answer["findings"]:
+        lines.append("")
+    fastest = min(per_rank, key=lambda row: row["total_ms"] if row["total_ms"] is not None else float("inf"))
+    listed = [row for row in per_rank if row["rank"] in slow] or per_rank[:shown]
+    if fastest not in listed:
+        listed.append(fastest)
+    lines.append(f"  {'rank':>6} {'steps':>6} {'total':>14} {'interval':>14} {'computing':>14} {'comm':>14}")
+    for row in listed[:shown + 1]:
+        lines.append(f"  {row['rank']:>6} {row['steps']:>6} " + " ".join(
+            f"{_ms(row[key]):>14}" for key in ("total_ms", "interval_ms", "computing_ms", "comm_ms")))
+    if len(per_rank) > len(listed[:shown + 1]):
+        lines.append(f"  … {len(per_rank) - len(listed[:shown + 1])} more ranks (--format json lists all)")
+    for warning in answer["warnings"]:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -96,3 +97,15 @@ def test_balanced_cluster_has_no_slow_rank(tmp_path, cache_dir):
 def test_run_without_step_times_is_a_layout_error(cache_dir):
     with pytest.raises(LayoutError, match="per-step times"):
         cluster.slow_ranks(FIXTURE_RUNS["minddata_job1"])
+
+
+def test_ranks_command_names_the_slow_rank(one_slow, cache_dir):
+    from click.testing import CliRunner
+    from perfkit.cli import main
+    text = CliRunner().invoke(main, ["ranks", str(one_slow)])
+    assert text.exit_code == 0, text.output
+    assert f"slow: {SLOW}" in text.output and f"highest: rank {SLOW}" in text.output
+    payload = CliRunner().invoke(main, ["ranks", str(one_slow), "--format", "json"])
+    assert json.loads(payload.output) == json.loads(json.dumps(cluster.slow_ranks(one_slow).to_dict()))
+    missing = CliRunner().invoke(main, ["ranks", str(one_slow / "nope")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
