@@ -252,6 +252,16 @@ def test_slow_rank_by_interval():
     assert finding.target == "rank 1" and "wait longer for data" in finding.action
 
 
+def test_slow_rank_by_compute_when_step_times_agree():
+    """Data-parallel ranks meet at every all-reduce: the slow one computes longer, the others wait in comm."""
+    rows = [row for rank in range(4) for row in step_rows(
+        1.0, 10.0, 1.0, rank=rank, computing_ms=8.0 if rank == 3 else 6.0, comm_ms=2.0 if rank == 3 else 4.0)]
+    finding = only(advise(make_run(steps=rows)), "slow_rank")
+    assert finding.target == "rank 3" and "compute longer" in finding.action
+    assert finding.evidence["spread_pct_of_step"] == pytest.approx(100 * 2 / 12, abs=0.01)
+    assert finding.evidence["rank3_computing_ms"] == 8.0
+
+
 def test_slow_rank_silent_within_five_percent():
     rows = step_rows(1.0, 10.0, 1.0, rank=0) + step_rows(1.0, 10.4, 1.0, rank=1)
     advice = advise(make_run(steps=rows))

@@ -417,7 +417,7 @@ SLOW_RANK_SPREAD = 0.05
 
 @rule("slow_rank", needs=("ranks",))
 def slow_rank(run: Run) -> list[Finding]:
-    per_rank = run.steps.groupby("rank")[["total_ms", "interval_ms"]].mean()
+    per_rank = run.steps.groupby("rank")[["total_ms", "interval_ms", "computing_ms"]].mean()
     mean_total = float(per_rank["total_ms"].mean())
     findings = []
     for column, what, action in (
@@ -426,7 +426,13 @@ def slow_rank(run: Run) -> list[Finding]:
              "an unbalanced pipeline stage (set_auto_parallel_context(pipeline_stages=...)) or host load"),
             ("interval_ms", "step interval (data wait)",
              "The named ranks wait longer for data: check their dataset shard size and host "
-             "(dataset.map(..., num_parallel_workers=N), local disk)")):
+             "(dataset.map(..., num_parallel_workers=N), local disk)"),
+            # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
+            # longer shows here while the others show the wait as communication.
+            ("computing_ms", "compute time",
+             "The named ranks compute longer per step while the others wait for them in communication: "
+             "compare their kernels with a fast rank's (perfkit compare RANK_DIR FAST_RANK_DIR); look for a "
+             "throttled or shared device, or more work placed on them")):
         values = per_rank[column].dropna()
         if len(values) < 2:
             continue
