@@ -8,6 +8,7 @@ Thresholds sit next to the rule that uses them, relative to step time, with thei
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -505,17 +506,22 @@ KERNEL_MIN_TIME_SHARE = 0.05
 KERNEL_MIN_REFERENCE_FLOPS_SHARE = 0.05
 
 
-def _parse_shapes(text) -> list[list[int]]:
-    if text is None or pd.isna(text):
-        return []
+def _parse_shapes(text) -> tuple[tuple[int, ...], ...]:
+    return _parse_shape_text(text) if isinstance(text, str) else ()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_shape_text(text: str) -> tuple[tuple[int, ...], ...]:
+    """`32,3,224,224;64,3,7,7` -> ((32, 3, 224, 224), (64, 3, 7, 7)); cached: a million ops share a few
+    hundred shape strings."""
     shapes = []
-    for part in str(text).split(";"):
+    for part in text.split(";"):
         dims = [d for d in part.replace("[", "").replace("]", "").split(",") if d.strip()]
         try:
-            shapes.append([int(float(d)) for d in dims])
+            shapes.append(tuple(int(float(d)) for d in dims))
         except ValueError:
-            shapes.append([])
-    return shapes
+            shapes.append(())
+    return tuple(shapes)
 
 
 def _cell_name(name: str) -> str:
@@ -548,10 +554,10 @@ def _conv_flops(rows: pd.DataFrame) -> dict[str, tuple[float, str]]:
     do not: graph mode files reused cells' gradients under the first instance's scope), else the op is left out.
     """
     convs = []
-    for row in rows.itertuples(index=False):
-        inputs = [tuple(s) for s in _parse_shapes(row.input_shapes)]
+    for name, op_type, shapes in zip(rows["name"].tolist(), rows["type"].tolist(), rows["input_shapes"].tolist()):
+        inputs = _parse_shapes(shapes)
         if len(inputs) >= 2 and len(inputs[0]) == 4 and len(inputs[1]) == 4:
-            convs.append((row.name, row.type, inputs[0], inputs[1]))
+            convs.append((name, op_type, inputs[0], inputs[1]))
     out_by_weight: dict[tuple, set] = {}
     out_by_input: dict[tuple, set] = {}
     for _, op_type, first, second in convs:
@@ -590,23 +596,25 @@ def op_flops(ops: pd.DataFrame) -> pd.DataFrame:
     rows = ops[ops["type"].isin(DENSE_TYPES + tuple(BATCHNORM_FLOPS_PER_ELEMENT))]
     conv = _conv_flops(rows[rows["type"].str.startswith("Conv2D")])
     out = []
-    for row in rows.itertuples(index=False):
-        inputs = _parse_shapes(row.input_shapes)
-        if row.type in BATCHNORM_FLOPS_PER_ELEMENT:
+    # plain lists: iterating Arrow-backed columns row by row costs microseconds a value
+    for name, op_type, shapes, count, total_ms in zip(*(rows[c].tolist() for c in (
+            "name", "type", "input_shapes", "count", "total_ms"))):
+        inputs = _parse_shapes(shapes)
+        if op_type in BATCHNORM_FLOPS_PER_ELEMENT:
             if not inputs or not inputs[0]:
                 continue
-            flops = float(math.prod(inputs[0])) * BATCHNORM_FLOPS_PER_ELEMENT[row.type]
-            group, family = row.type, "batchnorm"
-        elif row.type == "MatMul":
+            flops = float(math.prod(inputs[0])) * BATCHNORM_FLOPS_PER_ELEMENT[op_type]
+            group, family = op_type, "batchnorm"
+        elif op_type == "MatMul":
             flops, group, family = _matmul_flops(inputs), "MatMul", "dense"
-        elif row.name in conv:
-            flops, kernel = conv[row.name]
-            group, family = f"{row.type} {kernel}", "dense"
+        elif name in conv:
+            flops, kernel = conv[name]
+            group, family = f"{op_type} {kernel}", "dense"
         else:
             continue
         if flops:
-            out.append({"name": row.name, "type": row.type, "group": group, "family": family,
-                        "flops": flops * row.count, "total_ms": row.total_ms})
+            out.append({"name": name, "type": op_type, "group": group, "family": family,
+                        "flops": flops * count, "total_ms": total_ms})
     return pd.DataFrame(out, columns=["name", "type", "group", "family", "flops", "total_ms"])
 
 
