@@ -1,5 +1,5 @@
-"""`perfkit profile` under faults: signals during training and during the analysis, a full disk, a file
-size limit. Each case trains for real (32x32 images, batch 8) and checks what a user is promised: the
+"""`perfkit profile` under faults: signals during training and during the analysis, kill -9 of perfkit,
+a full disk, a file size limit. Each case trains for real (32x32 images, batch 8) and checks what a user is promised: the
 data collected so far is kept, perfkit_run.json says what happened, the exit code is not 0, and no
 process of the run is left behind.
 
@@ -178,6 +178,25 @@ def test_a_second_sigterm_during_training_stops_at_once_and_keeps_the_step_times
     assert recorded["status"] == "interrupted"
     assert "during training" in recorded["error"]
     assert recorded["steps"]  # recorded as they came, so they survive the kill
+    assert_nothing_left(tree, out)
+
+
+@pytest.mark.mindspore
+def test_kill_9_of_perfkit_stops_its_training_process_which_keeps_an_interrupted_run(tmp_path, profiling):
+    out = tmp_path / "run"
+    run = profiling(out, *SMALL_FLAGS[2:], "--steps", LONG_STEPS)
+    child = training_process(run.process, rank=0)
+    wait_for_profiler_start(out, run.process)
+    tree = run.tree()
+    wait_for_recorded_step(out, run.process)
+    run.process.kill()  # no handler can run: the kernel tells the orphaned training process
+    returncode, _, _ = run.finish()
+    assert returncode == -signal.SIGKILL
+    child.wait(timeout=WAIT_SECONDS)
+    recorded = manifest(out)
+    assert recorded["status"] == "interrupted"
+    assert 0 < len(recorded["steps"]) < int(LONG_STEPS)
+    assert perfkit.load(out).meta.status == "interrupted"
     assert_nothing_left(tree, out)
 
 

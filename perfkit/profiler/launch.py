@@ -27,6 +27,7 @@ from .. import __version__
 from ..errors import DeviceError, PerfkitError
 from . import cifar
 from .runfolder import MANIFEST, TRAIN_LOG, claim, is_disk_full, now_iso, read_manifest, write_error, write_manifest
+from .train import signal_when_parent_dies
 
 DEVICE_CHOICES = ("auto", "Ascend", "GPU", "CPU")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
@@ -263,7 +264,8 @@ class Supervisor:
         try:
             # A session of its own: the terminal's Ctrl-C reaches only us, and we forward it once.
             self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+                                            stderr=subprocess.STDOUT, start_new_session=True,
+                                            preexec_fn=_interrupt_when_parent_dies)
             self._follow(events, until=lambda: self.device or self.device_errors)
             if not self.device_errors:
                 for line in pending + [f"perfkit: {note}" for note in self.notes]:
@@ -323,6 +325,12 @@ class Supervisor:
                 if self.analysis_bar is not None:
                     self.analysis_bar.update(reached - self.stages.get(rank, 0))
                 self.stages[rank] = reached
+
+
+def _interrupt_when_parent_dies() -> None:
+    """In the child, before exec: SIGINT it if we die without a word (kill -9, the OOM killer), so it does
+    not train on alone: a single rank stops after its step and analyses, msrun kills its ranks."""
+    signal_when_parent_dies(signal.SIGINT)
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -12,6 +12,7 @@ full disk is recorded in the manifest and in the `finished` event, which does no
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import multiprocessing
@@ -39,6 +40,7 @@ NUM_CLASSES = 10
 # per step on a CPU, so CPU runs stay at CIFAR's native 32 and the default run ends in about a minute.
 IMAGE_SIZE_ACCELERATOR = 224
 IMAGE_SIZE_CPU = 32
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class Progress:
@@ -85,7 +87,15 @@ def redirect_output(log: Path) -> None:
     os.close(handle)
 
 
+def signal_when_parent_dies(signum: int) -> None:
+    """Have the kernel send `signum` to this process when its parent dies (Linux; elsewhere nothing)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signum)
+
+
 def main(argv: list[str]) -> int:
+    # Under msrun, a rank (or the scheduler) whose msrun died stops rather than wait or train on alone.
+    signal_when_parent_dies(signal.SIGTERM)
     job = json.loads(Path(argv[0]).read_text())
     if os.environ.get("MS_ROLE") == "MS_SCHED":
         return schedule(job)
