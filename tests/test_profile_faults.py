@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 import perfkit
 from perfkit.cli import main
+from perfkit.errors import PerfkitError
 from perfkit.profiler import cifar
 
 from profile_helpers import (LONG_STEPS, PERFKIT, SMALL_FLAGS, WAIT_SECONDS, assert_nothing_left, manifest,
@@ -303,3 +304,13 @@ def test_a_file_size_limit_is_one_line_exit_2_and_a_failed_run_that_still_loads(
     assert loaded.meta.status == "failed"
     assert any("run failed (file too large" in warning for warning in loaded.warnings)
     assert_nothing_left(tree, out)
+
+
+def test_a_full_disk_for_the_synthetic_data_is_one_error_and_leaves_no_partial_cache(tmpfs):
+    disk = tmpfs("1m")
+    # numpy reserves each file's space first and words its error so
+    with pytest.raises(PerfkitError, match="cannot write synthetic CIFAR-10 .*: not enough free space to write "
+                                           ".*--data-path") as caught:
+        cifar.synthetic(disk / "cifar10-synthetic")
+    assert str(disk / "cifar10-synthetic") in str(caught.value)
+    assert list(disk.iterdir()) == []

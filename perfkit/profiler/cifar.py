@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PerfkitError
+from .runfolder import write_error
 
 IMAGE_BYTES = 32 * 32 * 3
 RECORD_BYTES = 1 + IMAGE_BYTES
@@ -76,14 +77,15 @@ def synthetic(cache: Path | None = None) -> Path:
     if synthetic_cached(folder):
         return folder
     staging = folder.with_name(folder.name + f".partial-{os.getpid()}")
-    staging.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(SYNTHETIC_SEED)
-    for name in TRAIN_FILES + (TEST_FILE,):
-        records = np.empty((RECORDS_PER_FILE, RECORD_BYTES), dtype=np.uint8)
-        records[:, 0] = rng.integers(0, NUM_CLASSES, RECORDS_PER_FILE, dtype=np.uint8)
-        records[:, 1:] = rng.integers(0, 256, (RECORDS_PER_FILE, IMAGE_BYTES), dtype=np.uint8)
-        records.tofile(staging / name)
-    (staging / "batches.meta.txt").write_text("\n".join(CLASS_NAMES) + "\n")
+    try:
+        _generate(staging)
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)  # a half-made cache of up to 184 MB helps no one
+        if isinstance(exc, OSError):
+            size_mb = RECORDS_PER_FILE * RECORD_BYTES * (len(TRAIN_FILES) + 1) // 10**6
+            raise PerfkitError(f"cannot write synthetic CIFAR-10 ({size_mb} MB): {write_error(exc)}; "
+                               "free some space there or pass --data-path", folder) from exc
+        raise
     # Publish the whole folder at once so an interrupted generation is never mistaken for a cache.
     if folder.exists() and not synthetic_cached(folder):
         shutil.rmtree(folder)
@@ -94,3 +96,14 @@ def synthetic(cache: Path | None = None) -> Path:
             raise
         shutil.rmtree(staging)
     return folder
+
+
+def _generate(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(SYNTHETIC_SEED)
+    for name in TRAIN_FILES + (TEST_FILE,):
+        records = np.empty((RECORDS_PER_FILE, RECORD_BYTES), dtype=np.uint8)
+        records[:, 0] = rng.integers(0, NUM_CLASSES, RECORDS_PER_FILE, dtype=np.uint8)
+        records[:, 1:] = rng.integers(0, 256, (RECORDS_PER_FILE, IMAGE_BYTES), dtype=np.uint8)
+        records.tofile(folder / name)
+    (folder / "batches.meta.txt").write_text("\n".join(CLASS_NAMES) + "\n")
