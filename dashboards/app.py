@@ -7,6 +7,7 @@ Dash does not serve (`/_dash-component-suites/dash/../x`) a 404.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import traceback
@@ -26,6 +27,9 @@ from perfkit import figures
 from . import ids, layout
 
 LOOPBACK_HOST = "127.0.0.1"
+# Pages built and kept per (page, run): runs never change while the app serves them, and one
+# overview of a small CPU run took 170 ms a request to build (benchmarks/results/dash_load.txt, one client).
+PAGE_CACHE_SIZE = 64
 
 INDEX_STRING = """<!DOCTYPE html>
 <html lang="en"><head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>""" + STYLESHEET + """</style>
@@ -63,6 +67,16 @@ def create_app(runs: Sequence[Run]) -> dash.Dash:
     app.layout = html.Div([dcc.Location(id=ids.URL, refresh=False), layout.header(labels),
                            html.Main(id=ids.PAGE)])
 
+    page_builders = {"/": layout.overview, "/operators": layout.operators, "/ranks": layout.ranks}
+
+    @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
+    def run_page(pathname: str, index: int):
+        return page_builders[pathname](runs[index])
+
+    @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
+    def compare_body(picked: tuple[int, ...]):
+        return layout.compare_body([runs[i] for i in picked])
+
     def pick(search: Any) -> Run | None:
         index = run_index(query_value(search, "run", "0"), len(runs))
         return None if index is None else runs[index]
@@ -91,16 +105,15 @@ def create_app(runs: Sequence[Run]) -> dash.Dash:
             return layout.compare_page(labels, [i for i in chosen if i is not None])
         if not isinstance(pathname, str) or pathname not in ids.PAGES:
             return [layout.card("Not found", layout.empty(f"no page {pathname!s}: use the links above"))]
-        run = pick(search)
-        if run is None:
+        index = run_index(query_value(search, "run", "0"), len(runs))
+        if index is None:
             return unknown_run(len(runs))
-        return {"/": layout.overview, "/operators": layout.operators, "/ranks": layout.ranks}[pathname](run)
+        return run_page(pathname, index)
 
     @app.callback(Output(ids.COMPARE_BODY, "children"), Input(ids.COMPARE_RUNS, "value"))
     def render_compare(values):
         chosen = [] if not isinstance(values, list) else [run_index(v, len(runs)) for v in values]
-        picked = list(dict.fromkeys(i for i in chosen if i is not None))
-        return layout.compare_body([runs[i] for i in picked])
+        return compare_body(tuple(dict.fromkeys(i for i in chosen if i is not None)))
 
     @app.callback(Output(ids.OP_TABLE, "data"), Output(ids.OP_COUNT, "children"),
                   Input(ids.URL, "search"), Input(ids.OP_PASSES, "value"), Input(ids.OP_SEARCH, "value"))
