@@ -41,6 +41,9 @@ NUM_CLASSES = 10
 IMAGE_SIZE_ACCELERATOR = 224
 IMAGE_SIZE_CPU = 32
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Profiled steps are saved to the manifest as they end, at most this often: a write takes ~2 ms per 100
+# steps and falls into the next step's time, so saving after every step would skew long runs.
+SAVE_STEPS_SECONDS = 1.0
 
 
 class Progress:
@@ -144,6 +147,7 @@ class Trainer:
         self.profiling = False
         self.minddata = None
         self.stop_requested = False
+        self.steps_saved_at = 0.0
 
     def request_stop(self, signum, frame) -> None:
         """Ctrl-C (or SIGTERM): finish the step under way, then stop, stop the profiler and analyse."""
@@ -260,8 +264,7 @@ class Trainer:
                 now = time.time_ns()
                 if self.done > config["warmup"]:
                     trainer.steps.append({"step": len(trainer.steps) + 1, "begin_ns": self.begin_ns, "end_ns": now})
-                    # Kept as they come: a rank that is killed (or a full disk) still leaves its step times.
-                    write_manifest(trainer.folder, {**trainer.manifest, "steps": trainer.steps})
+                    trainer.save_steps(every=SAVE_STEPS_SECONDS)
                     trainer.progress.emit("step", done=self.done, total=total)
                     if self.done == total:
                         trainer.stop_profiler()
@@ -283,14 +286,22 @@ class Trainer:
         else:
             model.train(1, dataset.take(total), callbacks=[StepClock()], dataset_sink_mode=False)
 
-    def start_profiler(self) -> None:
-        self.profiler.start()
-        self.profiling = True
+    def save_steps(self, every: float = 0.0) -> None:
+        """Record the steps so far (unless they were less than `every` seconds ago): a rank that is killed,
+        or whose disk fills when the profiler writes its files, still leaves its step times."""
+        if time.monotonic() - self.steps_saved_at >= every:
+            write_manifest(self.folder, {**self.manifest, "steps": self.steps})
+            self.steps_saved_at = time.monotonic()
 
     def stop_profiler(self) -> None:
         if self.profiling:
+            self.save_steps()  # the profiler's own files may fill the disk
             self.profiler.stop()
             self.profiling = False
+
+    def start_profiler(self) -> None:
+        self.profiler.start()
+        self.profiling = True
 
     def finish(self, status: str, error: str | None) -> str:
         """Stop the profiler, save MindData's profile, analyse, and write the final manifest; return the status.
