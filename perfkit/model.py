@@ -96,7 +96,7 @@ class Meta:
     """What is known about how the run was made. None means the files do not tell."""
 
     device: str | None = None            # "Ascend" | "GPU" | "CPU"
-    layout: str | None = None            # "legacy" | "ascend_ms" | "cpu" | "gpu" | "minddata"
+    layout: str | None = None            # "legacy" | "ascend_ms" | "cpu" | "gpu" | "minddata" | "manifest"
     ms_version: str | None = None
     mode: str | None = None              # "graph" | "pynative"
     ranks: list[int] = field(default_factory=list)

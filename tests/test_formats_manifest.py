@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 import perfkit
+from perfkit.errors import LayoutError
 from perfkit.formats import RUN_WIDE, manifest
 
-from conftest import FIXTURE_RUNS
+from conftest import FIXTURE_RUNS, REPO
 
 STEPS = [{"step": 1, "begin_ns": 1_795_343_498_000_000_000, "end_ns": 1_795_343_499_880_000_000},
          {"step": 2, "begin_ns": 1_795_343_499_880_000_000, "end_ns": 1_795_343_501_327_000_000}]
@@ -84,3 +85,26 @@ def test_a_broken_manifest_is_a_warning_and_the_run_still_loads(tmp_path, conten
     run = perfkit.load(run_dir)
     assert any(manifest.MANIFEST in w for w in run.warnings), run.warnings
     assert run.meta.device == "CPU" and len(run.steps) == 4 and run.meta.step_source == "op_timestamps"
+
+
+def test_a_run_stopped_before_the_profiler_wrote_loads_from_its_manifest(tmp_path):
+    """A run killed hard (or the surviving rank msrun killed) has only the step times perfkit recorded."""
+    source = REPO / "sample_runs" / "cpu_default" / "perfkit_run.json"
+    shutil.copy(source, tmp_path / "perfkit_run.json")
+    recorded = json.loads(source.read_text())["steps"]
+    run = perfkit.load(tmp_path)
+    assert run.meta.layout == "manifest" and run.meta.step_source == "recorded_step_times"
+    assert run.steps["step"].tolist() == [s["step"] for s in recorded]
+    assert run.steps["total_ms"].tolist() == pytest.approx([(s["end_ns"] - s["begin_ns"]) / 1e6 for s in recorded])
+    assert run.steps["fwd_bwd_ms"].isna().all()
+    assert any("profiler wrote no op data" in w for w in run.warnings)
+    summary = perfkit.summarize(run)
+    assert summary["steps"]["total_ms"] == pytest.approx(run.steps["total_ms"].mean())
+
+
+def test_a_manifest_without_step_times_is_still_no_run(tmp_path):
+    manifest = json.loads((REPO / "sample_runs" / "cpu_default" / "perfkit_run.json").read_text())
+    manifest["steps"] = []
+    (tmp_path / "perfkit_run.json").write_text(json.dumps(manifest))
+    with pytest.raises(LayoutError, match="no MindSpore profiler files"):
+        perfkit.load(tmp_path)

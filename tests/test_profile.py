@@ -177,6 +177,10 @@ def test_a_dead_rank_stops_the_others_and_is_named_with_its_log(tmp_path):
     # msrun kills the other rank at once: it is marked, and keeps the step times it recorded.
     assert survivor["status"] == "failed" and "stopped before finishing" in survivor["error"]
     assert survivor["steps"] and all(step["begin_ns"] < step["end_ns"] for step in survivor["steps"])
+    # what was collected loads: the survivor's recorded step times make its steps, the failure is in warnings
+    loaded = perfkit.load(out)
+    assert loaded.meta.status == "failed" and 0 in loaded.ranks
+    assert loaded.steps[loaded.steps["rank"] == 0]["step"].tolist() == [s["step"] for s in survivor["steps"]]
     assert_nothing_left(tree, out)
 
 

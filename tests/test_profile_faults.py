@@ -179,6 +179,9 @@ def test_a_second_sigterm_during_training_stops_at_once_and_keeps_the_step_times
     assert recorded["status"] == "interrupted"
     assert "during training" in recorded["error"]
     assert recorded["steps"]  # recorded as they came, so they survive the kill
+    loaded = perfkit.load(out)  # and make a loadable run on their own
+    assert loaded.meta.status == "interrupted"
+    assert loaded.steps["step"].tolist() == [step["step"] for step in recorded["steps"]]
     assert_nothing_left(tree, out)
 
 

@@ -19,7 +19,7 @@ from ..errors import LayoutError
 from ..model import Meta, Run
 from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
 from .base import RUN_WIDE, Parts, screened
-from .steps import derive_steps
+from .steps import derive_steps, steps_from_times
 
 # Order matters: when two readers give the same table for a rank, the first one wins.
 READERS = (manifest, ascend_ms, cpu, gpu, legacy, minddata)
@@ -83,8 +83,8 @@ def load(path: str | os.PathLike) -> Run:
     root, by_rank = read_parts(path)
     run_wide = by_rank.pop(RUN_WIDE, [])
     _check_one_unit_per_rank(root, by_rank)
-    if not any(reader in UNIT_READERS or reader is minddata for entries in by_rank.values()
-               for reader, _, _ in entries):
+    if not any(reader in UNIT_READERS or reader is minddata or "step_times" in parts.tables
+               for entries in by_rank.values() for reader, _, parts in entries):
         raise LayoutError(
             "no MindSpore profiler files found (looked for aicore_intermediate_*, step_trace_raw_*, "
             "ASCEND_PROFILER_OUTPUT/, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, perfkit_run.json)",
@@ -116,13 +116,19 @@ def load(path: str | os.PathLike) -> Run:
                 meta_fields.setdefault("step_source", how)
             else:
                 warnings.append(f"rank {rank}: steps unknown: {how}")
+        elif "steps" not in rank_tables and "step_times" in rank_tables:
+            rank_tables["steps"] = steps_from_times(rank_tables["step_times"])
+            meta_fields.setdefault("step_source", "recorded_step_times")
+            warnings.append(f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step times "
+                            "are the ones perfkit profile recorded, their split is unknown")
         for name in model.SCHEMA:
             if name in rank_tables:
                 tables[name].append((rank, rank_tables[name]))
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)
-    if meta.layout is None:
-        meta.layout = "minddata"  # only dataset profiling files: no unit reader named a layout
+    if meta.layout is None:  # no unit reader named a layout: only dataset files, or only perfkit's manifest
+        readers = {reader for entries in by_rank.values() for reader, _, _ in entries}
+        meta.layout = "minddata" if minddata in readers else "manifest"
     if not tables["steps"]:
         warnings.append("steps unknown: no step trace, step_trace_time.csv or recorded step times")
     else:

@@ -38,6 +38,16 @@ def derive_steps(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tu
     return _from_occurrences(events)
 
 
+def steps_from_times(step_times: pd.DataFrame) -> pd.DataFrame:
+    """Steps from the bounds `perfkit profile` recorded, when the profiler wrote no op data (a run killed
+    before MindSpore's analysis): each step's total is known, its split is not."""
+    times = step_times.sort_values("step").reset_index(drop=True)
+    total_ms = (times["end_ns"] - times["begin_ns"]).to_numpy(dtype=np.int64) / NS_PER_MS
+    unknown = np.full(len(times), np.nan)
+    return pd.DataFrame({"step": times["step"].astype("int64"), "interval_ms": unknown, "fwd_bwd_ms": unknown,
+                         "tail_ms": unknown, "total_ms": total_ms})
+
+
 def _with_pass(op_events: pd.DataFrame, origin: int) -> pd.DataFrame:
     """start/end in int64 ns since `origin` and the pass of each execution (computed once per distinct name)."""
     events = op_events[op_events["name"].notna() & op_events["start_ns"].notna()]
