@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import __version__
+from .errors import FileFormatError
 from .formats.base import Parts, screened
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
@@ -236,18 +237,22 @@ def fetch(entry: Path, source: Job | None = None) -> dict[int, Parts] | None:
 
 # ---------------------------------------------------------------- many folders
 
-def _cold(reader_name: str, folder: str, root: str | None) -> dict[int, Parts]:
-    """Read one folder and store it in the cache under `root` (None: no cache)."""
+def _cold(reader_name: str, folder: str, root: str | None) -> dict[int, Parts] | FileFormatError:
+    """Read one folder and store it in the cache under `root` (None: no cache). A folder whose files are
+    all broken comes back as its error, not raised: it must not stop the other folders being read."""
     reader = importlib.import_module(reader_name)
     # Keyed on the files as they were before reading: a file rewritten meanwhile misses next time.
     entry = entry_dir(Path(root), reader, Path(folder)) if root else None
-    result = screened(reader.read(Path(folder)))
+    try:
+        result = screened(reader.read(Path(folder)))
+    except FileFormatError as exc:
+        return exc
     if entry is not None:
         store(entry, result)
     return result
 
 
-def _map_cold(jobs: Sequence[Job], root: Path | None) -> list[dict[int, Parts]]:
+def _map_cold(jobs: Sequence[Job], root: Path | None) -> list[dict[int, Parts] | FileFormatError]:
     """`_cold` over jobs, in worker processes when there are many."""
     arguments = [(reader.__name__, str(folder), str(root) if root else None)
                  for reader, folder in jobs]
@@ -264,8 +269,9 @@ def _map_cold(jobs: Sequence[Job], root: Path | None) -> list[dict[int, Parts]]:
         return [_cold(*args) for args in arguments]
 
 
-def read_all(jobs: Sequence[Job], run_root: Path) -> list[dict[int, Parts]]:
-    """Each job's `reader.read(folder)`, from the cache where it is current, else read and cached."""
+def read_all(jobs: Sequence[Job], run_root: Path) -> list[dict[int, Parts] | FileFormatError]:
+    """Each job's `reader.read(folder)` (or the FileFormatError it raised), from the cache where it is
+    current, else read and cached."""
     root = usable_root(run_root)
     results: list[dict[int, Parts] | None] = [None] * len(jobs)
     if root is not None:

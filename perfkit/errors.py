@@ -13,6 +13,9 @@ class PerfkitError(Exception):
         self.message = message
         super().__init__(f"{self.path}: {message}" if self.path else message)
 
+    def __reduce__(self):  # raised in a worker process of a parallel read, it crosses back intact
+        return type(self), (self.message, self.path)
+
 
 class LayoutError(PerfkitError):
     """The folder holds no profiler files perfkit knows, or several runs that cannot be told apart."""

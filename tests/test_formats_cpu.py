@@ -222,16 +222,28 @@ def test_a_broken_text_file_is_skipped_with_a_warning(tmp_path, file_name, how):
         assert len(run.steps) == 4
 
 
-def test_every_cpu_file_broken_raises_naming_them(tmp_path):
+def test_every_cpu_file_broken_is_one_warning_naming_them_and_the_dataset_profile_still_loads(tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(CPU_RUN, run_dir)
     framework = next(run_dir.glob("*_ascend_ms")) / "FRAMEWORK"
     for path in framework.iterdir():
         path.write_bytes(b"")
-    with pytest.raises(PerfkitError) as caught:
-        perfkit.load(run_dir)
-    assert "cpu_op_type_info_0.csv" in str(caught.value)
-    result = CliRunner().invoke(main, ["summary", str(run_dir)])
+    run = perfkit.load(run_dir)
+    (skipped,) = [w for w in run.warnings if "cpu_op_type_info_0.csv" in w]
+    assert skipped.startswith("skipped ") and "FRAMEWORK" in skipped and "is empty" in skipped
+    assert not len(run.ops) and not len(run.steps) and len(run.host_queue)
+    result = CliRunner().invoke(main, ["summary", "--format", "json", str(run_dir)])
+    assert result.exit_code == 0 and skipped in json.loads(result.output)["warnings"]
+
+
+def test_every_cpu_file_broken_and_nothing_else_raises_naming_them(tmp_path):
+    framework = tmp_path / "run" / "FRAMEWORK"
+    shutil.copytree(next(CPU_RUN.glob("*_ascend_ms")) / "FRAMEWORK", framework)
+    for path in framework.iterdir():
+        path.write_bytes(b"")
+    with pytest.raises(PerfkitError, match="cpu_op_type_info_0.csv"):
+        perfkit.load(tmp_path / "run")
+    result = CliRunner().invoke(main, ["summary", str(tmp_path / "run")])
     assert result.exit_code == 2 and "Traceback" not in result.output
 
 

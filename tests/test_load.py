@@ -165,3 +165,21 @@ def test_screened_says_which_op_types_and_steps_have_no_time():
     assert any("dropped 1 op type(s) without a total time" in w for w in parts.warnings)
     assert any("steps.total_ms: 1 negative or infinite" in w for w in parts.warnings)
     assert any("1 step(s) without a total time are left out of step means" in w for w in parts.warnings)
+
+
+def test_a_folder_with_every_file_broken_is_skipped_and_the_rest_loads(tmp_path):
+    """A full disk left MindData's files empty: the run's ops and steps still load, the folder is named."""
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "sample_runs" / "cpu_default", run)
+    for path in (run / "md").iterdir():
+        path.write_bytes(b"")
+    loaded = perfkit.load(run)
+    assert len(loaded.steps) and len(loaded.op_types) and not len(loaded.host_queue)
+    (skipped,) = [w for w in loaded.warnings if w.startswith("skipped md:")]
+    assert "no readable MindData file" in skipped and "is empty" in skipped
+
+
+def test_a_run_whose_only_folder_is_broken_is_that_folders_error(tmp_path):
+    (tmp_path / "aicore_intermediate_0_type.csv").write_bytes(b"")
+    with pytest.raises(PerfkitError, match="aicore_intermediate_0_type.csv.*is empty"):
+        perfkit.load(tmp_path)

@@ -269,6 +269,8 @@ def test_a_disk_that_fills_during_profiling_is_one_line_exit_2_and_keeps_the_ste
     recorded = manifest(out)
     assert recorded["status"] == "running" and len(recorded["steps"]) == 2
     assert not list(out.glob(".perfkit_run.json.*.tmp"))
+    loaded = perfkit.load(out)  # the recorded steps still make a run, its cut files named in warnings
+    assert loaded.steps["step"].tolist() == [1, 2] and loaded.warnings
     assert_nothing_left(tree, out)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import cache, model
-from ..errors import LayoutError
+from ..errors import FileFormatError, LayoutError
 from ..model import Meta, Run
 from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
 from .base import RUN_WIDE, Parts, screened
@@ -64,14 +64,20 @@ def discover(path: str | os.PathLike) -> tuple[Path, list[tuple[object, Path]]]:
     return root, [(reader, folder) for folder in _walk(root) for reader in READERS if reader.detect(folder)]
 
 
-def read_parts(path: str | os.PathLike) -> tuple[Path, dict[int, list[tuple[object, Path, Parts]]]]:
-    """Every reader's Parts under `path`, grouped by rank: {rank: [(reader, folder, parts), ...]}."""
+def read_parts(path: str | os.PathLike) -> tuple[Path, dict[int, list[tuple[object, Path, Parts]]],
+                                                list[FileFormatError]]:
+    """Every reader's Parts under `path`, grouped by rank: {rank: [(reader, folder, parts), ...]}, and the
+    errors of folders no file of which could be read."""
     root, jobs = discover(path)
     by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
+    failures = []
     for (reader, folder), result in zip(jobs, cache.read_all(jobs, root)):
+        if isinstance(result, FileFormatError):
+            failures.append(result)
+            continue
         for rank, parts in result.items():
             by_rank.setdefault(rank, []).append((reader, folder, parts))
-    return root, by_rank
+    return root, by_rank, failures
 
 
 def load(path: str | os.PathLike) -> Run:
@@ -80,17 +86,21 @@ def load(path: str | os.PathLike) -> Run:
     >>> run = load("profiler_v1")          # doctest: +SKIP
     >>> run.op_types.head()                 # doctest: +SKIP
     """
-    root, by_rank = read_parts(path)
+    root, by_rank, failures = read_parts(path)
     run_wide = by_rank.pop(RUN_WIDE, [])
     _check_one_unit_per_rank(root, by_rank)
     if not any(reader in UNIT_READERS or reader is minddata or "step_times" in parts.tables
                for entries in by_rank.values() for reader, _, parts in entries):
+        if failures:
+            raise failures[0]  # nothing else to show: the broken folder is the answer
         raise LayoutError(
             "no MindSpore profiler files found (looked for aicore_intermediate_*, step_trace_raw_*, "
             "ASCEND_PROFILER_OUTPUT/, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, perfkit_run.json)",
             root)
     meta_fields: dict = {}
-    warnings: list[str] = []
+    # a folder none of whose files could be read: the rest of the run still loads
+    warnings: list[str] = [f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}"
+                           for exc in failures]
     # Per-rank frames are tagged with their rank and validated once per table, not once per rank:
     # with hundreds of ranks, per-rank validation dominated the warm load time.
     tables: dict[str, list[tuple[int, pd.DataFrame]]] = {name: [] for name in model.SCHEMA}

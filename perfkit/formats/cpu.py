@@ -79,7 +79,7 @@ def _read_rank(framework: Path, rank: int) -> Parts:
                               f"{TIMESTAMP_FILE.format(rank)} (" + "; ".join(parts.warnings) + ")", framework)
     if op_types is not None:
         op_types = op_types[op_types["type"].notna()]
-        if op_types["share"].isna().all():
+        if "share" not in op_types or op_types["share"].isna().all():  # the percent column is optional
             op_types["share"] = op_types["total_ms"] / op_types["total_ms"].sum()
         parts.tables["op_types"] = op_types
     names = details["name"] if details is not None else events["name"] if events is not None else None
