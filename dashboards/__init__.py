@@ -4,4 +4,4 @@ from perfkit import __version__  # Dash puts the version of a package whose scri
 
 from .app import create_app, serve
 
-__all__ = ["create_app", "serve"]
+__all__ = ["__version__", "create_app", "serve"]

@@ -63,8 +63,12 @@ def unknown_run(count: int) -> list:
     return [layout.card("Unknown run", layout.empty(f"unknown run: choose one of the {count} loaded runs"))]
 
 
-def create_app(runs: Sequence[Run]) -> dash.Dash:
-    """A Dash app over `runs` (already loaded). Serve it with `serve` or `app.run(debug=False)`."""
+def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
+    """A Dash app over `runs` (already loaded). Serve it with `serve` or `app.run(debug=False)`.
+
+    `prebuild` builds the first run's overview now, so the first visitor does not wait for its summary and
+    findings (up to 4 s on a million-op run, benchmarks/results/dash_first_page.txt).
+    """
     runs = list(runs)
     labels = figures.run_labels(runs)
     app = dash.Dash(__name__, title="perfkit", suppress_callback_exceptions=True, serve_locally=True,
@@ -82,6 +86,9 @@ def create_app(runs: Sequence[Run]) -> dash.Dash:
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
     def compare_body(picked: tuple[int, ...]):
         return layout.compare_body([runs[i] for i in picked])
+
+    if prebuild and runs:
+        run_page("/", 0)
 
     def pick(search: Any) -> Run | None:
         index = run_index(query_value(search, "run", "0"), len(runs))
@@ -167,9 +174,12 @@ def _raised_in_perfkit(exc: BaseException) -> bool:
     return any(frame.filename.startswith(_OWN_CODE) for frame in frames)
 
 
-def serve(runs: Sequence[Run], host: str = LOOPBACK_HOST, port: int = 8050) -> None:
-    """Serve the dashboard (debug off) until interrupted."""
-    create_app(runs).run(host=host, port=port, debug=False)
+def serve(runs: Sequence[Run], host: str = LOOPBACK_HOST, port: int = 8050, ready=None) -> None:
+    """Serve the dashboard (debug off) until interrupted; `ready()` is called once the first page is built."""
+    app = create_app(runs, prebuild=True)
+    if ready is not None:
+        ready()
+    app.run(host=host, port=port, debug=False)
 
 
 def is_loopback(host: str) -> bool:

@@ -225,8 +225,8 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
         click.echo(f"perfkit: warning: serving on {host}: anyone who can reach this port sees the profiles "
                    "(no authentication)", err=True)
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address needs brackets in a URL
-    click.echo(f"perfkit dash: http://{shown}:{port}/  (Ctrl-C stops)", err=True)
-    serve(loaded, host=host, port=port)
+    serve(loaded, host=host, port=port,
+          ready=lambda: click.echo(f"perfkit dash: http://{shown}:{port}/  (Ctrl-C stops)", err=True))
 
 
 @main.command()
