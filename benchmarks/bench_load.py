@@ -14,6 +14,7 @@ a run that hits either is reported as such, never as a time.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -172,7 +173,7 @@ def bench(name: str, peer: bool, repeat: int, peer_timeout: float, report) -> No
             answers = cold_and_warm(answer, Path(scratch) / "cache", repeat)
             for phase, target, measured in zip(("cold", "warm"), SLOW_RANK_TARGETS, answers):
                 results[f"slow {phase}"] = measured
-                slow = measured.output.split('"slow_ranks": ')[1].split("]")[0] + "]" if measured.status == "ok" else "-"
+                slow = json.loads(measured.output)["slow_ranks"] if measured.status == "ok" else "-"
                 report(f"perfkit slow-rank answer {phase}: {measured.time_text():>9}   peak RSS {gb(measured.peak_rss)}"
                        f"   slow ranks {slow}{verdict(measured.seconds, target)}")
     if not (peer and new_layout):

@@ -37,8 +37,8 @@ from .formats.base import Parts, screened
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
 ENTRY_FORMAT = 2
-# Cold reads go to worker processes only from this many folders on: a worker costs about a second
-# to start (importing pandas and pyarrow), which a few small folders do not repay.
+# Folders are read in worker processes only from this many on: a pool of forked workers costs tens of
+# ms to start and its results must be pickled back, which a few small folders do not repay.
 PARALLEL_MIN_FOLDERS = 8
 # How deep under a reader's folder files count towards its key: readers reach at most
 # ASCEND_PROFILER_OUTPUT/, FRAMEWORK/ or PROF_*/device_*/data/ below their folder.
@@ -254,19 +254,25 @@ def _cold(reader_name: str, folder: str, root: str | None) -> dict[int, Parts] |
 
 def _map_cold(jobs: Sequence[Job], root: Path | None) -> list[dict[int, Parts] | FileFormatError]:
     """`_cold` over jobs, in worker processes when there are many."""
-    arguments = [(reader.__name__, str(folder), str(root) if root else None)
-                 for reader, folder in jobs]
-    if len(jobs) < PARALLEL_MIN_FOLDERS or "fork" not in multiprocessing.get_all_start_methods():
-        return [_cold(*args) for args in arguments]
-    workers = min(len(os.sched_getaffinity(0)), len(jobs))
+    return map_folders(_cold, [(reader.__name__, str(folder), str(root) if root else None) for reader, folder in jobs])
+
+
+def map_folders(function, arguments: Sequence[tuple]) -> list:
+    """`function(*args)` for each of `arguments` (one per folder), in worker processes when there are many.
+
+    `function` must be a module-level function of picklable arguments and results.
+    """
+    if len(arguments) < PARALLEL_MIN_FOLDERS or "fork" not in multiprocessing.get_all_start_methods():
+        return [function(*args) for args in arguments]
+    workers = min(len(os.sched_getaffinity(0)), len(arguments))
     # fork: workers start in milliseconds with perfkit imported and, unlike spawn/forkserver, never
     # re-run the user's __main__ script; Arrow resets its thread pools in a forked child.
     context = multiprocessing.get_context("fork")
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            return list(pool.map(_cold, *zip(*arguments), chunksize=max(1, len(jobs) // (workers * 4))))
-    except BrokenProcessPool:  # a worker died (e.g. killed for memory): read here instead
-        return [_cold(*args) for args in arguments]
+            return list(pool.map(function, *zip(*arguments), chunksize=max(1, len(arguments) // (workers * 4))))
+    except BrokenProcessPool:  # a worker died (e.g. killed for memory): run here instead
+        return [function(*args) for args in arguments]
 
 
 def read_all(jobs: Sequence[Job], run_root: Path) -> list[dict[int, Parts] | FileFormatError]:

@@ -8,6 +8,7 @@ whether a folder is its own (`detect`) and turns it into `Parts` per rank (`read
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
@@ -150,6 +151,11 @@ def load(path: str | os.PathLike) -> Run:
     return Run(path=str(root), meta=meta, warnings=warnings, **frames)
 
 
+def _read_steps(reader_name: str, folder: str) -> dict[int, Parts]:
+    """One folder's steps, screened (module-level: run in worker processes by cache.map_folders)."""
+    return screened(importlib.import_module(reader_name).read_steps(Path(folder)))
+
+
 def _combine(name: str, pieces: list[tuple[int, pd.DataFrame]]):
     """One schema table from per-rank pieces; a function that builds it on first use when a piece is
     still in the cache (cache.Deferred)."""
@@ -174,8 +180,9 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
         run = load(root)
         return root, run.steps, run.warnings
     by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
-    for reader, folder in units:
-        for rank, parts in screened(reader.read_steps(folder)).items():
+    results = cache.map_folders(_read_steps, [(reader.__name__, str(folder)) for reader, folder in units])
+    for (reader, folder), result in zip(units, results):
+        for rank, parts in result.items():
             by_rank.setdefault(rank, []).append((reader, folder, parts))
     _check_one_unit_per_rank(root, by_rank)
     warnings: list[str] = []

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, is_readable_file, op_passes, rank_of, read_csv, read_json_object
+from .base import Parts, guarded, is_readable_file, op_passes, rank_of, read_csv, read_csv_table, read_json_object
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -123,10 +123,10 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     path = folder / OUTPUT_DIR / STEP_TRACE
     if not is_readable_file(parts, path):
         return {rank: parts}
-    trace = guarded(parts, path, lambda p: read_csv(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"),
-                                                    STEP_TRACE_TYPES, parts.warnings))
+    trace = guarded(parts, path, lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"),
+                                                          STEP_TRACE_TYPES, parts.warnings))
     if trace is not None:
-        times = _step_times(trace)
+        times = _step_times({name: trace.column(name).to_numpy(zero_copy_only=False) for name in trace.column_names})
         unknown = np.full(len(times["step"]), np.nan)
         parts.tables["steps"] = pd.DataFrame({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
     return {rank: parts}
@@ -242,18 +242,19 @@ def _op_types_from_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     return types[["type", "total_ms", "count", "share"]]
 
 
-def _step_times(trace: pd.DataFrame) -> dict[str, np.ndarray]:
-    """step_trace_time.csv rows in ms, with the old step trace's total and interval.
+def _step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """step_trace_time.csv columns ({name: array}) in ms, with the old step trace's total and interval.
 
-    numpy, not pandas Series arithmetic: a cluster question runs this once per rank, hundreds of times.
+    numpy, not pandas: a cluster question runs this once per rank, hundreds of times.
     """
-    has_step = trace["step"].notna().to_numpy()
-    ms = {column: (trace[column].to_numpy(dtype=np.float64)[has_step] / US_PER_MS if column in trace
-                   else np.full(int(has_step.sum()), np.nan))
+    step = trace["step"].astype(np.float64)
+    has_step = ~np.isnan(step)
+    missing = np.full(int(has_step.sum()), np.nan)
+    ms = {column: trace[column].astype(np.float64)[has_step] / US_PER_MS if column in trace else missing
           for column in STEP_TRACE_COLUMNS if column != "step"}
     preparing = np.nan_to_num(ms["preparing"], nan=0.0)
     return {
-        "step": trace["step"].to_numpy()[has_step].astype("int64"),
+        "step": step[has_step].astype("int64"),
         "computing_ms": ms["computing"], "comm_exposed_ms": ms["comm_exposed"],
         "comm_overlapped_ms": ms["comm_overlapped"], "comm_ms": ms["comm"], "free_ms": ms["free"],
         "bubble_ms": ms["bubble"], "preparing_ms": ms["preparing"],
@@ -265,7 +266,8 @@ def _step_times(trace: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def _steps(trace: pd.DataFrame, kernels: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
     """Step times with the forward/backward span from kernel scopes where named."""
-    steps = pd.DataFrame(_step_times(trace))
+    steps = pd.DataFrame(_step_times({name: trace[name].to_numpy(dtype=np.float64, na_value=np.nan)
+                                      for name in trace.columns}))
     spans = _forward_backward_spans(kernels, steps["step"]) if kernels is not None else None
     if spans is None:
         steps["fwd_bwd_ms"] = steps["computing_ms"] + steps["comm_exposed_ms"].fillna(0.0)

@@ -48,33 +48,49 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
     """A reader's result without values no measurement can have, each change said in a warning.
 
     A negative or infinite duration is a broken file, not a measurement: it becomes unknown (op types
-    left without a time are dropped). A step row written twice is dropped; steps without a total are said. Applied to each reader's
-    result before it is cached, so a warm load warns as the cold one did.
+    left without a time are dropped). A step row written twice is dropped; steps without a total are
+    said. Applied to each reader's result before it is cached, so a warm load warns as the cold one did.
+    numpy on each column: a cluster question screens hundreds of small step tables.
     """
     for rank, parts in result.items():
         for name, frame in list(parts.tables.items()):
             if frame is None:
                 continue
-            for column in [c for c in frame.columns if str(c).endswith("_ms")]:
-                values = pd.to_numeric(frame[column], errors="coerce")
-                bad = values.isin([np.inf, -np.inf]) | (values < 0)
-                if bad.any():
-                    parts.warnings.append(f"rank {rank}: {name}.{column}: {int(bad.sum())} negative or infinite "
-                                          "values treated as unknown")
-                    frame = frame.assign(**{column: values.where(~bad)})
+            times = [c for c in frame.columns if str(c).endswith("_ms")]
+            if times:
+                block = _floats(frame, times)  # one conversion for every time column
+                bad = np.isinf(block) | (block < 0)
+                for position in np.flatnonzero(bad.any(axis=0)):
+                    column, column_bad = times[position], bad[:, position]
+                    parts.warnings.append(f"rank {rank}: {name}.{column}: {int(column_bad.sum())} negative or "
+                                          "infinite values treated as unknown")
+                    frame = frame.assign(**{column: np.where(column_bad, np.nan, block[:, position])})
             if name == "op_types" and "total_ms" in frame:
-                timed = pd.to_numeric(frame["total_ms"], errors="coerce").notna()
+                timed = ~np.isnan(_floats(frame, ["total_ms"])[:, 0])
                 if not timed.all():
                     parts.warnings.append(f"rank {rank}: op_types: dropped {int((~timed).sum())} op type(s) "
                                           "without a total time")
                     frame = frame[timed]
             if name == "steps" and "step" in frame:
-                frame = _without_repeated_steps(frame, rank, parts.warnings)
-                if "total_ms" in frame and frame["total_ms"].isna().any():
-                    parts.warnings.append(f"rank {rank}: steps: {int(frame['total_ms'].isna().sum())} step(s) "
-                                          "without a total time are left out of step means")
+                step_ids = frame["step"].to_numpy()
+                if len(np.unique(step_ids)) < len(step_ids):
+                    frame = _without_repeated_steps(frame, rank, parts.warnings)
+                untimed = int(np.isnan(_floats(frame, ["total_ms"])).sum()) if "total_ms" in frame else 0
+                if untimed:
+                    parts.warnings.append(f"rank {rank}: steps: {untimed} step(s) without a total time are left out "
+                                          "of step means")
             parts.tables[name] = frame
     return result
+
+
+def _floats(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """`columns` of `frame` as a 2-D float array; a value that is not a number is NaN. An all-numeric frame
+    (a step table) converts in one call: selecting columns by a list of names costs more than the data."""
+    if all(pd.api.types.is_float_dtype(t) or pd.api.types.is_integer_dtype(t) for t in frame.dtypes):
+        positions = [frame.columns.get_loc(c) for c in columns]
+        return frame.to_numpy(dtype=np.float64, na_value=np.nan)[:, positions]
+    return np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+                            for c in columns])
 
 
 def _without_repeated_steps(steps: pd.DataFrame, rank: int, warnings: list[str]) -> pd.DataFrame:
@@ -209,7 +225,14 @@ def csv_header(path: Path) -> list[str]:
 
 def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
              types: dict[str, Any], warnings: list[str]) -> pd.DataFrame:
-    """The columns of a CSV file named in `aliases` ({canonical: accepted headers}), renamed to canonical.
+    """`read_csv_table` as a DataFrame."""
+    return read_csv_table(path, aliases, required, types, warnings).to_pandas()
+
+
+def read_csv_table(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
+                   types: dict[str, Any], warnings: list[str]):
+    """The columns of a CSV file named in `aliases` ({canonical: accepted headers}), renamed to canonical,
+    as a pyarrow Table (for readers that run once per rank of hundreds, where pandas' overhead dominates).
 
     Read with pyarrow, only the wanted columns: kernel tables reach millions of rows. Rows with the
     wrong number of cells (a file cut off mid-write) are skipped and counted in `warnings`.
@@ -257,7 +280,7 @@ def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[st
     if table.num_rows == 0:
         raise FileFormatError("has a header but no rows", path)
     return table.rename_columns([next(c for c, actual in found.items() if actual == name)
-                                 for name in table.column_names]).to_pandas()
+                                 for name in table.column_names])
 
 
 @contextmanager
