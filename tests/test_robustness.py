@@ -4,10 +4,13 @@ never NaN or negative times in the summary, never a write into the folder being 
 
 from __future__ import annotations
 
+import builtins
+import errno
+import functools
+import io
 import json
 import math
 import os
-import functools
 import tempfile
 from pathlib import Path
 
@@ -167,18 +170,28 @@ def test_broken_input_is_skipped_or_named(case, tmp_path):
     assert broken.folder_digest(run) == before
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="running as root: chmod 000 does not block reads, so the case cannot be made")
-def test_unreadable_file_is_skipped_or_named(tmp_path):
+def test_unreadable_file_is_skipped_and_named(tmp_path, monkeypatch):
     run = broken.copy_run(FIXTURE_RUNS[LEGACY], tmp_path / "run")
     target = run / "aicore_intermediate_1_type.csv"
     target.chmod(0)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # root reads through chmod 000: make opening it fail as it does for anyone else (EACCES)
+        real_open = io.open
+
+        def denying_open(file, *args, **kwargs):
+            if isinstance(file, (str, os.PathLike)) and os.fspath(file) == str(target):
+                raise PermissionError(errno.EACCES, "Permission denied", str(target))
+            return real_open(file, *args, **kwargs)
+        monkeypatch.setattr(io, "open", denying_open)
+        monkeypatch.setattr(builtins, "open", denying_open)
     try:
         summary = _check_outcome(_invoke("summary", run), target)
-        if isinstance(summary, dict):
-            assert any(target.name in w for w in summary["warnings"]), summary["warnings"]
     finally:
         target.chmod(0o644)
+    assert isinstance(summary, dict), summary
+    named = [w for w in summary["warnings"] if target.name in w]
+    assert named and "Permission denied" in named[0], summary["warnings"]
+    OUTCOMES["unreadable_file"] = "exit 0: " + named[0]
 
 
 def test_warning_names_the_skipped_file(tmp_path):
@@ -211,7 +224,7 @@ MUTATION_TARGETS = [
 
 def _mutate(raw: bytes, op: str, a: int, b: int) -> bytes:
     rows = raw.splitlines(keepends=True) or [b""]
-    i, j = a % len(rows), b % len(rows)
+    i = a % len(rows)
     if op == "truncate":
         return raw[: a % (len(raw) + 1)]
     if op == "delete_line":
