@@ -138,3 +138,18 @@ def test_script_dash_does_not_serve_is_404(client, path):
 def test_page_path_that_is_not_a_string_is_not_found(client):
     response = page(client, ["/"], "?run=0")
     assert response.status_code == 200 and "no page" in response.get_data(as_text=True)
+
+
+def test_pages_are_built_once_per_run_and_the_first_overview_before_serving(monkeypatch):
+    from dashboards import layout
+    built = []
+    original = layout.overview
+    monkeypatch.setattr(layout, "overview", lambda run: built.append(run.name) or original(run))
+    runs = [make_run("v1"), make_run("v2")]
+    client = create_app(runs, prebuild=True).server.test_client()
+    assert built == [runs[0].name]  # before any request
+    first, again = page(client, "/", "?run=0"), page(client, "/", "?run=0")
+    assert first.status_code == again.status_code == 200 and first.get_data() == again.get_data()
+    assert built == [runs[0].name]
+    assert page(client, "/", "?run=1").status_code == 200 and built == [runs[0].name, runs[1].name]
+    assert create_app(runs).server and built == [runs[0].name, runs[1].name]  # no prebuild unless asked

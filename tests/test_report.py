@@ -86,12 +86,16 @@ def test_dash_command_binds_loopback_unless_told(monkeypatch, host, warned):
     import perfkit.cli
     served = {}
     monkeypatch.setattr(perfkit.cli, "_load", lambda path: make_run())
-    monkeypatch.setattr(dashboards.app, "serve", lambda runs, host, port: served.update(host=host, port=port,
-                                                                                      runs=len(runs)))
+
+    def serve(runs, host, port, ready):
+        served.update(host=host, port=port, runs=len(runs))
+        ready()  # the app is built: now the URL is worth printing
+    monkeypatch.setattr(dashboards.app, "serve", serve)
     result = CliRunner().invoke(main, ["dash", "a", "b", "--host", host, "--port", "8123"])
     assert result.exit_code == 0, result.output
     assert served == {"host": host, "port": 8123, "runs": 2}
     assert ("warning: serving on" in result.output) is warned
+    assert ":8123/  (Ctrl-C stops)" in result.output.splitlines()[-1]
 
 
 def test_dash_default_host_is_loopback():
