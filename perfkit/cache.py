@@ -9,6 +9,7 @@ every file under that folder: touching or rewriting any file makes the next load
 Entries are written to a temporary folder and renamed into place, so a reader never sees half an
 entry; an entry that cannot be read back is deleted and the folder is read cold. A cache that
 cannot be written (read-only home, full disk) only costs speed. PERFKIT_NO_CACHE=1 turns it off.
+The cache is kept under $PERFKIT_CACHE_MAX_MB (default 2 GB) by dropping the least recently used entries.
 
 Many folders (a cluster run with one folder per rank) are read cold in parallel processes.
 """
@@ -52,6 +53,9 @@ THREADED_READ_BYTES = 4 * 1024 * 1024
 # Tables read from an entry only when a command first uses them (model.Run defers them): op rows are
 # most of a big run's entry (a million rows: 0.4 s of a 1.1 s warm `perfkit summary` that never uses them).
 DEFERRED_TABLES = ("ops",)
+# After a load that stored entries, the cache is trimmed to $PERFKIT_CACHE_MAX_MB (else this), least recently
+# used entries first and never the load's own; the benchmark runs take 10-150 MB each.
+DEFAULT_MAX_BYTES = 2 * 1024**3
 
 Job = tuple[Any, Path]  # (reader module, folder)
 
@@ -66,6 +70,13 @@ def cache_root() -> Path:
         return Path(os.environ["PERFKIT_CACHE_DIR"]).expanduser().resolve()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return (Path(base).expanduser() / "perfkit").resolve()
+
+
+def max_bytes() -> int:
+    try:
+        return int(float(os.environ["PERFKIT_CACHE_MAX_MB"]) * 1024**2)
+    except (KeyError, ValueError):
+        return DEFAULT_MAX_BYTES
 
 
 def usable_root(run_root: Path) -> Path | None:
@@ -229,6 +240,7 @@ def fetch(entry: Path, source: Job | None = None) -> dict[int, Parts] | None:
                       for name, spec in stored["tables"].items()}
             result[int(rank)] = Parts(tables=tables, meta=stored["meta"], warnings=stored["warnings"],
                                       sources=stored["sources"])
+        os.utime(entry / META_FILE)  # last use, for trim()
         return result
     except Exception:  # noqa: BLE001 - whatever is wrong with a cache entry, the files are the truth
         shutil.rmtree(entry, ignore_errors=True)
@@ -280,10 +292,40 @@ def read_all(jobs: Sequence[Job], run_root: Path) -> list[dict[int, Parts] | Fil
     current, else read and cached."""
     root = usable_root(run_root)
     results: list[dict[int, Parts] | None] = [None] * len(jobs)
-    if root is not None:
-        for index, (reader, folder) in enumerate(jobs):
-            results[index] = fetch(entry_dir(root, reader, folder), (reader, folder))
+    entries = [entry_dir(root, reader, folder) for reader, folder in jobs] if root is not None else []
+    for index, entry in enumerate(entries):
+        results[index] = fetch(entry, jobs[index])
     missing = [index for index, result in enumerate(results) if result is None]
     for index, result in zip(missing, _map_cold([jobs[i] for i in missing], root)):
         results[index] = result
+    if root is not None and missing:
+        trim(root, keep=set(entries))
     return results
+
+
+def trim(root: Path, keep: set[Path]) -> None:
+    """Remove the least recently used entries until the cache fits in max_bytes(); never those in `keep`."""
+    entries = []
+    for place in _subfolders(root / "parts"):
+        for entry in _subfolders(place):
+            if entry.name.startswith(".tmp-"):
+                continue  # being written by another process
+            try:
+                used = (entry / META_FILE).stat().st_mtime
+            except OSError:
+                continue
+            entries.append((used, sum(size for _, size, _ in _files_under(entry)), entry))
+    total = sum(size for _, size, _ in entries)
+    for _, size, entry in sorted(entries):
+        if total <= max_bytes():
+            break
+        if entry not in keep:
+            shutil.rmtree(entry, ignore_errors=True)
+            total -= size
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return [Path(entry.path) for entry in os.scandir(folder) if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []

@@ -242,3 +242,26 @@ def test_warm_load_warns_about_impossible_op_times_like_the_cold_one(tmp_path, c
     cold, warm = summary_json(run), summary_json(run)
     assert warm == cold
     assert any("ops.avg_ms" in w and "negative or infinite" in w for w in cold["warnings"])
+
+
+def test_cache_is_trimmed_to_its_limit_least_recently_used_first(cache_dir, monkeypatch):
+    runs = [FIXTURE_RUNS[name] for name in ("legacy_run_2", "legacy_run_3", "legacy_run_4")]
+    for run in runs:
+        perfkit.load(run)
+    sizes = {run: sum(p.stat().st_size for p in entry_files(cache_dir) if str(run) in _entry_source(p))
+             for run in runs}
+    assert all(sizes.values())
+    perfkit.load(runs[0])  # now the most recently used; runs[1] the least
+    monkeypatch.setenv("PERFKIT_CACHE_MAX_MB", str((sizes[runs[0]] + sizes[runs[2]] + 1000) / 1024**2))
+    copy = copy_run(runs[1], cache_dir.parent / "copy")  # a new folder: a cold load that stores, then trims
+    perfkit.load(copy)
+    kept = {_entry_source(p) for p in entry_files(cache_dir)}
+    assert str(copy) in kept and str(runs[0]) in kept  # this load's entry and the most recently used stay
+    assert str(runs[1]) not in kept
+
+
+def _entry_source(parquet: Path) -> str:
+    """The folder a cache entry was made from, from the sources its entry.json lists."""
+    described = json.loads((parquet.parent.parent / cache.META_FILE).read_text())
+    sources = [s for rank in described["ranks"].values() for s in rank["sources"]]
+    return str(Path(sources[0]).parent) if sources else ""
