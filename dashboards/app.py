@@ -22,16 +22,15 @@ from werkzeug.exceptions import BadRequest, HTTPException, NotFound
 
 from perfkit.model import PASSES, Run
 from perfkit.report import STYLESHEET
-from perfkit import figures
+from perfkit import figures, report
 
 from . import ids, layout
 
 LOOPBACK_HOST = "127.0.0.1"
-# plotly.js's basic bundle (scatter, bar, pie: every trace perfkit.figures draws), a page script served like
-# Dash's own, so dcc.Graph finds window.Plotly and never fetches the full plotly.min.js: 1.2 MB instead of 4.8 MB,
-# whose evaluation was most of the first page's time (benchmarks/dash_first_page.py). Same plotly.js version as
-# the plotly package (tests/test_dashboard_first_page.py checks).
-PLOTLY_BUNDLE = "vendor/plotly-basic.min.js"
+# perfkit's plotly.js basic bundle (perfkit.report.PLOTLY_BUNDLE), a page script served like Dash's own, so
+# dcc.Graph finds window.Plotly and never fetches the full plotly.min.js: 1.2 MB instead of 4.8 MB, whose
+# evaluation was most of the first page's time (benchmarks/dash_first_page.py).
+PLOTLY_BUNDLE = report.PLOTLY_BUNDLE.relative_to(Path(report.__file__).resolve().parent).as_posix()
 # Pages built and kept per (page, run): runs never change while the app serves them, and one
 # overview of a small CPU run took 170 ms a request to build (benchmarks/results/dash_load.txt, one client).
 PAGE_CACHE_SIZE = 64
@@ -73,7 +72,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
     labels = figures.run_labels(runs)
     app = dash.Dash(__name__, title="perfkit", suppress_callback_exceptions=True, serve_locally=True,
                     index_string=INDEX_STRING, update_title=None)
-    app.scripts.append_script({"relative_package_path": PLOTLY_BUNDLE, "namespace": __package__})
+    app.scripts.append_script({"relative_package_path": PLOTLY_BUNDLE, "namespace": "perfkit"})
     app.layout = html.Div([dcc.Location(id=ids.URL, refresh=False), layout.header(labels),
                            html.Main(id=ids.PAGE)])
 

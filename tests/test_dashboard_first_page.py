@@ -24,7 +24,7 @@ from generate import SEED, write_new_layout_rank  # noqa: E402
 from test_dashboard_browser import panels_with_data, text_of  # noqa: E402
 
 import perfkit  # noqa: E402
-from dashboards.app import PLOTLY_BUNDLE  # noqa: E402
+from perfkit.report import PLOTLY_BUNDLE  # noqa: E402
 from perfkit.analysis import summarize  # noqa: E402
 from perfkit.figures import MAX_STEP_BARS  # noqa: E402
 
@@ -60,7 +60,7 @@ def test_first_page_of_a_big_run_is_fully_drawn(big_run, tmp_path):
         assert 0 < load.drawn_s <= FIRST_PAGE_LIMIT_S
         assert load.drawn_s <= load.wall_s + 0.1  # the browser's clock starts before driver.get returns control
         assert "page.children" in {callback["output"] for callback in load.callbacks}
-        assert any("/_dash-component-suites/dashboards/vendor/plotly-basic" in url for url in load.scripts)
+        assert any("/_dash-component-suites/perfkit/vendor/plotly-basic" in url for url in load.scripts)
         assert not any("plotly.min.js" in url for url in load.scripts)  # the 4.8 MB bundle stays unfetched
     assert result.cold_summary_s > 0 and result.server_ready_s > 0
 
@@ -68,7 +68,6 @@ def test_first_page_of_a_big_run_is_fully_drawn(big_run, tmp_path):
 def test_vendored_plotly_matches_the_plotly_package():
     from plotly.offline import get_plotlyjs_version
 
-    bundle = REPO / "dashboards" / PLOTLY_BUNDLE
-    header = bundle.read_text(encoding="utf-8")[:200]
+    header = PLOTLY_BUNDLE.read_text(encoding="utf-8")[:200]
     assert "plotly.js (basic - minified)" in header
     assert re.search(r" v(\d+\.\d+\.\d+)\n", header).group(1) == get_plotlyjs_version()
