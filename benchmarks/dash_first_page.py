@@ -26,12 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import psutil
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
-from dash_load import HOST, Request, fetch, free_port  # noqa: E402
+from dash_load import Server  # noqa: E402
 from test_dashboard_browser import CHROMIUM, make_driver  # noqa: E402
 
 GENERATED = REPO / "benchmarks" / "generated"
@@ -142,57 +140,16 @@ def load_first_page(driver, url: str, timeout_s: float = DRAW_TIMEOUT_S) -> Page
                     facts["graphs"], int(facts["bytes"]), facts["callbacks"], facts["scripts"])
 
 
-class DashServer:
-    """`perfkit dash RUN --port P` in a child process over `env`; `ready_s`: start until GET / answers 200."""
-
-    def __init__(self, run: Path, env: dict, timeout_s: float = 300):
-        self.base = (HOST, free_port())
-        self.url = f"http://{HOST}:{self.base[1]}/"
-        self.log = tempfile.TemporaryFile("w+")
-        began = time.perf_counter()
-        self.process = subprocess.Popen([sys.executable, "-m", "perfkit", "dash", str(run), "--port",
-                                         str(self.base[1])], cwd=REPO, env=env, stdout=self.log,
-                                        stderr=subprocess.STDOUT)
-        while not self._answers():
-            if self.process.poll() is not None or time.perf_counter() - began > timeout_s:
-                self.stop()
-                self.log.seek(0)
-                raise RuntimeError(f"perfkit dash {run} did not start:\n{self.log.read()[-2000:]}")
-            time.sleep(POLL_S)
-        self.ready_s = time.perf_counter() - began
-
-    def _answers(self) -> bool:
-        try:
-            return fetch(self.base, Request("", "GET", "/"))[0] == 200
-        except OSError:
-            return False
-
-    def stop(self) -> list[int]:
-        """Stop the server; returns the pids of its processes still running afterwards (should be none)."""
-        children = psutil.Process(self.process.pid).children(recursive=True) if self.process.poll() is None else []
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        _, alive = psutil.wait_procs(children, timeout=5)
-        return [process.pid for process in alive] + ([self.process.pid] if self._answers() else [])
-
-
 def measure(name: str, run: Path, driver, cache_dir: Path, repeat: int) -> Measurement:
     env = {**os.environ, "PERFKIT_CACHE_DIR": str(cache_dir)}
     began = time.perf_counter()
     subprocess.run([sys.executable, "-m", "perfkit", "summary", str(run)], cwd=REPO, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cold = time.perf_counter() - began
-    server = DashServer(run, env)
-    try:
+    with Server([str(run)], startup_timeout_s=300, env=env) as server:
         loads = [load_first_page(driver, server.url) for _ in range(repeat)]
-    finally:
-        left = server.stop()
-    if left:
-        raise RuntimeError(f"perfkit dash left processes running: {left}")
+    if server.left:
+        raise RuntimeError(f"perfkit dash left processes running: {server.left}")
     return Measurement(name, run, cold, server.ready_s, loads)
 
 

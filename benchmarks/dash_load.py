@@ -294,28 +294,35 @@ def free_port() -> int:
 
 
 class Server:
-    """`perfkit dash RUNS --port P` in a child process, its output in a temp file; a context manager."""
+    """`perfkit dash RUNS --port P` in a child process (environment `env`), its output in a temp file; a
+    context manager. `ready_s`: from start until it answers; `left`, after exit: pids of its processes still
+    running (should be none)."""
 
-    def __init__(self, runs: Sequence[str], startup_timeout_s: float = 120):
-        self.runs, self.startup_timeout_s = list(runs), startup_timeout_s
+    def __init__(self, runs: Sequence[str], startup_timeout_s: float = 120, env: dict | None = None):
+        self.runs, self.startup_timeout_s, self.env = list(runs), startup_timeout_s, env
         self.base = (HOST, free_port())
+        self.url = f"http://{HOST}:{self.base[1]}/"
+        self.left: list[int] = []
 
     def __enter__(self) -> "Server":
         self.log = tempfile.NamedTemporaryFile("w+", prefix="dash_load_", suffix=".log")
+        began = time.perf_counter()
         self.process = subprocess.Popen([sys.executable, "-m", "perfkit", "dash", *self.runs,
-                                         "--port", str(self.base[1])], cwd=REPO,
+                                         "--port", str(self.base[1])], cwd=REPO, env=self.env,
                                         stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + self.startup_timeout_s
-        while True:
-            try:
-                if fetch(self.base, Request("", "GET", "/_dash-layout"))[0] == 200:
-                    return self
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
+        while not self._answers():
+            if self.process.poll() is not None or time.perf_counter() - began > self.startup_timeout_s:
                 self.__exit__()
-                raise RuntimeError(f"perfkit dash did not start:\n{self.output()}")
-            time.sleep(0.3)
+                raise RuntimeError(f"perfkit dash did not start:\n{self.output()[-2000:]}")
+            time.sleep(0.05)
+        self.ready_s = time.perf_counter() - began
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            return fetch(self.base, Request("", "GET", "/_dash-layout"))[0] == 200
+        except OSError:
+            return False
 
     def output(self) -> str:
         self.log.seek(0)
@@ -327,12 +334,15 @@ class Server:
         return [text[max(0, m.start() - 200):m.start() + 1500] for m in re.finditer("Traceback", text)]
 
     def __exit__(self, *exc) -> None:
+        children = psutil.Process(self.process.pid).children(recursive=True) if self.process.poll() is None else []
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        _, alive = psutil.wait_procs(children, timeout=5)
+        self.left = [process.pid for process in alive] + ([self.process.pid] if self._answers() else [])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
