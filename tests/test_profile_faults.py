@@ -137,14 +137,21 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", str(disk)], check=True)
 
 
-@pytest.mark.mindspore
-def test_sigterm_during_training_stops_after_the_step_and_keeps_a_loadable_run(tmp_path, profiling):
-    out = tmp_path / "run"
+def training_past_its_first_step(profiling, out: Path):
+    """A long profiled run started and past its first recorded step: (run, its training process, the
+    process tree as it is while training)."""
     run = profiling(out, *SMALL_FLAGS[2:], "--steps", LONG_STEPS)
     child = training_process(run.process, rank=0)
     wait_for_profiler_start(out, run.process)
     tree = run.tree()
     wait_for_recorded_step(out, run.process)
+    return run, child, tree
+
+
+@pytest.mark.mindspore
+def test_sigterm_during_training_stops_after_the_step_and_keeps_a_loadable_run(tmp_path, profiling):
+    out = tmp_path / "run"
+    run, child, tree = training_past_its_first_step(profiling, out)
     run.process.send_signal(signal.SIGTERM)  # what `kill PID` and job schedulers send
     returncode, stdout, stderr = run.finish()
     assert returncode == 128 + signal.SIGTERM, stderr
@@ -162,11 +169,7 @@ def test_sigterm_during_training_stops_after_the_step_and_keeps_a_loadable_run(t
 @pytest.mark.mindspore
 def test_a_second_sigterm_during_training_stops_at_once_and_keeps_the_step_times(tmp_path, profiling):
     out = tmp_path / "run"
-    run = profiling(out, *SMALL_FLAGS[2:], "--steps", LONG_STEPS)
-    training_process(run.process, rank=0)
-    wait_for_profiler_start(out, run.process)
-    tree = run.tree()
-    wait_for_recorded_step(out, run.process)
+    run, _, tree = training_past_its_first_step(profiling, out)
     run.process.send_signal(signal.SIGTERM)
     run.wait_for_line("SIGTERM: stopping training")
     run.process.send_signal(signal.SIGTERM)
@@ -188,11 +191,7 @@ def test_a_second_sigterm_during_training_stops_at_once_and_keeps_the_step_times
 @pytest.mark.mindspore
 def test_kill_9_of_perfkit_stops_its_training_process_which_keeps_an_interrupted_run(tmp_path, profiling):
     out = tmp_path / "run"
-    run = profiling(out, *SMALL_FLAGS[2:], "--steps", LONG_STEPS)
-    child = training_process(run.process, rank=0)
-    wait_for_profiler_start(out, run.process)
-    tree = run.tree()
-    wait_for_recorded_step(out, run.process)
+    run, child, tree = training_past_its_first_step(profiling, out)
     run.process.kill()  # no handler can run: the kernel tells the orphaned training process
     returncode, _, _ = run.finish()
     assert returncode == -signal.SIGKILL

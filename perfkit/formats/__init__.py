@@ -70,15 +70,24 @@ def read_parts(path: str | os.PathLike) -> tuple[Path, dict[int, list[tuple[obje
     """Every reader's Parts under `path`, grouped by rank: {rank: [(reader, folder, parts), ...]}, and the
     errors of folders no file of which could be read."""
     root, jobs = discover(path)
+    results = cache.read_all(jobs, root)
+    read = [(job, result) for job, result in zip(jobs, results) if not isinstance(result, FileFormatError)]
+    return root, _by_rank(read), [result for result in results if isinstance(result, FileFormatError)]
+
+
+def _by_rank(read) -> dict[int, list[tuple[object, Path, Parts]]]:
+    """((reader, folder), {rank: Parts}) pairs grouped by rank: {rank: [(reader, folder, parts), ...]}."""
     by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
-    failures = []
-    for (reader, folder), result in zip(jobs, cache.read_all(jobs, root)):
-        if isinstance(result, FileFormatError):
-            failures.append(result)
-            continue
+    for (reader, folder), result in read:
         for rank, parts in result.items():
             by_rank.setdefault(rank, []).append((reader, folder, parts))
-    return root, by_rank, failures
+    return by_rank
+
+
+def _located(root: Path, folder: Path, warnings: list[str]) -> list[str]:
+    """A folder's warnings, prefixed with where it is under the run's root."""
+    where = os.path.relpath(folder, root)
+    return [w if where == "." else f"{where}: {w}" for w in warnings]
 
 
 def load(path: str | os.PathLike) -> Run:
@@ -112,8 +121,7 @@ def load(path: str | os.PathLike) -> Run:
         rank_tables: dict[str, pd.DataFrame] = {}
         for reader, folder, parts in by_rank[rank]:
             _merge_meta(meta_fields, parts.meta)
-            where = os.path.relpath(folder, root)
-            warnings += [w if where == "." else f"{where}: {w}" for w in parts.warnings]
+            warnings += _located(root, folder, parts.warnings)
             for name, frame in parts.tables.items():
                 if frame is None or not len(frame):
                     continue
@@ -179,18 +187,14 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
     if not units or not all(hasattr(reader, "read_steps") for reader, _ in units):
         run = load(root)
         return root, run.steps, run.warnings
-    by_rank: dict[int, list[tuple[object, Path, Parts]]] = {}
     results = cache.map_folders(_read_steps, [(reader.__name__, str(folder)) for reader, folder in units])
-    for (reader, folder), result in zip(units, results):
-        for rank, parts in result.items():
-            by_rank.setdefault(rank, []).append((reader, folder, parts))
+    by_rank = _by_rank(zip(units, results))
     _check_one_unit_per_rank(root, by_rank)
     warnings: list[str] = []
     frames, ranks = [], []
     for rank in sorted(by_rank):
         for _, folder, parts in by_rank[rank]:
-            where = os.path.relpath(folder, root)
-            warnings += [w if where == "." else f"{where}: {w}" for w in parts.warnings]
+            warnings += _located(root, folder, parts.warnings)
             if len(parts.tables.get("steps", ())):
                 frames.append(parts.tables["steps"])
                 ranks.append(rank)

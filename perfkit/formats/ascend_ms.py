@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, is_readable_file, op_passes, rank_of, read_csv, read_csv_table, read_json_object
+from .base import Parts, guarded, op_passes, rank_of, read_csv, read_csv_table, read_json_object
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -87,10 +87,7 @@ def read(folder: Path) -> dict[int, Parts]:
     rank = _read_profiler_info(folder, parts)
 
     def load(name, aliases, required, types):
-        path = output / name
-        if not is_readable_file(parts, path):
-            return None
-        return guarded(parts, path, lambda p: read_csv(p, aliases, required, types, parts.warnings))
+        return guarded(parts, output / name, lambda p: read_csv(p, aliases, required, types, parts.warnings))
 
     kernels = load(KERNELS, KERNEL_COLUMNS, ("name", "type", "start_us", "duration_us"), KERNEL_TYPES)
     op_statistic = load(OP_STATISTIC, OP_STATISTIC_COLUMNS, ("type", "count", "total_us"), OP_STATISTIC_TYPES)
@@ -120,13 +117,12 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     kernels and stay unknown."""
     parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
     rank = _read_profiler_info(folder, parts)
-    path = folder / OUTPUT_DIR / STEP_TRACE
-    if not is_readable_file(parts, path):
-        return {rank: parts}
-    trace = guarded(parts, path, lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"),
-                                                          STEP_TRACE_TYPES, parts.warnings))
+    trace = guarded(parts, folder / OUTPUT_DIR / STEP_TRACE,
+                    lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,
+                                             parts.warnings))
     if trace is not None:
-        times = _step_times({name: trace.column(name).to_numpy(zero_copy_only=False) for name in trace.column_names})
+        times = _step_times({name: trace.column(name).to_numpy(zero_copy_only=False)
+                             for name in trace.column_names})
         unknown = np.full(len(times["step"]), np.nan)
         parts.tables["steps"] = pd.DataFrame({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
     return {rank: parts}

@@ -96,15 +96,18 @@ def _floats(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
 def _without_repeated_steps(steps: pd.DataFrame, rank: int, warnings: list[str]) -> pd.DataFrame:
     """A step row written twice (a copied line, a re-run appended) would count twice in every mean:
     identical copies are dropped; a step id repeated with other times is kept and said."""
+    def first_ids(rows: pd.Series) -> str:
+        return ", ".join(str(step) for step in steps.loc[rows, "step"].unique()[:5])
+
     copies = steps.duplicated(keep="first")
     if copies.any():
         warnings.append(f"rank {rank}: steps: dropped {int(copies.sum())} duplicated step row(s) "
-                        f"(step {', '.join(str(s) for s in steps.loc[copies, 'step'].unique()[:5])})")
+                        f"(step {first_ids(copies)})")
         steps = steps[~copies]
     repeated = steps["step"].duplicated(keep=False)
     if repeated.any():
-        warnings.append(f"rank {rank}: steps: step id(s) {', '.join(str(s) for s in steps.loc[repeated, 'step'].unique()[:5])}"
-                        " appear more than once with different times; each row counts as a step")
+        warnings.append(f"rank {rank}: steps: step id(s) {first_ids(repeated)} appear more than once with "
+                        "different times; each row counts as a step")
     return steps
 
 
@@ -163,7 +166,10 @@ def is_readable_file(parts: Parts, path: Path) -> bool:
 
 
 def guarded(parts: Parts, path: Path, reader: Callable[[Path], Any]) -> Any:
-    """Run `reader(path)`; a broken file becomes a warning on `parts` and None, so the rest still loads."""
+    """Run `reader(path)`; a broken file becomes a warning on `parts` and None, so the rest still loads.
+    An absent file is None, one that is there but no file a warning too (`is_readable_file`)."""
+    if not is_readable_file(parts, path):
+        return None
     try:
         result = reader(path)
     except FileFormatError as exc:

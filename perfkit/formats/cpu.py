@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, is_readable_file, op_passes, rank_of, read_csv, read_text
+from .base import Parts, guarded, has_match, op_passes, rank_of, read_csv, read_text
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -65,8 +65,7 @@ def _read_rank(framework: Path, rank: int) -> Parts:
     parts = Parts(meta={"device": "CPU", "layout": "cpu", "data_mode": "feed"})
 
     def load(pattern, reader):
-        path = framework / pattern.format(rank)
-        return guarded(parts, path, reader) if is_readable_file(parts, path) else None
+        return guarded(parts, framework / pattern.format(rank), reader)
 
     op_types = load(TYPE_FILE, lambda p: read_csv(p, TYPE_COLUMNS, ("type", "count", "total_ms"),
                                                   TYPE_TYPES, parts.warnings))

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, is_readable_file, op_passes, op_types_of, rank_of, read_csv, read_text
+from .base import Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_text
 
 TYPE_FILE = "gpu_op_type_info_{}.csv"
 DETAIL_FILE = "gpu_op_detail_info_{}.csv"
@@ -72,8 +72,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
     parts = Parts(meta={"device": "GPU", "layout": "gpu"})
 
     def load(pattern, reader):
-        path = folder / pattern.format(rank)
-        return guarded(parts, path, reader) if is_readable_file(parts, path) else None
+        return guarded(parts, folder / pattern.format(rank), reader)
 
     op_types = load(TYPE_FILE, lambda p: read_csv(p, TYPE_COLUMNS, ("type", "total_us"), TYPE_TYPES,
                                                   parts.warnings))

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, is_readable_file, op_passes, op_types_of, rank_of, read_csv, read_json_object, read_text
+from .base import Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_json_object, read_text
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -134,8 +134,7 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
     parts = Parts(meta={"device": "Ascend", "layout": "legacy", "data_mode": data_mode})
 
     def load(pattern, reader):
-        path = folder / pattern.format(rank)
-        return guarded(parts, path, reader) if is_readable_file(parts, path) else None
+        return guarded(parts, folder / pattern.format(rank), reader)
 
     op_types = load(TYPE_FILE, lambda p: _read_types(p, parts.warnings))
     details = load(DETAIL_FILE, lambda p: read_csv(p, DETAIL_COLUMNS, ("name", "avg_ms"), DETAIL_TYPES,
