@@ -6,11 +6,15 @@ import math
 import re
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .model import Run
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
+# Reported only where a layout measures them (step_trace_time.csv's columns).
+OPTIONAL_STEP_KEYS = ("computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
+                      "preparing_ms", "bubble_ms")
 
 # Op-type families the seed's AMP story is about (formats.md §3): Ascend BNTraining*/BNInfer, CPU/GPU BatchNorm*.
 CAST_FAMILY = re.compile(r"^Cast")
@@ -38,10 +42,39 @@ def step_means(steps: pd.DataFrame) -> dict[str, Any] | None:
         steps = complete
     for key in STEP_KEYS:
         result[key] = _number(steps[key].mean())
-    for key in ("computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
-                "preparing_ms", "bubble_ms"):
+    for key in OPTIONAL_STEP_KEYS:
         if key in steps and steps[key].notna().any():
             result[key] = _number(steps[key].mean())
+    return result
+
+
+def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
+    """`step_means` of each rank, in rank order, in one pass over all ranks (a cluster run has hundreds).
+
+    Sums by numpy's bincount, which adds in row order: the same table gives the same digits however
+    pandas laid it out in memory (a cached load must print what the cold one did).
+    """
+    if not len(steps):
+        return []
+    ranks, rank_of_row = np.unique(steps["rank"].to_numpy(), return_inverse=True)
+    counts = steps.groupby("rank", sort=True)["step"].nunique().to_numpy()
+    has_total = steps["total_ms"].notna().to_numpy()
+    rank_has_total = np.bincount(rank_of_row, weights=has_total, minlength=len(ranks)) > 0
+    used = has_total | ~rank_has_total[rank_of_row]  # as step_means: only complete steps where a rank has them
+    means: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key: (mean per rank, values per rank)
+    for key in STEP_KEYS + tuple(key for key in OPTIONAL_STEP_KEYS if key in steps):
+        values = steps[key].to_numpy(dtype=np.float64, na_value=np.nan)
+        known = used & ~np.isnan(values)
+        known_count = np.bincount(rank_of_row[known], minlength=len(ranks))
+        sums = np.bincount(rank_of_row[known], weights=values[known], minlength=len(ranks))
+        means[key] = (np.where(known_count > 0, sums / np.maximum(known_count, 1), np.nan), known_count)
+    result = []
+    for position, rank in enumerate(ranks.tolist()):
+        rank_means: dict[str, Any] = {"count": int(counts[position])}
+        # optional keys only where the rank measured them, as step_means
+        rank_means.update({key: _number(mean[position]) for key, (mean, known_count) in means.items()
+                           if key in STEP_KEYS or known_count[position]})
+        result.append({"rank": int(rank), "steps": rank_means})
     return result
 
 
@@ -69,8 +102,7 @@ def queue_stats(queue: pd.DataFrame) -> dict[str, Any] | None:
 
 def summarize(run: Run) -> dict[str, Any]:
     """The `perfkit summary --format json` contract (see README)."""
-    per_rank = [{"rank": int(rank), "steps": step_means(group)}
-                for rank, group in run.steps.groupby("rank", sort=True)] if len(run.steps) else []
+    per_rank = per_rank_step_means(run.steps)
     shares = op_type_shares(run)
     pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
     first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline

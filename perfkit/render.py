@@ -9,10 +9,60 @@ def _ms(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.3f} ms"
 
 
+# Up to this many ranks the summary lists each one; beyond, it shows the spread and the outliers.
+LISTED_RANKS = 16
+# How many of the slowest and of the fastest ranks a long per-rank section shows.
+OUTLIER_RANKS = 5
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 3, 7, 9, 10] -> "0-3, 7, 9-10"."""
+    ranges: list[list[int]] = []
+    for rank in sorted(ranks):
+        if ranges and rank == ranges[-1][1] + 1:
+            ranges[-1][1] = rank
+        else:
+            ranges.append([rank, rank])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in ranges)
+
+
+def _ranks_label(ranks: list[int]) -> str:
+    return str(ranks) if len(ranks) <= LISTED_RANKS else f"{rank_ranges(ranks)} ({len(ranks)} ranks)"
+
+
+def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
+    """Each rank's mean step total; with many ranks, the spread and the slowest and fastest few."""
+    def total(entry: dict[str, Any]) -> float | None:
+        return entry["steps"]["total_ms"] if entry["steps"] else None
+
+    def line(entry: dict[str, Any]) -> str:
+        return f"  rank {entry['rank']:<5}{_ms(total(entry)):>16}"
+
+    if len(per_rank) <= LISTED_RANKS:
+        return ["per rank (mean step total)"] + [line(entry) for entry in per_rank]
+    timed = sorted((entry for entry in per_rank if total(entry) is not None), key=total)
+    lines = [f"per rank (mean step total; {len(per_rank)} ranks, `perfkit ranks` or --format json for all)"]
+    if timed:
+        totals = [total(entry) for entry in timed]
+        middle = totals[len(totals) // 2] if len(totals) % 2 else (totals[len(totals) // 2 - 1] + totals[len(totals) // 2]) / 2
+        spread = f"   spread {100 * (totals[-1] - totals[0]) / middle:.1f} % of the median" if middle else ""
+        lines.append(f"  fastest {_ms(totals[0])}   median {_ms(middle)}   slowest {_ms(totals[-1])}{spread}")
+        lines.append(f"  slowest {min(OUTLIER_RANKS, len(timed))}:")
+        lines += [line(entry) for entry in timed[::-1][:OUTLIER_RANKS]]
+        fastest = [entry for entry in timed[:OUTLIER_RANKS] if entry not in timed[-OUTLIER_RANKS:]]
+        if fastest:
+            lines.append(f"  fastest {len(fastest)}:")
+            lines += [line(entry) for entry in fastest]
+    untimed = [entry["rank"] for entry in per_rank if total(entry) is None]
+    if untimed:
+        lines.append(f"  step total unknown on rank(s) {rank_ranges(untimed)}")
+    return lines
+
+
 def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     meta = summary.get("meta", {})
     lines = [f"run      {summary['run']}",
-             f"layout   {summary['layout']}   device {summary['device']}   ranks {summary['ranks']}",
+             f"layout   {summary['layout']}   device {summary['device']}   ranks {_ranks_label(summary['ranks'])}",
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
              f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
     steps = summary["steps"]
@@ -32,9 +82,7 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
         lines.append("steps    unknown (no step trace in this run)")
     if len(summary["per_rank"]) > 1:
         lines.append("")
-        lines.append("per rank (mean step total)")
-        for entry in summary["per_rank"]:
-            lines.append(f"  rank {entry['rank']:<5}{_ms(entry['steps']['total_ms'] if entry['steps'] else None):>16}")
+        lines.extend(_per_rank_lines(summary["per_rank"]))
     if summary["op_types"]:
         lines.append("")
         lines.append(f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])})")

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 import perfkit
-from perfkit import cache
+from perfkit import cache, model
 from perfkit.cli import main
 from perfkit.formats import READERS
-from perfkit.formats.base import Parts
+from perfkit.model import Meta, Run
 
 from conftest import FIXTURE_RUNS, REPO
 
@@ -85,26 +85,24 @@ def test_cached_tables_equal_cold_tables(name, cache_dir):
 
 
 def test_round_trip_keeps_dtypes_lists_and_meta(tmp_path):
-    frame = pd.DataFrame({
-        "op_id": pd.Series([0, 1, 2], dtype="int64"),
-        "op_type": pd.Categorical(["Batch", "Map", "Map"]),
-        "name": pd.Series(["a", None, "c"], dtype="string"),
-        "queue_length": pd.Series([64, None, 8], dtype="Int64"),
-        "children": [[1, 2], [], None],
-        "usage": [0.5, float("nan"), 1.0],
-    })
-    parts = {3: Parts(tables={"pipeline": frame}, meta={"device": "Ascend", "env": {"A": "1"}, "ranks": [3]},
-                      warnings=["skipped x.csv: is empty"], sources=["/x/y.csv"])}
-    entry = tmp_path / "entry"
-    assert cache.store(entry, parts)
+    pipeline = model.table("pipeline", pd.DataFrame({
+        "rank": [3, 3, 3], "op_id": [0, 1, 2], "op_type": ["Batch", None, "Map"], "workers": [1, 4, 8],
+        "queue_usage": [0.5, float("nan"), 1.0], "queue_empty_pct": [0.0, 1.0, 2.0],
+        "queue_length": [64, None, 8], "parent_id": [None, 0, 1], "children": [[1, 2], [], None],
+    }))
+    run = Run(path="/x/run", meta=Meta(device="Ascend", ranks=[3], env={"A": "1"}, config={"batch": [32, 3]}),
+              warnings=["skipped x.csv: is empty"], pipeline=pipeline)
+    entry = tmp_path / "runs" / "place" / "entry"
+    assert cache.store(entry, run)
     back = cache.fetch(entry)
-    pd.testing.assert_frame_equal(back[3].tables["pipeline"], frame)
-    assert (back[3].meta, back[3].warnings, back[3].sources) == (parts[3].meta, parts[3].warnings, parts[3].sources)
+    for name, frame in run.tables().items():
+        pd.testing.assert_frame_equal(back.tables()[name], frame)
+    assert (back.path, back.meta, back.warnings) == (run.path, run.meta, run.warnings)
 
 
 def test_meta_that_json_would_change_is_not_cached(tmp_path):
-    parts = {0: Parts(meta={"config": {"shape": (32, 3)}})}  # a tuple would come back as a list
-    assert not cache.store(tmp_path / "entry", parts)
+    run = Run(path="/x/run", meta=Meta(config={"shape": (32, 3)}))  # a tuple would come back as a list
+    assert not cache.store(tmp_path / "runs" / "place" / "entry", run)
     assert not (tmp_path / "entry").exists() and not list(tmp_path.iterdir())
 
 
@@ -128,8 +126,7 @@ def test_rewritten_file_invalidates_the_entry(tmp_path, cache_dir, reads):
     assert ("perfkit.formats.ascend_ms", run) in reads
     assert after["steps"]["computing_ms"] == pytest.approx(sum(computing) / len(computing))
     assert after["steps"]["computing_ms"] == pytest.approx(3 * before["steps"]["computing_ms"])
-    assert len(list((cache_dir / "parts").glob("*/*"))) == len(set(reads)), \
-        "the stale entries of the rewritten folder were not removed"
+    assert len(list((cache_dir / "runs").glob("*/*"))) == 1, "the stale entry of the rewritten run was not removed"
 
 
 def test_touched_file_means_a_cold_read(tmp_path, cache_dir, reads):
@@ -248,11 +245,11 @@ def test_cache_is_trimmed_to_its_limit_least_recently_used_first(cache_dir, monk
     runs = [FIXTURE_RUNS[name] for name in ("legacy_run_2", "legacy_run_3", "legacy_run_4")]
     for run in runs:
         perfkit.load(run)
-    sizes = {run: sum(p.stat().st_size for p in entry_files(cache_dir) if str(run) in _entry_source(p))
-             for run in runs}
+    entries = {_entry_source(p): p.parent for p in entry_files(cache_dir)}
+    sizes = {run: sum(f.stat().st_size for f in entries[str(run)].iterdir()) for run in runs}
     assert all(sizes.values())
     perfkit.load(runs[0])  # now the most recently used; runs[1] the least
-    monkeypatch.setenv("PERFKIT_CACHE_MAX_MB", str((sizes[runs[0]] + sizes[runs[2]] + 1000) / 1024**2))
+    monkeypatch.setenv("PERFKIT_CACHE_MAX_MB", str((sizes[runs[0]] + sizes[runs[2]] + 100) / 1024**2))
     copy = copy_run(runs[1], cache_dir.parent / "copy")  # a new folder: a cold load that stores, then trims
     perfkit.load(copy)
     kept = {_entry_source(p) for p in entry_files(cache_dir)}
@@ -261,7 +258,5 @@ def test_cache_is_trimmed_to_its_limit_least_recently_used_first(cache_dir, monk
 
 
 def _entry_source(parquet: Path) -> str:
-    """The folder a cache entry was made from, from the sources its entry.json lists."""
-    described = json.loads((parquet.parent.parent / cache.META_FILE).read_text())
-    sources = [s for rank in described["ranks"].values() for s in rank["sources"]]
-    return str(Path(sources[0]).parent) if sources else ""
+    """The run a cache entry was made from, as its entry.json names it."""
+    return json.loads((parquet.parent / cache.META_FILE).read_text())["run"]

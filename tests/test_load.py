@@ -17,6 +17,7 @@ from click.testing import CliRunner
 import perfkit
 from perfkit.cli import main
 from perfkit.errors import LayoutError, PerfkitError
+from perfkit.render import rank_ranges, summary_text
 
 from conftest import FIXTURE_RUNS, FIXTURES, REPO
 
@@ -183,3 +184,31 @@ def test_a_run_whose_only_folder_is_broken_is_that_folders_error(tmp_path):
     (tmp_path / "aicore_intermediate_0_type.csv").write_bytes(b"")
     with pytest.raises(PerfkitError, match="aicore_intermediate_0_type.csv.*is empty"):
         perfkit.load(tmp_path)
+
+
+def _summary_of_ranks(totals: dict[int, float | None]) -> dict:
+    return {"run": "/x", "layout": "ascend_ms", "device": "Ascend", "ranks": sorted(totals), "meta": {},
+            "steps": None, "op_types": [], "queues": {"host": None, "device": None}, "pipeline": [], "warnings": [],
+            "per_rank": [{"rank": rank, "steps": None if total is None else {"total_ms": total}}
+                         for rank, total in sorted(totals.items())]}
+
+
+def test_summary_text_of_a_few_ranks_lists_each():
+    text = summary_text(_summary_of_ranks({0: 10.0, 1: 12.0, 2: None}))
+    assert "ranks [0, 1, 2]" in text
+    assert "rank 0           10.000 ms" in text and "rank 2             unknown" in text
+
+
+def test_summary_text_of_many_ranks_shows_spread_and_outliers_not_every_rank():
+    totals = {rank: 100.0 + rank / 100 for rank in range(64)} | {70: 150.0, 71: None, 72: None}
+    text = summary_text(_summary_of_ranks(totals))
+    assert "ranks 0-63, 70-72 (67 ranks)" in text
+    per_rank = [line for line in text.splitlines() if line.lstrip().startswith("rank ")]
+    assert [int(line.split()[1]) for line in per_rank] == [70, 63, 62, 61, 60, 0, 1, 2, 3, 4]
+    assert "fastest 100.000 ms" in text and "slowest 150.000 ms" in text
+    assert "step total unknown on rank(s) 71-72" in text
+
+
+def test_rank_ranges():
+    assert rank_ranges([9, 0, 1, 2, 3, 7, 10]) == "0-3, 7, 9-10"
+    assert rank_ranges([]) == ""

@@ -65,14 +65,13 @@ def discover(path: str | os.PathLike) -> tuple[Path, list[tuple[object, Path]]]:
     return root, [(reader, folder) for folder in _walk(root) for reader in READERS if reader.detect(folder)]
 
 
-def read_parts(path: str | os.PathLike) -> tuple[Path, dict[int, list[tuple[object, Path, Parts]]],
-                                                list[FileFormatError]]:
-    """Every reader's Parts under `path`, grouped by rank: {rank: [(reader, folder, parts), ...]}, and the
-    errors of folders no file of which could be read."""
-    root, jobs = discover(path)
-    results = cache.read_all(jobs, root)
-    read = [(job, result) for job, result in zip(jobs, results) if not isinstance(result, FileFormatError)]
-    return root, _by_rank(read), [result for result in results if isinstance(result, FileFormatError)]
+def _read_folder(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatError:
+    """One folder's Parts, screened; a folder whose files are all broken comes back as its error, not
+    raised: it must not stop the other folders being read (module-level: run in worker processes)."""
+    try:
+        return screened(importlib.import_module(reader_name).read(Path(folder)))
+    except FileFormatError as exc:
+        return exc
 
 
 def _by_rank(read) -> dict[int, list[tuple[object, Path, Parts]]]:
@@ -91,12 +90,26 @@ def _located(root: Path, folder: Path, warnings: list[str]) -> list[str]:
 
 
 def load(path: str | os.PathLike) -> Run:
-    """Read any MindSpore profiler folder into a `Run`.
+    """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were.
 
     >>> run = load("profiler_v1")          # doctest: +SKIP
     >>> run.op_types.head()                 # doctest: +SKIP
     """
-    root, by_rank, failures = read_parts(path)
+    root, jobs = discover(path)
+    entry = cache.run_entry(root, jobs)
+    run = cache.fetch(entry) if entry is not None else None
+    if run is None:
+        run = _assemble(root, jobs)
+        if entry is not None:
+            cache.store(entry, run)
+    return run
+
+
+def _assemble(root: Path, jobs: list[tuple[object, Path]]) -> Run:
+    """The Run made of every folder's reader results."""
+    results = cache.map_folders(_read_folder, [(reader.__name__, str(folder)) for reader, folder in jobs])
+    by_rank = _by_rank([(job, result) for job, result in zip(jobs, results) if not isinstance(result, FileFormatError)])
+    failures = [result for result in results if isinstance(result, FileFormatError)]
     run_wide = by_rank.pop(RUN_WIDE, [])
     _check_one_unit_per_rank(root, by_rank)
     if not any(reader in UNIT_READERS or reader is minddata or "step_times" in parts.tables
@@ -164,15 +177,14 @@ def _read_steps(reader_name: str, folder: str) -> dict[int, Parts]:
     return screened(importlib.import_module(reader_name).read_steps(Path(folder)))
 
 
-def _combine(name: str, pieces: list[tuple[int, pd.DataFrame]]):
-    """One schema table from per-rank pieces; a function that builds it on first use when a piece is
-    still in the cache (cache.Deferred)."""
-    def build() -> pd.DataFrame:
-        if not pieces:
-            return model.empty(name)
-        frames = [(piece() if callable(piece) else piece).assign(rank=rank) for rank, piece in pieces]
-        return model.table(name, pd.concat(frames, ignore_index=True))
-    return build if any(callable(piece) for _, piece in pieces) else build()
+def _combine(name: str, pieces: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
+    """One schema table from per-rank pieces."""
+    if not pieces:
+        return model.empty(name)
+    combined = pd.concat([piece for _, piece in pieces], ignore_index=True)
+    # one column for all ranks: an assign per rank cost more than the data with hundreds of ranks
+    combined["rank"] = np.repeat([rank for rank, _ in pieces], [len(piece) for _, piece in pieces])
+    return model.table(name, combined)
 
 
 def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:

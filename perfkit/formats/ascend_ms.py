@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_passes, rank_of, read_csv, read_csv_table, read_json_object
+from .base import Parts, guarded, op_passes, rank_of, read_csv_table, read_json_object
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -87,16 +87,16 @@ def read(folder: Path) -> dict[int, Parts]:
     rank = _read_profiler_info(folder, parts)
 
     def load(name, aliases, required, types):
-        return guarded(parts, output / name, lambda p: read_csv(p, aliases, required, types, parts.warnings))
+        return guarded(parts, output / name, lambda p: read_csv_table(p, aliases, required, types, parts.warnings))
 
-    kernels = load(KERNELS, KERNEL_COLUMNS, ("name", "type", "start_us", "duration_us"), KERNEL_TYPES)
+    kernel_table = load(KERNELS, KERNEL_COLUMNS, ("name", "type", "start_us", "duration_us"), KERNEL_TYPES)
     op_statistic = load(OP_STATISTIC, OP_STATISTIC_COLUMNS, ("type", "count", "total_us"), OP_STATISTIC_TYPES)
     step_trace = load(STEP_TRACE, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES)
-    if kernels is None and op_statistic is None and step_trace is None:
+    if kernel_table is None and op_statistic is None and step_trace is None:
         raise FileFormatError("has no readable step_trace_time.csv, kernel_details.csv or op_statistic.csv ("
                               + "; ".join(parts.warnings) + ")", output)
+    kernels = _Kernels(kernel_table, output / KERNELS) if kernel_table is not None else None
     if kernels is not None:
-        kernels = _prepare_kernels(kernels, output / KERNELS)
         parts.tables["ops"] = _ops(kernels)
         parts.meta.update(_precision(kernels, mindspore="ms_version" in parts.meta))
     if op_statistic is not None:
@@ -121,8 +121,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
                     lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,
                                              parts.warnings))
     if trace is not None:
-        times = _step_times({name: trace.column(name).to_numpy(zero_copy_only=False)
-                             for name in trace.column_names})
+        times = _step_times(_trace_arrays(trace))
         unknown = np.full(len(times["step"]), np.nan)
         parts.tables["steps"] = pd.DataFrame({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
     return {rank: parts}
@@ -160,82 +159,129 @@ def _read_profiler_info(folder: Path, parts: Parts) -> int:
 
 
 
-def _prepare_kernels(kernels: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """Numeric start times (the column is text ending in a TAB) and rows with a name and a duration."""
-    try:
-        start = pc.cast(pc.utf8_trim_whitespace(pa.array(kernels["start_us"].array, type=pa.string())), pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise FileFormatError("has a Start Time(us) that is not a number", path) from None
-    # float64 keeps epoch µs to about 0.25 µs, far below the ms the model reports
-    kernels = kernels.assign(start_us=start.to_numpy(zero_copy_only=False))
-    kernels = kernels[kernels["name"].notna() & kernels["duration_us"].notna()]
-    if not len(kernels):
-        raise FileFormatError("has no kernel with a name and a duration", path)
-    return kernels
+class _Kernels:
+    """kernel_details.csv as numpy arrays, strings as codes into their distinct values.
+
+    Every per-rank question (ops, passes, spans, precision) is asked of the few thousand distinct
+    names and types, then spread to the rows by code: a cluster run reads hundreds of these tables,
+    and pandas' fixed cost per groupby was most of the read.
+    """
+
+    def __init__(self, table: pa.Table, path: Path):
+        try:
+            start = pc.cast(pc.utf8_trim_whitespace(table.column("start_us")), pa.float64())  # text ending in a TAB
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            raise FileFormatError("has a Start Time(us) that is not a number", path) from None
+        keep = pc.and_(pc.is_valid(table.column("name")), pc.is_valid(table.column("duration_us")))
+        if not pc.any(keep).as_py():
+            raise FileFormatError("has no kernel with a name and a duration", path)
+        table = table.set_column(table.column_names.index("start_us"), "start_us", start).filter(keep)
+        # float64 keeps epoch µs to about 0.25 µs, far below the ms the model reports
+        self.start_us = _floats(table.column("start_us"))
+        self.duration_us = _floats(table.column("duration_us"))
+        self.step = _floats(table.column("step")) if "step" in table.column_names else None
+        self.name, self.names = _codes(table.column("name"))
+        self.type, self.types = _codes(table.column("type"))
+        self.strings = {column: _codes(table.column(column))
+                        for column in ("input_shapes", "input_dtypes") if column in table.column_names}
+
+        self.name_passes = op_passes(self.names)  # per distinct name
+
+    def passes(self) -> np.ndarray:
+        """forward / backward / other per row."""
+        return self.name_passes[self.name]
+
+    def fetches(self) -> np.ndarray:
+        """Per row: whether the kernel is the dataset fetch (GetNext) of sink mode."""
+        per_type = np.append(pc.is_in(self.types, pa.array(sorted(SINK_OP_TYPES))).to_numpy(zero_copy_only=False),
+                             False)
+        return per_type[self.type]  # code -1 (no type) picks the trailing False
 
 
-def _per_category(column: pd.Series, function, missing) -> np.ndarray:
-    """function(distinct values) spread back to the rows: kernel tables repeat a few thousand names
-    and types over millions of rows."""
-    categorical = column.astype("category")
-    per_value = np.append(function(categorical.cat.categories), np.array([missing], dtype=object))
-    return per_value[categorical.cat.codes.to_numpy()]  # code -1 (no value) picks the trailing `missing`
+def _floats(column: pa.ChunkedArray) -> np.ndarray:
+    return column.to_numpy().astype(np.float64, copy=False)
 
 
-def _pass_codes(names: pd.Series) -> np.ndarray:
-    return _per_category(names, op_passes, "other")
+def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """(code per row, -1 where there is no value; the distinct values) of a string column."""
+    array = column.combine_chunks()
+    if not pa.types.is_dictionary(array.type):
+        array = pc.dictionary_encode(array)
+    return pc.fill_null(array.indices, -1).to_numpy(zero_copy_only=False), array.dictionary
 
 
-def _is_fetch(types: pd.Series) -> np.ndarray:
-    return _per_category(types, lambda distinct: distinct.isin(SINK_OP_TYPES), False).astype(bool)
+def _first_valid(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Per group 0..groups-1: the first of its `values` codes that is not -1 (no value), else -1."""
+    valid = values >= 0
+    first = np.full(groups, -1, dtype=np.int64)
+    present, position = np.unique(group[valid], return_index=True)
+    first[present] = values[valid][position]
+    return first
 
 
-def _strip_quotes(series: pd.Series) -> pd.Series:
+def _strings(codes: np.ndarray, distinct: pa.Array) -> np.ndarray:
+    """Values by code (-1: no value, None) as an object array (the Run's schema makes them strings once
+    for all ranks)."""
+    return pc.take(distinct, pa.array(codes, mask=codes < 0)).to_numpy(zero_copy_only=False)
+
+
+def _unquoted(values: pa.Array) -> pa.Array:
     """Shapes are written as `"32,3,224,224"` with the quotes inside the cell."""
-    return series.astype("string").str.strip().str.strip('"')
+    return pc.utf8_trim(pc.utf8_trim_whitespace(values.cast(pa.string())), characters='"')
 
 
-def _ops(kernels: pd.DataFrame) -> pd.DataFrame:
-    columns = {"total_us": ("duration_us", "sum"), "count": ("duration_us", "size"), "type": ("type", "first")}
-    for optional in ("input_shapes", "input_dtypes"):
-        if optional in kernels:
-            columns[optional] = (optional, "first")
-    ops = kernels.groupby("name", observed=True, sort=False).agg(**columns).reset_index()
-    ops["total_ms"] = ops["total_us"] / US_PER_MS
-    ops["avg_ms"] = ops["total_ms"] / ops["count"]
-    ops["pass"] = _pass_codes(ops["name"])
-    for optional in ("input_shapes", "input_dtypes"):
-        if optional in ops:
-            ops[optional] = _strip_quotes(ops[optional])
-    ops["name"] = ops["name"].astype("string")
-    ops["type"] = ops["type"].astype("string")
-    return ops.drop(columns="total_us")
+def _ops(kernels: _Kernels) -> pd.DataFrame:
+    """One row per kernel name, in order of first appearance, as pandas' groupby(sort=False) gives it."""
+    groups = len(kernels.names)
+    present, first_row = np.unique(kernels.name, return_index=True)
+    ids = present[np.argsort(first_row, kind="stable")]
+    count = np.bincount(kernels.name, minlength=groups)[ids]
+    total_ms = np.bincount(kernels.name, weights=np.nan_to_num(kernels.duration_us), minlength=groups)[ids] / US_PER_MS
+    return pd.DataFrame({
+        "name": _strings(ids, kernels.names),
+        "count": count.astype(np.int64),
+        "type": _strings(_first_valid(kernels.name, kernels.type, groups)[ids], kernels.types),
+        **{column: _strings(_first_valid(kernels.name, codes, groups)[ids], _unquoted(distinct))
+           for column, (codes, distinct) in kernels.strings.items()},
+        "total_ms": total_ms,
+        "avg_ms": total_ms / count,
+        "pass": kernels.name_passes[ids],
+    })
 
 
-def _op_types_from_statistic(statistic: pd.DataFrame) -> pd.DataFrame:
+def _op_types_from_statistic(statistic: pa.Table) -> pd.DataFrame:
     """One row per type: op_statistic.csv splits a type by core (AI_CORE / AI_VECTOR_CORE)."""
-    statistic = statistic[statistic["type"].notna()]
-    columns = {"total_us": ("total_us", "sum"), "count": ("count", "sum")}
-    if "ratio_pct" in statistic and statistic["ratio_pct"].notna().any():
-        columns["ratio_pct"] = ("ratio_pct", "sum")
-    types = statistic.groupby("type", sort=False).agg(**columns).reset_index()
-    types["total_ms"] = types["total_us"] / US_PER_MS
-    if "ratio_pct" in types:
-        types["share"] = types["ratio_pct"] / 100.0
+    codes, types = _codes(statistic.column("type"))
+    typed = codes >= 0
+    present, first_row = np.unique(codes[typed], return_index=True)
+    ids = present[np.argsort(first_row, kind="stable")]
+
+    def per_type(column: str) -> np.ndarray:  # a sum skipping unknown values, as pandas' sum does
+        values = np.nan_to_num(_floats(statistic.column(column))[typed])
+        return np.bincount(codes[typed], weights=values, minlength=len(types))[ids]
+
+    total_ms = per_type("total_us") / US_PER_MS
+    frame = pd.DataFrame({"type": _strings(ids, types), "total_ms": total_ms, "count": per_type("count")})
+    ratio = statistic.column("ratio_pct") if "ratio_pct" in statistic.column_names else None
+    if ratio is not None and typed.any() and pc.any(pc.is_valid(ratio.filter(pa.array(typed)))).as_py():
+        frame["share"] = per_type("ratio_pct") / 100.0
     else:
-        total = types["total_ms"].sum()
-        types["share"] = types["total_ms"] / total if total > 0 else np.nan
-    return types[["type", "total_ms", "count", "share"]]
+        total = total_ms.sum()
+        frame["share"] = total_ms / total if total > 0 else np.nan
+    return frame
 
 
-def _op_types_from_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
-    types = (kernels.groupby("type", observed=True, sort=False)
-             .agg(total_us=("duration_us", "sum"), count=("duration_us", "size")).reset_index())
-    types["total_ms"] = types["total_us"] / US_PER_MS
-    total = types["total_ms"].sum()
-    types["share"] = types["total_ms"] / total if total > 0 else np.nan
-    types["type"] = types["type"].astype("string")
-    return types[["type", "total_ms", "count", "share"]]
+def _op_types_from_kernels(kernels: _Kernels) -> pd.DataFrame:
+    typed = kernels.type >= 0
+    present, first_row = np.unique(kernels.type[typed], return_index=True)
+    ids = present[np.argsort(first_row, kind="stable")]
+    groups = len(kernels.types)
+    total_ms = np.bincount(kernels.type[typed], weights=np.nan_to_num(kernels.duration_us[typed]),
+                           minlength=groups)[ids] / US_PER_MS
+    total = total_ms.sum()
+    return pd.DataFrame({"type": _strings(ids, kernels.types), "total_ms": total_ms,
+                         "count": np.bincount(kernels.type[typed], minlength=groups)[ids],
+                         "share": total_ms / total if total > 0 else np.nan})
 
 
 def _step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -260,57 +306,78 @@ def _step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-def _steps(trace: pd.DataFrame, kernels: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
+def _trace_arrays(trace: pa.Table) -> dict[str, np.ndarray]:
+    return {name: _floats(trace.column(name)) for name in trace.column_names}
+
+
+def _steps(trace: pa.Table, kernels: _Kernels | None, warnings: list[str]) -> pd.DataFrame:
     """Step times with the forward/backward span from kernel scopes where named."""
-    steps = pd.DataFrame(_step_times({name: trace[name].to_numpy(dtype=np.float64, na_value=np.nan)
-                                      for name in trace.columns}))
-    spans = _forward_backward_spans(kernels, steps["step"]) if kernels is not None else None
+    times = _step_times(_trace_arrays(trace))
+    spans = _forward_backward_spans(kernels, times["step"]) if kernels is not None else None
     if spans is None:
-        steps["fwd_bwd_ms"] = steps["computing_ms"] + steps["comm_exposed_ms"].fillna(0.0)
-        steps["tail_ms"] = np.nan
+        times["fwd_bwd_ms"] = times["computing_ms"] + np.nan_to_num(times["comm_exposed_ms"], nan=0.0)
+        times["tail_ms"] = np.full(len(times["step"]), np.nan)
         warnings.append("fwd/bwd/tail split unavailable: kernel names carry no Default/ or Gradients/ scope, "
                         "so fwd_bwd_ms is Computing + Communication(Not Overlapped) and tail_ms is unknown")
     else:
-        steps["fwd_bwd_ms"] = spans.to_numpy()
-        steps["tail_ms"] = (steps["total_ms"] - steps["interval_ms"] - steps["fwd_bwd_ms"]).clip(lower=0.0)
-    return steps
+        times["fwd_bwd_ms"] = spans
+        times["tail_ms"] = np.clip(times["total_ms"] - times["interval_ms"] - spans, 0.0, None)
+    return pd.DataFrame(times)
 
 
-def _forward_backward_spans(kernels: pd.DataFrame, steps: pd.Series) -> pd.Series | None:
+def _forward_backward_spans(kernels: _Kernels, steps: np.ndarray) -> np.ndarray | None:
     """Per step: last backward kernel end - first forward kernel start, in ms; None without scopes."""
-    passes = _pass_codes(kernels["name"])
+    passes = kernels.passes()
     # GetNext sits under Default/ but is the data fetch the interval covers, not forward compute
     # (MindSpore's own step trace starts fp at the first op after GetNext).
-    fetch = _is_fetch(kernels["type"])
-    forward, backward = (passes == "forward") & ~fetch, passes == "backward"
+    forward, backward = (passes == "forward") & ~kernels.fetches(), passes == "backward"
     if not forward.any() or not backward.any():
         return None
-    if len(steps) == 1 or "step" not in kernels:
-        step_of = pd.Series(steps.iloc[0], index=kernels.index)  # one step row covers every kernel
+    if len(steps) == 1 or kernels.step is None:
+        step_of = np.full(len(kernels.start_us), float(steps[0]))  # one step row covers every kernel
     else:
-        step_of = kernels["step"]
-    start = kernels["start_us"]
-    end = start + kernels["duration_us"]
-    first_forward = start[forward].groupby(step_of[forward]).min()
-    last_backward = end[backward].groupby(step_of[backward]).max()
-    span_ms = (last_backward - first_forward) / US_PER_MS
-    return steps.map(span_ms).astype("float64")
+        step_of = kernels.step
+    first_forward = _per_step(step_of[forward], kernels.start_us[forward], np.minimum, steps)
+    last_backward = _per_step(step_of[backward], (kernels.start_us + kernels.duration_us)[backward], np.maximum,
+                              steps)
+    return (last_backward - first_forward) / US_PER_MS
 
 
-def _precision(kernels: pd.DataFrame, mindspore: bool) -> dict:
+def _per_step(step_of: np.ndarray, values: np.ndarray, reduce: np.ufunc, steps: np.ndarray) -> np.ndarray:
+    """reduce(values) of each step in `steps` (NaN for a step without values; values without a step are
+    left out, as pandas' groupby leaves out NaN keys)."""
+    known = ~np.isnan(step_of)
+    ids, group = np.unique(step_of[known], return_inverse=True)
+    result = np.full(len(ids), np.nan)
+    if len(ids):
+        reduced = np.full(len(ids), values[known][0])
+        reduce.at(reduced, group, values[known])
+        result = reduced
+    position = np.searchsorted(ids, steps)
+    found = position < len(ids)
+    found[found] = ids[position[found]] == steps[found]
+    return np.where(found, result[np.minimum(position, len(ids) - 1)] if len(ids) else np.nan, np.nan)
+
+
+def _precision(kernels: _Kernels, mindspore: bool) -> dict:
     """compute_dtype from the first input dtype of conv/matmul/batch-norm kernels; AMP level where it is plain."""
-    if "input_dtypes" not in kernels:
+    if "input_dtypes" not in kernels.strings:
         return {}
-    pairs = kernels.groupby(["type", "input_dtypes"], observed=True).size().reset_index()[["type", "input_dtypes"]]
-    pairs = pairs[pairs["type"].astype("string").str.match(PRECISION_OP_TYPES)]
-    if not len(pairs):
+    dtype_codes, dtypes = kernels.strings["input_dtypes"]
+    known = (kernels.type >= 0) & (dtype_codes >= 0)
+    pairs = np.unique(kernels.type[known].astype(np.int64) * len(dtypes) + dtype_codes[known])
+    types = kernels.types.to_pylist()
+    first_dtypes = pc.utf8_upper(_unquoted(dtypes)).to_pylist()
+    precision = [(bool(NORM_OP_TYPES.match(types[op_type])), first_dtypes[dtype].split(";")[0])
+                 for op_type, dtype in zip((pairs // len(dtypes)).tolist(), (pairs % len(dtypes)).tolist())
+                 if PRECISION_OP_TYPES.match(types[op_type])]
+    if not precision:
         return {}
-    first_dtype = _strip_quotes(pairs["input_dtypes"]).str.split(";").str[0].str.upper()
-    half = first_dtype.isin(FLOAT16_DTYPES).to_numpy()
-    single = first_dtype.isin(FLOAT32_DTYPES).to_numpy()
+    half = np.array([dtype in FLOAT16_DTYPES for _, dtype in precision])
+    single = np.array([dtype in FLOAT32_DTYPES for _, dtype in precision])
     if not half.any() and not single.any():
         return {}
-    is_norm = pairs["type"].astype("string").str.match(NORM_OP_TYPES).to_numpy()
+    is_norm = np.array([norm for norm, _ in precision])
     if half.any() and single.any():
         result = {"compute_dtype": "mixed"}
     else:
@@ -325,10 +392,10 @@ def _precision(kernels: pd.DataFrame, mindspore: bool) -> dict:
     return result
 
 
-def _data_mode(dataset: pd.DataFrame | None, kernels: pd.DataFrame | None) -> str | None:
+def _data_mode(dataset: pa.Table | None, kernels: _Kernels | None) -> str | None:
     """"sink" when device-side data stages or GetNext kernels show it; feed mode leaves no sure trace."""
-    if dataset is not None and dataset["stage"].isin(SINK_STAGES).any():
+    if dataset is not None and pc.any(pc.is_in(dataset.column("stage"), pa.array(sorted(SINK_STAGES)))).as_py():
         return "sink"
-    if kernels is not None and _is_fetch(kernels["type"]).any():
+    if kernels is not None and kernels.fetches().any():
         return "sink"
     return None
