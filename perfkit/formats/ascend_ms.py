@@ -211,12 +211,17 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
 
 
 def _first_valid(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
-    """Per group 0..groups-1: the first of its `values` codes that is not -1 (no value), else -1."""
-    valid = values >= 0
-    first = np.full(groups, -1, dtype=np.int64)
-    present, position = np.unique(group[valid], return_index=True)
-    first[present] = values[valid][position]
-    return first
+    """Per group 0..groups-1: the first of its `values` codes that is not -1 (no value), else -1.
+
+    np.minimum.at over row numbers, not np.unique: no sort of millions of rows.
+    """
+    valid_rows = np.flatnonzero(values >= 0)
+    first = np.full(groups, len(valid_rows), dtype=np.int64)
+    np.minimum.at(first, group[valid_rows], np.arange(len(valid_rows)))
+    found = first < len(valid_rows)
+    result = np.full(groups, -1, dtype=np.int64)
+    result[found] = values[valid_rows[first[found]]]
+    return result
 
 
 def _strings(codes: np.ndarray, distinct: pa.Array) -> np.ndarray:
@@ -233,8 +238,7 @@ def _unquoted(values: pa.Array) -> pa.Array:
 def _ops(kernels: _Kernels) -> pd.DataFrame:
     """One row per kernel name, in order of first appearance, as pandas' groupby(sort=False) gives it."""
     groups = len(kernels.names)
-    present, first_row = np.unique(kernels.name, return_index=True)
-    ids = present[np.argsort(first_row, kind="stable")]
+    ids = pd.unique(kernels.name)  # in order of appearance, by hashing (no sort)
     count = np.bincount(kernels.name, minlength=groups)[ids]
     total_ms = np.bincount(kernels.name, weights=np.nan_to_num(kernels.duration_us), minlength=groups)[ids] / US_PER_MS
     return pd.DataFrame({
@@ -253,8 +257,7 @@ def _op_types_from_statistic(statistic: pa.Table) -> pd.DataFrame:
     """One row per type: op_statistic.csv splits a type by core (AI_CORE / AI_VECTOR_CORE)."""
     codes, types = _codes(statistic.column("type"))
     typed = codes >= 0
-    present, first_row = np.unique(codes[typed], return_index=True)
-    ids = present[np.argsort(first_row, kind="stable")]
+    ids = pd.unique(codes[typed])
 
     def per_type(column: str) -> np.ndarray:  # a sum skipping unknown values, as pandas' sum does
         values = np.nan_to_num(_floats(statistic.column(column))[typed])
@@ -273,8 +276,7 @@ def _op_types_from_statistic(statistic: pa.Table) -> pd.DataFrame:
 
 def _op_types_from_kernels(kernels: _Kernels) -> pd.DataFrame:
     typed = kernels.type >= 0
-    present, first_row = np.unique(kernels.type[typed], return_index=True)
-    ids = present[np.argsort(first_row, kind="stable")]
+    ids = pd.unique(kernels.type[typed])
     groups = len(kernels.types)
     total_ms = np.bincount(kernels.type[typed], weights=np.nan_to_num(kernels.duration_us[typed]),
                            minlength=groups)[ids] / US_PER_MS
@@ -344,19 +346,15 @@ def _forward_backward_spans(kernels: _Kernels, steps: np.ndarray) -> np.ndarray 
 
 
 def _per_step(step_of: np.ndarray, values: np.ndarray, reduce: np.ufunc, steps: np.ndarray) -> np.ndarray:
-    """reduce(values) of each step in `steps` (NaN for a step without values; values without a step are
-    left out, as pandas' groupby leaves out NaN keys)."""
-    known = ~np.isnan(step_of)
-    ids, group = np.unique(step_of[known], return_inverse=True)
-    result = np.full(len(ids), np.nan)
-    if len(ids):
-        reduced = np.full(len(ids), values[known][0])
-        reduce.at(reduced, group, values[known])
-        result = reduced
-    position = np.searchsorted(ids, steps)
-    found = position < len(ids)
-    found[found] = ids[position[found]] == steps[found]
-    return np.where(found, result[np.minimum(position, len(ids) - 1)] if len(ids) else np.nan, np.nan)
+    """reduce(values) of each step in `steps` (NaN for a step without values); values of a step not in
+    `steps`, or of none, are left out."""
+    ids, step_index = np.unique(steps, return_inverse=True)  # a few step rows, not the kernels
+    position = np.minimum(np.searchsorted(ids, step_of), len(ids) - 1)
+    matched = ids[position] == step_of  # never for NaN
+    reduced = np.full(len(ids), np.inf if reduce is np.minimum else -np.inf)
+    reduce.at(reduced, position[matched], values[matched])
+    has_values = np.bincount(position[matched], minlength=len(ids)) > 0
+    return np.where(has_values, reduced, np.nan)[step_index]
 
 
 def _precision(kernels: _Kernels, mindspore: bool) -> dict:
@@ -365,7 +363,7 @@ def _precision(kernels: _Kernels, mindspore: bool) -> dict:
         return {}
     dtype_codes, dtypes = kernels.strings["input_dtypes"]
     known = (kernels.type >= 0) & (dtype_codes >= 0)
-    pairs = np.unique(kernels.type[known].astype(np.int64) * len(dtypes) + dtype_codes[known])
+    pairs = pd.unique(kernels.type[known].astype(np.int64) * len(dtypes) + dtype_codes[known])
     types = kernels.types.to_pylist()
     first_dtypes = pc.utf8_upper(_unquoted(dtypes)).to_pylist()
     precision = [(bool(NORM_OP_TYPES.match(types[op_type])), first_dtypes[dtype].split(";")[0])
