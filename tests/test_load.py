@@ -212,3 +212,17 @@ def test_summary_text_of_many_ranks_shows_spread_and_outliers_not_every_rank():
 def test_rank_ranges():
     assert rank_ranges([9, 0, 1, 2, 3, 7, 10]) == "0-3, 7, 9-10"
     assert rank_ranges([]) == ""
+
+
+@pytest.mark.parametrize("ranks, where", [
+    (3, "rank0_ascend_pt, rank1_ascend_pt, rank2_ascend_pt: "),
+    (9, "9 folders (rank0_ascend_pt, rank1_ascend_pt, …, rank8_ascend_pt): "),
+])
+def test_a_warning_every_rank_gives_is_said_once(tmp_path, ranks, where):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import generate
+    generate.generate_cluster(tmp_path / "run", ranks=ranks, steps=2, slow_ranks=())
+    warnings = perfkit.load(tmp_path / "run").warnings
+    split = [w for w in warnings if "fwd/bwd/tail split unavailable" in w]
+    assert split == [where + "fwd/bwd/tail split unavailable: kernel names carry no Default/ or Gradients/ scope, "
+                     "so fwd_bwd_ms is Computing + Communication(Not Overlapped) and tail_ms is unknown"]

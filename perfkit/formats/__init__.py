@@ -83,10 +83,32 @@ def _by_rank(read) -> dict[int, list[tuple[object, Path, Parts]]]:
     return by_rank
 
 
-def _located(root: Path, folder: Path, warnings: list[str]) -> list[str]:
-    """A folder's warnings, prefixed with where it is under the run's root."""
+Warning = tuple[str, str]  # (where under the run's root, "." for the root itself; what)
+# A message that many folders share is said once, naming this many of them.
+NAMED_FOLDERS = 3
+
+
+def _located(root: Path, folder: Path, warnings: list[str]) -> list[Warning]:
+    """A folder's warnings, with where it is under the run's root."""
     where = os.path.relpath(folder, root)
-    return [w if where == "." else f"{where}: {w}" for w in warnings]
+    return [(where, w) for w in warnings]
+
+
+def _worded(warnings: list[Warning]) -> list[str]:
+    """Warnings as text, each message once: one that every rank's folder gives (the same file missing
+    on 256 ranks) is one line naming how many folders and a few of them, not 256 lines."""
+    places: dict[str, list[str]] = {}
+    for where, message in warnings:
+        places.setdefault(message, [])
+        if where != "." and where not in places[message]:
+            places[message].append(where)
+    lines = []
+    for message, folders in places.items():
+        if len(folders) > NAMED_FOLDERS:
+            shown = ", ".join(folders[:NAMED_FOLDERS - 1])
+            folders = [f"{len(folders)} folders ({shown}, …, {folders[-1]})"]
+        lines.append(f"{', '.join(folders)}: {message}" if folders else message)
+    return lines
 
 
 def load(path: str | os.PathLike) -> Run:
@@ -122,14 +144,14 @@ def _assemble(root: Path, jobs: list[tuple[object, Path]]) -> Run:
             root)
     meta_fields: dict = {}
     # a folder none of whose files could be read: the rest of the run still loads
-    warnings: list[str] = [f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}"
-                           for exc in failures]
+    warnings: list[Warning] = [(".", f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}")
+                               for exc in failures]
     # Per-rank frames are tagged with their rank and validated once per table, not once per rank:
     # with hundreds of ranks, per-rank validation dominated the warm load time.
     tables: dict[str, list[tuple[int, pd.DataFrame]]] = {name: [] for name in model.SCHEMA}
     for _, folder, parts in run_wide:
         _merge_meta(meta_fields, parts.meta)
-        warnings += parts.warnings
+        warnings += [(".", w) for w in parts.warnings]
     for rank in sorted(by_rank):
         rank_tables: dict[str, pd.DataFrame] = {}
         for reader, folder, parts in by_rank[rank]:
@@ -147,12 +169,12 @@ def _assemble(root: Path, jobs: list[tuple[object, Path]]) -> Run:
                 rank_tables["steps"] = steps
                 meta_fields.setdefault("step_source", how)
             else:
-                warnings.append(f"rank {rank}: steps unknown: {how}")
+                warnings.append((".", f"rank {rank}: steps unknown: {how}"))
         elif "steps" not in rank_tables and "step_times" in rank_tables:
             rank_tables["steps"] = steps_from_times(rank_tables["step_times"])
             meta_fields.setdefault("step_source", "recorded_step_times")
-            warnings.append(f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step times "
-                            "are the ones perfkit profile recorded, their split is unknown")
+            warnings.append((".", f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step "
+                                  "times are the ones perfkit profile recorded, their split is unknown"))
         for name in model.SCHEMA:
             if name in rank_tables:
                 tables[name].append((rank, rank_tables[name]))
@@ -162,14 +184,14 @@ def _assemble(root: Path, jobs: list[tuple[object, Path]]) -> Run:
         readers = {reader for entries in by_rank.values() for reader, _, _ in entries}
         meta.layout = "minddata" if minddata in readers else "manifest"
     if not tables["steps"]:
-        warnings.append("steps unknown: no step trace, step_trace_time.csv or recorded step times")
+        warnings.append((".", "steps unknown: no step trace, step_trace_time.csv or recorded step times"))
     else:
         without_steps = sorted(set(by_rank) - {rank for rank, _ in tables["steps"]})
         if without_steps:
-            warnings.append(f"steps unknown on rank(s) {without_steps} (no step trace or step_trace_time.csv): "
-                            "step times are over the other ranks only")
+            warnings.append((".", f"steps unknown on rank(s) {without_steps} (no step trace or step_trace_time.csv): "
+                                  "step times are over the other ranks only"))
     frames = {name: _combine(name, pieces) for name, pieces in tables.items()}
-    return Run(path=str(root), meta=meta, warnings=warnings, **frames)
+    return Run(path=str(root), meta=meta, warnings=_worded(warnings), **frames)
 
 
 def _read_steps(reader_name: str, folder: str) -> dict[int, Parts]:
@@ -202,7 +224,7 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
     results = cache.map_folders(_read_steps, [(reader.__name__, str(folder)) for reader, folder in units])
     by_rank = _by_rank(zip(units, results))
     _check_one_unit_per_rank(root, by_rank)
-    warnings: list[str] = []
+    warnings: list[Warning] = []
     frames, ranks = [], []
     for rank in sorted(by_rank):
         for _, folder, parts in by_rank[rank]:
@@ -211,10 +233,10 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
                 frames.append(parts.tables["steps"])
                 ranks.append(rank)
     if not frames:
-        return root, model.empty("steps"), warnings
+        return root, model.empty("steps"), _worded(warnings)
     steps = pd.concat(frames, ignore_index=True)
     steps["rank"] = np.repeat(ranks, [len(frame) for frame in frames])  # one column, not an assign per rank
-    return root, model.table("steps", steps), warnings
+    return root, model.table("steps", steps), _worded(warnings)
 
 
 def _merge_meta(into: dict, new: dict) -> None:
