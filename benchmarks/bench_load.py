@@ -176,12 +176,31 @@ def bench(name: str, peer: bool, repeat: int, peer_timeout: float, report) -> No
                 slow = json.loads(measured.output)["slow_ranks"] if measured.status == "ok" else "-"
                 report(f"perfkit slow-rank answer {phase}: {measured.time_text():>9}   peak RSS {gb(measured.peak_rss)}"
                        f"   slow ranks {slow}{verdict(measured.seconds, target)}")
+            # msprof-analyze's `advisor all` on a cluster does this much: the slow-rank analysis over every
+            # rank's step file, then the detailed analysis of one slow rank (and a fast one to compare)
+            # (advisor/analyzer/analyzer_controller.py, cluster_schedule_analysis). The same work in perfkit:
+            # `perfkit ranks`, then `perfkit summary` of the slow rank's folder.
+            if answers[0].status == "ok" and json.loads(answers[0].output)["slow_ranks"]:
+                slow_rank = json.loads(answers[0].output)["slow_ranks"][0]
+                one_rank = [PYTHON, "-m", "perfkit", "summary", "--format", "json",
+                            str(folder / f"rank{slow_rank}_ascend_pt")]
+                rank_cold, rank_warm = cold_and_warm(one_rank, Path(scratch) / "cache", repeat)
+                results["like advisor cold"] = Measured(answers[0].seconds + rank_cold.seconds,
+                                                        max(answers[0].peak_rss, rank_cold.peak_rss), "ok")
+                results["like advisor warm"] = Measured(answers[1].seconds + rank_warm.seconds,
+                                                        max(answers[1].peak_rss, rank_warm.peak_rss), "ok")
+                report(f"perfkit ranks + summary of slow rank {slow_rank} (the work advisor all does) cold: "
+                       f"{results['like advisor cold'].time_text()}, warm: {results['like advisor warm'].time_text()}")
     if not (peer and new_layout):
         return
-    peer_runs = [("advisor all", ["advisor", "all", "-d", str(folder)], results["cold"], results["warm"])]
+    # (label, arguments, [(what of perfkit's it is compared with, cold, warm), ...])
+    peer_runs = [("advisor all", ["advisor", "all", "-d", str(folder)], [("load+summary", results["cold"], results["warm"])])]
+    if "like advisor cold" in results:
+        peer_runs[0][2].append(("ranks + slow rank's summary", results["like advisor cold"], results["like advisor warm"]))
     if name == "ranks_256":
-        peer_runs.append(("cluster", ["cluster", "-d", str(folder)], results["slow cold"], results["slow warm"]))
-    for label, arguments, ours, ours_warm in peer_runs:
+        peer_runs.append(("cluster", ["cluster", "-d", str(folder)],
+                          [("slow-rank answer", results["slow cold"], results["slow warm"])]))
+    for label, arguments, comparisons in peer_runs:
         # the slow peer runs once; the quicker ones as often as perfkit, for a median
         runs = []
         for _ in range(repeat if label == "cluster" else 1):
@@ -191,9 +210,11 @@ def bench(name: str, peer: bool, repeat: int, peer_timeout: float, report) -> No
         measured = median(runs)
         bound = ">" if measured.status != "ok" else ""
         report(f"msprof-analyze {label}: {measured.time_text():>12}   peak RSS {gb(measured.peak_rss)}"
-               f"   load avg {os.getloadavg()[0]:.2f}   -> perfkit is {bound}{measured.seconds / ours.seconds:.1f}x"
-               f" faster cold, {bound}{measured.seconds / ours_warm.seconds:.0f}x warm,"
-               f" {measured.peak_rss / max(ours.peak_rss, 1):.1f}x less memory")
+               f"   load avg {os.getloadavg()[0]:.2f}")
+        for what, ours, ours_warm in comparisons:
+            report(f"    vs perfkit {what}: perfkit is {bound}{measured.seconds / ours.seconds:.1f}x faster cold, "
+                   f"{bound}{measured.seconds / ours_warm.seconds:.0f}x warm, "
+                   f"{measured.peak_rss / max(ours.peak_rss, 1):.1f}x less memory")
         if measured.status.startswith("exit"):
             report("    " + " | ".join(measured.output.strip().splitlines()[-3:]))
 

@@ -175,7 +175,9 @@ class _Kernels:
         keep = pc.and_(pc.is_valid(table.column("name")), pc.is_valid(table.column("duration_us")))
         if not pc.any(keep).as_py():
             raise FileFormatError("has no kernel with a name and a duration", path)
-        table = table.set_column(table.column_names.index("start_us"), "start_us", start).filter(keep)
+        table = table.set_column(table.column_names.index("start_us"), "start_us", start)
+        if not pc.all(keep).as_py():  # usually every row has both: no copy of millions of rows then
+            table = table.filter(keep)
         # float64 keeps epoch µs to about 0.25 µs, far below the ms the model reports
         self.start_us = _floats(table.column("start_us"))
         self.duration_us = _floats(table.column("duration_us"))
@@ -184,7 +186,6 @@ class _Kernels:
         self.type, self.types = _codes(table.column("type"))
         self.strings = {column: _codes(table.column(column))
                         for column in ("input_shapes", "input_dtypes") if column in table.column_names}
-
         self.name_passes = op_passes(self.names)  # per distinct name
 
     def passes(self) -> np.ndarray:
@@ -207,7 +208,8 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     array = column.combine_chunks()
     if not pa.types.is_dictionary(array.type):
         array = pc.dictionary_encode(array)
-    return pc.fill_null(array.indices, -1).to_numpy(zero_copy_only=False), array.dictionary
+    indices = array.indices if array.null_count == 0 else pc.fill_null(array.indices, -1)
+    return indices.to_numpy(zero_copy_only=False), array.dictionary
 
 
 def _first_valid(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
