@@ -113,7 +113,7 @@ def read(folder: Path) -> dict[int, Parts]:
 
 def read_steps(folder: Path) -> dict[int, Parts]:
     """Only the steps, from step_trace_time.csv alone: for questions across many ranks (slow ranks),
-    where reading every kernel table would cost 50 ms a rank. fwd_bwd_ms and tail_ms need the
+    where reading every kernel table would cost 15 ms a rank. fwd_bwd_ms and tail_ms need the
     kernels and stay unknown."""
     parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
     rank = _read_profiler_info(folder, parts)
