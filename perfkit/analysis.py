@@ -100,6 +100,16 @@ def queue_stats(queue: pd.DataFrame) -> dict[str, Any] | None:
     return {"samples": samples, "empty_pct": 100.0 * empty / samples, "full_pct": 100.0 * full / samples}
 
 
+def _slow_ranks(run: Run) -> list[int]:
+    """Ranks `perfkit ranks` names slow (cluster.of_steps: msprof-analyze's 5 % rule on step, interval and
+    compute time). In data-parallel lockstep a slow rank's step total matches the others', so the per-rank
+    totals alone would not show it."""
+    from .cluster import of_steps  # cluster -> advisor -> analysis: imported on use
+    if len(run.steps) == 0 or run.steps["rank"].nunique() < 2:
+        return []
+    return of_steps(run.path, run.steps).slow
+
+
 def summarize(run: Run) -> dict[str, Any]:
     """The `perfkit summary --format json` contract (see README)."""
     per_rank = per_rank_step_means(run.steps)
@@ -115,6 +125,7 @@ def summarize(run: Run) -> dict[str, Any]:
                  if key not in ("ranks", "config", "env")},
         "steps": step_means(run.steps),
         "per_rank": per_rank,
+        "slow_ranks": _slow_ranks(run),
         "op_types": [{"type": str(row.type), "total_ms": float(row.total_ms), "share": _number(row.share),
                       "count": int(row.count)} for row in shares.itertuples(index=False)],
         "queues": {"host": queue_stats(run.host_queue), "device": queue_stats(run.device_queue)},

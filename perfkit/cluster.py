@@ -51,10 +51,15 @@ def slow_ranks(path: str | os.PathLike) -> SlowRanks:
     root, steps, warnings = load_steps(path)
     if not len(steps):
         raise LayoutError("no per-step times found in any rank (step_trace_time.csv / step_trace_raw_*)", root)
+    return of_steps(str(root), steps, warnings)
+
+
+def of_steps(path: str, steps: pd.DataFrame, warnings: list[str] | None = None) -> SlowRanks:
+    """The slow-rank answer from a steps table (the Run's, or the step files' alone)."""
     per_rank = (steps.groupby("rank", sort=True)
                 .agg(steps=("step", "size"), **{column: (column, "mean") for column in DIMENSIONS})
                 .reset_index())
-    return SlowRanks(path=str(root), per_rank=per_rank, findings=_findings(per_rank), warnings=warnings)
+    return SlowRanks(path=path, per_rank=per_rank, findings=_findings(per_rank), warnings=list(warnings or []))
 
 
 def _findings(per_rank: pd.DataFrame) -> list[dict[str, Any]]:

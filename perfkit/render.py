@@ -83,6 +83,9 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     if len(summary["per_rank"]) > 1:
         lines.append("")
         lines.extend(_per_rank_lines(summary["per_rank"]))
+        if summary.get("slow_ranks"):
+            lines.append(f"  slow ranks {rank_ranges(summary['slow_ranks'])} (in step, data-wait or compute time; "
+                         "`perfkit ranks` says which and by how much)")
     if summary["op_types"]:
         lines.append("")
         lines.append(f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])})")

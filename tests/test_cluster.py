@@ -63,7 +63,7 @@ def test_names_the_slow_rank(one_slow, cache_dir):
 def test_answer_reads_only_the_step_files_and_writes_nothing(one_slow, cache_dir, monkeypatch):
     expected = cluster.slow_ranks(one_slow).to_dict()
     before = sorted((p, p.stat().st_mtime_ns) for p in one_slow.rglob("*"))
-    for reader in READERS:  # a full read would parse every kernel table: 50 ms a rank
+    for reader in READERS:  # a full read would parse every kernel table: 15 ms a rank
         monkeypatch.setattr(reader, "read", lambda folder: pytest.fail(f"read all of {folder}"))
     assert cluster.slow_ranks(one_slow).to_dict() == expected
     assert not cache_dir.exists() or not any(cache_dir.iterdir())
@@ -109,3 +109,15 @@ def test_ranks_command_names_the_slow_rank(one_slow, cache_dir):
     assert json.loads(payload.output) == json.loads(json.dumps(cluster.slow_ranks(one_slow).to_dict()))
     missing = CliRunner().invoke(main, ["ranks", str(one_slow / "nope")])
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_summary_names_the_slow_rank_its_step_total_hides(one_slow, cache_dir):
+    """In lockstep the slow rank's step total matches the others': the summary still names it, as `ranks` does."""
+    from click.testing import CliRunner
+    from perfkit.cli import main
+    summary = perfkit.summarize(perfkit.load(one_slow))
+    assert summary["slow_ranks"] == cluster.slow_ranks(one_slow).slow == [SLOW]
+    text = CliRunner().invoke(main, ["summary", str(one_slow)]).output
+    assert f"slow ranks {SLOW} (" in text
+    single = perfkit.summarize(perfkit.load(one_slow / f"rank{SLOW}_ascend_pt"))
+    assert single["slow_ranks"] == []
