@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .cluster import of_steps
 from .model import Run
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
@@ -104,7 +105,6 @@ def _slow_ranks(run: Run) -> list[int]:
     """Ranks `perfkit ranks` names slow (cluster.of_steps: msprof-analyze's 5 % rule on step, interval and
     compute time). In data-parallel lockstep a slow rank's step total matches the others', so the per-rank
     totals alone would not show it."""
-    from .cluster import of_steps  # cluster -> advisor -> analysis: imported on use
     if len(run.steps) == 0 or run.steps["rank"].nunique() < 2:
         return []
     return of_steps(run.path, run.steps).slow

@@ -16,9 +16,13 @@ from typing import Any
 
 import pandas as pd
 
-from .advisor.rules import SLOW_RANK_SPREAD  # the advisor's slow_rank rule and this answer agree
 from .errors import LayoutError
 from .formats import load_steps
+
+# msprof-analyze: slow rank when (max - min) / mean > 5 %. Every spread is taken relative to the mean
+# step (not the mean of that dimension) so that a 0.1 ms interval next to a 0.2 ms one is not a
+# "100 % slower" rank. The advisor's slow_rank rule and `perfkit summary` use this answer too.
+SLOW_RANK_SPREAD = 0.05
 
 # Per-step means compared across ranks, and whether a rank that is higher than the others is itself
 # the slow one. A rank with more communication is usually waiting for a slow peer, so it is reported

@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .analysis import BATCHNORM_FAMILY, CAST_FAMILY, op_type_shares, queue_stats, step_means, summarize
+from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
 from .model import Run
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
@@ -34,9 +35,6 @@ FEW_QUEUE_SAMPLES = 50
 TOP_OP_TYPES = 25
 # Op types per run on the compare page: the union over runs of each run's top types.
 COMPARE_TOP_OP_TYPES = 10
-# A rank is marked slow when its mean step exceeds the fastest rank's by more than this share of the mean step:
-# msprof-analyze's slow-rank criterion ((max - min) / mean > 5 %, formats.md §4), applied per rank.
-SLOW_RANK_SPREAD = 0.05
 # Beyond this many ranks only the slow ranks' bars carry a label; 256 labels would overlap into noise.
 MAX_LABELLED_RANKS = 32
 # The operator table ships at most this many instances to the browser (largest total time first); a real

@@ -13,7 +13,7 @@ import pytest
 import perfkit
 
 from perfkit import cluster
-from perfkit.advisor.rules import SLOW_RANK_SPREAD
+from perfkit.cluster import SLOW_RANK_SPREAD
 from perfkit.errors import LayoutError
 from perfkit.formats import READERS
 

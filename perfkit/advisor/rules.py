@@ -17,6 +17,7 @@ from typing import Callable
 import pandas as pd
 
 from ..analysis import BATCHNORM_FAMILY, queue_stats, step_means
+from ..cluster import of_steps
 from ..model import Run
 from .finding import Finding, NotChecked, severity_for
 
@@ -411,39 +412,39 @@ def communication(run: Run) -> list[Finding]:
 # ---------------------------------------------------------------------------------------------------------
 # slow_rank
 
-# msprof-analyze: slow rank when (max - min) / mean > 5 %. The interval spread is taken relative to the mean
-# step (not the mean interval) so that a 0.1 ms interval next to a 0.2 ms one is not a "100 % slower" rank.
-SLOW_RANK_SPREAD = 0.05
+# The spread rule and its threshold (SLOW_RANK_SPREAD, msprof-analyze's 5 %) are cluster.of_steps's, shared
+# with `perfkit ranks` and the summary; this rule words its findings. Communication is left out: the rank
+# with the most of it is usually waiting for a slow peer.
+SLOW_RANK_ADVICE = {
+    "total_ms": ("step time",
+                 "Compare the named ranks' op time with the others (perfkit summary RUN per rank): a slower device, "
+                 "an unbalanced pipeline stage (set_auto_parallel_context(pipeline_stages=...)) or host load"),
+    "interval_ms": ("step interval (data wait)",
+                    "The named ranks wait longer for data: check their dataset shard size and host "
+                    "(dataset.map(..., num_parallel_workers=N), local disk)"),
+    # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
+    # longer shows here while the others show the wait as communication.
+    "computing_ms": ("compute time",
+                     "The named ranks compute longer per step while the others wait for them in communication: "
+                     "compare their kernels with a fast rank's (perfkit compare RANK_DIR FAST_RANK_DIR); look for a "
+                     "throttled or shared device, or more work placed on them"),
+}
 
 
 @rule("slow_rank", needs=("ranks",))
 def slow_rank(run: Run) -> list[Finding]:
-    per_rank = run.steps.groupby("rank")[["total_ms", "interval_ms", "computing_ms"]].mean()
-    mean_total = float(per_rank["total_ms"].mean())
+    answer = of_steps(run.path, run.steps)
+    per_rank = answer.per_rank.set_index("rank")
     findings = []
-    for column, what, action in (
-            ("total_ms", "step time",
-             "Compare the named ranks' op time with the others (perfkit summary RUN per rank): a slower device, "
-             "an unbalanced pipeline stage (set_auto_parallel_context(pipeline_stages=...)) or host load"),
-            ("interval_ms", "step interval (data wait)",
-             "The named ranks wait longer for data: check their dataset shard size and host "
-             "(dataset.map(..., num_parallel_workers=N), local disk)"),
-            # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
-            # longer shows here while the others show the wait as communication.
-            ("computing_ms", "compute time",
-             "The named ranks compute longer per step while the others wait for them in communication: "
-             "compare their kernels with a fast rank's (perfkit compare RANK_DIR FAST_RANK_DIR); look for a "
-             "throttled or shared device, or more work placed on them")):
+    for spread_finding in answer.findings:
+        if spread_finding["dimension"] not in SLOW_RANK_ADVICE:
+            continue
+        column, spread, slow = spread_finding["dimension"], spread_finding["spread"], spread_finding["ranks"]
+        what, action = SLOW_RANK_ADVICE[column]
         values = per_rank[column].dropna()
-        if len(values) < 2:
-            continue
-        spread = float(values.max() - values.min()) / mean_total
-        if spread <= SLOW_RANK_SPREAD:
-            continue
-        slow = [int(r) for r, v in values.items() if (v - values.min()) / mean_total > SLOW_RANK_SPREAD]
         gain = _pct(float(values.max() - values.median()) / float(per_rank["total_ms"].max()))
-        evidence = {"spread_pct_of_step": _pct(spread), "mean_step_ms": _ms(mean_total)}
-        shown = slow + [int(values.idxmin())]  # the slow ranks and the fastest, not every rank of a cluster
+        evidence = {"spread_pct_of_step": _pct(spread), "mean_step_ms": _ms(spread_finding["mean_step_ms"])}
+        shown = slow + [spread_finding["min_rank"]]  # the slow ranks and the fastest, not every rank of a cluster
         evidence |= {f"rank{r}_{column}": _ms(values[r]) for r in shown}
         findings.append(Finding(
             id="slow_rank", severity=severity_for(gain),
