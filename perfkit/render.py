@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 
@@ -44,7 +45,7 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     lines = [f"per rank (mean step total; {len(per_rank)} ranks, `perfkit ranks` or --format json for all)"]
     if timed:
         totals = [total(entry) for entry in timed]
-        middle = totals[len(totals) // 2] if len(totals) % 2 else (totals[len(totals) // 2 - 1] + totals[len(totals) // 2]) / 2
+        middle = statistics.median(totals)
         spread = f"   spread {100 * (totals[-1] - totals[0]) / middle:.1f} % of the median" if middle else ""
         lines.append(f"  fastest {_ms(totals[0])}   median {_ms(middle)}   slowest {_ms(totals[-1])}{spread}")
         lines.append(f"  slowest {min(OUTLIER_RANKS, len(timed))}:")

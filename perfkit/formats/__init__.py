@@ -225,18 +225,13 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
     by_rank = _by_rank(zip(units, results))
     _check_one_unit_per_rank(root, by_rank)
     warnings: list[Warning] = []
-    frames, ranks = [], []
+    pieces: list[tuple[int, pd.DataFrame]] = []
     for rank in sorted(by_rank):
         for _, folder, parts in by_rank[rank]:
             warnings += _located(root, folder, parts.warnings)
             if len(parts.tables.get("steps", ())):
-                frames.append(parts.tables["steps"])
-                ranks.append(rank)
-    if not frames:
-        return root, model.empty("steps"), _worded(warnings)
-    steps = pd.concat(frames, ignore_index=True)
-    steps["rank"] = np.repeat(ranks, [len(frame) for frame in frames])  # one column, not an assign per rank
-    return root, model.table("steps", steps), _worded(warnings)
+                pieces.append((rank, parts.tables["steps"]))
+    return root, _combine("steps", pieces), _worded(warnings)
 
 
 def _merge_meta(into: dict, new: dict) -> None:
