@@ -148,6 +148,18 @@ def training_past_its_first_step(profiling, out: Path):
     return run, child, tree
 
 
+def stop_twice(run, first: signal.Signals, answer: str, second: signal.Signals):
+    """Send `first`, wait until perfkit answers it with the line `answer`, send `second`: perfkit's
+    (returncode, stdout, stderr), which must come within PROMPT_SECONDS of the second signal."""
+    run.process.send_signal(first)
+    run.wait_for_line(answer)
+    run.process.send_signal(second)
+    stopped = time.monotonic()
+    result = run.finish()
+    assert time.monotonic() - stopped < PROMPT_SECONDS
+    return result
+
+
 @pytest.mark.mindspore
 def test_sigterm_during_training_stops_after_the_step_and_keeps_a_loadable_run(tmp_path, profiling):
     out = tmp_path / "run"
@@ -170,12 +182,7 @@ def test_sigterm_during_training_stops_after_the_step_and_keeps_a_loadable_run(t
 def test_a_second_sigterm_during_training_stops_at_once_and_keeps_the_step_times(tmp_path, profiling):
     out = tmp_path / "run"
     run, _, tree = training_past_its_first_step(profiling, out)
-    run.process.send_signal(signal.SIGTERM)
-    run.wait_for_line("SIGTERM: stopping training")
-    run.process.send_signal(signal.SIGTERM)
-    stopped = time.monotonic()
-    returncode, stdout, stderr = run.finish()
-    assert time.monotonic() - stopped < PROMPT_SECONDS
+    returncode, stdout, stderr = stop_twice(run, signal.SIGTERM, "SIGTERM: stopping training", signal.SIGTERM)
     assert returncode == 128 + signal.SIGTERM, stderr
     assert "stopping at once, during training" in stderr and "Traceback" not in stderr
     recorded = manifest(out)
@@ -231,12 +238,7 @@ def test_a_second_signal_during_the_analysis_stops_it_at_once_and_keeps_what_was
     freeze_in_analysis(run)
     tree = run.tree()  # the analysis's own worker process included
     run.wait_for_line("analysing profile")
-    run.process.send_signal(signal.SIGINT)
-    run.wait_for_line("finishing the analysis")
-    run.process.send_signal(signal.SIGTERM)
-    stopped = time.monotonic()
-    returncode, stdout, stderr = run.finish()
-    assert time.monotonic() - stopped < PROMPT_SECONDS
+    returncode, stdout, stderr = stop_twice(run, signal.SIGINT, "finishing the analysis", signal.SIGTERM)
     assert returncode == 128 + signal.SIGINT, stderr  # the first signal says how the run was stopped
     assert "stopping at once, during the profiler's analysis" in stderr and "Traceback" not in stderr
     recorded = manifest(out)
