@@ -89,8 +89,12 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
     if prebuild and runs:
         run_page("/", 0)
 
+    def picked_index(search: Any) -> int | None:
+        """The run the URL's ?run=N names (the first one without it); None when there is no such run."""
+        return run_index(query_value(search, "run", "0"), len(runs))
+
     def pick(search: Any) -> Run | None:
-        index = run_index(query_value(search, "run", "0"), len(runs))
+        index = picked_index(search)
         return None if index is None else runs[index]
 
     @app.callback(Output(ids.URL, "search"), Output(ids.RUN, "value"),
@@ -100,7 +104,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         if dash.ctx.triggered_id == ids.RUN:
             index = run_index(run_value, len(runs))
             return (dash.no_update if index is None else f"?run={index}"), dash.no_update
-        index = run_index(query_value(search, "run", "0"), len(runs))
+        index = picked_index(search)
         return dash.no_update, (dash.no_update if index is None else index)
 
     @app.callback([Output(ids.nav(path), "className") for path in ids.PAGES]
@@ -117,7 +121,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
             return layout.compare_page(labels, [i for i in chosen if i is not None])
         if not isinstance(pathname, str) or pathname not in ids.PAGES:
             return [layout.card("Not found", layout.empty(f"no page {pathname!s}: use the links above"))]
-        index = run_index(query_value(search, "run", "0"), len(runs))
+        index = picked_index(search)
         if index is None:
             return unknown_run(len(runs))
         return run_page(pathname, index)
