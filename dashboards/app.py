@@ -24,7 +24,7 @@ from perfkit.model import PASSES, Run
 from perfkit.report import STYLESHEET
 from perfkit import figures, report
 
-from . import ids, layout
+from . import ids, layout, timeline
 
 LOOPBACK_HOST = "127.0.0.1"
 # perfkit's plotly.js basic bundle (perfkit.report.PLOTLY_BUNDLE), a page script served like Dash's own, so
@@ -119,6 +119,8 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         if pathname == "/compare":
             chosen = [run_index(v, len(runs)) for v in str(query_value(search, "runs", "")).split(",") if v]
             return layout.compare_page(labels, [i for i in chosen if i is not None])
+        if pathname == timeline.PATH:
+            return timeline.page(search, len(runs), picked_index)
         if not isinstance(pathname, str) or pathname not in ids.PAGES:
             return [layout.card("Not found", layout.empty(f"no page {pathname!s}: use the links above"))]
         index = picked_index(search)
@@ -141,6 +143,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         rows, matched = figures.op_instance_rows(run, passes, search if isinstance(search, str) else "")
         return rows.to_dict("records"), layout.instances_count(len(rows), matched)
 
+    timeline.register(app, runs, picked_index, query_value)
     _reject_malformed_requests(app)
     return app
 

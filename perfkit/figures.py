@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -537,3 +538,82 @@ def rank_rows(run: Run) -> pd.DataFrame:
     frame["slower_than_fastest_pct"] = 100 * (frame["total_ms"] - fastest) / fastest if fastest else float("nan")
     frame["slow"] = frame["rank"].isin(slow).map({True: "slow", False: ""})
     return frame.round(3)
+
+
+# ---------------------------------------------------------------- timeline (perfkit.timeline windows)
+
+# Above this many bars a timeline is merged: plotly draws a few thousand SVG bars in well under a second,
+# and a 1,500 px plot cannot show more distinct bars anyway.
+MAX_TIMELINE_BARS = 4000
+# Events shorter than this share of the window (under a pixel at dashboard width) are merged with
+# adjacent tiny ones in their lane when the window has too many bars.
+TINY_EVENT_SHARE = 1 / 1500
+TIMELINE_COLORS = {"compute": "#4e79a7", "communication": "#e15759", "data": "#f28e2b", "host": "#59a14f",
+                   "idle": "#bab0ac"}
+TIMELINE_LANE_PX = 22
+
+
+def timeline_bars(events: pd.DataFrame, max_bars: int = MAX_TIMELINE_BARS) -> tuple[pd.DataFrame, int]:
+    """(bars to draw, events merged away): events with a duration, and above `max_bars`, each run of
+    adjacent tiny events in a lane merged into one bar named "N events"."""
+    bars = events[events["dur_us"].notna() & (events["ph"] == "X")].copy()
+    bars["count"] = 1
+    if len(bars) <= max_bars:
+        return bars, 0
+    window = (bars["start_us"] + bars["dur_us"]).max() - bars["start_us"].min()
+    tiny_us = window * TINY_EVENT_SHARE
+    bars = bars.sort_values(["rank", "lane_order", "start_us"], kind="stable")
+    tiny = (bars["dur_us"] < tiny_us).to_numpy()
+    lane = (bars["rank"].astype(str) + "/" + bars["lane_order"].astype(str)).to_numpy()
+    gap = bars["start_us"].to_numpy() - np.r_[-np.inf, (bars["start_us"] + bars["dur_us"]).to_numpy()[:-1]]
+    joins = tiny & np.r_[False, tiny[:-1]] & np.r_[False, lane[1:] == lane[:-1]] & (gap < tiny_us)
+    bars["group"] = np.cumsum(~joins)
+    merged = bars.groupby("group", sort=False).agg(
+        rank=("rank", "first"), process=("process", "first"), lane=("lane", "first"),
+        lane_order=("lane_order", "first"), name=("name", "first"), category=("category", "first"),
+        start_us=("start_us", "min"), shapes=("shapes", "first"),
+        count=("count", "sum"), ph=("ph", "first"))
+    ends = (bars["start_us"] + bars["dur_us"]).groupby(bars["group"], sort=False).max()
+    merged["dur_us"] = ends.to_numpy() - merged["start_us"].to_numpy()
+    several = merged["count"] > 1
+    merged.loc[several, "name"] = merged.loc[several, "count"].map(lambda n: f"{n} events")
+    merged.loc[several, "shapes"] = None
+    return merged.reset_index(drop=True), len(bars) - len(merged)
+
+
+def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_TIMELINE_BARS,
+                    highlight: str = "") -> go.Figure:
+    """Lanes as rows (rank, process, thread; in the profiler's order), events as bars coloured by category,
+    time in ms from the window's start; hover: name, duration, shapes. Zoom with the mouse. Events whose
+    name contains `highlight` are outlined and counted in the title."""
+    bars, merged_away = timeline_bars(events, max_bars)
+    if not len(bars):
+        return empty_state("no events with a duration in this window")
+    zero = bars["start_us"].min()
+    bars["label"] = ("rank " + bars["rank"].astype(str) + " · " + bars["process"].astype(str) + " · "
+                     + bars["lane"].astype(str))
+    order = bars.sort_values(["rank", "lane_order"]).drop_duplicates("label")["label"].tolist()
+    fig = go.Figure()
+    for category, part in bars.groupby("category", sort=True):
+        shapes = part["shapes"].where(part["shapes"].notna(), "").astype(str).str.replace("\r\n", " ", regex=False)
+        fig.add_bar(y=part["label"], x=part["dur_us"] / 1000.0, base=(part["start_us"] - zero) / 1000.0,
+                    orientation="h", name=category, marker_color=TIMELINE_COLORS.get(category, "#9c755f"),
+                    marker_line_width=0, customdata=np.stack([part["name"].astype(str), shapes], axis=1),
+                    hovertemplate="%{customdata[0]}<br>%{x:.3f} ms at %{base:.3f} ms<br>%{customdata[1]}"
+                                  "<extra>" + category + "</extra>")
+    note = f" · {merged_away:,} tiny events merged into neighbours" if merged_away else ""
+    if highlight:
+        found = bars[bars["name"].astype(str).str.contains(highlight, regex=False)]
+        fig.add_bar(y=found["label"], x=found["dur_us"] / 1000.0, base=(found["start_us"] - zero) / 1000.0,
+                    orientation="h", name=highlight[:40], marker=dict(color="rgba(0,0,0,0)",
+                                                                      line=dict(color="#111", width=2)),
+                    hoverinfo="skip")
+        note += f" · {len(found):,} of them {highlight}"
+    fig.update_layout(title=dict(text=f"{title}{len(events):,} events{note}", font=dict(size=14)), barmode="overlay",
+                      bargap=0.15, height=max(240, 80 + TIMELINE_LANE_PX * len(order)), font=FONT,
+                      plot_bgcolor="white", paper_bgcolor="white", margin=dict(l=20, r=20, t=50, b=40),
+                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+                      meta={"bars": len(bars), "merged": merged_away})
+    fig.update_xaxes(title="ms from the window's start", showgrid=True, gridcolor="#eee", zeroline=False)
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True)
+    return fig
