@@ -179,14 +179,17 @@ def _normalized(table: pa.Table, stats: Stats) -> pa.Table:
 
 
 def _as_float(column: pa.ChunkedArray, stats: Stats) -> pa.ChunkedArray:
-    """Numbers as float64; strings parsed, those that are not numbers null (and counted)."""
-    if not pa.types.is_string(column.type):
-        return pc.cast(column, pa.float64())
+    """Numbers as float64; strings parsed; what is not a finite number null (and counted)."""
     try:
-        return pc.cast(column, pa.float64())
-    except pa.ArrowInvalid:  # some value is not a number: parse one by one, the bad ones null
-        values = [_float(value, stats) for value in column.to_pylist()]
-        return pa.chunked_array([pa.array(values, pa.float64())])
+        numbers = pc.cast(column, pa.float64())
+    except pa.ArrowInvalid:  # some string is not a number: parse one by one
+        numbers = pa.chunked_array([pa.array([_float(value, stats) for value in column.to_pylist()], pa.float64())])
+    finite = pc.is_finite(numbers)  # null where null; false for NaN and infinities (Arrow reads NaN too)
+    bad = pc.sum(pc.invert(finite).cast(pa.int64())).as_py() or 0
+    if bad:
+        stats.bad_values += bad
+        numbers = pc.if_else(finite, numbers, pa.scalar(None, pa.float64()))
+    return numbers
 
 
 def _float(value, stats: Stats) -> float | None:
