@@ -581,6 +581,10 @@ def timeline_bars(events: pd.DataFrame, max_bars: int = MAX_TIMELINE_BARS) -> tu
     return merged.reset_index(drop=True), len(bars) - len(merged)
 
 
+def _lane_labels(events: pd.DataFrame) -> pd.Series:
+    return "rank " + events["rank"].astype(str) + " · " + events["process"].astype(str) + " · " + events["lane"].astype(str)
+
+
 def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_TIMELINE_BARS,
                     highlight: str = "") -> go.Figure:
     """Lanes as rows (rank, process, thread; in the profiler's order), events as bars coloured by category,
@@ -590,8 +594,7 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
     if not len(bars):
         return empty_state("no events with a duration in this window")
     zero = bars["start_us"].min()
-    bars["label"] = ("rank " + bars["rank"].astype(str) + " · " + bars["process"].astype(str) + " · "
-                     + bars["lane"].astype(str))
+    bars["label"] = _lane_labels(bars)
     order = bars.sort_values(["rank", "lane_order"]).drop_duplicates("label")["label"].tolist()
     fig = go.Figure()
     for category, part in bars.groupby("category", sort=True):
@@ -603,7 +606,9 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
                                   "<extra>" + category + "</extra>")
     note = f" · {merged_away:,} tiny events merged into neighbours" if merged_away else ""
     if highlight:
-        found = bars[bars["name"].astype(str).str.contains(highlight, regex=False)]
+        found = events[(events["ph"] == "X") & events["dur_us"].notna()
+                       & events["name"].astype(str).str.contains(highlight, regex=False)]
+        found = found.assign(label=_lane_labels(found))
         fig.add_bar(y=found["label"], x=found["dur_us"] / 1000.0, base=(found["start_us"] - zero) / 1000.0,
                     orientation="h", name=highlight[:40], marker=dict(color="rgba(0,0,0,0)",
                                                                       line=dict(color="#111", width=2)),
