@@ -11,5 +11,15 @@ from .analysis import summarize
 from .advisor import advise
 from .compare import compare
 
-__all__ = ["load", "Run", "Meta", "summarize", "advise", "compare", "PerfkitError", "LayoutError", "FileFormatError",
+
+
+def __getattr__(name: str):
+    """`perfkit.timeline(run, step=N)`: imported on first use (it reads traces; summary never needs it)."""
+    if name == "timeline":
+        import importlib
+        return importlib.import_module(".timeline", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["load", "timeline", "Run", "Meta", "summarize", "advise", "compare", "PerfkitError", "LayoutError", "FileFormatError",
            "DeviceError", "__version__"]
