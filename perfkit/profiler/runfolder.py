@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-MANIFEST = "perfkit_run.json"
+from ..formats.manifest import MANIFEST, STATUSES
+
 TRAIN_LOG = "train.log"
 MINDDATA_DIR = "md"
-STATUSES = ("running", "ok", "interrupted", "failed")
 # Write errors that mean the disk (or the quota, or `ulimit -f`) is full: the user's to fix, not a bug.
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 VERSIONED = re.compile(r"^(?P<stem>.*?)(?P<number>\d+)$")
