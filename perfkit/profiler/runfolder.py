@@ -72,12 +72,6 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return json.loads((folder / MANIFEST).read_text())
 
 
-def update_manifest(folder: Path, **changes: Any) -> dict[str, Any]:
-    manifest = {**read_manifest(folder), **changes}
-    write_manifest(folder, manifest)
-    return manifest
-
-
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
