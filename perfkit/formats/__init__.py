@@ -18,12 +18,12 @@ import pandas as pd
 from .. import cache, model
 from ..errors import FileFormatError, LayoutError
 from ..model import Meta, Run
-from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
+from . import ascend_ms, communication, cpu, gpu, legacy, manifest, memory, minddata
 from .base import RUN_WIDE, Parts, screened
 from .steps import derive_steps, steps_from_times
 
 # Order matters: when two readers give the same table for a rank, the first one wins.
-READERS = (manifest, ascend_ms, cpu, gpu, legacy, minddata)
+READERS = (manifest, ascend_ms, cpu, gpu, legacy, minddata, memory, communication)
 # Readers whose folders are a rank's main data; two such folders with one rank are two runs.
 UNIT_READERS = {ascend_ms, cpu, gpu, legacy}
 # Folders that hold raw or internal files the readers above reach from their unit root.
@@ -175,6 +175,7 @@ def _assemble(root: Path, jobs: list[tuple[object, Path]]) -> Run:
             meta_fields.setdefault("step_source", "recorded_step_times")
             warnings.append((".", f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step "
                                   "times are the ones perfkit profile recorded, their split is unknown"))
+        memory.on_run_clock(rank_tables)
         for name in model.SCHEMA:
             if name in rank_tables:
                 tables[name].append((rank, rank_tables[name]))
