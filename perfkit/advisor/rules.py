@@ -772,12 +772,13 @@ SLOW_LINKS_NAMED = 5
 @rule("slow_link", needs=("comm_links",))
 def slow_link(run: Run) -> list[Finding]:
     links = run.comm_links[run.comm_links["link_type"].isin(NETWORK_LINK_TYPES)].copy()
-    links = links[(links["size_mb"] >= links["link_type"].map(SLOW_LINK_MIN_MB)) & (links["bandwidth_gb_s"] > 0)]
+    minimum_mb = links["link_type"].map(SLOW_LINK_MIN_MB).astype("float64")  # float even when no link is left
+    links = links[(links["size_mb"] >= minimum_mb) & (links["bandwidth_gb_s"] > 0)]
     if not len(links):
         raise NotChecked("no link moved enough data to judge its bandwidth "
                          "(16 MB on HCCS/PCIE/SIO, 1 MB on RDMA)")
     links["median_gb_s"] = links.groupby("link_type")["bandwidth_gb_s"].transform("median")
-    links["nominal_gb_s"] = links["link_type"].map(NOMINAL_LINK_GB_S)
+    links["nominal_gb_s"] = links["link_type"].map(NOMINAL_LINK_GB_S).astype("float64")
     below_peers = links["bandwidth_gb_s"] < SLOW_LINK_UTILIZATION * links["median_gb_s"]
     below_rate = links["bandwidth_gb_s"] < SLOW_LINK_UTILIZATION * links["nominal_gb_s"]
     slow = links[below_peers | below_rate].sort_values("bandwidth_gb_s")
