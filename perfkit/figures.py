@@ -547,6 +547,9 @@ MEMORY_COLORS = {"allocated_mb": "#4e79a7", "reserved_mb": "#f28e2b"}
 TOP_MEMORY_OPS = 20
 # Communication op rows the Ranks page's table ships (longest first): a cluster run has thousands.
 MAX_COMM_ROWS = 500
+# Heat-map colour range in multiples of the median link of the same type: slow_link's bar (0.8) sits in the
+# yellow, half the median is deep red.
+LINK_COLOR_RANGE = (0.4, 1.2)
 
 
 def _peaks_kept(samples: pd.DataFrame, column: str, limit: int) -> pd.DataFrame:
@@ -596,7 +599,8 @@ def top_op_memory_figure(run: Run, top: int = TOP_MEMORY_OPS) -> go.Figure:
                            "profile_memory=True on Ascend)")
     per_op = (run.op_memory.groupby("name", observed=True)
               .agg(largest_mb=("size_mb", "max"), total_mb=("size_mb", "sum"), blocks=("size_mb", "size"))
-              .sort_values("largest_mb", ascending=False).head(top).iloc[::-1])
+              .reset_index().sort_values(["largest_mb", "name"], ascending=[False, True])  # ties by name
+              .head(top).iloc[::-1].set_index("name"))
     fig = go.Figure(go.Bar(x=per_op["largest_mb"], y=per_op.index.astype(str), orientation="h",
                            marker_color=MEMORY_COLORS["allocated_mb"], customdata=per_op[["total_mb", "blocks"]],
                            hovertemplate="%{y}<br>largest block %{x:,.1f} MB<br>%{customdata[1]} blocks, "
@@ -621,26 +625,34 @@ def comm_op_rows(run: Run) -> pd.DataFrame:
 
 def link_heatmap_figure(run: Run) -> go.Figure:
     """Rank x rank bandwidth (GB/s) of the network links (not LOCAL), summed over steps and ops: each profiled
-    rank's row holds its links to every peer, so peers that were not profiled still show as columns."""
+    rank's row holds its links to every peer, so peers that were not profiled still show as columns.
+
+    Drawn as square scatter markers, not a plotly heatmap: the dashboard ships plotly.js's basic bundle
+    (scatter, bar, pie), which has no heatmap trace.
+    """
     from .analysis import link_bandwidth
     links = link_bandwidth(run.comm_links).dropna(subset=["bandwidth_gb_s"])
     if not len(links):
         return empty_state("no link bandwidth in this run (communication_matrix.json)")
-    grid = links.groupby(["src", "dst"]).agg(bandwidth=("bandwidth_gb_s", "min"),
-                                             link_type=("link_type", lambda types: "/".join(sorted(set(types)))),
-                                             size_mb=("size_mb", "sum"))
-    sources = sorted(links["src"].unique())
-    targets = sorted(links["dst"].unique())
-    matrix = grid["bandwidth"].unstack().reindex(index=sources, columns=targets)
-    types = grid["link_type"].unstack().reindex(index=sources, columns=targets)
-    sizes = grid["size_mb"].unstack().reindex(index=sources, columns=targets)
-    text = [[("" if pd.isna(value) else f"{value:.1f}") for value in row] for row in matrix.to_numpy()]
-    custom = [[[("" if pd.isna(t) else t), ("" if pd.isna(s) else f"{s:,.1f}")] for t, s in zip(trow, srow)]
-              for trow, srow in zip(types.to_numpy(), sizes.to_numpy())]
-    fig = go.Figure(go.Heatmap(
-        z=matrix.to_numpy(), x=[f"to {t}" for t in targets], y=[f"rank {s}" for s in sources], text=text,
-        texttemplate="%{text}", customdata=custom, colorscale="RdYlGn", colorbar=dict(title="GB/s"),
-        hovertemplate="%{y} %{x}<br>%{customdata[0]} %{z:.2f} GB/s<br>%{customdata[1]} MB<extra></extra>"))
-    fig = _style(fig, "Link bandwidth, rank to rank (GB/s; red is slow)", height=max(260, 60 * len(sources) + 160))
-    fig.update_yaxes(autorange="reversed")
+    cells = (links.groupby(["src", "dst"])
+             .agg(size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"),
+                  link_type=("link_type", lambda types: "/".join(sorted(set(types)))))
+             .reset_index())
+    cells["bandwidth_gb_s"] = cells["size_mb"] / cells["transit_ms"]
+    # coloured against the links of the same type: HCCS and RDMA rates differ by design, a slow link does not
+    cells["of_median"] = cells["bandwidth_gb_s"] / cells.groupby("link_type")["bandwidth_gb_s"].transform("median")
+    sources, targets = sorted(cells["src"].unique()), sorted(cells["dst"].unique())
+    fig = go.Figure(go.Scatter(
+        x=[f"to {dst}" for dst in cells["dst"]], y=[f"rank {src}" for src in cells["src"]], mode="markers+text",
+        text=[f"{value:.1f}" for value in cells["bandwidth_gb_s"]], textfont=dict(size=12, color="#111"),
+        customdata=cells[["link_type", "size_mb", "bandwidth_gb_s"]].to_numpy(),
+        marker=dict(symbol="square", size=46, color=cells["of_median"], colorscale="RdYlGn", cmin=LINK_COLOR_RANGE[0],
+                    cmax=LINK_COLOR_RANGE[1], showscale=True, colorbar=dict(title="x median<br>of its type"),
+                    line=dict(width=1, color="white")),
+        hovertemplate="%{y} %{x}<br>%{customdata[0]} %{customdata[2]:.2f} GB/s (%{marker.color:.2f}x the median)"
+                      "<br>%{customdata[1]:,.1f} MB<extra></extra>"))
+    fig = _style(fig, "Link bandwidth, rank to rank (GB/s; red: slower than the links of its type)",
+                 height=max(260, 56 * len(sources) + 170))
+    fig.update_xaxes(categoryorder="array", categoryarray=[f"to {dst}" for dst in targets], showgrid=False)
+    fig.update_yaxes(categoryorder="array", categoryarray=[f"rank {src}" for src in sources][::-1], showgrid=False)
     return fig
