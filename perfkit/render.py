@@ -70,19 +70,18 @@ def _memory_communication_lines(summary: dict[str, Any]) -> list[str]:
     memory, communication = summary.get("memory"), summary.get("communication")
     if memory:
         capacity = f" of {_mb(memory['capacity_mb'])}" if memory["capacity_mb"] is not None else ""
-        lines += ["", f"memory   peak allocated {_mb(memory['peak_allocated_mb'])}{capacity}, "
-                      f"reserved {_mb(memory['peak_reserved_mb'])} (largest rank)"]
+        lines.append(f"memory   peak allocated {_mb(memory['peak_allocated_mb'])}{capacity}, "
+                     f"reserved {_mb(memory['peak_reserved_mb'])} (largest rank)")
     if communication:
         wait = communication["wait_ratio"]
-        lines += ["" if not memory else None,
-                  f"communication per step (mean over ranks)  collective {_ms(communication['collective_ms'])}"
-                  f"   p2p {_ms(communication['p2p_ms'])}"
-                  f"   waiting {'unknown' if wait is None else f'{100 * wait:.1f} %'} of transfer time"]
+        lines.append(f"communication per step (mean over ranks)  collective {_ms(communication['collective_ms'])}"
+                     f"   p2p {_ms(communication['p2p_ms'])}"
+                     f"   waiting {'unknown' if wait is None else f'{100 * wait:.1f} %'} of transfer time")
         link = communication["slowest_link"]
         if link:
             lines.append(f"  slowest link  {link['src']} -> {link['dst']} {link['link_type']}  "
                          f"{link['bandwidth_gb_s']:.2f} GB/s ({_mb(link['size_mb'])})")
-    return [line for line in lines if line is not None]
+    return [""] + lines if lines else []
 
 
 def summary_text(summary: dict[str, Any], top: int = 10) -> str:
