@@ -8,7 +8,8 @@ import csv
 
 import pytest
 
-from test_dashboard_browser import (By, make_driver, open_page, screenshot, start_server, svg_texts,  # noqa: F401
+# the module's browser and screenshot folder fixtures are that file's, shared
+from test_dashboard_browser import (By, driver, open_page, screenshot, shots, start_server, svg_texts,  # noqa: F401
                                     text_of, wait_for)
 
 import perfkit
@@ -34,18 +35,6 @@ def base_url(runs):
     url, stop = start_server(create_app([runs[label] for label in LABELS]))
     yield url
     stop()
-
-
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
-    driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
-    yield driver
-    driver.quit()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    return tmp_path_factory.mktemp("screenshots")
 
 
 def test_memory_page_shows_the_peak_per_rank_and_the_top_ops(driver, base_url, runs, shots):
