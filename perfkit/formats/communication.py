@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .ascend_ms import OUTPUT_DIR, _read_profiler_info
-from .base import Parts, guarded, has_match, read_json_object
+from .base import Parts, Reader, guarded, has_match, read_json_object
 
 COMMUNICATION = "communication.json"
 MATRIX = "communication_matrix.json"
@@ -168,3 +168,8 @@ def _link(pair: str, link: object, skipped: _Skipped) -> dict | None:
         bandwidth = size_mb / transit_ms  # MB per ms is GB per s
     return {"src": int(src), "dst": int(dst), "link_type": link_type, "size_mb": size_mb,
             "transit_ms": transit_ms, "bandwidth_gb_s": bandwidth}
+
+
+# Not a unit: communication files add to the rank whose profiler folder they sit in.
+READER = Reader(name="communication", provides=frozenset({"comm_ops", "comm_links"}), detect=detect, read=read,
+                unit=False)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..errors import FileFormatError
 from .ascend_ms import OUTPUT_DIR, _read_profiler_info
-from .base import Parts, guarded, has_match, rank_of, read_csv_table
+from .base import Parts, Reader, guarded, has_match, rank_of, read_csv_table
 
 MEMORY_RECORD = "memory_record.csv"
 OPERATOR_MEMORY = "operator_memory.csv"
@@ -260,3 +260,7 @@ def on_run_clock(tables: dict[str, pd.DataFrame]) -> None:
     if blocks is not None:
         tables["op_memory"] = blocks.assign(allocated_at_ms=blocks["allocated_at_ms"] - origin,
                                             released_at_ms=blocks["released_at_ms"] - origin)
+
+
+# Not a unit: memory files add to the rank whose profiler folder they sit in.
+READER = Reader(name="memory", provides=frozenset({"memory", "op_memory"}), detect=detect, read=read, unit=False)
