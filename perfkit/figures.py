@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import BATCHNORM_FAMILY, CAST_FAMILY, op_type_shares, queue_stats, step_means, summarize
+from .analysis import (BATCHNORM_FAMILY, CAST_FAMILY, framework_memory, link_bandwidth, op_type_shares, queue_stats,
+                       step_means, summarize)
 from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
 from .model import Run
 
@@ -565,7 +566,6 @@ def _peaks_kept(samples: pd.DataFrame, column: str, limit: int) -> pd.DataFrame:
 def memory_timeline_figure(run: Run) -> go.Figure:
     """The framework allocator's allocated and reserved MB over time, one pair of lines per rank, with the
     profiled steps' starts marked where the run recorded step times."""
-    from .analysis import framework_memory
     samples = framework_memory(run.memory)
     if not len(samples):
         return empty_state("no allocator memory records in this run (profile with profile_memory=True: "
@@ -631,7 +631,6 @@ def link_heatmap_figure(run: Run) -> go.Figure:
     Drawn as square scatter markers, not a plotly heatmap: the dashboard ships plotly.js's basic bundle
     (scatter, bar, pie), which has no heatmap trace.
     """
-    from .analysis import link_bandwidth
     links = link_bandwidth(run.comm_links).dropna(subset=["bandwidth_gb_s"])
     if not len(links):
         return empty_state("no link bandwidth in this run (communication_matrix.json)")
