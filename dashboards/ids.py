@@ -11,7 +11,8 @@ OP_TYPES_TABLE = "op-types-table"
 OP_TABLE = "op-table"
 OP_COUNT = "op-count"
 
-PAGES = {"/": "Overview", "/operators": "Operators", "/compare": "Compare", "/ranks": "Ranks", "/timeline": "Timeline"}
+PAGES = {"/": "Overview", "/operators": "Operators", "/compare": "Compare", "/ranks": "Ranks", "/memory": "Memory",
+         "/timeline": "Timeline"}
 
 
 def kpi(key: str) -> str:

@@ -19,7 +19,6 @@ Step ID and start/duration columns of kernel_details.csv; times are µs as the t
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -41,9 +40,10 @@ import pyarrow.parquet as pq
 
 from . import __version__, cache
 from .errors import FileFormatError, PerfkitError
-from .formats import ascend_ms, discover
+from .formats import ascend_ms
 from .formats.base import Parts, rank_of
 from .formats.trace_json import Stats, read_blocks
+from .loader import discover
 
 # Bump when the layout of an index on disk changes; old indexes are then simply never found.
 INDEX_FORMAT = 1
@@ -52,7 +52,8 @@ INDEX_FILE = "index.json"
 # whose start times meet it, not the part.
 ROW_GROUP_ROWS = 16 * 1024
 # The code an index depends on.
-CODE = ("timeline.py", "formats/trace_json.py")
+PACKAGE = Path(__file__).resolve().parent
+CODE = (PACKAGE / "timeline.py", PACKAGE / "formats" / "trace_json.py")
 STEP_MARKER = re.compile(r"ProfilerStep#(\d+)")
 LEGACY_TRACES = ("ascend_timeline_display_*.json", "gpu_timeline_display_*.json")
 NEW_LAYOUT_TRACE = Path("ASCEND_PROFILER_OUTPUT") / "trace_view.json"
@@ -82,7 +83,7 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     root, jobs = discover(path)
     found: dict[int, TraceFile] = {}
     for reader, folder in jobs:
-        name = reader.__name__.rsplit(".", 1)[-1]
+        name = reader.name
         if name in ("ascend_ms", "cpu") and (folder / NEW_LAYOUT_TRACE).is_file():
             rank = ascend_ms._read_profiler_info(folder, Parts())
             found.setdefault(rank, TraceFile(rank, folder / NEW_LAYOUT_TRACE, folder))
@@ -99,16 +100,6 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
 
 # ---------------------------------------------------------------- the index on disk
 
-@functools.lru_cache(maxsize=1)
-def _code_digest() -> str:
-    package = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for name in CODE:
-        stat = (package / name).stat()
-        digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    return digest.hexdigest()
-
-
 def _fingerprint(path: Path) -> str:
     try:
         stat = path.stat()
@@ -122,7 +113,7 @@ def index_path(root: Path, files: list[TraceFile]) -> Path | None:
     base = cache.usable_root(root)
     if base is None:
         return None
-    digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{_code_digest()}\0{root}\0".encode())
+    digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
     for file in files:
         digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{_fingerprint(file.folder / KERNEL_DETAILS)}\0"
                       .encode())
