@@ -240,7 +240,7 @@ def _row(event: dict, stats: Stats) -> dict:
         if name in ("ts", "dur"):
             row[name] = _float(value, stats)
         else:
-            row[name] = None if value is None else str(value)
+            row[name] = _text(value)
     args = event.get("args")
     args = args if isinstance(args, dict) else {}
     row["args"] = {key: _arg(args.get(key), kind) for key, kind in ARGS.items()}
@@ -248,7 +248,14 @@ def _row(event: dict, stats: Stats) -> dict:
 
 
 def _text(value) -> str | None:
-    return None if value is None else value if isinstance(value, str) else str(value)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return str(value)
+    if value.isascii():
+        return value
+    # bytes that are not UTF-8 were decoded as surrogates (to keep offsets exact): U+FFFD from here on
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _arg(value, kind: pa.DataType):
@@ -256,4 +263,4 @@ def _arg(value, kind: pa.DataType):
         return None
     if pa.types.is_integer(kind):
         return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return value if isinstance(value, str) else json.dumps(value)
+    return _text(value) if isinstance(value, str) else _text(json.dumps(value, ensure_ascii=False))
