@@ -104,3 +104,18 @@ def test_op_link_outlines_its_occurrences(page, run_folder):
     events = timeline.timeline(run_folder, step=3)
     count = int(((events["ph"] == "X") & events["name"].str.contains(name, regex=False)).sum())
     wait_for(driver, lambda d: f"{count:,} of them {name}" in title(d), "the op's occurrences counted")
+
+
+def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page, run_folder):
+    driver, url = page
+    driver.get(f"{url}/operators?run=0")
+    cell = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table td[data-dash-column='name']"),
+                    "op instance table")[0]
+    name = cell.text
+    cell.click()
+    wait_for(driver, lambda d: "/timeline" in d.current_url, "the timeline page")
+    assert "op=" in driver.current_url
+    events = timeline.timeline(run_folder, step=1)  # no step in the link: the page opens the first
+    count = int(((events["ph"] == "X") & events["name"].str.contains(name, regex=False)).sum())
+    assert count > 0  # the Operators page's names are the trace's kernel names
+    wait_for(driver, lambda d: title(d).endswith(f"{count:,} of them {name}"), "the op outlined and counted")
