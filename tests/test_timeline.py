@@ -293,3 +293,16 @@ def test_index_never_lives_in_the_run(tmp_path, monkeypatch):
     with pytest.raises(PerfkitError, match="cache folder"):
         tl.index(run)
     assert not (run / "cache").exists()
+
+
+@pytest.mark.parametrize("run", sorted(TRACES))
+def test_blocks_go_through_arrow_not_the_slow_decoder(run, monkeypatch):
+    """After the first block (whose types it learns from) and a block per type first seen later, every
+    block of a real trace is parsed by Arrow: the path that makes a 1 GB trace take seconds."""
+    monkeypatch.setattr(trace_json, "FIRST_BLOCK_BYTES", 20_000)
+    monkeypatch.setattr(trace_json, "BLOCK_BYTES", 50_000)
+    for path in TRACES[run].values():
+        stats = trace_json.Stats()
+        blocks = list(trace_json.read_blocks(path, stats))
+        assert sum(len(block) for block in blocks) == len(json.load(open(path)))
+        assert stats.slow_blocks <= 3 and (len(blocks) > 10 or path.stat().st_size < 500_000), stats
