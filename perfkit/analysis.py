@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .cluster import of_steps
 from .model import Run
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
@@ -30,17 +29,77 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+# The first profiled step carries graph compilation and warm-up. It is left out of the step means where
+# MindSpore's own average leaves it out (the legacy step trace's average row is the mean of steps 2..n, on
+# every multi-step fixture), and wherever it is an outlier: over this many times the median of the rank's
+# other steps. 1.5x sits above the steady-state spread seen here (CPU sample runs: steps within 1.3x of
+# each other, Ascend/GPU step traces within 1.05x) and far below a compiling first step (13x on a 4-rank
+# pipeline-parallel Ascend run: 2,376 ms against 179 ms), so a slow-but-normal step is never dropped.
+FIRST_STEP_OUTLIER = 1.5
+# Why a rank's first profiled step is not in its means (`mean_of.first_step`).
+FIRST_STEP_REASONS = {
+    "warmup": "left out: MindSpore's own average leaves out the first step",
+    "outlier": f"left out: over {FIRST_STEP_OUTLIER}x the median of the other steps (compilation, warm-up)",
+    "unknown_total": "left out: its start is unknown (no step boundary before the first op)",
+    None: "included",
+}
+
+
+def _first_step_verdicts(steps: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """(row mask of the steps the means cover, per rank: first step number, its total, why it is left out)."""
+    rank, step, total = steps["rank"], steps["step"], steps["total_ms"]
+    known = total.notna()
+    # A step whose start is unknown (the first one, derived from op timestamps) has parts but no total;
+    # averaging its parts with the other steps' totals would make the parts exceed the whole.
+    keep = (known | ~known.groupby(rank).transform("any")).to_numpy()
+    is_first = (step == step.groupby(rank).transform("min")).to_numpy()
+    others = total.where(keep & ~is_first)
+    median_others = others.groupby(rank).transform("median").to_numpy()
+    has_others = others.notna().groupby(rank).transform("any").to_numpy()
+    warmup = (steps["warmup"].fillna(False).to_numpy(dtype=bool) if "warmup" in steps
+              else np.zeros(len(steps), dtype=bool))
+    with np.errstate(invalid="ignore"):
+        outlier = total.to_numpy(dtype=np.float64, na_value=np.nan) > FIRST_STEP_OUTLIER * median_others
+    left_out = is_first & keep & has_others & (warmup | outlier)
+    reason = np.where(left_out & warmup, "warmup", np.where(left_out, "outlier", None))
+    reason = np.where(is_first & ~keep, "unknown_total", reason)
+    first = pd.DataFrame({"rank": rank.to_numpy()[is_first], "step": step.to_numpy()[is_first],
+                          "total_ms": total.to_numpy()[is_first], "reason": reason[is_first]})
+    return keep & ~left_out, first.drop_duplicates("rank").sort_values("rank").reset_index(drop=True)
+
+
+def steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps every mean covers: per rank, all profiled steps but a first one that MindSpore's own
+    average leaves out, that is an outlier (FIRST_STEP_OUTLIER), or whose total is unknown. Every step
+    mean perfkit prints (summary, ranks, advise, compare, figures) is a mean over these rows."""
+    if not len(steps):
+        return steps
+    used, _ = _first_step_verdicts(steps)
+    return steps[used]
+
+
+def _mean_of(steps: pd.DataFrame, used: np.ndarray, first: pd.DataFrame) -> dict[str, Any]:
+    """Which steps the means cover, and what became of the first profiled step."""
+    covered = steps[used]
+    reasons = [reason for reason in first["reason"] if reason is not None]
+    return {"count": int(covered.groupby("rank")["step"].nunique().max()) if len(covered) else 0,
+            "first": int(covered["step"].min()) if len(covered) else None,
+            "last": int(covered["step"].max()) if len(covered) else None,
+            "first_step": FIRST_STEP_REASONS[reasons[0] if reasons else None]}
+
+
 def step_means(steps: pd.DataFrame) -> dict[str, Any] | None:
-    """Mean per step in ms of interval / fwd_bwd / tail / total (and communication where present)."""
+    """Mean per step in ms of interval / fwd_bwd / tail / total (and communication where present), over
+    `steady_steps`; `count` is every profiled step, `mean_of` says which ones the means cover."""
     if not len(steps):
         return None
-    result: dict[str, Any] = {"count": int(steps.groupby("rank")["step"].nunique().max()
-                                           if "rank" in steps else steps["step"].nunique())}
-    complete = steps[steps["total_ms"].notna()]
-    if len(complete):
-        # A step whose start is unknown (the first one, derived from op timestamps) has parts but no
-        # total; averaging its parts with the other steps' totals would make the parts exceed the whole.
-        steps = complete
+    if "rank" not in steps:
+        steps = steps.assign(rank=0)
+    used, first = _first_step_verdicts(steps)
+    result: dict[str, Any] = {"count": int(steps.groupby("rank")["step"].nunique().max()),
+                              "mean_of": _mean_of(steps, used, first),
+                              "first_step_ms": _number(first["total_ms"].mean())}
+    steps = steps[used]
     for key in STEP_KEYS:
         result[key] = _number(steps[key].mean())
     for key in OPTIONAL_STEP_KEYS:
@@ -59,9 +118,8 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
         return []
     ranks, rank_of_row = np.unique(steps["rank"].to_numpy(), return_inverse=True)
     counts = steps.groupby("rank", sort=True)["step"].nunique().to_numpy()
-    has_total = steps["total_ms"].notna().to_numpy()
-    rank_has_total = np.bincount(rank_of_row, weights=has_total, minlength=len(ranks)) > 0
-    used = has_total | ~rank_has_total[rank_of_row]  # as step_means: only complete steps where a rank has them
+    used, first = _first_step_verdicts(steps)
+    used_count = np.bincount(rank_of_row[used], minlength=len(ranks))
     means: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key: (mean per rank, values per rank)
     for key in STEP_KEYS + tuple(key for key in OPTIONAL_STEP_KEYS if key in steps):
         values = steps[key].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -69,9 +127,13 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
         known_count = np.bincount(rank_of_row[known], minlength=len(ranks))
         sums = np.bincount(rank_of_row[known], weights=values[known], minlength=len(ranks))
         means[key] = (np.where(known_count > 0, sums / np.maximum(known_count, 1), np.nan), known_count)
+    first_total = first.set_index("rank")["total_ms"]
+    first_reason = first.set_index("rank")["reason"]
     result = []
     for position, rank in enumerate(ranks.tolist()):
-        rank_means: dict[str, Any] = {"count": int(counts[position])}
+        rank_means: dict[str, Any] = {"count": int(counts[position]), "mean_of": int(used_count[position]),
+                                      "first_step_ms": _number(first_total.get(rank)),
+                                      "first_step": FIRST_STEP_REASONS[first_reason.get(rank)]}
         # optional keys only where the rank measured them, as step_means
         rank_means.update({key: _number(mean[position]) for key, (mean, known_count) in means.items()
                            if key in STEP_KEYS or known_count[position]})
@@ -101,10 +163,22 @@ def queue_stats(queue: pd.DataFrame) -> dict[str, Any] | None:
     return {"samples": samples, "empty_pct": 100.0 * empty / samples, "full_pct": 100.0 * full / samples}
 
 
+def host_cpu_busy(cpu_util: pd.DataFrame) -> dict[str, float | None]:
+    """Mean host CPU busy % over the samples, as MindInsight counts it: 100 - idle (io wait is busy too);
+    user and sys beside it. None where the samples do not tell."""
+    def mean(column: str) -> float | None:
+        value = _number(cpu_util[column].mean()) if len(cpu_util) else None
+        return None if value is None else round(value, 2)
+    idle = mean("idle_pct")
+    return {"busy_pct": None if idle is None else round(100.0 - idle, 2),
+            "user_pct": mean("user_pct"), "sys_pct": mean("sys_pct")}
+
+
 def _slow_ranks(run: Run) -> list[int]:
     """Ranks `perfkit ranks` names slow (cluster.of_steps: msprof-analyze's 5 % rule on step, interval and
     compute time). In data-parallel lockstep a slow rank's step total matches the others', so the per-rank
     totals alone would not show it."""
+    from .cluster import of_steps  # cluster builds on this module's steady_steps: imported on use
     if len(run.steps) == 0 or run.steps["rank"].nunique() < 2:
         return []
     return of_steps(run.path, run.steps).slow

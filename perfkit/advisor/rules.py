@@ -16,7 +16,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ..analysis import BATCHNORM_FAMILY, queue_stats, step_means
+from ..analysis import BATCHNORM_FAMILY, host_cpu_busy, queue_stats, steady_steps, step_means
 from ..cluster import of_steps
 from ..model import Run
 from .finding import Finding, NotChecked, severity_for
@@ -229,7 +229,8 @@ def _data_feed(run: Run) -> _DataFeed:
     if step_ms and len(run.device_queue) and run.device_queue["wait_ms"].notna().any():
         wait_share, wait_key = float(run.device_queue["wait_ms"].sum()) / step_ms, "getnext_wait_share_pct"
     elif step_ms and run.steps["interval_ms"].notna().any():
-        wait_share, wait_key = float(run.steps["interval_ms"].sum()) / step_ms, "interval_share_pct"
+        steady = step_means(run.steps)  # the interval is a per-step time: over the steady-state steps
+        wait_share, wait_key = steady["interval_ms"] / steady["total_ms"], "interval_share_pct"
     return _DataFeed(name, feeding["empty_pct"], feeding["full_pct"],
                      host_stats["empty_pct"] if host_stats else None,
                      None if wait_share is None else min(wait_share, 1.0), wait_key)
@@ -335,7 +336,8 @@ def dataset_workers(run: Run) -> list[Finding]:
         evidence=evidence, action=_workers_action(op_type, workers), target=op_type, est_gain_pct=gain)]
 
 
-# MindInsight: host CPU busy > 80 % -> CPU bound.
+# MindInsight: host CPU busy > 80 % -> CPU bound, busy being 100 - idle (its cpu utilisation analyser), which
+# counts io wait and the rest as well as user + sys.
 HOST_CPU_BUSY_PCT = 80.0
 
 
@@ -348,14 +350,15 @@ def host_cpu(run: Run) -> list[Finding]:
     readings = util[(util[["user_pct", "sys_pct", "io_pct", "idle_pct"]].fillna(0).sum(axis=1)) > 0]
     if not len(readings):
         raise NotChecked("host CPU utilisation has no non-zero samples")
-    busy = float((readings["user_pct"].fillna(0) + readings["sys_pct"].fillna(0)).mean())
-    if busy < HOST_CPU_BUSY_PCT:
+    busy = host_cpu_busy(readings)
+    if busy["busy_pct"] < HOST_CPU_BUSY_PCT:
         return []
     gain = _pct(feed.wait_share) if feed.wait_share is not None else None
     return [Finding(
         id="host_cpu", severity=severity_for(gain),
-        title=f"Host CPU {busy:.1f} % busy while the device waits for data: more workers will not help",
-        evidence={"host_cpu_busy_pct": round(busy, 2), **_feed_evidence(feed)},
+        title=f"Host CPU {busy['busy_pct']:.1f} % busy while the device waits for data: more workers will not help",
+        evidence={"host_cpu_busy_pct": busy["busy_pct"], "host_cpu_user_pct": busy["user_pct"],
+                  "host_cpu_sys_pct": busy["sys_pct"], **_feed_evidence(feed)},
         action="dataset.map(operations=..., offload=True) to run augmentations on the device, "
                "or convert the data to MindRecord once so decoding leaves the training loop",
         target=None, est_gain_pct=gain)]
@@ -377,7 +380,7 @@ def _comm_per_rank(run: Run) -> tuple[pd.DataFrame, str, str]:
     """Per rank: mean communication ms per step and mean step total; evidence name; how it was measured."""
     for column, label in (("comm_exposed_ms", "not overlapped with compute"), ("comm_ms", "op time")):
         if column in run.steps and run.steps[column].notna().any():
-            per_rank = run.steps.groupby("rank")[[column, "total_ms"]].mean()
+            per_rank = steady_steps(run.steps).groupby("rank")[[column, "total_ms"]].mean()
             return per_rank.rename(columns={column: "comm_ms"}), column.removesuffix("_ms"), label
     collective = run.op_types[run.op_types["type"].astype(str).str.contains(COLLECTIVE_OP)]
     per_rank = run.steps.groupby("rank")["total_ms"].agg(["mean", "size"])

@@ -269,10 +269,7 @@ def _op_types_from_statistic(statistic: pa.Table) -> pd.DataFrame:
     frame = pd.DataFrame({"type": _strings(ids, types), "total_ms": total_ms, "count": per_type("count")})
     ratio = statistic.column("ratio_pct") if "ratio_pct" in statistic.column_names else None
     if ratio is not None and typed.any() and pc.any(pc.is_valid(ratio.filter(pa.array(typed)))).as_py():
-        frame["share"] = per_type("ratio_pct") / 100.0
-    else:
-        total = total_ms.sum()
-        frame["share"] = total_ms / total if total > 0 else np.nan
+        frame["file_share"] = per_type("ratio_pct") / 100.0
     return frame
 
 
@@ -282,10 +279,8 @@ def _op_types_from_kernels(kernels: _Kernels) -> pd.DataFrame:
     groups = len(kernels.types)
     total_ms = np.bincount(kernels.type[typed], weights=np.nan_to_num(kernels.duration_us[typed]),
                            minlength=groups)[ids] / US_PER_MS
-    total = total_ms.sum()
     return pd.DataFrame({"type": _strings(ids, kernels.types), "total_ms": total_ms,
-                         "count": np.bincount(kernels.type[typed], minlength=groups)[ids],
-                         "share": total_ms / total if total > 0 else np.nan})
+                         "count": np.bincount(kernels.type[typed], minlength=groups)[ids]})
 
 
 def _step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
