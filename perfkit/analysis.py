@@ -38,7 +38,7 @@ def _number(value: Any) -> float | None:
 FIRST_STEP_OUTLIER = 1.5
 # Why a rank's first profiled step is not in its means (`mean_of.first_step`).
 FIRST_STEP_REASONS = {
-    "warmup": "left out: MindSpore's own average leaves out the first step",
+    "warmup": "left out, as MindSpore's own average leaves it out",
     "outlier": f"left out: over {FIRST_STEP_OUTLIER}x the median of the other steps (compilation, warm-up)",
     "unknown_total": "left out: its start is unknown (no step boundary before the first op)",
     None: "included",
@@ -86,6 +86,17 @@ def _mean_of(steps: pd.DataFrame, used: np.ndarray, first: pd.DataFrame) -> dict
             "first": int(covered["step"].min()) if len(covered) else None,
             "last": int(covered["step"].max()) if len(covered) else None,
             "first_step": FIRST_STEP_REASONS[reasons[0] if reasons else None]}
+
+
+def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
+    """`step_means`' coverage in words: "steps 2-20; first step 40.063 ms left out, ..." (brief: "steps 2-20")."""
+    mean_of = means["mean_of"]
+    covered = (f"step {mean_of['first']}" if mean_of["first"] == mean_of["last"]
+               else f"steps {mean_of['first']}-{mean_of['last']}")
+    first = means.get("first_step_ms")
+    if brief or mean_of["first_step"] == FIRST_STEP_REASONS[None]:
+        return covered
+    return covered + f"; first step{'' if first is None else f' {first:,.3f} ms'} {mean_of['first_step']}"
 
 
 def step_means(steps: pd.DataFrame) -> dict[str, Any] | None:

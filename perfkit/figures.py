@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import BATCHNORM_FAMILY, CAST_FAMILY, op_type_shares, queue_stats, step_means, summarize
+from .analysis import (BATCHNORM_FAMILY, CAST_FAMILY, mean_of_text, op_type_shares, queue_stats, step_means,
+                       summarize)
 from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
 from .model import Run
 
@@ -209,7 +210,8 @@ def step_trace_figure(run: Run) -> go.Figure:
                     hovertemplate=f"step %{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
     split = "  ".join(f"{label.split(' (')[0]} {pct(means[col] / means['total_ms'])}" for col, label in parts
                       if means.get(col) is not None and means["total_ms"])
-    title = f"Step trace: mean step {ms(means['total_ms'])}" + (f"  ({split})" if split else "")
+    title = (f"Step trace: mean step {ms(means['total_ms'])} over {mean_of_text(means, brief=True)}"
+             + (f"  ({split})" if split else ""))
     ranks = run.steps["rank"].nunique()
     xlabel = "step" + (f" (mean of {merged} consecutive steps per bar)" if merged > 1 else "") + \
         (f", mean over {ranks} ranks" if ranks > 1 else "")
@@ -511,7 +513,8 @@ def headline_items(run: Run) -> list[tuple[str, str, str]]:
     """The overview's number cards as (key, label, text): what the dashboard and the report print."""
     info = headline(run)
     steps, queues = info.summary["steps"], info.summary["queues"]
-    items = [("mean-step", "mean step", ms(steps["total_ms"]) if steps else "unknown")]
+    items = [("mean-step", f"mean step ({mean_of_text(steps, brief=True)})" if steps else "mean step",
+              ms(steps["total_ms"]) if steps else "unknown")]
     for col, label, value in info.split:
         share = value / steps["total_ms"] if value is not None and steps["total_ms"] else None
         items.append((col.removesuffix("_ms").replace("_", "-"), label, f"{ms(value)} · {pct(share)}"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from .analysis import mean_of_text
+
 
 def _ms(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.3f} ms"
@@ -70,13 +72,14 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     lines.append("")
     if steps:
         total = steps["total_ms"]
-        lines.append(f"steps ({steps['count']} per rank, mean per step)")
+        lines.append(f"steps ({steps['count']} per rank), mean per step over {mean_of_text(steps)}")
         for key, label in (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
                            ("tail_ms", "tail (optimizer, sync)"), ("total_ms", "total")):
             value = steps[key]
             share = f"  {100 * value / total:5.1f} %" if value is not None and total and key != "total_ms" else ""
             lines.append(f"  {label:<26}{_ms(value):>16}{share}")
-        for key, label in (("comm_exposed_ms", "communication not overlapped"), ("free_ms", "free (device idle)")):
+        for key, label in (("comm_ms", "communication (any stream)"), ("comm_exposed_ms", "communication not overlapped"),
+                           ("free_ms", "free (device idle)")):
             if steps.get(key) is not None:
                 lines.append(f"  {label:<26}{_ms(steps[key]):>16}")
     else:

@@ -278,27 +278,45 @@ def _bottleneck(pipeline: pd.DataFrame) -> tuple[pd.Series | None, dict[str, flo
         return slowest, {"queue_usage_pct": _pct(slowest.queue_usage)}
     usages = [row.queue_usage for row in ops.values() if pd.notna(row.queue_usage)]
     if usages and min(usages) >= ALL_FULL_USAGE:
-        root = next((row for row in ops.values() if pd.isna(row.parent_id)), None)
-        if root is not None:
-            return root, {"min_queue_usage_pct": _pct(min(usages))}
+        top = _top_measured(ops)
+        if top is not None:
+            return top, {"min_queue_usage_pct": _pct(min(usages))}
     return None, {}
 
 
-# Pipeline op type -> the dataset class a user writes, where the names differ.
-SOURCE_DATASET_CLASS = {"Cifar": "Cifar10Dataset", "MindRecord": "MindDataset", "TFReader": "TFRecordDataset"}
+def _top_measured(ops: dict[int, pd.Series]) -> pd.Series | None:
+    """The op nearest the pipeline's root that has a queue: the root itself (MindSpore's op 0) may have none
+    (Take, or a 1.x Batch written without metrics), and MindInsight then names the op below it."""
+    pending = [row for row in ops.values() if pd.isna(row.parent_id)]
+    while pending:
+        row = pending.pop(0)
+        if pd.notna(row.queue_usage):
+            return row
+        pending += [ops[child] for child in _children(row.children) if child in ops]
+    return None
+
+
+# Source (leaf) pipeline op type -> the mindspore.dataset class a user writes, for the sources whose class takes
+# num_parallel_workers (tests/test_advisor_actions.py checks each against the installed MindSpore).
+SOURCE_DATASET_CLASS = {"Cifar": "Cifar10Dataset", "MindRecord": "MindDataset", "TFReader": "TFRecordDataset",
+                        "ImageFolder": "ImageFolderDataset", "Mnist": "MnistDataset", "Coco": "CocoDataset",
+                        "VOC": "VOCDataset", "CelebA": "CelebADataset", "Manifest": "ManifestDataset",
+                        "CSV": "CSVDataset", "TextFile": "TextFileDataset", "Clue": "CLUEDataset"}
 
 
 def _workers_action(op_type: str | None, workers: int) -> str:
+    """The call that gives the slow op more workers; an op without a worker setting of its own (Shuffle,
+    Repeat, Take, a source without a known class) gets the general map/batch advice."""
     n = max(2, WORKER_FACTOR * workers)
-    if op_type is None:
-        return f"dataset.map(operations=..., num_parallel_workers={n}) and dataset.batch(..., num_parallel_workers={n})"
     if op_type == "Batch":
         return f"dataset.batch(batch_size, num_parallel_workers={n})"
     if op_type == "Map":
         return f"dataset.map(operations=..., num_parallel_workers={n})"
     if op_type == "Generator":
         return f"ds.GeneratorDataset(..., num_parallel_workers={n}, python_multiprocessing=True)"
-    return f"ds.{SOURCE_DATASET_CLASS.get(op_type, op_type + 'Dataset')}(..., num_parallel_workers={n})"
+    if op_type in SOURCE_DATASET_CLASS:
+        return f"ds.{SOURCE_DATASET_CLASS[op_type]}(..., num_parallel_workers={n})"
+    return f"dataset.map(operations=..., num_parallel_workers={n}) and dataset.batch(..., num_parallel_workers={n})"
 
 
 def _feed_evidence(feed: _DataFeed) -> dict[str, float]:
