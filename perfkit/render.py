@@ -78,8 +78,8 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
             value = steps[key]
             share = f"  {100 * value / total:5.1f} %" if value is not None and total and key != "total_ms" else ""
             lines.append(f"  {label:<26}{_ms(value):>16}{share}")
-        for key, label in (("comm_ms", "communication (any stream)"), ("comm_exposed_ms", "communication not overlapped"),
-                           ("free_ms", "free (device idle)")):
+        for key, label in (("comm_ms", "communication (any stream)"),
+                           ("comm_exposed_ms", "communication not overlapped"), ("free_ms", "free (device idle)")):
             if steps.get(key) is not None:
                 lines.append(f"  {label:<26}{_ms(steps[key]):>16}")
     else:

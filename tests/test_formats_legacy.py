@@ -88,6 +88,33 @@ def union_ms(row: dict[str, str]) -> float:
     return sum(end - start for start, end in merged) / TICKS_PER_MS
 
 
+COMM_COLUMNS = ("comm_ms", "comm_exposed_ms", "comm_receive_ms", "comm_collective_ms")
+
+
+@pytest.mark.parametrize("name", ["legacy_run_3", "legacy_run_4", "legacy_misc"])
+def test_communication_never_above_the_step(name):
+    """Every communication time of every step is at most the step, and comm_ms is the union of the raw
+    intervals (run_3 / run_4 have none in their step trace; their cluster files' 1293 ms of communication
+    alone in a 23.7 ms step is refused with a warning)."""
+    folder = FIXTURE_RUNS[name]
+    run = perfkit.load(folder)
+    steps = run.steps
+    for column in COMM_COLUMNS:
+        known = steps[steps[column].notna()]
+        assert (known[column] <= known["total_ms"]).all(), column
+    for path in folder.glob("step_trace_raw_*_detail_time.csv"):
+        rank = legacy.rank_of(path.name)
+        rows = step_rows(path)
+        got = steps[steps["rank"] == rank].sort_values("step")
+        if any(c.startswith("stream_") for c in rows[0]):
+            assert [round(v, 6) for v in got["comm_ms"]] == [round(union_ms(r), 6) for r in rows]
+        else:
+            assert got["comm_ms"].isna().all()
+    if name != "legacy_misc":
+        assert steps["comm_exposed_ms"].isna().all()
+        assert any("communication_alone_time 1293.1 ms" in w for w in run.warnings)
+
+
 def test_misc_ranks_and_comm_from_stream_columns():
     folder = FIXTURE_RUNS["legacy_misc"]
     run = perfkit.load(folder)

@@ -17,7 +17,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_json_object, read_text
+from .base import (Parts, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_json_object,
+                   read_text)
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
