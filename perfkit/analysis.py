@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .cluster import of_steps
 from .model import Run
+from .steady import FIRST_STEP_REASONS, first_step_verdicts
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
 # Reported only where a layout measures them (step_trace_time.csv's columns).
@@ -29,55 +31,6 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-# The first profiled step carries graph compilation and warm-up. It is left out of the step means where
-# MindSpore's own average leaves it out (the legacy step trace's average row is the mean of steps 2..n, on
-# every multi-step fixture), and wherever it is an outlier: over this many times the median of the rank's
-# other steps. 1.5x sits above the steady-state spread seen here (CPU sample runs: steps within 1.3x of
-# each other, Ascend/GPU step traces within 1.05x) and far below a compiling first step (13x on a 4-rank
-# pipeline-parallel Ascend run: 2,376 ms against 179 ms), so a slow-but-normal step is never dropped.
-FIRST_STEP_OUTLIER = 1.5
-# Why a rank's first profiled step is not in its means (`mean_of.first_step`).
-FIRST_STEP_REASONS = {
-    "warmup": "left out, as MindSpore's own average leaves it out",
-    "outlier": f"left out: over {FIRST_STEP_OUTLIER}x the median of the other steps (compilation, warm-up)",
-    "unknown_total": "left out: its start is unknown (no step boundary before the first op)",
-    None: "included",
-}
-
-
-def _first_step_verdicts(steps: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
-    """(row mask of the steps the means cover, per rank: first step number, its total, why it is left out)."""
-    rank, step, total = steps["rank"], steps["step"], steps["total_ms"]
-    known = total.notna()
-    # A step whose start is unknown (the first one, derived from op timestamps) has parts but no total;
-    # averaging its parts with the other steps' totals would make the parts exceed the whole.
-    keep = (known | ~known.groupby(rank).transform("any")).to_numpy()
-    is_first = (step == step.groupby(rank).transform("min")).to_numpy()
-    others = total.where(keep & ~is_first)
-    median_others = others.groupby(rank).transform("median").to_numpy()
-    has_others = others.notna().groupby(rank).transform("any").to_numpy()
-    warmup = (steps["warmup"].fillna(False).to_numpy(dtype=bool) if "warmup" in steps
-              else np.zeros(len(steps), dtype=bool))
-    with np.errstate(invalid="ignore"):
-        outlier = total.to_numpy(dtype=np.float64, na_value=np.nan) > FIRST_STEP_OUTLIER * median_others
-    left_out = is_first & keep & has_others & (warmup | outlier)
-    reason = np.where(left_out & warmup, "warmup", np.where(left_out, "outlier", None))
-    reason = np.where(is_first & ~keep, "unknown_total", reason)
-    first = pd.DataFrame({"rank": rank.to_numpy()[is_first], "step": step.to_numpy()[is_first],
-                          "total_ms": total.to_numpy()[is_first], "reason": reason[is_first]})
-    return keep & ~left_out, first.drop_duplicates("rank").sort_values("rank").reset_index(drop=True)
-
-
-def steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
-    """The steps every mean covers: per rank, all profiled steps but a first one that MindSpore's own
-    average leaves out, that is an outlier (FIRST_STEP_OUTLIER), or whose total is unknown. Every step
-    mean perfkit prints (summary, ranks, advise, compare, figures) is a mean over these rows."""
-    if not len(steps):
-        return steps
-    used, _ = _first_step_verdicts(steps)
-    return steps[used]
-
-
 def _mean_of(steps: pd.DataFrame, used: np.ndarray, first: pd.DataFrame) -> dict[str, Any]:
     """Which steps the means cover, and what became of the first profiled step."""
     covered = steps[used]
@@ -88,25 +41,14 @@ def _mean_of(steps: pd.DataFrame, used: np.ndarray, first: pd.DataFrame) -> dict
             "first_step": FIRST_STEP_REASONS[reasons[0] if reasons else None]}
 
 
-def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
-    """`step_means`' coverage in words: "steps 2-20; first step 40.063 ms left out, ..." (brief: "steps 2-20")."""
-    mean_of = means["mean_of"]
-    covered = (f"step {mean_of['first']}" if mean_of["first"] == mean_of["last"]
-               else f"steps {mean_of['first']}-{mean_of['last']}")
-    first = means.get("first_step_ms")
-    if brief or mean_of["first_step"] == FIRST_STEP_REASONS[None]:
-        return covered
-    return covered + f"; first step{'' if first is None else f' {first:,.3f} ms'} {mean_of['first_step']}"
-
-
 def step_means(steps: pd.DataFrame) -> dict[str, Any] | None:
     """Mean per step in ms of interval / fwd_bwd / tail / total (and communication where present), over
-    `steady_steps`; `count` is every profiled step, `mean_of` says which ones the means cover."""
+    steady.steady_steps; `count` is every profiled step, `mean_of` says which ones the means cover."""
     if not len(steps):
         return None
     if "rank" not in steps:
         steps = steps.assign(rank=0)
-    used, first = _first_step_verdicts(steps)
+    used, first = first_step_verdicts(steps)
     result: dict[str, Any] = {"count": int(steps.groupby("rank")["step"].nunique().max()),
                               "mean_of": _mean_of(steps, used, first),
                               "first_step_ms": _number(first["total_ms"].mean())}
@@ -129,7 +71,7 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
         return []
     ranks, rank_of_row = np.unique(steps["rank"].to_numpy(), return_inverse=True)
     counts = steps.groupby("rank", sort=True)["step"].nunique().to_numpy()
-    used, first = _first_step_verdicts(steps)
+    used, first = first_step_verdicts(steps)
     used_count = np.bincount(rank_of_row[used], minlength=len(ranks))
     means: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key: (mean per rank, values per rank)
     for key in STEP_KEYS + tuple(key for key in OPTIONAL_STEP_KEYS if key in steps):
@@ -189,7 +131,6 @@ def _slow_ranks(run: Run) -> list[int]:
     """Ranks `perfkit ranks` names slow (cluster.of_steps: msprof-analyze's 5 % rule on step, interval and
     compute time). In data-parallel lockstep a slow rank's step total matches the others', so the per-rank
     totals alone would not show it."""
-    from .cluster import of_steps  # cluster builds on this module's steady_steps: imported on use
     if len(run.steps) == 0 or run.steps["rank"].nunique() < 2:
         return []
     return of_steps(run.path, run.steps).slow
@@ -214,7 +155,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "op_types": [{"type": str(row.type), "total_ms": float(row.total_ms), "share": _number(row.share),
                       "count": int(row.count)} for row in shares.itertuples(index=False)],
         "queues": {"host": queue_stats(run.host_queue), "device": queue_stats(run.device_queue)},
-        "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": int(row.workers),
+        "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": None if pd.isna(row.workers) else int(row.workers),
                       "queue_usage": _number(row.queue_usage)}
                      for row in first_rank_pipeline.itertuples(index=False)],
         "warnings": list(run.warnings),

@@ -1,7 +1,7 @@
 """Cluster-wide questions over many ranks: which ranks are slow.
 
 `perfkit.load` on a 256-rank run reads every kernel table of every rank. The slow-rank question
-needs only each rank's step times, so it reads only the step files (`formats.load_steps`): 256
+needs only each rank's step times, so it reads only the step files (`loader.load_steps`): 256
 ranks in about a second, cold, with nothing to cache.
 
 >>> answer = slow_ranks("cluster_run")          # doctest: +SKIP
@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from .analysis import steady_steps
 from .errors import LayoutError
-from .formats import load_steps
+from .loader import load_steps
+from .steady import steady_steps
 
 # msprof-analyze: slow rank when (max - min) / mean > 5 %. Every spread is taken relative to the mean
 # step (not the mean of that dimension) so that a 0.1 ms interval next to a 0.2 ms one is not a
@@ -61,7 +61,7 @@ def slow_ranks(path: str | os.PathLike) -> SlowRanks:
 
 def of_steps(path: str, steps: pd.DataFrame, warnings: list[str] | None = None) -> SlowRanks:
     """The slow-rank answer from a steps table (the Run's, or the step files' alone): per-rank means over
-    the steady-state steps (analysis.steady_steps), `steps` counting every profiled one."""
+    the steady-state steps (steady.steady_steps), `steps` counting every profiled one."""
     means = (steady_steps(steps).groupby("rank", sort=True)
              .agg(**{column: (column, "mean") for column in DIMENSIONS}))
     per_rank = (steps.groupby("rank", sort=True).agg(steps=("step", "size")).join(means).reset_index())

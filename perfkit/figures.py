@@ -17,10 +17,10 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import (BATCHNORM_FAMILY, CAST_FAMILY, mean_of_text, op_type_shares, queue_stats, step_means,
-                       summarize)
+from .analysis import BATCHNORM_FAMILY, CAST_FAMILY, op_type_shares, queue_stats, step_means, summarize
 from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
 from .model import Run
+from .render import mean_of_text
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.
@@ -317,7 +317,8 @@ def pipeline_figure(run: Run) -> go.Figure:
     fig = go.Figure()
     fig.add_bar(y=labels, x=usage.fillna(0), orientation="h", marker_color=[
         COLORS["slow"] if u < 50 else COLORS["host"] for u in usage.fillna(0)],
-        text=[("no queue" if math.isnan(u) else f"{u:.0f} %") + f" · {w} worker{'s' if w != 1 else ''}"
+        text=[("no queue" if math.isnan(u) else f"{u:.0f} %")
+              + (" · workers unknown" if pd.isna(w) else f" · {w} worker{'s' if w != 1 else ''}")
               for u, w in zip(usage, first["workers"])], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}<br>output queue usage %{x:.1f} %<extra></extra>", showlegend=False)
     fig = _style(fig, "Data pipeline: output queue usage per dataset op (root first; red < 50 %)",

@@ -35,7 +35,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     # the step); comm_exposed_ms = communication not overlapped by computation (MindSpore's
     # "communication alone"); comm_receive_ms / comm_collective_ms = pipeline receive wait / collective
     # time (cluster-analyse files). warmup = a step MindSpore's own average leaves out (legacy step
-    # trace: the first); analysis.steady_steps decides which steps the means cover.
+    # trace: the first); steady.steady_steps decides which steps the means cover.
     "steps": {"rank": "int64", "step": "int64", "interval_ms": "float64", "fwd_bwd_ms": "float64",
               "tail_ms": "float64", "total_ms": "float64",
               "computing_ms": "float64", "comm_ms": "float64", "comm_exposed_ms": "float64",
@@ -46,8 +46,9 @@ SCHEMA: dict[str, dict[str, str]] = {
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
     "device_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "Int64",
                      "wait_ms": "float64"},
-    # MindData pipeline: one row per dataset op. queue_usage is mean output-queue fill 0-1.
-    "pipeline": {"rank": "int64", "op_id": "int64", "op_type": "string", "workers": "int64",
+    # MindData pipeline: one row per dataset op. queue_usage is mean output-queue fill 0-1; workers is NA
+    # where the file does not say (never 0: no dataset op runs on no worker).
+    "pipeline": {"rank": "int64", "op_id": "int64", "op_type": "string", "workers": "Int64",
                  "queue_usage": "float64", "queue_empty_pct": "float64", "queue_length": "Int64",
                  "parent_id": "Int64", "children": "object"},
     # Host CPU utilisation samples (percent 0-100).

@@ -5,8 +5,6 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .analysis import mean_of_text
-
 
 def _ms(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.3f} ms"
@@ -62,6 +60,17 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
+    """`step_means`' coverage in words: "steps 2-20; first step 40.063 ms left out, ..." (brief: "steps 2-20")."""
+    mean_of = means["mean_of"]
+    covered = (f"step {mean_of['first']}" if mean_of["first"] == mean_of["last"]
+               else f"steps {mean_of['first']}-{mean_of['last']}")
+    first = means.get("first_step_ms")
+    if brief or mean_of["first_step"] is None:
+        return covered
+    return covered + f"; first step{'' if first is None else f' {first:,.3f} ms'} {mean_of['first_step']}"
+
+
 def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     meta = summary.get("meta", {})
     lines = [f"run      {summary['run']}",
@@ -109,7 +118,8 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
         lines.append("data pipeline (op, workers, output queue usage)")
         for op in summary["pipeline"]:
             usage = "n/a" if op["queue_usage"] is None else f"{100 * op['queue_usage']:.1f} %"
-            lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {op['workers']:<3} queue {usage}")
+            workers = "?" if op["workers"] is None else op["workers"]
+            lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {usage}")
     if summary["warnings"]:
         lines.append("")
         lines.extend(f"warning: {w}" for w in summary["warnings"])

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_passes, rank_of, read_csv_table, read_json_object
+from .base import Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -394,3 +394,7 @@ def _data_mode(dataset: pa.Table | None, kernels: _Kernels | None) -> str | None
     if kernels is not None and kernels.fetches().any():
         return "sink"
     return None
+
+
+READER = Reader(name="ascend_ms", provides=frozenset({"steps", "op_types", "ops"}),
+                detect=detect, read=read, read_steps=read_steps)

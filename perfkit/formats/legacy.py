@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import (Parts, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_json_object,
-                   read_text)
+from .base import (Parts, Reader, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
+                   read_json_object, read_text)
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -113,8 +113,7 @@ def detect(folder: Path) -> bool:
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    ranks = sorted({rank for pattern in RANK_PATTERNS for path in folder.glob(pattern)
-                    if (rank := rank_of(path.name)) is not None})
+    ranks = ranks_in(folder, RANK_PATTERNS)
     if not ranks:
         return {}  # only a timeline: nothing in the model comes from it
     data_mode = _data_mode(folder)
@@ -295,7 +294,7 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     if starts:
         intervals = [(ticks(c), ticks(c[:-len(START_SUFFIX)] + END_SUFFIX)) for c in starts]
         steps["comm_ms"] = _covered_ticks(intervals, ticks(found["start"]), ticks(found["end"])) / TICKS_PER_MS
-    # MindSpore's average row is the mean of steps 2..n: the first step is its warm-up (analysis.steady_steps)
+    # MindSpore's average row is the mean of steps 2..n: the first step is its warm-up (steady.steady_steps)
     steps["warmup"] = steps["step"] == steps["step"].min()
     incomplete = steps[["fwd_bwd_ms", "total_ms"]].isna().any(axis=1)
     if incomplete.any():
@@ -378,3 +377,7 @@ def _read_profiler_info(path: Path) -> dict:
     if mode:
         meta["mode"] = mode
     return meta
+
+
+READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops"}),
+                detect=detect, read=read, read_steps=read_steps)
