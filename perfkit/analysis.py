@@ -72,7 +72,7 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
     ranks, rank_of_row = np.unique(steps["rank"].to_numpy(), return_inverse=True)
     counts = steps.groupby("rank", sort=True)["step"].nunique().to_numpy()
     used, first = first_step_verdicts(steps)
-    used_count = np.bincount(rank_of_row[used], minlength=len(ranks))
+    covered = steps[used].groupby("rank", sort=True)["step"].agg(["nunique", "min", "max"])
     means: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key: (mean per rank, values per rank)
     for key in STEP_KEYS + tuple(key for key in OPTIONAL_STEP_KEYS if key in steps):
         values = steps[key].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -84,9 +84,14 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
     first_reason = first.set_index("rank")["reason"]
     result = []
     for position, rank in enumerate(ranks.tolist()):
-        rank_means: dict[str, Any] = {"count": int(counts[position]), "mean_of": int(used_count[position]),
-                                      "first_step_ms": _number(first_total.get(rank)),
-                                      "first_step": FIRST_STEP_REASONS[first_reason.get(rank)]}
+        span = covered.loc[rank] if rank in covered.index else None
+        rank_means: dict[str, Any] = {
+            "count": int(counts[position]),
+            "mean_of": {"count": 0 if span is None else int(span["nunique"]),
+                        "first": None if span is None else int(span["min"]),
+                        "last": None if span is None else int(span["max"]),
+                        "first_step": FIRST_STEP_REASONS[first_reason.get(rank)]},
+            "first_step_ms": _number(first_total.get(rank))}
         # optional keys only where the rank measured them, as step_means
         rank_means.update({key: _number(mean[position]) for key, (mean, known_count) in means.items()
                            if key in STEP_KEYS or known_count[position]})

@@ -85,7 +85,9 @@ def test_step_means_are_mindspore_average_row(rank):
     assert average["step_num"] == "-"
     means = perfkit.analysis.per_rank_step_means(perfkit.load(MISC).steps)
     got = next(entry["steps"] for entry in means if entry["rank"] == rank)
-    assert got["count"] == len(rows) - 1 and got["mean_of"] == len(rows) - 2
+    assert got["count"] == len(rows) - 1 and got["mean_of"]["count"] == len(rows) - 2
+    assert (got["mean_of"]["first"], got["mean_of"]["last"]) == (2, len(rows) - 1)
+    assert "MindSpore's own average" in got["mean_of"]["first_step"]
     for key, column in (("interval_ms", "iteration_interval"), ("fwd_bwd_ms", "fp_and_bp"), ("tail_ms", "tail"),
                         ("total_ms", "total")):
         # the average row is rounded to whole ticks
