@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import cache, model
 from .errors import FileFormatError, LayoutError
-from .formats import BY_NAME, READERS, memory
+from .formats import BY_NAME, READERS
 from .formats.base import RUN_WIDE, Parts, Reader, screened
 from .formats.steps import derive_steps, steps_from_times
 from .model import Meta, Run
@@ -155,7 +155,9 @@ def assemble(root: Path, jobs: list[Job], results: list) -> Run:
         rank_tables = _preferred_tables(by_rank[rank])
         if "steps" not in rank_tables:
             warnings += _derive_steps(rank, rank_tables, meta_fields)
-        memory.on_run_clock(rank_tables)
+        for reader in READERS:
+            if reader.finish is not None:
+                reader.finish(rank_tables)
         for name in model.SCHEMA:
             if name in rank_tables:
                 tables[name].append((rank, rank_tables[name]))

@@ -263,4 +263,5 @@ def on_run_clock(tables: dict[str, pd.DataFrame]) -> None:
 
 
 # Not a unit: memory files add to the rank whose profiler folder they sit in.
-READER = Reader(name="memory", provides=frozenset({"memory", "op_memory"}), detect=detect, read=read, unit=False)
+READER = Reader(name="memory", provides=frozenset({"memory", "op_memory"}), detect=detect, read=read, unit=False,
+                finish=on_run_clock)
