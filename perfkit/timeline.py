@@ -14,7 +14,8 @@ be read back is deleted and rebuilt; one that cannot be written (full disk) is a
 cache folder, with nothing left behind.
 
 Steps: the trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the
-Step ID and start/duration columns of kernel_details.csv; times are µs as the trace writes them.
+Step ID and start/duration columns of kernel_details.csv, else the k-th run of every op (the CPU
+reader's rule); times are µs as the trace writes them.
 """
 
 from __future__ import annotations
@@ -247,7 +248,7 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
         warnings.append(f"{file.path}: {missing_dur:,} complete events without a duration and "
                         f"{stats.bad_values:,} times that are not numbers (shown as unknown)")
     return {"source": str(file.path), "parts": parts, "lanes": _lanes(metadata),
-            "steps": _steps(markers, file.folder), "warnings": warnings}
+            "steps": _steps(markers, file.folder, [staging / part["file"] for part in parts]), "warnings": warnings}
 
 
 def _events_table(events: pa.Table) -> pa.Table:
@@ -280,8 +281,9 @@ def _lanes(metadata: list[dict]) -> dict:
     return {"processes": processes, "threads": threads}
 
 
-def _steps(markers: list[dict], folder: Path) -> list[list]:
-    """[[step, start_us, end_us], ...]: from the trace's step markers, else kernel_details.csv."""
+def _steps(markers: list[dict], folder: Path, parts: list[Path]) -> list[list]:
+    """[[step, start_us, end_us], ...]: from the trace's step markers, else kernel_details.csv, else the
+    k-th run of every op (the CPU reader's rule, formats/steps.py) over the trace's complete events."""
     bounds: dict[int, list[float]] = {}
     for marker in markers:
         step = int(STEP_MARKER.fullmatch(marker["name"]).group(1)) if STEP_MARKER.fullmatch(marker["name"]) else None
@@ -292,6 +294,8 @@ def _steps(markers: list[dict], folder: Path) -> list[list]:
         known[0], known[1] = min(known[0], start), max(known[1], end)
     if not bounds:
         bounds = _kernel_step_bounds(folder / KERNEL_DETAILS)
+    if not bounds:
+        bounds = _occurrence_step_bounds(parts)
     return sorted([step, start, end] for step, (start, end) in bounds.items())
 
 
@@ -314,6 +318,28 @@ def _kernel_step_bounds(path: Path) -> dict[int, list[float]]:
     dur = pd.to_numeric(pd.Series(table.column("Duration(us)").to_numpy(zero_copy_only=False)), errors="coerce")
     frame = pd.DataFrame({"step": steps, "start": start, "end": start + dur.fillna(0.0)}).dropna()
     grouped = frame.groupby("step").agg(start=("start", "min"), end=("end", "max"))
+    return {int(step): [float(row.start), float(row.end)] for step, row in grouped.iterrows()}
+
+
+def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
+    """Step k = the k-th run of every op, when every op ran equally often (graph mode; as the CPU reader
+    derives steps from the same ops, formats/steps.py): per step [first start, last end] in µs."""
+    if not parts:
+        return {}
+    events = pa.concat_tables(pq.read_table(part, columns=["ph", "name", "op_type", "start_us", "dur_us"])
+                              for part in parts)
+    # Ops carry their type (CPU: args.type HostCpuOps); the other lanes hold cell scopes, which nest.
+    events = events.filter(pc.and_(pc.equal(events.column("ph"), "X"), pc.is_valid(events.column("op_type"))))
+    events = events.to_pandas()
+    if not len(events):
+        return {}
+    runs = events.groupby("name").size()
+    if runs.min() != runs.max() or runs.min() < 2:
+        return {}
+    events = events.sort_values("start_us", kind="stable")
+    events["step"] = events.groupby("name").cumcount() + 1
+    events["end_us"] = events["start_us"] + events["dur_us"].fillna(0.0)
+    grouped = events.groupby("step").agg(start=("start_us", "min"), end=("end_us", "max"))
     return {int(step): [float(row.start), float(row.end)] for step, row in grouped.iterrows()}
 
 
@@ -363,7 +389,8 @@ def _bounds(found: Index, rank: int, step: int | None, start_ms: float | None,
                 return start, end
         has = found.steps(rank)
         listing = (f"it has steps {_ranges(has)}" if has else
-                   "its trace has no step markers and no kernel_details.csv: use start/end times instead")
+                   "its trace has no step markers, no kernel_details.csv, and its ops ran unequally often: "
+                   "use start/end times instead")
         raise PerfkitError(f"rank {rank} has no step {step}: {listing}", found.ranks[rank]["source"])
     zero = origin_us(found)
     return (zero + (start_ms or 0.0) * 1000.0, zero + end_ms * 1000.0 if end_ms is not None else float("inf"))

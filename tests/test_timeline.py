@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+import perfkit
 from perfkit import timeline as tl
 from perfkit.cli import main
 from perfkit.errors import FileFormatError, PerfkitError
@@ -306,3 +307,16 @@ def test_blocks_go_through_arrow_not_the_slow_decoder(run, monkeypatch):
         blocks = list(trace_json.read_blocks(path, stats))
         assert sum(len(block) for block in blocks) == len(json.load(open(path)))
         assert stats.slow_blocks <= 3 and (len(blocks) > 10 or path.stat().st_size < 500_000), stats
+
+
+def test_cpu_steps_are_the_loaders_steps_and_hold_each_op_once():
+    """The CPU trace has no step markers: step k is the k-th run of every op, as the CPU reader derives
+    its steps (from cpu_op_execute_timestamp, another file)."""
+    run = FIXTURE_RUNS["cpu_2_10"]
+    assert tl.index(run).steps() == perfkit.load(run).steps["step"].tolist()
+    raw = json.load(open(TRACES["cpu_2_10"][0]))
+    ops = {e["name"] for e in raw if e.get("ph") == "X" and e.get("args", {}).get("type")}
+    for step in tl.index(run).steps():
+        events = tl.timeline(run, step=step)
+        kernels = events[events["op_type"].notna() & (events["ph"] == "X")]
+        assert len(kernels) == len(ops) and set(kernels["name"]) == ops
