@@ -320,3 +320,19 @@ def test_cpu_steps_are_the_loaders_steps_and_hold_each_op_once():
         events = tl.timeline(run, step=step)
         kernels = events[events["op_type"].notna() & (events["ph"] == "X")]
         assert len(kernels) == len(ops) and set(kernels["name"]) == ops
+
+
+def test_one_odd_event_costs_a_small_piece_of_slow_decoding(tmp_path, monkeypatch):
+    """A block Arrow rejects is halved until the piece holding the odd event is small: only that piece is
+    decoded event by event. The odd event (crafted: no real trace has one) holds `},{` in a nested list."""
+    monkeypatch.setattr(trace_json, "FIRST_BLOCK_BYTES", 20_000)
+    monkeypatch.setattr(trace_json, "BLOCK_BYTES", 1_000_000)
+    monkeypatch.setattr(trace_json, "SLOW_BYTES", 30_000)
+    events = json.load(open(TRACES["new_level1"][0]))
+    events[len(events) // 2].setdefault("args", {})["inputs"] = [{"shape": "1"}, {"shape": "2"}]
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(events, separators=(",", ":")))
+    stats = trace_json.Stats()
+    read = pd.concat(block.to_pandas() for block in trace_json.read_blocks(path, stats))
+    assert list(read["name"]) == [e["name"] for e in events]
+    assert stats.slow_bytes < 20_000 + 2 * 30_000 + 100_000, stats  # first block + the odd piece (and a cut)

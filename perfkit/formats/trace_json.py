@@ -15,8 +15,9 @@ JSON reader (C++, multi-threaded) straight into columns, keeping only the fields
   `"id~": "7"`) so that each spelling has its own column.
 
 A block the fast path cannot parse (a `},{` inside a nested list or a string, a type the first block did
-not show, NaN, a cut-off file) is read event by event with the standard library's decoder instead,
-which accepts NaN and says where the JSON stops. Its types then join the sampled ones.
+not show, NaN, a cut-off file) is halved between events until the piece at fault is ~1 MB, and that piece
+is read event by event with the standard library's decoder, which accepts NaN and says where the JSON
+stops. Its types then join the sampled ones.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ OUTPUT = pa.schema([("ph", pa.string()), ("name", pa.string()), ("cat", pa.strin
                     ("tid", pa.string()), ("ts", pa.float64()), ("dur", pa.float64()), ("id", pa.string()),
                     ("args", pa.struct([(key, kind) for key, kind in ARGS.items()]))])
 SEPARATORS = (b"},{", b"}, {")
+# A block Arrow cannot parse is halved down to this size before the standard library decodes it.
+SLOW_BYTES = 1024 * 1024
 SAMPLE_BYTES = 64 * 1024  # where a block's spelling (spaces after `,` and `:`) is read from
 NEWLINES = bytes.maketrans(b"\r\n", b"  ")
 BETWEEN_EVENTS = frozenset(b" \t\r\n,")
@@ -59,6 +62,7 @@ class Stats:
     """What the parse found wrong, for one warning line per file."""
     events: int = 0
     slow_blocks: int = 0
+    slow_bytes: int = 0          # bytes decoded by the standard library, not Arrow
     bad_values: int = 0          # ts/dur that are not numbers (strings such as "abc", NaN)
     truncated_at: int | None = None  # byte offset where the JSON stops, for a cut-off file
     kinds: dict[str, set[str]] = field(default_factory=lambda: {name: set() for name in VARIANT_FIELDS})
@@ -125,16 +129,32 @@ def _block(buffer: bytes, file_read: bool, stats: Stats, offset: int, limit: int
         return None, 0
     else:
         body = buffer[:cut + 1]
-    if _typed(stats):
-        try:
-            return _fast(body, stats), len(buffer) if last else len(body)
-        except (pa.ArrowInvalid, ValueError):
-            pass
-    stats.slow_blocks += 1
-    table, parsed = _slow(body, stats)
+    table, parsed = _parsed(body, stats) if _typed(stats) else _slow(body, stats)
     if parsed < len(body.rstrip()) and (last or not table.num_rows):
         stats.truncated_at = offset + parsed  # broken here, not merely a wrong cut: stop
     return table, (len(buffer) if last else parsed)
+
+
+def _parsed(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
+    """(events of `body`, bytes of it they span): by Arrow, else by halves of `body` (cut between events)
+    down to SLOW_BYTES, which the standard library decodes; so one odd event costs ~1 MB of slow decoding,
+    not 64, and the types it shows serve the pieces after it."""
+    try:
+        return _fast(body, stats), len(body)
+    except (pa.ArrowInvalid, ValueError):
+        pass
+    middle = max(body.rfind(separator, 0, len(body) // 2) for separator in SEPARATORS) \
+        if len(body) > SLOW_BYTES else -1
+    if middle <= 0:
+        return _slow(body, stats)
+    left, used = _parsed(body[:middle + 1], stats)
+    if used < middle + 1:  # the left half stops early (a cut inside an event, or broken JSON): go on from there
+        return left, used
+    start = middle + 1
+    while start < len(body) and body[start] in BETWEEN_EVENTS:
+        start += 1
+    right, right_used = _parsed(body[start:], stats)
+    return pa.concat_tables([left, right]), start + right_used
 
 
 def _fast(body: bytes, stats: Stats) -> pa.Table:
@@ -213,6 +233,8 @@ def _float(value, stats: Stats) -> float | None:
 
 def _slow(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
     """(events of `body` decoded one by one, bytes of `body` they span): stops where the JSON does."""
+    stats.slow_blocks += 1
+    stats.slow_bytes += len(body)
     text = body.decode("utf-8", errors="surrogateescape")
     decoder = json.JSONDecoder()
     rows: list[dict] = []
