@@ -209,6 +209,8 @@ def test_trace_cut_in_half_gives_the_events_before_the_cut_with_a_warning(tmp_pa
     found = tl.index(run)
     assert any("JSON stops at byte" in w and "trace_view.json" in w for w in found.warnings)
     assert len(tl.timeline(run, start_ms=0)) == count
+    result = _trace_cli(run, tmp_path, "--start-ms", "0")
+    assert result.exit_code == 0 and "perfkit: warning:" in result.stderr and "JSON stops at byte" in result.stderr
 
 
 @pytest.mark.parametrize("content, problem", [(b'{"traceEvents": []}', "not a JSON array"), (b"", "is empty"),
