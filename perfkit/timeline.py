@@ -351,6 +351,7 @@ def timeline(run, step: int | None = None, start_ms: float | None = None, end_ms
 
     `run` is a path or a loaded Run. One row per event overlapping the window, lanes ordered as the
     profiler orders them (process, then thread sort index), columns EVENT_COLUMNS; times in µs.
+    `.attrs["warnings"]`: what was wrong in the chosen ranks' traces (cut off, events without times).
     Raises PerfkitError for a step the run does not have (naming the ones it has).
     """
     found = index(getattr(run, "path", run), progress)
@@ -358,11 +359,14 @@ def timeline(run, step: int | None = None, start_ms: float | None = None, end_ms
     frames = [_window(found, rank, *_bounds(found, rank, step, start_ms, end_ms)) for rank in chosen]
     frames = [frame for frame in frames if len(frame)]
     if not frames:
-        return pd.DataFrame({column: pd.Series(dtype="object") for column in EVENT_COLUMNS})
-    events = pd.concat(frames, ignore_index=True)
-    if step is not None:
-        events["step"] = step
-    return events.sort_values(["rank", "lane_order", "start_us"], kind="stable").reset_index(drop=True)
+        events = pd.DataFrame({column: pd.Series(dtype="object") for column in EVENT_COLUMNS})
+    else:
+        events = pd.concat(frames, ignore_index=True)
+        if step is not None:
+            events["step"] = step
+        events = events.sort_values(["rank", "lane_order", "start_us"], kind="stable").reset_index(drop=True)
+    events.attrs["warnings"] = [warning for rank in chosen for warning in found.ranks[rank]["warnings"]]
+    return events
 
 
 def _chosen_ranks(found: Index, ranks: Iterable[int] | None) -> list[int]:
