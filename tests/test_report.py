@@ -9,8 +9,11 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from perfkit import PerfkitError, figures
+from perfkit.advisor import advise
 from perfkit.cli import main
 from perfkit.report import PLOTLY_BUNDLE, render_report
+from perfkit.views import numbers
+from perfkit.views.panels import FIGURE, in_report
 from test_figures import make_run
 
 SEED_RUNS = [REPO / "tests/runs/seed_1_feed_fp32", REPO / "tests/runs/seed_3_sink_o3"]
@@ -20,14 +23,25 @@ def plotly_divs(text: str) -> int:
     return len(re.findall(r'<div id="[0-9a-f-]+" class="plotly-graph-div"', text))
 
 
+def figure_panels(run) -> int:
+    """The figures the report draws for a run with data for every panel: the panel list's, not a literal."""
+    return sum(panel.kind == FIGURE for panel in in_report(len(run.ranks)))
+
+
+# The compare section's figures (step split, op-type shares, queue emptiness).
+COMPARE_FIGURES = 3
+
+
 def test_report_is_self_contained():
-    text = render_report([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])
+    runs = [make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)]
+    text = render_report(runs)
     assert text.count(PLOTLY_BUNDLE.read_text(encoding="utf-8")[-300:]) == 1  # plotly.js (basic) inlined, once
     assert len(text) < 2 * 1024**2  # the basic bundle, not the full 4.8 MB one
     # nothing fetched from elsewhere: no external script, stylesheet or image
     assert not re.search(r'<(script|link|img)[^>]+(src|href)="(https?:)?//', text)
-    # compare (3) + per run: steps, op types, host, device, pipeline (5) + ranks for the 2-rank run
-    assert plotly_divs(text) == 3 + 5 + 6
+    # the compare section + each run's figure panels (the 2-rank run adds the Ranks figure)
+    assert figure_panels(runs[1]) == figure_panels(runs[0]) + 1
+    assert plotly_divs(text) == COMPARE_FIGURES + sum(figure_panels(run) for run in runs)
     speedup = figures.speedups([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])[1]
     assert f"{speedup:.2f}x" in text
 
@@ -42,11 +56,12 @@ def test_report_says_what_is_missing_and_escapes_names():
 
 def test_report_lists_findings_with_evidence_and_action():
     run = make_run(ranks=(0, 1, 2, 3), slow_factor=1.5)
-    result = figures.findings(run)
+    result = numbers.findings(run)
     text = render_report([run])
-    for item in result.items:
-        assert item["action"].replace("'", "&#x27;") in text
-        assert f"{item['id']} · {item['target']}" in text
+    advice = advise(run)
+    for item, finding in zip(result.items, advice.findings, strict=True):
+        assert item.action.replace("'", "&#x27;") in text
+        assert f"{finding.id} · {finding.target}" in text
 
 
 def test_report_command_writes_one_file(tmp_path):
@@ -59,7 +74,7 @@ def test_report_command_writes_one_file(tmp_path):
     result = CliRunner().invoke(main, ["report", *map(str, SEED_RUNS), "-o", str(out)])
     assert result.exit_code == 0, result.output
     text = out.read_text(encoding="utf-8")
-    assert plotly_divs(text) >= 3 + 2 * 4
+    assert plotly_divs(text) >= COMPARE_FIGURES + 2 * 4
     speedup = figures.speedups(runs)[1]
     assert f"{speedup:.2f}x" in text
 
