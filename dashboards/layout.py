@@ -67,16 +67,24 @@ def _column(column: str) -> dict:
                        "valueFormatter": {"function": f"params.value == null ? '' : d3.format('{spec}')(params.value)"}}
         if spec == COUNT_SPEC:
             definition["maxWidth"] = 120
-    elif column in ("name", "input_shapes"):
-        definition |= {"tooltipField": column, "flex": 3 if column == "name" else 2, "minWidth": 240,
-                       "cellStyle": {"direction": "rtl", "textAlign": "left"}}
+    elif column == "name":
+        # A right-to-left cell puts the ellipsis first: "…/fc3-Dense/MatMul-op19", not "Default/network-With…".
+        # The name itself is isolated as left-to-right text (U+2066 … U+2069), else the right-to-left cell
+        # would reorder its number-only parts.
+        definition |= {"tooltipField": column, "flex": 3, "minWidth": 280,
+                       "cellStyle": {"direction": "rtl", "textAlign": "left"},
+                       "valueFormatter": {"function": "'\u2066' + params.value + '\u2069'"}}
+    elif column in ("type", "input_shapes"):
+        definition |= {"tooltipField": column, "flex": 2 if column == "input_shapes" else 1, "minWidth": 170}
     return definition
 
 
 def grid(grid_id: str, frame: pd.DataFrame) -> dag.AgGrid:
     return dag.AgGrid(id=grid_id, columnDefs=[_column(c) for c in frame.columns], rowData=frame.to_dict("records"),
-                      defaultColDef={"sortable": True, "filter": True, "resizable": True, "flex": 1,
-                                     "minWidth": 90},
+                      defaultColDef={"sortable": True, "filter": True, "floatingFilter": True,
+                                     "suppressHeaderMenuButton": True, "suppressHeaderFilterButton": True,
+                                     "resizable": True, "flex": 1, "minWidth": 90, "wrapHeaderText": True,
+                                     "autoHeaderHeight": True},
                       dashGridOptions={"pagination": True, "paginationPageSize": PAGE_ROWS.get(grid_id, 20),
                                        "paginationPageSizeSelector": False, "domLayout": "autoHeight",
                                        "tooltipShowDelay": 300, "enableCellTextSelection": True},

@@ -17,9 +17,9 @@ import plotly.graph_objects as go
 
 from .analysis import op_type_shares, queue_stats, step_means
 from .model import Run
-from .views.format import COLORS, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count, ms, pct, percent, run_color
+from .views.format import COLORS, COMM_OPS, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count, ms, pct, percent, run_color
 from .views.format import speedup as format_speedup
-from .views.numbers import (amp_families_apply, batchnorm_share, cast_share, communication, op_family,
+from .views.numbers import (FWD_BWD_OTHER_OPS, amp_families_apply, batchnorm_share, cast_share, communication, op_family,
                             per_rank_parts, rank_parts, slow_ranks, step_split)
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
@@ -43,6 +43,8 @@ MAX_LABELLED_RANKS = 32
 MAX_TABLE_ROWS = 2000
 # Op types under this share print as 0.0 %: their bars are folded into "other types".
 SMALLEST_SHOWN_SHARE = 0.0005
+# Line dashes that tell ranks apart in a queue chart (all in the queue's colour).
+RANK_DASHES = ("solid", "dot", "dash", "longdash", "dashdot")
 # Queue charts spanning up to this many batches get a tick per batch.
 FEW_BATCH_TICKS = 12
 # A dataset op whose output queue is below this usage on average is starving its consumer (red in the chart).
@@ -211,7 +213,7 @@ def queue_figure(run: Run, which: str) -> go.Figure:
     fig = go.Figure()
     ranks = sorted(queue["rank"].unique())
     merged_max = 1
-    for rank in ranks:
+    for position, rank in enumerate(ranks):
         samples = queue[queue["rank"] == rank].assign(size=lambda q: q["size"].astype("float64"),
                                                       capacity=lambda q: pd.to_numeric(q["capacity"],
                                                                                        errors="coerce"))
@@ -220,10 +222,12 @@ def queue_figure(run: Run, which: str) -> go.Figure:
         suffix = f" rank {rank}" if len(ranks) > 1 else ""
         # a handful of samples (a 3-step profile) is invisible as a bare line: mark each one
         mode = "lines+markers" if len(points) <= FEW_QUEUE_SAMPLES else "lines"
+        # the queue's colour for every rank, told apart by the line's dash (a filled area would hide the others)
         fig.add_scatter(x=points["batch"], y=points["size"], mode=mode, name=f"size{suffix}",
-                        line=dict(width=1.5, shape="hv" if merged == 1 else "linear",
-                                  color=COLORS[which] if len(ranks) == 1 else None), fill="tozeroy",
-                        hovertemplate="batch %{x:,d}<br>size %{y:,d}<extra></extra>")
+                        line=dict(width=1.5, shape="hv" if merged == 1 else "linear", color=COLORS[which],
+                                  dash=RANK_DASHES[position % len(RANK_DASHES)]),
+                        fill="tozeroy" if len(ranks) == 1 else None,
+                        hovertemplate=f"batch %{{x:,d}}{suffix}<br>size %{{y:,d}}<extra></extra>")
         if points["capacity"].notna().any():
             fig.add_scatter(x=points["batch"], y=points["capacity"], mode=mode, name=f"capacity{suffix}",
                             line=dict(width=1, dash="dash", color=COLORS["capacity"]), hoverinfo="skip")
@@ -402,7 +406,10 @@ def ranks_figure(run: Run) -> go.Figure:
     parts = rank_parts(run) or (("total_ms", STEP_LABELS["total_ms"]),)
     fig = go.Figure()
     for col, label in parts:
-        fig.add_bar(x=labels, y=[row.get(col) for row in per_rank], name=label, marker_color=COLORS[col],
+        values = [row.get(col) for row in per_rank]
+        if label == FWD_BWD_OTHER_OPS:  # the communication ops' segment is drawn on top of the rest
+            values = [row[col] - row[COMM_OPS] if row[col] is not None else None for row in per_rank]
+        fig.add_bar(x=labels, y=values, name=label, marker_color=COLORS[col],
                     hovertemplate=f"%{{x}}<br>{label} {HOVER_MS}<extra></extra>")
     for label, row in zip(labels, per_rank):
         total = row["total_ms"]

@@ -59,6 +59,8 @@ table.plain th, table.plain td { border-bottom: 1px solid #e3e6ea; padding: 4px 
 table.plain th:first-child, table.plain td:first-child { text-align: left; }
 .speedups { display: flex; flex-wrap: wrap; gap: 12px; }
 .controls { display: flex; flex-wrap: wrap; gap: 24px; align-items: center; margin-bottom: 12px; }
+.ag-layout-auto-height .ag-center-cols-viewport, .ag-layout-auto-height .ag-center-cols-container {
+  min-height: 0 !important; }
 """
 
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}

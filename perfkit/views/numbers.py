@@ -115,6 +115,10 @@ def amp_families_apply(run: Run) -> bool:
     return bool(applies(run))
 
 
+# forward+backward less the communication ops inside it, as the per-rank bar draws it
+FWD_BWD_OTHER_OPS = "forward+backward (other ops)"
+
+
 def rank_parts(run: Run) -> tuple[tuple[str, str], ...]:
     """The per-rank bar's parts: the step split, with communication carved out of forward+backward when the
     run measures it only from collective ops (their time lies inside forward+backward)."""
@@ -123,7 +127,7 @@ def rank_parts(run: Run) -> tuple[tuple[str, str], ...]:
     if comm is not None and comm.source == "comm_ops" and _comm_within_fwd_bwd(run, comm):
         carved = []
         for col, label in parts:
-            carved += [(col, "forward+backward (other ops)"), (COMM_OPS, STEP_LABELS[COMM_OPS])] \
+            carved += [(col, FWD_BWD_OTHER_OPS), (COMM_OPS, STEP_LABELS[COMM_OPS])] \
                 if col == "fwd_bwd_ms" else [(col, label)]
         return tuple(carved)
     return parts
@@ -137,7 +141,8 @@ def _comm_within_fwd_bwd(run: Run, comm: Communication) -> bool:
 
 
 def per_rank_parts(run: Run) -> list[dict[str, Any]]:
-    """Per rank with step data: rank, total_ms and the mean ms of each of `rank_parts`."""
+    """Per rank with step data: rank, total_ms and the summary's mean ms of each of `rank_parts` (forward+backward
+    whole: the communication ops' time is inside it)."""
     parts = rank_parts(run)
     comm = communication(run)
     rows = []
@@ -147,10 +152,7 @@ def per_rank_parts(run: Run) -> list[dict[str, Any]]:
         row = {"rank": entry["rank"], "total_ms": entry["steps"]["total_ms"]}
         row |= {col: entry["steps"].get(col) for col, _ in parts if col != COMM_OPS}
         if any(col == COMM_OPS for col, _ in parts):
-            comm_ms = float(comm.per_rank["comm_ms"].get(entry["rank"], 0.0))
-            row[COMM_OPS] = comm_ms
-            if row.get("fwd_bwd_ms") is not None:
-                row["fwd_bwd_ms"] = row["fwd_bwd_ms"] - comm_ms
+            row[COMM_OPS] = float(comm.per_rank["comm_ms"].get(entry["rank"], 0.0))
         rows.append(row)
     return rows
 
