@@ -1,7 +1,9 @@
 """Pure `Run -> plotly Figure` builders shared by the dashboard (dashboards/) and the static report.
 
 Every number a figure prints comes from perfkit.analysis (summarize / step_means / op_type_shares /
-queue_stats), so the charts say what `perfkit summary` says. A panel whose data the run lacks is an
+queue_stats) or the view layer's derived numbers (perfkit.views.numbers: slow ranks, communication), formatted by
+perfkit.views.format, so the charts say what `perfkit summary` says. Which figure shows on which page, and in
+the report, is perfkit.views.panels' list. A panel whose data the run lacks is an
 `empty_state` figure: a sentence, no axes. Long series are bucketed to MAX_POINTS_PER_TRACE points and
 long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a few thousand points.
 """
