@@ -21,8 +21,8 @@ from .analysis import op_type_shares, queue_stats, step_means
 from .model import Run
 from .views.format import COLORS, COMM_OPS, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count, ms, pct, percent, run_color
 from .views.format import speedup as format_speedup
-from .views.numbers import (FWD_BWD_OTHER_OPS, amp_families_apply, batchnorm_share, cast_share, communication, op_family,
-                            per_rank_parts, rank_parts, slow_ranks, step_split)
+from .views.numbers import (FWD_BWD_OTHER_OPS, amp_families_apply, batchnorm_share, cast_share, communication,
+                            op_family, per_rank_parts, rank_parts, slow_ranks, step_split)
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.

@@ -18,7 +18,7 @@ from . import __version__, figures
 from .errors import PerfkitError
 from .model import Run
 from .views import numbers
-from .views.format import cell, column_title, speedup
+from .views.format import cell, column_spec, column_title, speedup
 from .views.panels import CARDS, FIGURE, FINDINGS, TABLE, Panel, in_report, rows
 
 # plotly.js's basic bundle (scatter, bar, pie: every trace perfkit.figures draws), same version as the plotly
@@ -56,7 +56,7 @@ main { padding: 16px 24px; max-width: 1500px; margin: 0 auto; }
 .finding .evidence { font-size: 13px; color: #444; margin: 4px 0; }
 table.plain { border-collapse: collapse; font-size: 13px; }
 table.plain th, table.plain td { border-bottom: 1px solid #e3e6ea; padding: 4px 10px; text-align: right; }
-table.plain th:first-child, table.plain td:first-child { text-align: left; }
+table.plain th.text, table.plain td.text { text-align: left; }
 .speedups { display: flex; flex-wrap: wrap; gap: 12px; }
 .controls { display: flex; flex-wrap: wrap; gap: 24px; align-items: center; margin-bottom: 12px; }
 .ag-layout-auto-height .ag-center-cols-viewport, .ag-layout-auto-height .ag-center-cols-container {
@@ -107,8 +107,10 @@ def _table_panel(panel: Panel, run: Run) -> str:
     if not len(frame):
         return _card(panel.title, '<p class="empty-state">nothing to list in this run</p>')
     shown = frame.head(REPORT_TABLE_ROWS)
-    head = "".join(f"<th>{html.escape(column_title(c))}</th>" for c in shown.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(c, v))}</td>" for c, v in zip(shown.columns, row))
+    # text columns left, numbers right (and formatted as everywhere: views.format)
+    align = {c: "" if column_spec(c) else ' class="text"' for c in shown.columns}
+    head = "".join(f"<th{align[c]}>{html.escape(column_title(c))}</th>" for c in shown.columns)
+    body = "".join("<tr>" + "".join(f"<td{align[c]}>{html.escape(cell(c, v))}</td>" for c, v in zip(shown.columns, row))
                    + "</tr>" for row in shown.itertuples(index=False))
     more = (f'<p class="meta">the first {len(shown):,} of {len(frame):,} rows</p>' if len(frame) > len(shown) else "")
     return _card(panel.title, f'<table class="plain"><tr>{head}</tr>{body}</table>{more}')

@@ -17,8 +17,8 @@ from perfkit import figures, render
 from perfkit.cli import main
 from perfkit.model import Meta, Run, table
 from perfkit.views import format as fmt, numbers
-from perfkit.views.panels import FIGURE, INSTANCES, PAGES, PANELS, TABLE, in_report, panels_on, rows
-from test_figures import annotations, make_run
+from perfkit.views.panels import INSTANCES, PAGES, PANELS, TABLE, in_report, panels_on, rows
+from test_figures import make_run
 
 # Every multi-rank real run: fixtures, the 2-rank CPU sample run. (Checked by loading: a run listed here that
 # turns out single-rank fails the test below instead of passing vacuously.)

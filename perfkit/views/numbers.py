@@ -204,7 +204,8 @@ def headline_cards(run: Run) -> list[Card]:
                   Card("batchnorm-share", "BatchNorm share of op time", pct(batchnorm_share(run)))]
     for which in ("host", "device"):
         stats = queues[which]
-        cards.append(Card(f"{which}-empty", f"{which} queue empty", percent(stats["empty_pct"]) if stats else "no data"))
+        value = percent(stats["empty_pct"]) if stats else "no data"
+        cards.append(Card(f"{which}-empty", f"{which} queue empty", value))
     return cards
 
 
