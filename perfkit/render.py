@@ -114,8 +114,8 @@ def pipeline_lines(summary: dict[str, Any]) -> list[str]:
         return []
     lines = ["data pipeline (op, workers, output queue usage)"]
     for op in summary["pipeline"]:
-        lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {op['workers']:<3} "
-                     f"queue {pct(op['queue_usage'])}")
+        workers = "?" if op["workers"] is None else op["workers"]
+        lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {pct(op['queue_usage'])}")
     return lines
 
 
