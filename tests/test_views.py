@@ -246,3 +246,16 @@ def test_dash_on_a_busy_port_is_one_line_and_exit_2(monkeypatch):
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.count("\n") == 1 and f"127.0.0.1:{port}" in result.output
     assert "http://" not in result.output  # no URL printed for a dashboard that is not served
+
+
+def test_findings_card_and_advise_text_print_evidence_alike():
+    from perfkit.advisor import advise
+    from perfkit.advisor.render import advice_text
+    run = perfkit.load(REPO / "sample_runs/cpu_ranks2")
+    advice = advise(run)
+    text = advice_text(advice)
+    for item, finding in zip(numbers.findings(run).items, advice.findings, strict=True):
+        for key, value in finding.evidence.items():
+            shown = f"{value:,.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
+            assert f"{key} = {shown}" in item.detail and f"{key} {shown}" in text
+    assert any("comm_ops_ms = 1,773.448" in item.detail for item in numbers.findings(run).items)

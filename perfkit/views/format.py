@@ -46,6 +46,13 @@ def count(value: int | None) -> str:
     return "unknown" if _unknown(value) else format(int(value), COUNT_SPEC)
 
 
+def evidence(value: Any) -> str:
+    """A finding's evidence value: `1773.448` -> `1,773.448`, `25.0` -> `25`, `966` -> `966`."""
+    if isinstance(value, float):
+        return number(value).rstrip("0").rstrip(".")
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
 def speedup(value: float | None) -> str:
     """A ratio of mean step times: `1.234` -> `1.23x`."""
     return "n/a" if _unknown(value) else f"{value:.2f}x"

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, summarize
 from ..model import Run
-from .format import COMM_OPS, STEP_LABELS, STEP_SPLITS, ms, number, pct, percent
+from .format import COMM_OPS, STEP_LABELS, STEP_SPLITS, evidence, ms, pct, percent
 
 _MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
 
@@ -236,10 +236,6 @@ class Findings:
     note: str | None                  # why there is nothing to show, when items is empty
 
 
-def _evidence_value(value: Any) -> str:
-    return number(value).rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
-
-
 @once_per_run
 def findings(run: Run) -> Findings:
     """`perfkit advise` for this run, worded once for the dashboard and the report."""
@@ -247,10 +243,10 @@ def findings(run: Run) -> Findings:
     advice = advise(run)
     items = []
     for finding in advice.findings:
-        evidence = ", ".join(f"{key} = {_evidence_value(value)}" for key, value in finding.evidence.items())
+        numbers_shown = ", ".join(f"{key} = {evidence(value)}" for key, value in finding.evidence.items())
         gain = f" · up to {percent(finding.est_gain_pct)} of step time" if finding.est_gain_pct is not None else ""
         target = f" · {finding.target}" if finding.target else ""
-        items.append(FindingView(finding.severity, finding.title, f"{finding.id}{target}{gain} — {evidence}",
+        items.append(FindingView(finding.severity, finding.title, f"{finding.id}{target}{gain} — {numbers_shown}",
                                  finding.action))
     note = None if items else "no findings: none of perfkit's rules found something to change in this run"
     return Findings(items, advice.ids(), note)
