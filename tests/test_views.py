@@ -258,4 +258,5 @@ def test_findings_card_and_advise_text_print_evidence_alike():
         for key, value in finding.evidence.items():
             shown = f"{value:,.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
             assert f"{key} = {shown}" in item.detail and f"{key} {shown}" in text
-    assert any("comm_ops_ms = 1,773.448" in item.detail for item in numbers.findings(run).items)
+    # the run's communication (~1,700 ms a step) exercises the thousands separator
+    assert any(isinstance(v, float) and v >= 1000 for finding in advice.findings for v in finding.evidence.values())
