@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
+import socket
 import traceback
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -189,8 +190,7 @@ def serve(runs: Sequence[Run], host: str = LOOPBACK_HOST, port: int = 8050, read
     try:
         server = create_server(app.server, host=host, port=port, threads=SERVER_THREADS)
     except OSError as exc:
-        raise PerfkitError(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc} "
-                           "(another program uses the port? choose one with --port)") from exc
+        raise _cannot_bind(host, port, exc) from exc
     if ready is not None:
         ready()
     try:
@@ -199,6 +199,23 @@ def serve(runs: Sequence[Run], host: str = LOOPBACK_HOST, port: int = 8050, read
         pass
     finally:
         server.close()
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise PerfkitError when `host:port` cannot be bound (in use, or not an address of this machine).
+    `serve` binds again later (and says so too if the port was taken in between)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as waitress binds
+            probe.bind((host, port))
+    except OSError as exc:
+        raise _cannot_bind(host, port, exc) from exc
+
+
+def _cannot_bind(host: str, port: int, exc: OSError) -> PerfkitError:
+    return PerfkitError(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc} "
+                        "(another program uses the port? choose one with --port)")
 
 
 def is_loopback(host: str) -> bool:

@@ -103,9 +103,11 @@ def test_dash_command_binds_loopback_unless_told(monkeypatch, host, warned):
         served.update(host=host, port=port, runs=len(runs))
         ready()  # the app is built: now the URL is worth printing
     monkeypatch.setattr(dashboards.app, "serve", serve)
+    # 192.168.1.5 is not this machine's address: the port check would rightly refuse it
+    monkeypatch.setattr(dashboards.app, "check_port", lambda host, port: served.update(checked=(host, port)))
     result = CliRunner().invoke(main, ["dash", "a", "b", "--host", host, "--port", "8123"])
     assert result.exit_code == 0, result.output
-    assert served == {"host": host, "port": 8123, "runs": 2}
+    assert served == {"checked": (host, 8123), "host": host, "port": 8123, "runs": 2}
     assert ("warning: serving on" in result.output) is warned
     assert ":8123/  (Ctrl-C stops)" in result.output.splitlines()[-1]
 

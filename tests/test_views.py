@@ -237,7 +237,7 @@ def test_op_instance_rows_carry_input_shapes():
 
 def test_dash_on_a_busy_port_is_one_line_and_exit_2(monkeypatch):
     import perfkit.cli
-    monkeypatch.setattr(perfkit.cli, "_load", lambda path: make_run())
+    monkeypatch.setattr(perfkit.cli, "_load", lambda path: pytest.fail("runs loaded before the port was checked"))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
@@ -246,6 +246,16 @@ def test_dash_on_a_busy_port_is_one_line_and_exit_2(monkeypatch):
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.count("\n") == 1 and f"127.0.0.1:{port}" in result.output
     assert "http://" not in result.output  # no URL printed for a dashboard that is not served
+
+
+def test_serve_on_a_port_taken_after_the_check_is_one_error(monkeypatch):
+    from dashboards.app import serve
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        with pytest.raises(perfkit.PerfkitError, match=f"127.0.0.1:{port}"):
+            serve([make_run()], host="127.0.0.1", port=port, ready=lambda: pytest.fail("ready before binding"))
 
 
 def test_findings_card_and_advise_text_print_evidence_alike():
