@@ -13,6 +13,7 @@ OP_TYPES_TABLE = "op-types-table"
 OP_TABLE = "op-table"
 OP_COUNT = "op-count"
 RANK_TABLE = "rank-table"
+COMM_OP_TABLE = "comm-op-table"
 
 # path -> title, in navigation order: the run pages, then the compare page.
 PAGES = {page.path: page.title for page in (*RUN_PAGES, COMPARE)}

@@ -27,7 +27,7 @@ ROW_STYLES = {"styleConditions": [
     {"condition": "params.data.family === 'BatchNorm'", "style": {"backgroundColor": ROW_TINTS["BatchNorm"]}},
     {"condition": "params.data.slow === 'yes'", "style": {"backgroundColor": ROW_TINTS["slow"]}}]}
 # Rows per grid page.
-PAGE_ROWS = {ids.OP_TYPES_TABLE: 15, ids.OP_TABLE: 20, ids.RANK_TABLE: 16}
+PAGE_ROWS = {ids.OP_TYPES_TABLE: 15, ids.OP_TABLE: 20, ids.RANK_TABLE: 16, ids.COMM_OP_TABLE: 15}
 
 
 def empty(message: str) -> html.P:
@@ -108,14 +108,13 @@ def _findings(panel: Panel, run: Run) -> html.Div:
     return card(panel.title, html.Div(items, id=panel.id))
 
 
-def _figure(panel: Panel, run: Run) -> html.Div:
+def _figure(panel: Panel, run: Run, fig: go.Figure) -> html.Div:
     note = getattr(numbers, panel.note)(run) if panel.note else None
     notes = [html.P(note, className="meta", id=f"{panel.id}-note")] if note else []
-    return card(panel.title, *notes, graph(getattr(figures, panel.figure)(run, *panel.args), panel.id))
+    return card(panel.title, *notes, graph(fig, panel.id))
 
 
-def _table(panel: Panel, run: Run) -> html.Div:
-    frame = getattr(figures, panel.table)(run, *panel.args)
+def _table(panel: Panel, run: Run, frame: pd.DataFrame) -> html.Div:
     if not len(frame):
         return card(panel.title, empty("nothing to list in this run"))
     return card(panel.title, grid(panel.id, frame))
@@ -139,10 +138,15 @@ RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table,
 
 
 def run_page(path: str, run: Run) -> list:
-    """One run's page: its panels in the view layer's order, half-width ones side by side."""
+    """One run's page: its panels in the view layer's order, half-width ones side by side; an optional panel
+    only where it has something to show."""
+    contents = {panel.id: figures.panel_content(panel, run) for panel in panels_on(path)
+                if panel.kind in (FIGURE, TABLE)}
+    shown = tuple(panel for panel in panels_on(path) if not panel.optional or figures.has_content(contents[panel.id]))
     body = []
-    for row in rows(panels_on(path)):
-        rendered = [RENDERERS[panel.kind](panel, run) for panel in row]
+    for row in rows(shown):
+        rendered = [RENDERERS[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
+                    for panel in row]
         body.append(html.Div(rendered, className="grid2") if row[0].half else rendered[0])
     return body
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .views.format import STEP_SPLITS, count, ms, pct, percent
+from .views.format import STEP_SPLITS, count, mb, ms, pct, percent
 from .views.panels import PANELS
 
 
@@ -116,6 +116,32 @@ def pipeline_lines(summary: dict[str, Any]) -> list[str]:
     for op in summary["pipeline"]:
         workers = "?" if op["workers"] is None else op["workers"]
         lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {pct(op['queue_usage'])}")
+    return lines
+
+
+def memory_lines(summary: dict[str, Any]) -> list[str]:
+    """The framework allocator's peak (largest rank)."""
+    memory = summary.get("memory")
+    if not memory:
+        return []
+    capacity = f" of {mb(memory['capacity_mb'])}" if memory["capacity_mb"] is not None else ""
+    return [f"memory   peak allocated {mb(memory['peak_allocated_mb'])}{capacity}, "
+            f"reserved {mb(memory['peak_reserved_mb'])} (largest rank)"]
+
+
+def communication_lines(summary: dict[str, Any]) -> list[str]:
+    """Per step: communication time, waiting and the slowest link."""
+    communication = summary.get("communication")
+    if not communication:
+        return []
+    lines = [f"communication per step (mean over ranks)  collective {ms(communication['collective_ms'])}"
+             f"   p2p {ms(communication['p2p_ms'])}"
+             f"   waiting {'unknown' if communication['wait_ratio'] is None else pct(communication['wait_ratio'])}"
+             " of transfer time"]
+    link = communication["slowest_link"]
+    if link:
+        lines.append(f"  slowest link  {link['src']} -> {link['dst']} {link['link_type']}  "
+                     f"{link['bandwidth_gb_s']:.2f} GB/s ({mb(link['size_mb'])})")
     return lines
 
 

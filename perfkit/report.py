@@ -19,7 +19,7 @@ from .errors import PerfkitError
 from .model import Run
 from .views import numbers
 from .views.format import cell, column_spec, column_title, speedup
-from .views.panels import CARDS, FIGURE, FINDINGS, TABLE, Panel, in_report, rows
+from .views.panels import CARDS, FIGURE, FINDINGS, TABLE, WITH_DATA, Panel, in_report, rows
 
 # plotly.js's basic bundle (scatter, bar, pie: every trace perfkit.figures draws), same version as the plotly
 # package (tests/test_dashboard_first_page.py checks), MIT: vendor/plotly.js-LICENSE. A quarter of the full
@@ -96,14 +96,13 @@ def _cards(panel: Panel, run: Run) -> str:
     return f'<p class="meta">{html.escape(numbers.run_description(run))}</p><div class="kpis">{kpis}</div>'
 
 
-def _figure_panel(panel: Panel, run: Run) -> str:
+def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
     note = getattr(numbers, panel.note)(run) if panel.note else ""
     note_html = f'<p class="meta">{html.escape(note)}</p>' if note else ""
-    return _card(panel.title, note_html + _figure(getattr(figures, panel.figure)(run, *panel.args)))
+    return _card(panel.title, note_html + _figure(fig))
 
 
-def _table_panel(panel: Panel, run: Run) -> str:
-    frame = getattr(figures, panel.table)(run, *panel.args)
+def _table_panel(panel: Panel, run: Run, frame) -> str:
     if not len(frame):
         return _card(panel.title, '<p class="empty-state">nothing to list in this run</p>')
     shown = frame.head(REPORT_TABLE_ROWS)
@@ -120,9 +119,13 @@ RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _
 
 
 def _run_section(index: int, label: str, run: Run) -> str:
+    contents = {panel.id: figures.panel_content(panel, run) for panel in in_report() if panel.kind in (FIGURE, TABLE)}
+    shown = tuple(panel for panel in in_report()
+                  if panel.report != WITH_DATA or figures.has_content(contents[panel.id]))
     parts = []
-    for row in rows(in_report(len(run.ranks))):
-        rendered = "".join(RENDERERS[panel.kind](panel, run) for panel in row)
+    for row in rows(shown):
+        rendered = "".join(RENDERERS[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
+                           for panel in row)
         parts.append(f'<div class="grid2">{rendered}</div>' if row[0].half else rendered)
     return f'<section id="run-{index}"><h2>{html.escape(label)}</h2>{"".join(parts)}</section>'
 

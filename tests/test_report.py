@@ -13,7 +13,7 @@ from perfkit.advisor import advise
 from perfkit.cli import main
 from perfkit.report import PLOTLY_BUNDLE, render_report
 from perfkit.views import numbers
-from perfkit.views.panels import FIGURE, in_report
+from perfkit.views.panels import FIGURE, WITH_DATA, in_report
 from test_figures import make_run
 
 SEED_RUNS = [REPO / "tests/runs/seed_1_feed_fp32", REPO / "tests/runs/seed_3_sink_o3"]
@@ -24,8 +24,11 @@ def plotly_divs(text: str) -> int:
 
 
 def figure_panels(run) -> int:
-    """The figures the report draws for a run with data for every panel: the panel list's, not a literal."""
-    return sum(panel.kind == FIGURE for panel in in_report(len(run.ranks)))
+    """The figures the report draws for a run: the panel list's figure panels, less those it shows only with
+    data (ranks, memory, links) where this run has none."""
+    return sum(panel.kind == FIGURE
+               and (panel.report != WITH_DATA or figures.has_content(figures.panel_content(panel, run)))
+               for panel in in_report())
 
 
 # The compare section's figures (step split, op-type shares, queue emptiness).

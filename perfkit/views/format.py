@@ -15,6 +15,8 @@ NUMBER_SPEC = ",.3f"
 # Percentages: one decimal, the precision the advisor's thresholds (5 %, 10 %) are stated in.
 PERCENT_SPEC = ".1f"
 COUNT_SPEC = ",d"
+# Memory in MB: one decimal (the allocator's records are in KB; a tenth of a MB is below any decision).
+MB_SPEC = ",.1f"
 
 
 def _unknown(value: Any) -> bool:
@@ -29,6 +31,11 @@ def number(value: float | None) -> str:
 def ms(value: float | None) -> str:
     """`1421.82` -> `1,421.820 ms`; None/NaN -> `unknown`."""
     return "unknown" if _unknown(value) else f"{format(float(value), NUMBER_SPEC)} ms"
+
+
+def mb(value: float | None) -> str:
+    """`1234.56` -> `1,234.6 MB`; None/NaN -> `unknown`."""
+    return "unknown" if _unknown(value) else f"{format(float(value), MB_SPEC)} MB"
 
 
 def pct(share: float | None) -> str:
@@ -60,11 +67,13 @@ def speedup(value: float | None) -> str:
 
 def column_spec(column: str) -> str | None:
     """The format spec of a table column by its name's unit suffix (`_ms`, `_pct`, `count`), None for text."""
-    if column.endswith("_ms"):
+    if column.endswith(("_ms", "_ratio")):
         return NUMBER_SPEC
+    if column.endswith("_mb"):
+        return MB_SPEC
     if column.endswith("_pct"):
         return PERCENT_SPEC
-    if column in ("count", "rank", "steps", "calls"):
+    if column in ("count", "rank", "step", "steps", "calls"):
         return COUNT_SPEC
     return None
 
@@ -109,6 +118,8 @@ COLORS = {
     "Cast": "#ff9da7", "BatchNorm": "#b07aa1", "other": "#a0b4c8",
     "host": "#76b7b2", "device": "#9c755f", "capacity": "#7f7f7f",
     "slow": "#d62728", "ok": "#76b7b2",
+    # memory: one hue, allocated dark, reserved (allocated + cached by the allocator) light
+    "allocated_mb": "#54278f", "reserved_mb": "#9e9ac8",
 }
 RUN_COLORS = ("#1d3557", "#7b2cbf", "#606c38", "#0b525b", "#6d597a", "#283618", "#3a0ca3", "#495057")
 # Table rows of a highlighted meaning (op family, slow rank): a light tint of its colour.

@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, summarize
+from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary, summarize
 from ..model import Run
-from .format import COMM_OPS, STEP_LABELS, STEP_SPLITS, evidence, ms, pct, percent
+from .format import COMM_OPS, STEP_LABELS, STEP_SPLITS, evidence, mb, ms, pct, percent
 
 _MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
 
@@ -155,6 +155,17 @@ def per_rank_parts(run: Run) -> list[dict[str, Any]]:
             row[COMM_OPS] = float(comm.per_rank["comm_ms"].get(entry["rank"], 0.0))
         rows.append(row)
     return rows
+
+
+def memory_peak_note(run: Run) -> str:
+    """The Memory page's peak in words: the largest rank's allocated and reserved peak, against the capacity."""
+    memory = memory_summary(memory_peaks(run))
+    if memory is None:
+        return ""
+    capacity = memory["capacity_mb"]
+    used = f" · {pct((memory['peak_reserved_mb'] or 0) / capacity)} of {mb(capacity)}" if capacity else ""
+    return (f"peak allocated {mb(memory['peak_allocated_mb'])} · peak reserved "
+            f"{mb(memory['peak_reserved_mb'] or 0)}{used} (largest rank)")
 
 
 # ---------------------------------------------------------------------------------------------------------

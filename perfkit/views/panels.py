@@ -22,6 +22,11 @@ FIGURE = "figure"        # a plotly figure
 TABLE = "table"          # a DataFrame, columns formatted by their unit suffix (views.format.column_spec)
 INSTANCES = "instances"  # the op-instance table with its pass filter and search (dashboard only)
 
+# Whether the HTML report shows a panel.
+ALWAYS = "always"        # always (a figure without data says why in words)
+WITH_DATA = "with data"  # only for runs it has something to show for (a multi-rank run, memory records)
+NEVER = "never"          # dashboard only
+
 
 @dataclass(frozen=True)
 class Page:
@@ -30,7 +35,7 @@ class Page:
 
 
 # Pages over one run, in navigation order; the compare page (several runs) follows them.
-PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/ranks", "Ranks"))
+PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/ranks", "Ranks"), Page("/memory", "Memory"))
 COMPARE = Page("/compare", "Compare")
 
 
@@ -46,8 +51,8 @@ class Panel:
     text: str | None = None    # terminal form: function of perfkit.render, (summary, *args) -> lines
     note: str | None = None    # a sentence above the panel: function of perfkit.views.numbers, Run -> str
     half: bool = False         # consecutive half-width panels share a row
-    report: bool = True        # in the HTML report
-    min_ranks: int = 1         # the report leaves it out of runs with fewer ranks
+    report: str = ALWAYS       # ALWAYS, WITH_DATA or NEVER
+    optional: bool = False     # the dashboard page too leaves it out when it has nothing to show
 
 
 PANELS = (
@@ -55,8 +60,15 @@ PANELS = (
     Panel("findings", "Findings (perfkit advise)", "/", FINDINGS),
     Panel("fig-steps", "Step trace", "/", FIGURE, figure="step_trace_figure", text="steps_lines"),
     Panel("fig-ranks", "Ranks", "/ranks", FIGURE, figure="ranks_figure", text="per_rank_lines",
-          note="slow_ranks_note", min_ranks=2),
-    Panel("rank-table", "Per-rank mean step (ms)", "/ranks", TABLE, table="rank_rows", min_ranks=2),
+          note="slow_ranks_note", report=WITH_DATA),
+    Panel("rank-table", "Per-rank mean step (ms)", "/ranks", TABLE, table="rank_rows", report=WITH_DATA),
+    Panel("fig-memory", "Memory", "/memory", FIGURE, figure="memory_timeline_figure", text="memory_lines",
+          note="memory_peak_note", report=WITH_DATA),
+    Panel("fig-op-memory", "Operators by memory", "/memory", FIGURE, figure="top_op_memory_figure", report=NEVER),
+    Panel("fig-link-heatmap", "Link bandwidth", "/ranks", FIGURE, figure="link_heatmap_figure",
+          text="communication_lines", report=WITH_DATA, optional=True),
+    Panel("comm-op-table", "Communication ops (longest first)", "/ranks", TABLE, table="comm_op_rows",
+          report=NEVER, optional=True),
     Panel("fig-op-shares", "Operator types", "/", FIGURE, figure="op_share_figure", text="op_type_lines"),
     Panel("fig-host-queue", "Host queue", "/", FIGURE, figure="queue_figure", args=("host",),
           text="queue_lines", half=True),
@@ -66,7 +78,7 @@ PANELS = (
     Panel("op-types-table", "Op types (total ms and calls summed over steps and ranks)", "/operators", TABLE,
           table="op_type_rows"),
     Panel("op-table", "Op instances (total ms and calls summed over steps)", "/operators", INSTANCES,
-          report=False),
+          report=NEVER),
 )
 
 
@@ -75,9 +87,9 @@ def panels_on(path: str) -> tuple[Panel, ...]:
     return tuple(panel for panel in PANELS if panel.page == path)
 
 
-def in_report(ranks: int) -> tuple[Panel, ...]:
-    """The panels the HTML report shows for a run with this many ranks, in order."""
-    return tuple(panel for panel in PANELS if panel.report and ranks >= panel.min_ranks)
+def in_report() -> tuple[Panel, ...]:
+    """The panels the HTML report may show, in order (a WITH_DATA one only where it has data)."""
+    return tuple(panel for panel in PANELS if panel.report != NEVER)
 
 
 def rows(panels: tuple[Panel, ...]) -> list[tuple[Panel, ...]]:
