@@ -67,15 +67,17 @@ def _column(column: str) -> dict:
                        "valueFormatter": {"function": f"params.value == null ? '' : d3.format('{spec}')(params.value)"}}
         if spec == COUNT_SPEC:
             definition["maxWidth"] = 120
-    elif column == "name":
+    else:
+        definition["tooltipField"] = column  # a cut text cell shows the whole text on hover
+    if column == "name":
         # A right-to-left cell puts the ellipsis first: "…/fc3-Dense/MatMul-op19", not "Default/network-With…".
         # The name itself is isolated as left-to-right text (U+2066 … U+2069), else the right-to-left cell
         # would reorder its number-only parts.
-        definition |= {"tooltipField": column, "flex": 3, "minWidth": 280,
+        definition |= {"flex": 3, "minWidth": 280,
                        "cellStyle": {"direction": "rtl", "textAlign": "left"},
                        "valueFormatter": {"function": "'\u2066' + params.value + '\u2069'"}}
     elif column in ("type", "input_shapes"):
-        definition |= {"tooltipField": column, "flex": 2 if column == "input_shapes" else 1, "minWidth": 170}
+        definition |= {"flex": 2 if column == "input_shapes" else 1, "minWidth": 170}
     return definition
 
 

@@ -79,8 +79,8 @@ def column_spec(column: str) -> str | None:
 
 
 def column_title(column: str) -> str:
-    """`total_ms` -> `total ms`, `share_pct` -> `share %`."""
-    return column.replace("_pct", " %").replace("_", " ")
+    """`total_ms` -> `total ms`, `share_pct` -> `share %`, `size_mb` -> `size MB`."""
+    return column.replace("_pct", " %").replace("_mb", " MB").replace("_", " ")
 
 
 def cell(column: str, value: Any) -> str:
