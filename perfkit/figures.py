@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from .analysis import framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
 from .model import Run
+from .render import mean_of_text
 from .views.format import (COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count, ms, pct, percent,
                            run_color)
 from .views.format import speedup as format_speedup
@@ -145,7 +146,8 @@ def step_trace_figure(run: Run) -> go.Figure:
                     hovertemplate=f"step %{{x}}<br>{label} {HOVER_MS}<extra></extra>")
     split = "  ".join(f"{label.split(' (')[0]} {pct(means[col] / means['total_ms'])}" for col, label in parts
                       if means.get(col) is not None and means["total_ms"])
-    title = f"Step trace: mean step {ms(means['total_ms'])}" + (f"  ({split})" if split else "")
+    title = (f"Step trace: mean step {ms(means['total_ms'])} over {mean_of_text(means, brief=True)}"
+             + (f"  ({split})" if split else ""))
     comm = communication(run)
     if comm is not None and comm.source == "comm_ops":
         # collective ops are only known summed over the run, not per step: said in words, not drawn per bar

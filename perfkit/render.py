@@ -63,12 +63,23 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
+    """`step_means`' coverage in words: "steps 2-20; first step 40.063 ms left out, ..." (brief: "steps 2-20")."""
+    mean_of = means["mean_of"]
+    covered = (f"step {mean_of['first']}" if mean_of["first"] == mean_of["last"]
+               else f"steps {mean_of['first']}-{mean_of['last']}")
+    first = means.get("first_step_ms")
+    if brief or mean_of["first_step"] is None:
+        return covered
+    return covered + f"; first step{'' if first is None else f' {ms(first)}'} {mean_of['first_step']}"
+
+
 def steps_lines(summary: dict[str, Any]) -> list[str]:
     steps = summary["steps"]
     if not steps:
         return ["steps    unknown (no step trace in this run)"]
     total = steps["total_ms"]
-    lines = [f"steps ({steps['count']} per rank, mean per step)"]
+    lines = [f"steps ({steps['count']} per rank), mean per step over {mean_of_text(steps)}"]
     for split in STEP_SPLITS:
         for key, label in split:
             value = steps.get(key)
@@ -76,6 +87,8 @@ def steps_lines(summary: dict[str, Any]) -> list[str]:
                 continue  # the new layout's overlap columns only where measured; the classic split always
             share = f"  {pct(value / total):>7}" if value is not None and total else ""
             lines.append(f"  {label:<32}{ms(value):>16}{share}")
+    if steps.get("comm_ms") is not None:  # on any stream, overlapped or not: not a part of the split
+        lines.append(f"  {'communication (any stream)':<32}{ms(steps['comm_ms']):>16}")
     lines.append(f"  {'total':<32}{ms(total):>16}")
     return lines
 

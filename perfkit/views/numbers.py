@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary, summarize
 from ..model import Run
+from ..render import mean_of_text
 from .format import COMM_OPS, STEP_LABELS, STEP_SPLITS, evidence, mb, ms, pct, percent
 
 _MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
@@ -201,7 +202,7 @@ def headline_cards(run: Run) -> list[Card]:
     summary = summary_of(run)
     steps, queues = summary["steps"], summary["queues"]
     total = steps["total_ms"] if steps else None
-    cards = [Card("mean-step", "mean step", ms(total))]
+    cards = [Card("mean-step", f"mean step ({mean_of_text(steps, brief=True)})" if steps else "mean step", ms(total))]
     split = step_split(run.steps) if steps else ()
     for col, label in split:
         value = steps.get(col)
