@@ -119,7 +119,9 @@ class RankProfile:
         self.log.begin()
 
     def step(self) -> None:
-        """A step ended."""
+        """A step ended: once its device work is done (MindSpore returns from a step before its kernels end,
+        which would put them in the next step's bounds)."""
+        _wait_for_device()
         if self.log.end():
             self.save(every=SAVE_STEPS_SECONDS)
         if self.profiler is not None:
@@ -165,6 +167,14 @@ class RankProfile:
         if status is not None:
             self.manifest.update(status=status, finished_at=now_iso())
         write_manifest(self.folder, self.manifest)
+
+
+def _wait_for_device() -> None:
+    """Block until the kernels launched so far have run. What Model.train itself does between steps in
+    PyNative mode (its _StepSync callback); ms.runtime.synchronize() refuses the CPU."""
+    from mindspore.graph.api import _pynative_executor
+
+    _pynative_executor.sync()
 
 
 class _Profiling:
@@ -278,6 +288,7 @@ def step_timer_class() -> type:
             if self.profile is not None:
                 self.profile.step()
             else:
+                _wait_for_device()
                 self.log.end()
 
     return StepTimer

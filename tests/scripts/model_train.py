@@ -1,0 +1,37 @@
+"""A plain Model.train script, as a user writes it (no perfkit in it). `--exit N` exits with N after training,
+`--crash` raises in the middle of training, `--data-parallel` trains data parallel under msrun."""
+
+import argparse
+import sys
+
+import mindspore as ms
+from mindspore import nn
+from mindspore.train import Callback, Model
+
+from tiny import dataset, loss, network
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--exit", type=int, default=0)
+parser.add_argument("--crash", action="store_true")
+parser.add_argument("--data-parallel", action="store_true")
+args = parser.parse_args()
+
+
+class CrashAtStep3(Callback):
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == 3:
+            raise RuntimeError("the user's bug at step 3")
+
+
+ms.set_context(mode=ms.GRAPH_MODE)
+shards, shard_id = 1, 0
+if args.data_parallel:
+    from mindspore.communication import get_group_size, get_rank, init
+    init()
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    shards, shard_id = get_group_size(), get_rank()
+net = network()
+model = Model(net, loss_fn=loss(), optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
+model.train(1, dataset(shards, shard_id), callbacks=[CrashAtStep3()] if args.crash else None, dataset_sink_mode=False)
+print("trained")
+sys.exit(args.exit)
