@@ -1,5 +1,6 @@
 """A plain Model.train script, as a user writes it (no perfkit in it). `--exit N` exits with N after training,
-`--crash` raises in the middle of training, `--data-parallel` trains data parallel under msrun."""
+`--crash` raises in the middle of training, `--data-parallel` trains data parallel under msrun, `--step-timer`
+times the steps with perfkit.StepTimer and prints how many it timed."""
 
 import argparse
 import sys
@@ -14,6 +15,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--exit", type=int, default=0)
 parser.add_argument("--crash", action="store_true")
 parser.add_argument("--data-parallel", action="store_true")
+parser.add_argument("--step-timer", action="store_true")
 args = parser.parse_args()
 
 
@@ -32,6 +34,13 @@ if args.data_parallel:
     shards, shard_id = get_group_size(), get_rank()
 net = network()
 model = Model(net, loss_fn=loss(), optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
-model.train(1, dataset(shards, shard_id), callbacks=[CrashAtStep3()] if args.crash else None, dataset_sink_mode=False)
+callbacks = [CrashAtStep3()] if args.crash else []
+if args.step_timer:
+    import perfkit
+    timer = perfkit.StepTimer()
+    callbacks.append(timer)
+model.train(1, dataset(shards, shard_id), callbacks=callbacks or None, dataset_sink_mode=False)
 print("trained")
+if args.step_timer:
+    print(f"timed {len(timer.steps)} steps")
 sys.exit(args.exit)
