@@ -352,7 +352,7 @@ def _on_mindspore(model_module) -> None:
     """`import mindspore` reached mindspore.train.model: start MindData's profiling, time Model.train, and
     finish the profile at exit (atexit also runs after an uncaught exception, sys.exit and Ctrl-C)."""
     _session.start_minddata()
-    atexit.register(_session.finish)
+    atexit.register(_finish_session)
     original = model_module.Model.train
 
     @functools.wraps(original)
@@ -360,6 +360,14 @@ def _on_mindspore(model_module) -> None:
         return original(self, epoch, train_dataset, _with_step_timer(callbacks), *args, **kwargs)
 
     model_module.Model.train = train
+
+
+def _finish_session() -> None:
+    """Finish the profile at exit, deaf to SIGINT/SIGTERM: a Ctrl-C passed on by perfkit during MindSpore's
+    analysis would otherwise cut it (and MindData's save) short; a second Ctrl-C makes perfkit kill us."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    _session.finish()
 
 
 def _with_step_timer(callbacks):
