@@ -249,12 +249,12 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
                                            warmup=warmup or 0, steps=steps, profile_memory=profile_memory))
     for note in outcome.notes:
         click.echo(f"perfkit: warning: {note}", err=True)
-    if outcome.status == "ok":
+    if outcome.status in ("ok", "interrupted"):
         click.echo(report(outcome))
-    elif outcome.status == "interrupted":
+    if outcome.status == "interrupted":
         click.echo(f"perfkit: interrupted: {outcome.folder} holds what was profiled before {outcome.stop_signal}",
                    err=True)
-    else:
+    elif outcome.status == "failed":
         click.echo(f"perfkit: the script failed (exit code {outcome.exit_code}): what was profiled is in "
                    f"{outcome.folder}, marked failed (perfkit summary {outcome.folder})", err=True)
     ctx.exit(outcome.exit_code)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from click.testing import CliRunner
 import perfkit
 from perfkit.cli import main
 
-from profile_helpers import PERFKIT, manifest
+from profile_helpers import PERFKIT, WAIT_SECONDS, manifest, wait_for_recorded_step
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 REPO = SCRIPTS.parents[1]
@@ -169,6 +170,26 @@ def test_a_crashing_script_shows_its_traceback_and_leaves_a_loadable_failed_run(
     loaded = assert_steps_add_up(folder)
     assert loaded.meta.status == "failed"
     assert any("run failed (RuntimeError: the user's bug at step 3)" in warning for warning in loaded.warnings)
+
+
+@pytest.mark.mindspore
+def test_ctrl_c_is_passed_on_and_the_profile_so_far_is_kept(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([*PERFKIT, "profile", "--output", "runs/stop", "--", "python", MODEL_TRAIN,
+                                "--epochs", "100000"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    folder = tmp_path / "runs" / "stop"
+    wait_for_recorded_step(folder, process)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=WAIT_SECONDS)
+    assert process.returncode == 130, stderr
+    assert "passed on to the script" in stderr and "interrupted" in stderr.strip().splitlines()[-1]
+    recorded = manifest(folder)
+    assert recorded["status"] == "interrupted"
+    assert 0 < len(recorded["steps"]) < 100000 * BATCHES
+    loaded = assert_steps_add_up(folder)
+    assert loaded.meta.status == "interrupted"
+    assert (folder / "md" / "pipeline_profiling_0.json").is_file()  # MindData's profile was saved too
 
 
 @pytest.mark.mindspore

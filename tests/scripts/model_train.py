@@ -1,5 +1,5 @@
 """A plain Model.train script, as a user writes it (no perfkit in it). `--exit N` exits with N after training,
-`--crash` raises in the middle of training, `--data-parallel` trains data parallel under msrun, `--step-timer`
+`--crash` raises in the middle of training, `--epochs N` trains longer, `--data-parallel` trains data parallel under msrun, `--step-timer`
 times the steps with perfkit.StepTimer and prints how many it timed."""
 
 import argparse
@@ -13,6 +13,7 @@ from tiny import dataset, loss, network
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--exit", type=int, default=0)
+parser.add_argument("--epochs", type=int, default=1)
 parser.add_argument("--crash", action="store_true")
 parser.add_argument("--data-parallel", action="store_true")
 parser.add_argument("--step-timer", action="store_true")
@@ -39,7 +40,7 @@ if args.step_timer:
     import perfkit
     timer = perfkit.StepTimer()
     callbacks.append(timer)
-model.train(1, dataset(shards, shard_id), callbacks=callbacks or None, dataset_sink_mode=False)
+model.train(args.epochs, dataset(shards, shard_id), callbacks=callbacks or None, dataset_sink_mode=False)
 print("trained")
 if args.step_timer:
     print(f"timed {len(timer.steps)} steps")
