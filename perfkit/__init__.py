@@ -1,27 +1,37 @@
-"""perfkit: read MindSpore profiler output, explain where training time goes, and say what to change."""
+"""perfkit: read MindSpore profiler output, explain where training time goes, and say what to change.
+
+The public names are imported on first use (PEP 562), so `import perfkit` costs nothing: a warm
+`perfkit summary` answers from the cache without importing pandas (perfkit/cache.py, answers).
+"""
 
 from __future__ import annotations
 
+import importlib
+
 __version__ = "0.1.0"
 
-from .errors import DeviceError, FileFormatError, LayoutError, PerfkitError
-from .model import Meta, Run
-from .formats import load
-from .analysis import summarize
-from .advisor import advise
-from .compare import compare
+# public name -> module that defines it
+_PUBLIC = {
+    "load": "loader", "load_steps": "loader",
+    "Run": "model", "Meta": "model",
+    "summarize": "analysis",
+    "advise": "advisor",
+    "compare": "compare",
+    "PerfkitError": "errors", "LayoutError": "errors", "FileFormatError": "errors", "DeviceError": "errors",
+    # profiling from inside a script; StepTimer imports MindSpore when first looked up (it subclasses its Callback)
+    "profiling": "profiler.api", "StepTimer": "profiler.api",
+}
 
-__all__ = ["load", "Run", "Meta", "summarize", "advise", "compare", "PerfkitError", "LayoutError", "FileFormatError",
-           "DeviceError", "__version__"]
-
-# Profiling from inside a script (perfkit/profiler/api.py), loaded on first use: StepTimer subclasses
-# MindSpore's Callback, and `import perfkit` must not import MindSpore.
-_PROFILER_NAMES = ("profiling", "StepTimer")
-__all__ += list(_PROFILER_NAMES)
+__all__ = [*_PUBLIC, "__version__"]
 
 
 def __getattr__(name: str):
-    if name in _PROFILER_NAMES:
-        from .profiler import api
-        return getattr(api, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'perfkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

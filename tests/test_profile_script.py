@@ -252,6 +252,14 @@ def test_profiling_names_do_not_import_mindspore():
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
+def test_the_start_up_hook_loads_only_the_standard_library():
+    # it runs in every profiled script's process (and msrun's) before the script; perfkit's readers wait
+    # for `import mindspore`
+    code = ("import sys; import perfkit.profiler.attach; "
+            "assert not {'pandas', 'numpy', 'click', 'mindspore'} & set(sys.modules), 'heavy import'")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
 def test_the_step_log_skips_the_first_steps_and_numbers_the_rest_from_1():
     from perfkit.profiler.api import StepLog
     log = StepLog(skip_first=1)

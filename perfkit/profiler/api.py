@@ -2,9 +2,9 @@
 
 - `perfkit.profiling(folder, skip_first=1)`: a context manager for custom training loops; `prof.step()` ends a step.
 - `perfkit.StepTimer`: a `Model.train` callback recording each step's bounds.
-- `attach()`: what `perfkit profile -- python train.py` installs into the script, called at interpreter start
-  by hook/sitecustomize.py: MindSpore's profiler through MS_PROFILER_OPTIONS, MindData's profiling manager,
-  a StepTimer added to every `Model.train`, and the step times, device and error saved at exit.
+- `start_session()`: what `perfkit profile -- python train.py` adds to the script once it imports MindSpore
+  (attach.py sets it up at interpreter start): MindData's profiling manager, a StepTimer added to every
+  `Model.train`, and the step times, device and error saved at exit.
 
 Step bounds are epoch ns from time.time_ns() (the clock MindSpore's CPU profiler stamps its ops with); a step
 runs from the end of the previous one to its own end, so waiting for the next batch falls inside it.
@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.abc
-import importlib.util
-import json
 import os
 import signal
 import sys
@@ -28,9 +25,6 @@ from pathlib import Path
 from .runfolder import MINDDATA_DIR, claim, now_iso, read_manifest, script_manifest, write_manifest
 from .train import SAVE_STEPS_SECONDS, describe
 
-# The job `perfkit profile -- …` hands the script (JSON: output, msrun, skip_first, steps, profile_memory).
-RUN_ENV = "PERFKIT_SCRIPT_RUN"
-MS_PROFILER_OPTIONS = "MS_PROFILER_OPTIONS"
 # A schedule needs the length of its recording window; "until the loop ends" is this many steps.
 ALL_STEPS = 1 << 30
 # How the step bounds of a rank were recorded (manifest "step_timer"); None: they were not, steps come from
@@ -40,7 +34,7 @@ TIMER_API = "perfkit.profiling"
 # SIGTERM's default action ends the script without running atexit, which would lose the profile.
 EXIT_SIGTERM = 128 + signal.SIGTERM
 
-_session: RankProfile | None = None   # the profile `perfkit profile -- …` attached to this process
+_session: RankProfile | None = None   # the profile `perfkit profile -- …` made in this process
 _active: list[RankProfile] = []       # perfkit.profiling contexts open now, innermost last
 
 
@@ -300,43 +294,19 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# ---- `perfkit profile -- python train.py`: the script's side -------------------------------------------
+# ---- `perfkit profile -- python train.py`: the script's side, once it imports MindSpore (attach.py) ----------
 
-def attach() -> None:
-    """Set this process up as a profiled rank of `perfkit profile -- …` (a no-op anywhere else).
-
-    Runs at interpreter start, before the script: MindSpore is not imported yet, so MS_PROFILER_OPTIONS
-    still takes effect. Under msrun only the workers attach (not msrun itself, nor its scheduler), each into
-    rank_<RANK_ID>/. The job is taken out of the environment so the script's own subprocesses are not
-    profiled again.
-    """
+def start_session(job: dict, folder: Path, model_module) -> None:
+    """`import mindspore` reached mindspore.train.model in a process attach() set up: make the rank's profile,
+    start MindData's profiling, time Model.train, record the script's exception, and finish the profile at
+    exit (atexit also runs after an uncaught exception, sys.exit and Ctrl-C)."""
     global _session
-    raw = os.environ.get(RUN_ENV)
-    if raw is None:
-        return
-    job = json.loads(raw)
-    if job["msrun"] and os.environ.get("MS_ROLE") != "MS_WORKER":
-        return
-    del os.environ[RUN_ENV]
-    top = Path(job["output"])
-    manifest = read_manifest(top)
+    manifest = read_manifest(Path(job["output"]))
     if job["msrun"]:
-        rank = int(os.environ.get("RANK_ID", "0"))
-        folder = top / f"rank_{rank}"
-        folder.mkdir(exist_ok=True)
-        manifest.update(rank=rank, notes=[])
-    else:
-        folder = top
-    env_profiler = job["skip_first"] == 0
-    if env_profiler:
-        os.environ[MS_PROFILER_OPTIONS] = json.dumps({"start": True, "output_path": str(folder),
-                                                      "profile_memory": job["profile_memory"]})
-    else:
-        os.environ.pop(MS_PROFILER_OPTIONS, None)  # one profiler: ours, started after the skipped steps
+        manifest.update(rank=int(os.environ.get("RANK_ID", "0")), notes=[])
     write_manifest(folder, manifest)
     _session = RankProfile(folder, manifest, StepLog(job["skip_first"], job["steps"]), job["profile_memory"],
-                           env_profiler)
-    sys.meta_path.insert(0, _AfterImport("mindspore.train.model", _on_mindspore))
+                           env_profiler=job["skip_first"] == 0)
     previous_hook = sys.excepthook
 
     def record_and_show(kind, exc, traceback):
@@ -346,11 +316,6 @@ def attach() -> None:
     sys.excepthook = record_and_show
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(EXIT_SIGTERM))
-
-
-def _on_mindspore(model_module) -> None:
-    """`import mindspore` reached mindspore.train.model: start MindData's profiling, time Model.train, and
-    finish the profile at exit (atexit also runs after an uncaught exception, sys.exit and Ctrl-C)."""
     _session.start_minddata()
     atexit.register(_finish_session)
     original = model_module.Model.train
@@ -376,27 +341,3 @@ def _with_step_timer(callbacks):
     if any(isinstance(callback, step_timer) for callback in given):
         return callbacks  # the script times its steps itself
     return [*given, step_timer(_session)]
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls `then(module)` right after the module `name` is first executed (imported by whoever imports it)."""
-
-    def __init__(self, name: str, then):
-        self.name = name
-        self.then = then
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        execute = spec.loader.exec_module
-
-        def execute_then(module):
-            execute(module)
-            self.then(module)
-
-        spec.loader.exec_module = execute_then
-        return spec

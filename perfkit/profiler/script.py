@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 
 from ..errors import PerfkitError
-from .api import RUN_ENV
+from .attach import RUN_ENV
 from .launch import CLUSTER_TIMEOUT_SECONDS, MSRUN_LOG_DIR, Keeper, ProfileOutcome, _child_env, _free_port, _record
 from .runfolder import MANIFEST, claim, now_iso, read_manifest, script_manifest, write_error, write_manifest
 

@@ -23,13 +23,13 @@ import sys
 import time
 from pathlib import Path
 
+from ..formats.manifest import DEVICES
 from .runfolder import MINDDATA_DIR, TRAIN_LOG, is_disk_full, now_iso, read_manifest, write_error, write_manifest
 
 EXIT_DEVICE = 2
 # msrun SIGKILLs every rank as soon as one exits non-zero, which would cut the others' profiler
 # analysis short; under msrun an interrupted rank exits 0 and the manifest carries the status.
 EXIT_INTERRUPTED = 130
-DEVICES = ("Ascend", "GPU", "CPU")
 # MindSpore's resnet model-zoo configs train with this loss scale; the seed passes it with
 # drop_overflow_update=False, which also keeps amp_level O2 working on CPU.
 LOSS_SCALE = 1024.0
@@ -238,8 +238,13 @@ class Trainer:
         loss_scale = ms.amp.FixedLossScaleManager(LOSS_SCALE, drop_overflow_update=False)
         model = Model(network, loss_fn=loss, optimizer=optimizer, amp_level=amp_level,
                       loss_scale_manager=loss_scale)
+        profile_memory = config["profile_memory"]
         self.profiler = ms.Profiler(start_profile=False, output_path=str(self.folder),
-                                    data_process=device != "CPU")
+                                    data_process=device != "CPU", profile_memory=profile_memory)
+        if profile_memory and device == "CPU":
+            # MindSpore's CPU allocator takes host memory: its capacity is the machine's, for the batch-size
+            # arithmetic of `perfkit advise` (on Ascend/GPU the profiler files do not say it, nor is it recorded)
+            self.manifest["memory_capacity_mb"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
         trainer = self
 
         class StepClock(Callback):

@@ -1,5 +1,5 @@
 """Put first on PYTHONPATH by `perfkit profile -- python train.py`: Python imports this at start-up, before
-the user's script, which lets perfkit profile the script without a change to it (perfkit/profiler/api.py,
+the user's script, which lets perfkit profile the script without a change to it (perfkit/profiler/attach.py,
 attach()). Any other sitecustomize on the path is imported after, as it would have been without us.
 """
 
@@ -8,7 +8,7 @@ import os
 import sys
 
 if os.environ.get("PERFKIT_SCRIPT_RUN"):
-    from perfkit.profiler.api import attach
+    from perfkit.profiler.attach import attach
 
     attach()
 
