@@ -67,12 +67,14 @@ def assert_steps_add_up(folder: Path, rank: int = 0) -> perfkit.Run:
 @pytest.fixture(scope="module")
 def model_train(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("model_train")
-    return cwd, profile(cwd, "--env", "PERFKIT_TEST_MARK=1", "--output", "runs/a", "--", "python", MODEL_TRAIN)
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    done = profile(cwd, "--env", "PERFKIT_TEST_MARK=1", "--output", "runs/a", "--", "python", MODEL_TRAIN)
+    return cwd, done, head.strip()
 
 
 @pytest.mark.mindspore
 def test_a_model_train_script_is_profiled_unchanged(model_train):
-    cwd, done = model_train
+    cwd, done, head = model_train
     assert done.returncode == 0, done.stderr
     assert "trained" in done.stdout  # the script's own output passes through
     folder = cwd / "runs" / "a"
@@ -81,8 +83,7 @@ def test_a_model_train_script_is_profiled_unchanged(model_train):
     assert recorded["command"] == f"python {MODEL_TRAIN}" and recorded["cwd"] == str(cwd)
     assert recorded["env"] == {"PERFKIT_TEST_MARK": "1"}
     assert recorded["device"] == "CPU" and recorded["mindspore_version"] == perfkit_mindspore_version()
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    assert recorded["git"]["commit"] == head.strip()
+    assert recorded["git"]["commit"] == head
     assert len(recorded["steps"]) == BATCHES
     # every op MindSpore timed after the script started training falls inside a recorded step
     starts = op_starts(folder)
