@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from typing import Any, Sequence
+from urllib.parse import urlencode
 
 import dash
 from dash import Input, Output, State, dcc, html
@@ -113,17 +114,12 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index, query_value) -> Non
         return layout.graph(fig, GRAPH)
 
     @app.callback(Output(ids.URL, "pathname", allow_duplicate=True), Output(ids.URL, "search", allow_duplicate=True),
-                  Input(ids.OP_TABLE, "active_cell"), State(ids.OP_TABLE, "derived_viewport_data"),
-                  State(ids.URL, "search"), prevent_initial_call=True)
-    def open_op(cell, rows, search):
+                  Input(ids.OP_TABLE, "cellClicked"), State(ids.URL, "search"), prevent_initial_call=True)
+    def open_op(cell, search):
         """Clicking an op's name on the Operators page opens its occurrences on the timeline."""
-        if not isinstance(cell, dict) or cell.get("column_id") != "name" or not isinstance(rows, list):
+        if not isinstance(cell, dict) or cell.get("colId") != "name" or not isinstance(cell.get("value"), str):
             raise dash.exceptions.PreventUpdate
-        row = cell.get("row")
-        if not isinstance(row, int) or not 0 <= row < len(rows):
-            raise dash.exceptions.PreventUpdate
-        from urllib.parse import urlencode
-        return PATH, "?" + urlencode({"run": query_value(search, "run", "0"), "op": str(rows[row].get("name", ""))})
+        return PATH, "?" + urlencode({"run": query_value(search, "run", "0"), "op": cell["value"]})
 
 
 def _int(value) -> int | None:

@@ -109,9 +109,10 @@ def test_op_link_outlines_its_occurrences(page, run_folder):
 def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page, run_folder):
     driver, url = page
     driver.get(f"{url}/operators?run=0")
-    cell = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table td[data-dash-column='name']"),
-                    "op instance table")[0]
-    name = cell.text
+    cell = wait_for(driver, lambda d: d.find_elements(
+        By.CSS_SELECTOR, "#op-table .ag-center-cols-container .ag-row[row-index='0'] .ag-cell[col-id='name']"),
+        "op instance table")[0]
+    name = cell.get_attribute("textContent").strip()
     cell.click()
     wait_for(driver, lambda d: "/timeline" in d.current_url, "the timeline page")
     assert "op=" in driver.current_url
