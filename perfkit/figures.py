@@ -44,8 +44,9 @@ MAX_TABLE_ROWS = 2000
 # The op families the seed's engineer found at ~50 % of AI Core time (formats.md §3 lists the type names).
 
 STEP_SPLITS = (
-    # The step trace's split (legacy Ascend/GPU, derived CPU steps): data wait, compute, after-backward.
-    (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
+    # The step trace's split (legacy Ascend/GPU, derived CPU steps): idle before forward (data wait only
+    # where the queues show it: analysis.bound), compute, after-backward.
+    (("interval_ms", "step interval (device idle)"), ("fwd_bwd_ms", "forward+backward"),
      ("tail_ms", "tail (optimizer, sync)")),
     # The new layout's step_trace_time.csv has no fwd/bwd split, only the overlap analysis.
     (("computing_ms", "computing"), ("comm_exposed_ms", "communication (not overlapped)"),

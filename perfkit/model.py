@@ -102,10 +102,12 @@ class Meta:
     ranks: list[int] = field(default_factory=list)
     data_mode: str | None = None         # "feed" | "sink"
     amp_level: str | None = None         # recorded by `perfkit profile`, else inferred from dtypes
-    compute_dtype: str | None = None     # "float32" | "float16" | "mixed", from op input dtypes
+    compute_dtype: str | None = None     # "float32" | "float16" | "bfloat16" | "mixed", from op input dtypes
     step_source: str | None = None       # where the step split came from, e.g. "step_trace"
     synthetic_data: bool | None = None
     status: str | None = None            # manifest status: ok / interrupted / failed
+    framework: str | None = None         # "mindspore" | "torch_npu" (`*_ascend_pt` folders): the wording of actions
+    pipeline_stages: list[list[int]] | None = None  # global ranks of each pipeline stage, where the files tell
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
 

@@ -60,18 +60,47 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# How the bound's parts are named in text (analysis.BOUND_PARTS).
+BOUND_PART_LABELS = {"compute": "device compute", "communication": "collective communication (exposed)",
+                     "pipeline": "pipeline wait (p2p, bubble)", "data": "data wait (queue evidence)",
+                     "host": "host-bound (launch, dispatch, transfer)", "unknown": "idle, cause unknown"}
+
+
+def interval_label(bound: dict[str, Any] | None) -> str:
+    """The step interval is data wait only where the queues show the device starving; else device idle."""
+    if bound and bound.get("parts_ms", {}).get("data", 0) > 0:
+        return "step interval (data wait)"
+    return "step interval (device idle)"
+
+
+def bound_lines(bound: dict[str, Any] | None) -> list[str]:
+    """The top-down breakdown: the bound kind, then each part of the mean step."""
+    if not bound or not bound.get("parts_ms"):
+        reason = "; ".join(bound["evidence"]) if bound else "no step times"
+        return [f"bound    unknown ({reason})"]
+    parts = bound["parts_ms"]
+    total = sum(parts.values())
+    lines = [f"bound    {bound['kind']}   (top-down split of the mean step)"]
+    for part, value in parts.items():
+        if value > 0:
+            lines.append(f"  {BOUND_PART_LABELS[part]:<40}{_ms(value):>16}  {100 * value / total:5.1f} %")
+    return lines
+
+
 def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     meta = summary.get("meta", {})
     lines = [f"run      {summary['run']}",
              f"layout   {summary['layout']}   device {summary['device']}   ranks {_ranks_label(summary['ranks'])}",
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
-             f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
+             f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}",
+             ""]
+    lines += bound_lines(summary.get("bound"))
     steps = summary["steps"]
     lines.append("")
     if steps:
         total = steps["total_ms"]
         lines.append(f"steps ({steps['count']} per rank, mean per step)")
-        for key, label in (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
+        for key, label in (("interval_ms", interval_label(summary.get("bound"))), ("fwd_bwd_ms", "forward+backward"),
                            ("tail_ms", "tail (optimizer, sync)"), ("total_ms", "total")):
             value = steps[key]
             share = f"  {100 * value / total:5.1f} %" if value is not None and total and key != "total_ms" else ""

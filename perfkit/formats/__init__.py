@@ -19,7 +19,7 @@ from .. import cache, model
 from ..errors import FileFormatError, LayoutError
 from ..model import Meta, Run
 from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
-from .base import RUN_WIDE, Parts, screened
+from .base import RUN_WIDE, Parts, merged_stages, screened
 from .steps import derive_steps, steps_from_times
 
 # Order matters: when two readers give the same table for a rank, the first one wins.
@@ -240,6 +240,8 @@ def _merge_meta(into: dict, new: dict) -> None:
             continue
         if key in ("env", "config"):
             into.setdefault(key, {}).update(value)
+        elif key == "pipeline_stages" and key in into:
+            into[key] = merged_stages(into[key], value)
         else:
             into.setdefault(key, value)
 

@@ -17,7 +17,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_json_object, read_text
+from .base import (Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_json_object, read_text,
+                   stages_from_cluster_file)
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -131,7 +132,8 @@ def _data_mode(folder: Path) -> str | None:
 
 
 def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
-    parts = Parts(meta={"device": "Ascend", "layout": "legacy", "data_mode": data_mode})
+    parts = Parts(meta={"device": "Ascend", "layout": "legacy", "data_mode": data_mode, "framework": "mindspore",
+                        "pipeline_stages": stages_from_cluster_file(folder)})
 
     def load(pattern, reader):
         return guarded(parts, folder / pattern.format(rank), reader)
