@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .base import RUN_WIDE, Parts, guarded, read_json_object
+from .base import RUN_WIDE, Parts, Reader, guarded, read_json_object
 
 MANIFEST = "perfkit_run.json"
 DEVICES = ("CPU", "GPU", "Ascend")
@@ -122,3 +122,6 @@ def _status_warning(status: str | None, error: Any, step_times: pd.DataFrame) ->
     if status == "running":
         return f"run was still running (or was killed) when read: {reached}"
     return f"run was interrupted: {reached}"
+
+
+READER = Reader(name="manifest", provides=frozenset({"step_times"}), detect=detect, read=read, unit=False)
