@@ -218,7 +218,9 @@ def rank_parts(run: Run) -> pd.DataFrame:
         if computing is not None:
             compute = min(computing, total - exposed)
         else:
-            after_interval = (_value(means, "fwd_bwd_ms") or 0.0) + (_value(means, "tail_ms") or 0.0)
+            fwd_bwd = _value(means, "fwd_bwd_ms")
+            # steps marked by op launches alone know their total, not its split
+            after_interval = total - interval if fwd_bwd is None else fwd_bwd + (_value(means, "tail_ms") or 0.0)
             compute = max(min(after_interval, total - interval) - exposed, 0.0)
             busy = float(op_ms.get(rank, 0.0)) / count - collective_op - p2p_op
             if run.meta.layout in ALL_DEVICE_OPS_LAYOUTS and rank in op_ms.index and 0 < busy < compute:

@@ -160,10 +160,13 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     listed = [row for row in per_rank if row["rank"] in slow] or per_rank[:shown]
     if fastest not in listed:
         listed.append(fastest)
-    lines.append(f"  {'rank':>6} {'steps':>6} {'total':>14} {'interval':>14} {'computing':>14} {'comm':>14}")
+    # the split `advise` weighs: computing, and communication not overlapped with it where the files measure it
+    lines.append(f"  {'rank':>6} {'steps':>6} {'total':>14} {'interval':>14} {'computing':>14} {'comm':>14}"
+                 f" {'comm exposed':>14}")
     for row in listed[:shown + 1]:
         lines.append(f"  {row['rank']:>6} {row['steps']:>6} " + " ".join(
-            f"{_ms(row[key]):>14}" for key in ("total_ms", "interval_ms", "computing_ms", "comm_ms")))
+            f"{_ms(row.get(key)):>14}" for key in ("total_ms", "interval_ms", "computing_ms", "comm_ms",
+                                                    "comm_exposed_ms")))
     if len(per_rank) > len(listed[:shown + 1]):
         lines.append(f"  … {len(per_rank) - len(listed[:shown + 1])} more ranks (--format json lists all)")
     for warning in answer["warnings"]:

@@ -101,6 +101,9 @@ def read(folder: Path) -> dict[int, Parts]:
         raise FileFormatError("has no readable step_trace_time.csv, kernel_details.csv or op_statistic.csv ("
                               + "; ".join(parts.warnings) + ")", output)
     kernels = _Kernels(kernel_table, output / KERNELS) if kernel_table is not None else None
+    if kernels is not None and kernels.types_from_names:
+        parts.warnings.append(f"{KERNELS}: no op types (Level0 collection): types derived from kernel names "
+                              "(`Conv2D1` -> Conv2D, `aclnnInplaceRelu_Relu_Relu` -> Relu)")
     if kernels is not None:
         parts.tables["ops"] = _ops(kernels)
         parts.meta.update(_precision(kernels, mindspore="ms_version" in parts.meta))
@@ -210,6 +213,13 @@ class _Kernels:
         self.step = _floats(table.column("step")) if "step" in table.column_names else None
         self.name, self.names = _codes(table.column("name"))
         self.type, self.types = _codes(table.column("type"))
+        # Level0 collects no op type (`N/A` in every row): the type is in the kernel name (formats.md §3)
+        self.types_from_names = not pc.any(pc.and_(pc.is_valid(self.types),
+                                                   pc.not_equal(self.types, "N/A"))).as_py()
+        if self.types_from_names:
+            derived = pa.array([type_from_kernel_name(name) for name in self.names.to_pylist()])
+            codes, self.types = _codes(pa.chunked_array([derived]))
+            self.type = codes[self.name]
         self.strings = {column: _codes(table.column(column))
                         for column in ("input_shapes", "input_dtypes") if column in table.column_names}
         self.name_passes = op_passes(self.names)  # per distinct name
@@ -223,6 +233,19 @@ class _Kernels:
         per_type = np.append(pc.is_in(self.types, pa.array(sorted(SINK_OP_TYPES))).to_numpy(zero_copy_only=False),
                              False)
         return per_type[self.type]  # code -1 (no type) picks the trailing False
+
+
+# A Level0 kernel name: `Conv2D1`, `trans_TransData_0`, `aclnnInplaceRelu_Relu_Relu`,
+# `aclnnMaxPool2dWithMask_MaxPoolWithArgmaxV1AiCore_MaxPoolWithArgmaxV1`, `hcom_allReduce__586_0_1`.
+TRAILING_IDS = re.compile(r"(_+\d+)+$")
+TRAILING_NUMBER = re.compile(r"(?<![Vv])\d+$")  # `Conv2D1` -> Conv2D; `MatMulV2` keeps its version
+
+
+def type_from_kernel_name(name: str) -> str:
+    """The op type a Level0 kernel name carries: its last `_` part, without the id appended to it."""
+    stem = TRAILING_IDS.sub("", name)
+    last = next((part for part in reversed(stem.split("_")) if part), stem)
+    return TRAILING_NUMBER.sub("", last) or last
 
 
 def _floats(column: pa.ChunkedArray) -> np.ndarray:

@@ -142,7 +142,7 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
                                                    parts.warnings))
     framework = load(FRAMEWORK_FILE, lambda p: _read_framework(p, parts.warnings))
     steps = load(STEP_FILE, lambda p: _read_steps(p, parts.warnings))
-    info = load(PROFILER_INFO_FILE, _read_profiler_info)
+    info = load(PROFILER_INFO_FILE, read_profiler_info)
     if op_types is None and details is None and framework is None and steps is None:
         names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE))
         raise FileFormatError(f"has none of {names} readable for rank {rank} ("
@@ -295,7 +295,8 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     return steps.reset_index(drop=True)
 
 
-def _read_profiler_info(path: Path) -> dict:
+def read_profiler_info(path: Path) -> dict:
+    """ms_version and mode from `profiler_info_{r}.json` (legacy Ascend and GPU write the same keys)."""
     info = read_json_object(path)
     meta = {}
     if info.get("ms_version"):
