@@ -22,7 +22,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     # One row per operator instance (full scope name); pass is forward/backward/other.
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
-            "input_shapes": "string", "input_dtypes": "string"},
+            "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64"},
     # One row per profiled step. interval = waiting for data/host before forward starts,
     # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail).
     "steps": {"rank": "int64", "step": "int64", "interval_ms": "float64", "fwd_bwd_ms": "float64",
@@ -46,7 +46,7 @@ SCHEMA: dict[str, dict[str, str]] = {
 }
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
-    "ops": {"input_shapes", "input_dtypes"},
+    "ops": {"input_shapes", "input_dtypes", "max_ms"},  # max_ms: longest single call, where calls are timed
     "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
               "preparing_ms", "bubble_ms"},
 }

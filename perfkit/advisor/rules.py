@@ -636,14 +636,24 @@ def _first_step_outliers(run: Run) -> dict[int, tuple[float, float]]:
     return outliers
 
 
+# A call this many times longer than the same op's other calls is not its steady cost.
+FIRST_CALL_OUTLIER = 10.0
+
+
 def _one_off_calls(run: Run) -> pd.DataFrame:
-    """Op instances called once that take FIRST_CALL_MIN_SHARE of their rank's op time, in a window where ops
-    run several times (1.x detail files have no count column: every op reads as called once there)."""
-    if (not len(run.ops) or not _has_steps(run) or run.steps.groupby("rank")["step"].nunique().max() < 2
-            or run.ops["count"].median() < 2):
-        return run.ops.iloc[:0]
-    op_ms = run.ops.groupby("rank")["total_ms"].transform("sum")
-    return run.ops[(run.ops["count"] <= 1) & (run.ops["total_ms"] >= FIRST_CALL_MIN_SHARE * op_ms)]
+    """Op calls that take FIRST_CALL_MIN_SHARE of their rank's op time in a multi-step window, alone: an op
+    run once (where the files count calls: 1.x detail files have no count, every op reads as run once), or
+    one call (`max_ms`, where calls are timed) FIRST_CALL_OUTLIER times the op's other calls. Adds `call_ms`."""
+    ops = run.ops
+    if not len(ops) or not _has_steps(run) or run.steps.groupby("rank")["step"].nunique().max() < 2:
+        return ops.iloc[:0].assign(call_ms=pd.Series(dtype="float64"))
+    op_ms = ops.groupby("rank")["total_ms"].transform("sum")
+    once = (ops["count"] <= 1) & (ops["count"].median() >= 2)
+    others_ms = (ops["total_ms"] - ops["max_ms"]) / (ops["count"] - 1).clip(lower=1)
+    outlier = (ops["count"] >= 2) & (ops["max_ms"] > FIRST_CALL_OUTLIER * others_ms)
+    call_ms = ops["total_ms"].where(once, ops["max_ms"])
+    found = (once | outlier.fillna(False)) & (call_ms >= FIRST_CALL_MIN_SHARE * op_ms)
+    return ops[found].assign(call_ms=call_ms[found])
 
 
 @rule("compile_or_first_call", needs=("steps",))
@@ -659,12 +669,12 @@ def compile_or_first_call(run: Run) -> list[Finding]:
         said.append(f"the first profiled step takes {first / rest:.1f}x the others ({_ms(first)} ms)")
     target = None
     if len(calls):
-        call = calls.loc[calls["total_ms"].idxmax()]
+        call = calls.loc[calls["call_ms"].idxmax()]
         op_ms = float(run.ops.loc[run.ops["rank"] == call["rank"], "total_ms"].sum())
-        evidence |= {"one_call_ms": _ms(call["total_ms"]), "one_call_share_of_op_time_pct":
-                     _pct(call["total_ms"] / op_ms)}
+        evidence |= {"one_call_ms": _ms(call["call_ms"]), "one_call_share_of_op_time_pct":
+                     _pct(call["call_ms"] / op_ms)}
         target = str(call["name"])
-        said.append(f"one call of {call['type']} is {_pct(call['total_ms'] / op_ms):.1f} % of all op time")
+        said.append(f"one call of {call['type']} is {_pct(call['call_ms'] / op_ms):.1f} % of all op time")
     # The outlier is not a cost of every step: step means and op-type shares that include it mislead.
     if _torch(run):
         action = ("profile after warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..errors import FileFormatError
 from .base import Parts, Reader, guarded, has_match, op_passes, ranks_in, read_csv, read_text, share_of_total
-from .steps import read_execute_timestamps
+from .steps import longest_call_ms, read_execute_timestamps
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -144,6 +144,8 @@ def _ops(details: pd.DataFrame, events: pd.DataFrame | None, shapes: pd.DataFram
     ops["pass"] = op_passes(ops["name"])
     if shapes is not None:
         ops["input_shapes"] = ops["name"].map(_shapes_by_full_name(events, shapes, shape_file, warnings))
+    if events is not None:
+        ops["max_ms"] = ops["name"].map(longest_call_ms(events))
     return ops.drop(columns="op_name")
 
 

@@ -142,6 +142,11 @@ def _from_first_op(events: pd.DataFrame, per_op: pd.Series) -> tuple[pd.DataFram
     return steps, "first_op_timestamps"
 
 
+def longest_call_ms(op_events: pd.DataFrame) -> pd.Series:
+    """Op name -> its longest single execution (ms): a first call or compile hides in an op's mean."""
+    return op_events.groupby("name", observed=True)["dur_ms"].max()
+
+
 def read_execute_timestamps(path: Path, warnings: list[str], fields: tuple[str, ...]) -> pd.DataFrame:
     """`{cpu,gpu}_op_execute_timestamp_{r}.txt` -> name, start_ns, dur_ms: one row per execution.
 
