@@ -16,9 +16,10 @@ import pandas as pd
 
 from .base import RUN_WIDE, Parts, Reader, guarded, read_json_object
 
+# The manifest's vocabulary, shared with perfkit/profiler/ (which writes what this module reads).
 MANIFEST = "perfkit_run.json"
-DEVICES = ("CPU", "GPU", "Ascend")
-STATUSES = ("ok", "interrupted", "failed", "running")
+DEVICES = ("Ascend", "GPU", "CPU")  # perfkit profile --device auto tries them in this order
+STATUSES = ("running", "ok", "interrupted", "failed")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
 MODES = ("graph", "pynative")
 
