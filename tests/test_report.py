@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import re
 
 import pytest
@@ -45,7 +47,7 @@ def test_report_lists_findings_with_evidence_and_action():
     result = figures.findings(run)
     text = render_report([run])
     for item in result.items:
-        assert item["action"].replace("'", "&#x27;") in text
+        assert html.escape(item["action"]) in text
         assert f"{item['id']} · {item['target']}" in text
 
 
