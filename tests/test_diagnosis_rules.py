@@ -132,6 +132,18 @@ def test_compile_or_first_call_names_the_first_call_instead_of_blaming_its_op_ty
     assert "schedule" in found.action and "warmup" in found.action
 
 
+def test_compile_or_first_call_names_a_first_step_that_carries_compilation():
+    # crafted (no real fixture profiles its compile step): the first of four steps takes 5x the others
+    from perfkit.model import Meta, Run, table
+    steps = table("steps", pd.DataFrame([{"rank": 0, "step": s, "interval_ms": 1.0, "fwd_bwd_ms": fwd, "tail_ms": 1.0,
+                                          "total_ms": fwd + 2.0} for s, fwd in ((1, 498.0), (2, 98.0), (3, 98.0),
+                                                                                  (4, 98.0))]))
+    run = Run(path="crafted", meta=Meta(device="Ascend", ranks=[0]), steps=steps)
+    found = finding(advise(run), "compile_or_first_call")
+    assert (found.evidence["first_step_ms"], found.evidence["median_other_steps_ms"]) == (500.0, 100.0)
+    assert "5.0x" in found.title
+
+
 def test_compile_or_first_call_silent_on_real_steady_runs_and_on_1x_files_without_call_counts():
     # mindinsight_misc's 1.x detail file has no count column: every op reads as called once, which says nothing
     for path in (SAMPLE_RUNS / "cpu_default", FIXTURE_RUNS["legacy_misc"], FIXTURE_RUNS["legacy_ut"]):
