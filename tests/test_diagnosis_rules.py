@@ -55,7 +55,7 @@ FIRST_CALL_MS = 43.0  # the first Conv2D call (kernel selection and compile) in 
 GPU_EPOCH_NS = 1_700_000_000_000_000_000
 
 
-def gpu_pynative(folder: Path) -> Path:
+def gpu_pynative(folder: Path, mode: str = "pynative") -> Path:
     """Writes the GPU files formats.md §1 lists (GPU rows) for a PyNative run whose step trace is empty."""
     folder.mkdir(parents=True)
     calls: dict[str, list[tuple[int, float]]] = {}
@@ -67,7 +67,7 @@ def gpu_pynative(folder: Path) -> Path:
         f"{name};GpuOps;" + " ".join(f"{start},{dur}" for start, dur in runs) + " \n" for name, runs in calls.items()))
     (folder / "step_trace_profiling_0.txt").write_text("")
     (folder / "profiler_info_0.json").write_text(json.dumps(
-        {"ms_version": "2.2.14", "context_mode": "pynative", "rank_id": 0, "device_target": "GPU"}))
+        {"ms_version": "2.2.14", "context_mode": mode, "rank_id": 0, "device_target": "GPU"}))
     types = {name: op_type for name, op_type, _, _ in GPU_OPS}
     total_us = {name: 1000 * sum(d for _, d in runs) for name, runs in calls.items()}
     all_us = sum(total_us.values())
@@ -114,6 +114,12 @@ def test_host_bound_fires_on_a_pynative_gpu_run_that_idles_the_gpu(tmp_path):
     assert found.evidence["host_idle_share_pct"] == pytest.approx(
         100 * (1 - busy_ms / run.steps["total_ms"].mean()), abs=0.05)
     assert "GRAPH_MODE" in found.action and "@ms.jit" in found.action and "PyNative" in found.title
+
+
+def test_host_bound_on_a_graph_mode_gpu_run_says_launch_bound(tmp_path):
+    # the same crafted files in graph mode: the idle time is the gaps between launched kernels
+    found = finding(advise(load(gpu_pynative(tmp_path / "gpu", mode="graph"))), "host_bound")
+    assert found.title.startswith("Launch-bound: the GPU runs ops only") and "GRAPH_MODE" not in found.action
 
 
 def test_host_bound_silent_on_real_graph_mode_cpu_runs_and_a_real_pynative_run_that_mostly_computes():
