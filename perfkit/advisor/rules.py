@@ -16,7 +16,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ..analysis import (BATCHNORM_FAMILY, BOUND_MIN_SHARE, MIN_QUEUE_SAMPLES, NETWORK_LINK_TYPES, QUEUE_EMPTY_PCT,
+from ..analysis import (BATCHNORM_FAMILY, MIN_QUEUE_SAMPLES, NETWORK_LINK_TYPES, QUEUE_EMPTY_PCT,
                         bound, comm_kind, communication_by_rank, framework_memory, host_cpu_busy, memory_peaks,
                         op_type_shares, queue_stats, rank_parts, slow_rank_answers, step_means)
 from ..model import Run
