@@ -289,8 +289,9 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
       perfkit dash profiler_v1 profiler_v2 profiler_v3      # then open http://127.0.0.1:8050
       perfkit dash ./cluster_run --port 8060
     """
+    from dashboards.app import check_port, is_loopback, serve
+    check_port(host, port)  # a busy port is said before minutes of loading, not after
     loaded = _load_all(runs)
-    from dashboards.app import is_loopback, serve
     if not is_loopback(host):
         click.echo(f"perfkit: warning: serving on {host}: anyone who can reach this port sees the profiles "
                    "(no authentication)", err=True)

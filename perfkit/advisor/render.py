@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from ..render import bound_lines
+from ..render import bound_text
 from . import Advice
+from ..views.format import evidence
 from .finding import Finding
-
-
-def _number(value: float) -> str:
-    return f"{value:,.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
 
 
 def _gain(finding: Finding) -> str:
@@ -16,14 +13,14 @@ def _gain(finding: Finding) -> str:
 
 
 def _evidence(finding: Finding, sep: str) -> str:
-    return sep.join(f"{key} {_number(value)}" for key, value in finding.evidence.items())
+    return sep.join(f"{key} {evidence(value)}" for key, value in finding.evidence.items())
 
 
 def advice_text(advice: Advice) -> str:
     lines = [f"run     {advice.run}", f"device  {advice.device or 'unknown'}"]
     if advice.caveat:
         lines.insert(0, f"WARNING: {advice.caveat}")
-    lines += ["", *bound_lines(advice.bound), ""]
+    lines += ["", *bound_text(advice.bound), ""]
     if not advice.findings:
         lines.append("no findings")
     else:
