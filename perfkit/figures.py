@@ -143,6 +143,7 @@ def bound_figure(run: Run) -> go.Figure:
         if value > 0:
             label = BOUND_PART_LABELS[part]
             fig.add_bar(y=["mean step"], x=[value], orientation="h", name=label, marker_color=BOUND_COLORS[part],
+                        showlegend=True,
                         hovertemplate=f"{label} %{{x:{NUMBER_SPEC}}} ms ({pct(value / total)})<extra></extra>")
     title = f"Bound: {where.kind} (mean step {ms(total)})"
     return _style(fig, title, height=220, barmode="stack", xaxis_title="ms", yaxis_visible=False)
