@@ -40,9 +40,9 @@ from perfkit.views.panels import FIGURE, in_report, panels_on  # noqa: E402
 from test_figures import make_run  # noqa: E402
 
 # Runs the dashboard is started over, in this order. The seed's three profiles make the compare page; the
-# fixtures cover queues + pipeline (legacy Ascend), two ranks (new layout) and a CPU run. A folder whose reader
-# is missing or broken leaves its tests skipped with the loader's message; the crafted run (queues, pipeline,
-# findings; built in test_figures) is always there, so every page's assertions run.
+# fixtures cover queues + pipeline (legacy Ascend), two ranks (new layout) and a CPU run. Each must load (a real
+# run that stops loading is a failure, never a skip); the crafted run (queues, pipeline, findings; built in
+# test_figures) adds what no real file shows.
 FOLDERS = {
     "seed_1_feed_fp32": REPO / "tests/runs/seed_1_feed_fp32",
     "seed_2_sink_fp32": REPO / "tests/runs/seed_2_sink_fp32",
@@ -54,9 +54,9 @@ FOLDERS = {
 }
 # The real runs the README's screenshots show, best first: the seed's queues and pipeline if the legacy reader
 # loads them, else the new-layout run.
-OVERVIEW_SHOWCASE = ("legacy_run_2", "seed_2_sink_fp32", "new_level1")
-OPERATORS_SHOWCASE = ("legacy_run_2", "new_level1")
-COMPARE_SHOWCASE = (("seed_1_feed_fp32", "seed_2_sink_fp32", "seed_3_sink_o3"), ("new_level1", "cpu_2_10"))
+OVERVIEW_SHOWCASE = "legacy_run_2"
+OPERATORS_SHOWCASE = "legacy_run_2"
+COMPARE_SHOWCASE = ("seed_1_feed_fp32", "seed_2_sink_fp32", "seed_3_sink_o3")
 WINDOW = (1440, 1000)
 TIMEOUT_S = 20
 CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -133,17 +133,13 @@ def svg_texts(driver, graph_id: str) -> str:
 
 
 class Loaded:
-    """The runs the app serves, by label, and why the others could not be loaded."""
+    """The runs the app serves, by label."""
 
     def __init__(self):
         self.labels: list[str] = []
         self.runs: list = []
-        self.missing: dict[str, str] = {}
         for label, folder in FOLDERS.items():
-            try:
-                self.add(label, perfkit.load(folder))
-            except perfkit.PerfkitError as exc:
-                self.missing[label] = str(exc)
+            self.add(label, perfkit.load(folder))
         self.add("crafted", make_run("crafted", ranks=(0, 1), slow_factor=1.3, steps=6,
                                      queue_sizes=[0, 0, 1, 3, 8, 8, 2, 0, 5, 8] * 20))
 
@@ -152,12 +148,7 @@ class Loaded:
         self.runs.append(run)
 
     def index(self, label: str) -> int:
-        if label in self.missing:
-            pytest.skip(f"{label} does not load yet: {self.missing[label]}")
         return self.labels.index(label)
-
-    def first_of(self, labels) -> str | None:
-        return next((label for label in labels if label not in self.missing), None)
 
     def run(self, label: str):
         return self.runs[self.index(label)]
@@ -249,7 +240,7 @@ def test_overview_shows_summary_numbers(driver, base_url, loaded, shots, label):
     communication = numbers.communication(run)
     if communication is not None and communication.source == "comm_ops":  # measured from collective ops only
         assert text_of(driver, "kpi-communication").startswith(f"{communication.mean_ms:,.3f} ms")
-    if label == loaded.first_of(OVERVIEW_SHOWCASE):
+    if label == OVERVIEW_SHOWCASE:
         screenshot(driver, "dash_overview", shots)
     if label == "cpu_ranks2":  # a CPU run: no Cast card, communication as a card
         screenshot(driver, "dash_overview_cpu_ranks2", shots)
@@ -263,7 +254,7 @@ def test_device_queue_absent_on_cpu_is_said_in_words(driver, base_url, loaded):
 
 
 def test_operators_table_filters(driver, base_url, loaded, shots):
-    label = loaded.first_of(OPERATORS_SHOWCASE) or "crafted"
+    label = OPERATORS_SHOWCASE
     index, run = loaded.index(label), loaded.run(label)
     driver.get(f"{base_url}/operators?run={index}")
     wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell"), "op instance table")
@@ -299,7 +290,7 @@ def test_operators_table_filters(driver, base_url, loaded, shots):
 
 
 def test_compare_shows_speedup(driver, base_url, loaded, shots):
-    labels = next((group for group in COMPARE_SHOWCASE if all(label not in loaded.missing for label in group)))
+    labels = COMPARE_SHOWCASE
     indices = [loaded.index(label) for label in labels]
     open_page(driver, f"{base_url}/compare?runs={','.join(map(str, indices))}", plots=2)
     base_total = step_means(loaded.run(labels[0]).steps)["total_ms"]
@@ -349,7 +340,7 @@ def test_console_has_no_errors(driver, base_url, loaded):
 
 
 def test_report_opens_offline(driver, loaded, tmp_path):
-    labels = next((group for group in COMPARE_SHOWCASE if all(label not in loaded.missing for label in group)))
+    labels = COMPARE_SHOWCASE
     chosen = [loaded.run(label) for label in labels[:2]] + [loaded.run("crafted")]
     path = tmp_path / "report.html"
     write_report(chosen, path)
