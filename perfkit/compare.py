@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .advisor import advise
+from .advisor.finding import INFORMATIONAL
 from .analysis import STEP_KEYS, op_type_shares, queue_stats, step_means
 from .model import Run
 from .views.format import ms, percent
@@ -49,8 +50,9 @@ def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
         "queues": {"host": _queue_change(run_a.host_queue, run_b.host_queue),
                    "device": _queue_change(run_a.device_queue, run_b.device_queue)},
         "findings_a": ids_a, "findings_b": ids_b,
-        "resolved": sorted(set(ids_a) - set(ids_b)),
-        "new": sorted(set(ids_b) - set(ids_a)),
+        # problems only: an all-clear or a where-the-time-goes finding is neither resolved nor new
+        "resolved": sorted(set(ids_a) - set(ids_b) - INFORMATIONAL),
+        "new": sorted(set(ids_b) - set(ids_a) - INFORMATIONAL),
     }
 
 

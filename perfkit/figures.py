@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
+from .analysis import bound, framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
 from .model import Run
-from .render import mean_of_text
-from .views.format import (COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count, ms, pct, percent,
-                           run_color)
+from .render import BOUND_PART_LABELS, mean_of_text
+from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
+                           ms, pct, percent, run_color)
 from .views.format import speedup as format_speedup
 from .views.numbers import (FWD_BWD_OTHER_OPS, amp_families_apply, batchnorm_share, cast_share, communication,
                             op_family, per_rank_parts, rank_parts, slow_ranks, step_split)
@@ -130,6 +130,24 @@ def bucket(frame: pd.DataFrame, key: str, columns: Sequence[str], limit: int) ->
 
 # ---------------------------------------------------------------------------------------------------------
 # Overview
+
+
+def bound_figure(run: Run) -> go.Figure:
+    """What bounds the mean step (analysis.bound): one bar split into compute, exposed communication, pipeline
+    wait, data wait, host and unknown idle; the kind in the title, the evidence under it."""
+    where = bound(run)
+    if not where.parts_ms:
+        return empty_state("no step data: the step cannot be split into compute, communication and idle time")
+    total = sum(where.parts_ms.values())
+    fig = go.Figure()
+    for part, value in where.parts_ms.items():
+        if value > 0:
+            label = BOUND_PART_LABELS[part]
+            fig.add_bar(y=["mean step"], x=[value], orientation="h", name=label, marker_color=BOUND_COLORS[part],
+                        showlegend=True,
+                        hovertemplate=f"{label} %{{x:{NUMBER_SPEC}}} ms ({pct(value / total)})<extra></extra>")
+    title = f"Bound: {where.kind} (mean step {ms(total)})"
+    return _style(fig, title, height=220, barmode="stack", xaxis_title="ms", yaxis_visible=False)
 
 
 def step_trace_figure(run: Run) -> go.Figure:

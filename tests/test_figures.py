@@ -88,7 +88,7 @@ def test_op_share_figure_folds_the_tail_into_other_types():
 def test_step_trace_stacks_each_step_and_titles_the_mean():
     run = make_run(ranks=(0, 1), slow_factor=2.0, steps=3)
     fig = figures.step_trace_figure(run)
-    assert [t.name for t in fig.data] == ["step interval (data wait)", "forward+backward", "tail (optimizer, sync)"]
+    assert [t.name for t in fig.data] == ["step interval (device idle)", "forward+backward", "tail (optimizer, sync)"]
     # rank 1 is twice rank 0, so the per-step mean over ranks is 1.5x the base split
     assert list(fig.data[1].y) == pytest.approx([1.5 * 20.0] * 3)
     assert list(fig.data[0].y) == pytest.approx([(10.0 + s + 20.0 + s) / 2 for s in (1, 2, 3)])
