@@ -104,6 +104,8 @@ class Meta:
     amp_level: str | None = None         # recorded by `perfkit profile`, else inferred from dtypes
     compute_dtype: str | None = None     # "float32" | "float16" | "mixed", from op input dtypes
     step_source: str | None = None       # where the step split came from, e.g. "step_trace"
+    export: str | None = None            # "text" | "db": which export of an ASCEND_PROFILER_OUTPUT/ was read
+    chip: str | None = None              # e.g. "Ascend910B" (NPU_INFO of the database export)
     synthetic_data: bool | None = None
     status: str | None = None            # manifest status: ok / interrupted / failed
     env: dict[str, str] = field(default_factory=dict)

@@ -18,14 +18,14 @@ import pandas as pd
 from .. import cache, model
 from ..errors import FileFormatError, LayoutError
 from ..model import Meta, Run
-from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
+from . import ascend_ms, cpu, db, gpu, legacy, manifest, minddata
 from .base import RUN_WIDE, Parts, screened
 from .steps import derive_steps, steps_from_times
 
 # Order matters: when two readers give the same table for a rank, the first one wins.
-READERS = (manifest, ascend_ms, cpu, gpu, legacy, minddata)
+READERS = (manifest, ascend_ms, db, cpu, gpu, legacy, minddata)
 # Readers whose folders are a rank's main data; two such folders with one rank are two runs.
-UNIT_READERS = {ascend_ms, cpu, gpu, legacy}
+UNIT_READERS = {ascend_ms, db, cpu, gpu, legacy}
 # Folders that hold raw or internal files the readers above reach from their unit root.
 SKIP_DIRS = ("PROF_", "logs", "FRAMEWORK", "__pycache__")
 MAX_DEPTH = 5
@@ -138,10 +138,10 @@ def _assemble(root: Path, jobs: list[tuple[object, Path]]) -> Run:
                for entries in by_rank.values() for reader, _, parts in entries):
         if failures:
             raise failures[0]  # nothing else to show: the broken folder is the answer
-        raise LayoutError(
+        raise LayoutError(db.raw_data_hint(root) or (
             "no MindSpore profiler files found (looked for aicore_intermediate_*, step_trace_raw_*, "
-            "ASCEND_PROFILER_OUTPUT/, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, perfkit_run.json)",
-            root)
+            "ASCEND_PROFILER_OUTPUT/ text or database export, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, "
+            "perfkit_run.json)" + db.unusable_note(root)), root)
     meta_fields: dict = {}
     # a folder none of whose files could be read: the rest of the run still loads
     warnings: list[Warning] = [(".", f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}")

@@ -83,7 +83,7 @@ def detect(folder: Path) -> bool:
 
 def read(folder: Path) -> dict[int, Parts]:
     output = folder / OUTPUT_DIR
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "text"})
     rank = _read_profiler_info(folder, parts)
 
     def load(name, aliases, required, types):
@@ -115,7 +115,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     """Only the steps, from step_trace_time.csv alone: for questions across many ranks (slow ranks),
     where reading every kernel table would cost 15 ms a rank. fwd_bwd_ms and tail_ms need the
     kernels and stay unknown."""
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "text"})
     rank = _read_profiler_info(folder, parts)
     trace = guarded(parts, folder / OUTPUT_DIR / STEP_TRACE,
                     lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,

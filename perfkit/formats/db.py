@@ -1,0 +1,580 @@
+"""The database export of MindSpore (`Profiler(export_type=[ExportType.Db])`) and torch_npu: SQLite files in
+`ASCEND_PROFILER_OUTPUT/` instead of, or beside, the CSV/JSON tables that `ascend_ms` reads.
+
+Files (formats.md §3; the torch_npu guide "ascend_pytorch_profiler_{Rank_ID}.db数据" / "analysis.db数据"):
+  ascend_mindspore_profiler_{r}.db / ascend_pytorch_profiler_{r}.db (no `_{r}` on a single card):
+    STEP_TIME(id, startNs, endNs)              one row per profiled step, host-side bounds, ns since the epoch
+    TASK(startNs, endNs, globalTaskId, …)      every device task, ns; compute, communication and runtime tasks
+    COMPUTE_TASK_INFO(globalTaskId, name, opType, inputShapes, inputDataTypes, …)
+                                               the compute kernels among the tasks; strings are STRING_IDS ids
+    STRING_IDS(id, value)                      every string of the file
+    COMMUNICATION_OP(opName, startNs, endNs, groupName, opType, waitNs, …)   one row per collective/p2p op, ns
+    MEMORY_RECORD(component, timestamp, totalAllocated, totalReserved, totalActive, streamPtr, deviceId)
+                                               the framework allocator over time: ns, bytes; component an id
+    OP_MEMORY(name, size, allocationTime, releaseTime, duration, streamPtr, deviceId, …)   bytes, ns
+    NPU_MODULE_MEM(moduleId, timestampNs, totalReserved, deviceId)   bytes per CANN module (ENUM_MODULE names)
+    OVERLAP_ANALYSIS(startNs, endNs, type)     device busy intervals (not read: analysis.db has their sums)
+    META_DATA(name, value)                     SCHEMA_VERSION, ENV_VARIABLES (a JSON object), user metadata
+    NPU_INFO(id, name)                         the chip, e.g. Ascend910B
+    RANK_DEVICE_MAP(rankId, deviceId)          -1 where unknown
+  analysis.db (multi-card runs with communication):
+    StepTraceTime(step, computing, communication_not_overlapped, overlapped, communication, free, stage,
+                  bubble, communication_not_overlapped_and_exclude_receive, preparing)
+                  = step_trace_time.csv. The guide says ms; the values are µs (the fixture's computing 8903.431
+                  equals its OVERLAP_ANALYSIS computing intervals, 8.903431 ms), as in the CSV.
+    CommAnalyzerTime(hccl_op_name, group_name, start_timestamp µs, elapse/transit/wait/synchronization/
+                     idle_time ms, step "step50", type collective/p2p)       = communication.json
+    CommAnalyzerBandwidth(hccl_op_name, transport_type, transit_size MB, transit_time ms, bandwidth GB/s, …)
+    CommAnalyzerMatrix(src_rank, dst_rank, transport_type, transit_size MB, transit_time ms, bandwidth GB/s,
+                       step, op_name, …)                                    = communication_matrix.json
+
+Read here: steps (STEP_TIME's bounds for the total, StepTraceTime for its split and the exposed
+communication), op types and ops (TASK joined with COMPUTE_TASK_INFO, aggregated inside SQLite: a 2-million
+kernel run never crosses into Python row by row; COMMUNICATION_OP's ops join the ops table as the
+communication rows of kernel_details.csv do), meta. `memory_tables` and `comm_tables` give the memory and
+communication tables for the Run tables being added beside this reader.
+
+Every file is opened read-only and immutable (`mode=ro&immutable=1`): SQLite then takes no lock and
+writes nothing, no journal, WAL or shared-memory file beside it. The price: a `-wal` file left by a
+profiler that did not close the database is not read; that is said in a warning. Where a folder holds the
+text export too, `ascend_ms` reads it and this reader stands aside (meta `export` says which was read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from ..errors import FileFormatError
+from . import ascend_ms
+from .base import Parts, has_match, op_passes, rank_of
+
+OUTPUT_DIR = ascend_ms.OUTPUT_DIR
+PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
+ANALYSIS_DB = "analysis.db"
+NS_PER_MS = 1e6
+US_PER_MS = 1e3
+BYTES_PER_MB = 1024.0 * 1024.0
+
+# Column aliases per table, {canonical: accepted column names}; the first name is the one the files of
+# SCHEMA_VERSION 1.0.0 use. Units: ns and bytes in the profiler database, as noted in analysis.db.
+COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
+    "STEP_TIME": {"step": ("id",), "start_ns": ("startNs",), "end_ns": ("endNs",)},
+    "TASK": {"start_ns": ("startNs",), "end_ns": ("endNs",), "task": ("globalTaskId",)},
+    "COMPUTE_TASK_INFO": {"task": ("globalTaskId",), "name": ("name",), "type": ("opType",),
+                          "input_shapes": ("inputShapes",), "input_dtypes": ("inputDataTypes",)},
+    "STRING_IDS": {"id": ("id",), "value": ("value",)},
+    "COMMUNICATION_OP": {"name": ("opName",), "start_ns": ("startNs",), "end_ns": ("endNs",),
+                         "type": ("opType",), "group": ("groupName",), "wait_ns": ("waitNs",)},
+    "META_DATA": {"name": ("name",), "value": ("value",)},
+    "NPU_INFO": {"device": ("id",), "name": ("name",)},
+    "RANK_DEVICE_MAP": {"rank": ("rankId",), "device": ("deviceId",)},
+    "SESSION_TIME_INFO": {"start_ns": ("startTimeNs",)},
+    "MEMORY_RECORD": {"component": ("component",), "time_ns": ("timestamp", "timestampNs"),
+                      "allocated_bytes": ("totalAllocated",), "reserved_bytes": ("totalReserved",),
+                      "active_bytes": ("totalActive",), "stream": ("streamPtr",), "device": ("deviceId",)},
+    "OP_MEMORY": {"name": ("name",), "size_bytes": ("size",), "allocated_ns": ("allocationTime",),
+                  "released_ns": ("releaseTime",), "duration_ns": ("duration",), "stream": ("streamPtr",),
+                  "device": ("deviceId",)},
+    "NPU_MODULE_MEM": {"module": ("moduleId",), "time_ns": ("timestampNs",), "reserved_bytes": ("totalReserved",),
+                       "device": ("deviceId",)},
+    "ENUM_MODULE": {"id": ("id",), "name": ("name",)},
+    # analysis.db: µs (StepTraceTime), ms / MB / GB/s (CommAnalyzer*)
+    "StepTraceTime": {"step": ("step",), "computing": ("computing",),
+                      "comm_exposed": ("communication_not_overlapped",), "comm_overlapped": ("overlapped",),
+                      "comm": ("communication",), "free": ("free",), "bubble": ("bubble",),
+                      "preparing": ("preparing",), "device": ("deviceId",)},
+    "CommAnalyzerTime": {"name": ("hccl_op_name",), "group": ("group_name",), "elapse_ms": ("elapse_time",),
+                         "transit_ms": ("transit_time",), "wait_ms": ("wait_time",),
+                         "synchronization_ms": ("synchronization_time",), "step": ("step",), "kind": ("type",)},
+    "CommAnalyzerBandwidth": {"name": ("hccl_op_name",), "step": ("step",), "size_mb": ("transit_size",)},
+    "CommAnalyzerMatrix": {"src": ("src_rank",), "dst": ("dst_rank",), "link_type": ("transport_type",),
+                           "size_mb": ("transit_size",), "transit_ms": ("transit_time",),
+                           "bandwidth_gbps": ("bandwidth",), "step": ("step",), "name": ("op_name", "hccl_op_name")},
+}
+# Columns a table is useless without; the others are read where present.
+REQUIRED = {
+    "STEP_TIME": ("step", "start_ns", "end_ns"),
+    "TASK": ("start_ns", "end_ns", "task"),
+    "COMPUTE_TASK_INFO": ("task", "name", "type"),
+    "STRING_IDS": ("id", "value"),
+    "COMMUNICATION_OP": ("name", "start_ns", "end_ns"),
+    "StepTraceTime": ("step", "computing", "free"),
+    "MEMORY_RECORD": ("time_ns", "allocated_bytes"),
+    "OP_MEMORY": ("name", "size_bytes"),
+    "NPU_MODULE_MEM": ("module", "time_ns", "reserved_bytes"),
+    "CommAnalyzerTime": ("name", "elapse_ms"),
+    "CommAnalyzerMatrix": ("src", "dst", "size_mb", "transit_ms"),
+}
+
+
+def detect(folder: Path) -> bool:
+    """A rank folder whose ASCEND_PROFILER_OUTPUT/ holds the database export and not the text one."""
+    output = folder / OUTPUT_DIR
+    return has_match(output, PROFILER_DBS + (ANALYSIS_DB,)) and not ascend_ms.detect(folder)
+
+
+class Database:
+    """One SQLite file opened read-only and immutable; problems become warnings naming it and the table."""
+
+    def __init__(self, path: Path, warnings: list[str]):
+        self.path, self.warnings = path, warnings
+        self.connection = _open(path)
+        try:
+            self.tables = {name for (name,) in self.connection.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        except sqlite3.DatabaseError as exc:
+            self.connection.close()
+            raise FileFormatError(_why(exc), path) from None
+        self._strings: dict[int, str] | None = None
+        wal = path.with_name(path.name + "-wal")
+        if wal.is_file() and wal.stat().st_size:
+            warnings.append(f"{path.name}: {wal.name} holds {wal.stat().st_size} bytes the profiler did not merge "
+                            "into the database (it was not closed); they are not read")
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def columns(self, table: str, wanted: Iterable[str] | None = None) -> dict[str, str] | None:
+        """{canonical: actual column} of `table` for the `wanted` canonical names (default all known); None,
+        with a warning, when the table lacks a required column (a schema perfkit does not know); None,
+        silently, when the table is absent (the profiler did not collect it)."""
+        if table not in self.tables:
+            return None
+        try:
+            actual = {row[1].casefold(): row[1] for row in self.connection.execute(f'PRAGMA table_info("{table}")')}
+        except sqlite3.DatabaseError as exc:
+            self.warnings.append(f"{self.path.name}: skipped table {table}: {_why(exc)}")
+            return None
+        aliases = COLUMNS[table]
+        found = {canonical: next((actual[n.casefold()] for n in names if n.casefold() in actual), None)
+                 for canonical, names in aliases.items() if wanted is None or canonical in wanted}
+        missing = [aliases[c][0] for c in REQUIRED.get(table, ()) if c in found and found[c] is None]
+        if missing:
+            self.warnings.append(f"{self.path.name}: skipped table {table}: lacks column(s) {', '.join(missing)} "
+                                 f"(columns: {', '.join(actual.values())[:200]})")
+            return None
+        return {canonical: column for canonical, column in found.items() if column is not None}
+
+    def query(self, table: str, sql: str, parameters: tuple = ()) -> list[tuple] | None:
+        """Rows of `sql`; None, with a warning naming the table, when SQLite cannot read them."""
+        try:
+            return self.connection.execute(sql, parameters).fetchall()
+        except sqlite3.DatabaseError as exc:
+            self.warnings.append(f"{self.path.name}: skipped table {table}: {_why(exc)}")
+            return None
+
+    def frame(self, table: str, wanted: Iterable[str] | None = None) -> pd.DataFrame | None:
+        """The `wanted` canonical columns of a whole (small) table; None where absent or unreadable."""
+        found = self.columns(table, wanted)
+        if not found:
+            return None
+        names = list(found)
+        rows = self.query(table, f'SELECT {", ".join(_quoted(found[c]) for c in names)} FROM "{table}"')
+        return None if rows is None else pd.DataFrame.from_records(rows, columns=names)
+
+    def strings(self, ids: Iterable) -> list[str | None]:
+        """STRING_IDS values of `ids` (None for an id without a string)."""
+        if self._strings is None:
+            found = self.columns("STRING_IDS")
+            rows = self.query("STRING_IDS", f'SELECT {_quoted(found["id"])}, {_quoted(found["value"])} '
+                              'FROM STRING_IDS') if found else None
+            self._strings = dict(rows or ())
+        return [self._strings.get(i) for i in ids]
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """Read-only and immutable: no lock taken, nothing written beside the file, whatever else holds it."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError as exc:
+        raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
+    if not head:
+        raise FileFormatError("is empty", path)
+    if head != b"SQLite format 3\x00":
+        raise FileFormatError("is not an SQLite database (wrong header)", path)
+    uri = "file:" + _uri_path(path) + "?mode=ro&immutable=1"
+    try:
+        return sqlite3.connect(uri, uri=True, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise FileFormatError(f"cannot be opened ({exc})", path) from None
+
+
+def _uri_path(path: Path) -> str:
+    from urllib.parse import quote
+    return quote(str(path.resolve()), safe="/")
+
+
+def _why(exc: sqlite3.Error) -> str:
+    text = str(exc)
+    if "malformed" in text or "not a database" in text:
+        return f"cannot be read ({text}: cut off or overwritten?)"
+    return f"cannot be read ({text})"
+
+
+def _quoted(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+# ---------------------------------------------------------------- finding the files
+
+def _files(folder: Path, parts: Parts) -> tuple[Path | None, Path | None]:
+    """(profiler database, analysis.db) of a rank folder; a second profiler database is said and left."""
+    output = folder / OUTPUT_DIR
+    found = sorted(path for pattern in PROFILER_DBS for path in output.glob(pattern))
+    if len(found) > 1:
+        parts.warnings.append(f"several profiler databases ({', '.join(p.name for p in found)}); using {found[0].name}")
+    analysis = output / ANALYSIS_DB
+    return (found[0] if found else None), (analysis if analysis.is_file() else None)
+
+
+def _opened(path: Path | None, parts: Parts) -> Database | None:
+    if path is None:
+        return None
+    try:
+        database = Database(path, parts.warnings)
+    except FileFormatError as exc:
+        parts.warnings.append(f"skipped {path.name}: {exc.message}")
+        return None
+    parts.sources.append(str(path))
+    return database
+
+
+def _rank(folder: Path, profiler: Path | None, database: Database | None, parts: Parts) -> int:
+    """profiler_info_{r}.json as ascend_ms reads it, else the database's name, else RANK_DEVICE_MAP, else 0."""
+    if any(folder.glob("profiler_info*.json")):
+        return ascend_ms._read_profiler_info(folder, parts)
+    named = rank_of(profiler.name.replace(".db", ".csv")) if profiler else None
+    if named is not None:
+        return named
+    mapped = database.frame("RANK_DEVICE_MAP") if database else None
+    if mapped is not None and len(mapped) and "rank" in mapped and int(mapped["rank"].iloc[0]) >= 0:
+        return int(mapped["rank"].iloc[0])
+    return 0
+
+
+# ---------------------------------------------------------------- reading
+
+def read(folder: Path) -> dict[int, Parts]:
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "db"})
+    profiler_path, analysis_path = _files(folder, parts)
+    profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
+    try:
+        rank = _rank(folder, profiler_path, profiler, parts)
+        if profiler is not None:
+            parts.meta.update(_meta(profiler))
+            kernels = _kernels(profiler)
+            if kernels is not None:
+                parts.tables["ops"], parts.tables["op_types"] = kernels
+            else:
+                parts.warnings.append(f"{profiler.path.name}: no kernels (TASK or COMPUTE_TASK_INFO absent or "
+                                      "unreadable): op tables unknown")
+        parts.tables["steps"] = _steps(profiler, analysis, parts)
+        if parts.tables["steps"] is not None:
+            parts.meta["step_source"] = "step_trace_time" if analysis is not None else "step_time"
+    finally:
+        for database in (profiler, analysis):
+            if database is not None:
+                database.close()
+    if not any(frame is not None and len(frame) for frame in parts.tables.values()):
+        raise FileFormatError("holds no readable profiler database (" + "; ".join(parts.warnings) + ")",
+                              folder / OUTPUT_DIR)
+    parts.tables = {name: frame for name, frame in parts.tables.items() if frame is not None}
+    return {rank: parts}
+
+
+def read_steps(folder: Path) -> dict[int, Parts]:
+    """Only the steps (STEP_TIME and StepTraceTime: a few rows), for questions across many ranks."""
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "db"})
+    profiler_path, analysis_path = _files(folder, parts)
+    profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
+    try:
+        rank = _rank(folder, profiler_path, profiler, parts)
+        steps = _steps(profiler, analysis, parts)
+    finally:
+        for database in (profiler, analysis):
+            if database is not None:
+                database.close()
+    if steps is not None:
+        parts.tables["steps"] = steps
+    return {rank: parts}
+
+
+def _meta(database: Database) -> dict:
+    meta: dict = {}
+    rows = database.frame("META_DATA")
+    if rows is not None:
+        values = dict(zip(rows["name"], rows["value"]))
+        try:
+            env = json.loads(values.get("ENV_VARIABLES") or "{}")
+        except (TypeError, ValueError):
+            env = None
+            database.warnings.append(f"{database.path.name}: META_DATA ENV_VARIABLES is not JSON; left out")
+        if isinstance(env, dict):
+            meta["env"] = {str(k): str(v) for k, v in env.items() if v not in (None, "")}
+    chips = database.frame("NPU_INFO")
+    if chips is not None and len(chips) and "name" in chips:
+        meta["chip"] = str(chips["name"].iloc[0])
+    return meta
+
+
+def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(ops, op_types) from TASK ⋈ COMPUTE_TASK_INFO, grouped inside SQLite; COMMUNICATION_OP adds its ops."""
+    task, info = database.columns("TASK"), database.columns("COMPUTE_TASK_INFO")
+    if not task or not info:
+        return None
+    optional = [c for c in ("input_shapes", "input_dtypes") if c in info]
+    # One min() aggregate: SQLite takes the bare columns (type, shapes, dtypes) from the name's first kernel.
+    select = ", ".join([f'c.{_quoted(info["name"])}', f'min(t.{_quoted(task["start_ns"])})', "count(*)",
+                        f'sum(t.{_quoted(task["end_ns"])} - t.{_quoted(task["start_ns"])})',
+                        f'c.{_quoted(info["type"])}'] + [f"c.{_quoted(info[c])}" for c in optional])
+    rows = database.query("TASK", f'SELECT {select} FROM "TASK" t JOIN "COMPUTE_TASK_INFO" c '
+                          f'ON c.{_quoted(info["task"])} = t.{_quoted(task["task"])} GROUP BY c.{_quoted(info["name"])}')
+    if rows is None:
+        return None
+    columns = ["name", "first_ns", "count", "total_ns", "type"] + optional
+    kernels = pd.DataFrame.from_records(rows, columns=columns)
+    for column in ["name", "type"] + optional:
+        kernels[column] = database.strings(kernels[column])
+    for column in optional:
+        kernels[column] = kernels[column].str.strip().str.strip('"')  # shapes are written quoted, as in the CSV
+    types = (kernels.groupby("type", sort=False, dropna=True)[["count", "total_ns"]].sum()
+             .sort_values("total_ns", ascending=False).reset_index())
+    total = types["total_ns"].sum()
+    op_types = pd.DataFrame({"type": types["type"], "total_ms": types["total_ns"] / NS_PER_MS,
+                             "count": types["count"], "share": types["total_ns"] / total if total > 0 else np.nan})
+    ops = pd.concat([kernels, _communication_ops(database)], ignore_index=True).sort_values("first_ns", kind="stable")
+    ops["total_ms"] = ops["total_ns"] / NS_PER_MS
+    ops["avg_ms"] = ops["total_ms"] / ops["count"]
+    ops["pass"] = op_passes(ops["name"])
+    return ops.drop(columns=["first_ns", "total_ns"]).reset_index(drop=True), op_types
+
+
+def _communication_ops(database: Database) -> pd.DataFrame | None:
+    """COMMUNICATION_OP per op name, as kernel_details.csv lists collectives among the kernels."""
+    found = database.columns("COMMUNICATION_OP", ("name", "start_ns", "end_ns", "type"))
+    if not found:
+        return None
+    type_column = f', {_quoted(found["type"])}' if "type" in found else ", NULL"
+    rows = database.query("COMMUNICATION_OP", f'SELECT {_quoted(found["name"])}, min({_quoted(found["start_ns"])}), '
+                          f'count(*), sum({_quoted(found["end_ns"])} - {_quoted(found["start_ns"])}){type_column} '
+                          f'FROM "COMMUNICATION_OP" GROUP BY {_quoted(found["name"])}')
+    if not rows:
+        return None
+    ops = pd.DataFrame.from_records(rows, columns=["name", "first_ns", "count", "total_ns", "type"])
+    ops["name"], ops["type"] = database.strings(ops["name"]), database.strings(ops["type"])
+    return ops
+
+
+def _steps(profiler: Database | None, analysis: Database | None, parts: Parts) -> pd.DataFrame | None:
+    """StepTraceTime's split (µs) with STEP_TIME's bounds as the total; either alone where the other is absent."""
+    bounds = profiler.frame("STEP_TIME") if profiler is not None else None
+    split = analysis.frame("StepTraceTime") if analysis is not None else None
+    if split is not None:
+        split = split.assign(step=_step_numbers(split["step"]))
+        trace = {column: split[column].to_numpy(dtype=np.float64, na_value=np.nan)
+                 for column in split.columns if column != "device"}
+        steps = pd.DataFrame(ascend_ms._step_times(trace))
+        # No kernel scopes in the database's names to split fwd/bwd from tail: the CSV reader's fallback.
+        steps["fwd_bwd_ms"] = steps["computing_ms"] + steps["comm_exposed_ms"].fillna(0.0)
+        steps["tail_ms"] = np.nan
+    elif bounds is not None:
+        steps = pd.DataFrame({"step": bounds["step"], "interval_ms": np.nan, "fwd_bwd_ms": np.nan,
+                              "tail_ms": np.nan})
+    else:
+        return None
+    if bounds is not None and len(bounds):
+        wall_ms = pd.Series((bounds["end_ns"] - bounds["start_ns"]).to_numpy() / NS_PER_MS,
+                            index=bounds["step"].astype("int64"))
+        steps["total_ms"] = steps["step"].map(wall_ms).fillna(steps.get("total_ms", np.nan))
+    if steps["fwd_bwd_ms"].isna().all() or steps["tail_ms"].isna().all():
+        parts.warnings.append("fwd/bwd/tail split unavailable in the database export: fwd_bwd_ms is Computing + "
+                              "Communication(Not Overlapped) where analysis.db gives them, tail_ms is unknown")
+    return steps
+
+
+# ---------------------------------------------------------------- memory and communication (issue 15 tables)
+
+def memory_tables(folder: Path) -> dict[str, pd.DataFrame]:
+    """{"memory", "op_memory"} of one rank folder's database, in MB and ms (columns of issue 15):
+    memory: time_ms (from the profiler session's start), allocated_mb, reserved_mb, active_mb, component, device
+    (MEMORY_RECORD's framework allocator, plus NPU_MODULE_MEM's per-module reserved memory);
+    op_memory: name, size_mb, allocated_at_ms, released_at_ms, duration_ms, stream, device (OP_MEMORY)."""
+    parts = Parts()
+    profiler_path, _ = _files(folder, parts)
+    database = _opened(profiler_path, parts)
+    if database is None:
+        return {}
+    try:
+        start = _session_start(database)
+        result = {}
+        frames = [frame for frame in (_memory_record(database, start), _module_memory(database, start))
+                  if frame is not None]
+        if frames:
+            result["memory"] = pd.concat(frames, ignore_index=True)
+        op_memory = database.frame("OP_MEMORY")
+        if op_memory is not None:
+            result["op_memory"] = pd.DataFrame({
+                "name": database.strings(op_memory["name"]),
+                "size_mb": op_memory["size_bytes"] / BYTES_PER_MB,
+                "allocated_at_ms": _ms_since(op_memory.get("allocated_ns"), start),
+                "released_at_ms": _ms_since(op_memory.get("released_ns"), start),
+                "duration_ms": pd.to_numeric(op_memory.get("duration_ns"), errors="coerce") / NS_PER_MS,
+                "stream": op_memory.get("stream"), "device": op_memory.get("device")})
+        return result
+    finally:
+        database.close()
+
+
+def _session_start(database: Database) -> float | None:
+    session = database.frame("SESSION_TIME_INFO")
+    return float(session["start_ns"].min()) if session is not None and len(session) else None
+
+
+def _ms_since(ns: pd.Series | None, start: float | None) -> pd.Series | float:
+    if ns is None:
+        return np.nan
+    values = pd.to_numeric(ns, errors="coerce").astype("float64")
+    return (values - (start if start is not None else values.min())) / NS_PER_MS
+
+
+def _memory_record(database: Database, start: float | None) -> pd.DataFrame | None:
+    record = database.frame("MEMORY_RECORD")
+    if record is None:
+        return None
+    return pd.DataFrame({
+        "time_ms": _ms_since(record["time_ns"], start),
+        **{f"{kind}_mb": pd.to_numeric(record.get(f"{kind}_bytes"), errors="coerce") / BYTES_PER_MB
+           for kind in ("allocated", "reserved", "active")},
+        "component": database.strings(record["component"]) if "component" in record else None,
+        "device": record.get("device")})
+
+
+def _module_memory(database: Database, start: float | None) -> pd.DataFrame | None:
+    module = database.frame("NPU_MODULE_MEM")
+    if module is None:
+        return None
+    names = database.frame("ENUM_MODULE")
+    by_id = dict(zip(names["id"], names["name"])) if names is not None else {}
+    return pd.DataFrame({"time_ms": _ms_since(module["time_ns"], start), "allocated_mb": np.nan,
+                         "reserved_mb": pd.to_numeric(module["reserved_bytes"], errors="coerce") / BYTES_PER_MB,
+                         "active_mb": np.nan, "component": module["module"].map(by_id),
+                         "device": module.get("device")})
+
+
+def comm_tables(folder: Path) -> dict[str, pd.DataFrame]:
+    """{"comm_ops", "comm_links"} of one rank folder's analysis.db (columns of issue 15):
+    comm_ops: step, name, kind (collective/p2p), group, elapse_ms, transit_ms, wait_ms, synchronization_ms,
+    size_mb (CommAnalyzerTime, sizes summed over CommAnalyzerBandwidth's link types);
+    comm_links: step, name, src, dst, link_type, size_mb, transit_ms, bandwidth_gbps (CommAnalyzerMatrix)."""
+    parts = Parts()
+    _, analysis_path = _files(folder, parts)
+    database = _opened(analysis_path, parts)
+    if database is None:
+        return {}
+    try:
+        result = {}
+        times = database.frame("CommAnalyzerTime")
+        if times is not None:
+            sizes = database.frame("CommAnalyzerBandwidth")
+            if sizes is not None and len(sizes):
+                total = sizes.assign(size_mb=pd.to_numeric(sizes["size_mb"], errors="coerce")) \
+                    .groupby(["name", "step"], dropna=False)["size_mb"].sum().rename("size_mb")
+                times = times.join(total, on=["name", "step"])
+            times["step"] = _step_numbers(times.get("step"))
+            times["kind"] = times.get("kind", pd.Series(dtype="string")).str.lower()
+            result["comm_ops"] = times
+        links = database.frame("CommAnalyzerMatrix")
+        if links is not None:
+            links["step"] = _step_numbers(links.get("step"))
+            result["comm_links"] = links
+        return result
+    finally:
+        database.close()
+
+
+def _step_numbers(steps: pd.Series | None) -> pd.Series | float:
+    """"step50" -> 50."""
+    if steps is None:
+        return np.nan
+    return pd.to_numeric(steps.astype("string").str.extract(r"(\d+)\s*$", expand=False), errors="coerce")
+
+
+# ---------------------------------------------------------------- raw, unanalysed data
+
+RAW_DEPTH = 3  # PROF_ folders sit in the run folder or one or two levels below a parent of ranks
+SHOWN_UNUSABLE = 5
+
+
+def raw_data_hint(root: Path) -> str | None:
+    """When `root` holds raw CANN profiling data and no analysed output: one sentence saying so and the command
+    that analyses it; None otherwise."""
+    for folder, names in _walk(root, RAW_DEPTH):
+        raw = [name for name in names if name.startswith("PROF_") and _is_raw_cann(folder / name)]
+        if not raw:
+            continue
+        where = os.path.relpath(folder / raw[0], root)
+        if folder.name.endswith("_ascend_pt"):
+            command = f"python -c \"from torch_npu.profiler.profiler import analyse; analyse('{folder}')\""
+        elif folder.name.endswith("_ascend_ms") or any(n.startswith("profiler_info") for n in names):
+            command = f"python -c \"from mindspore.profiler import Profiler; Profiler.offline_analyse('{folder}')\""
+        else:
+            command = (f"if MindSpore's Profiler wrote it, python -c \"from mindspore.profiler import Profiler; "
+                       f"Profiler.offline_analyse('{folder}')\"; a bare msprof collection: "
+                       f"msprof --export=on --output={folder / raw[0]}")
+        return (f"holds raw CANN profiling data ({where}), not analysed profiler output; analyse it first: "
+                f"{command}")
+    return None
+
+
+def _is_raw_cann(prof: Path) -> bool:
+    """A PROF_* folder of msprof/CANN: device_{id}/data, host/data, mindstudio_profiler_output/ or msprof_*.json."""
+    try:
+        entries = list(os.scandir(prof))
+    except OSError:
+        return False
+    return any(entry.is_dir() and (entry.name.startswith("device_") or entry.name in ("host",
+                                                                                      "mindstudio_profiler_output"))
+               or entry.name.startswith("msprof_") for entry in entries)
+
+
+def _walk(root: Path, depth: int):
+    """(folder, entry names) under root to `depth`, breadth first, not following symlinks."""
+    queue = [(root, 0)]
+    while queue:
+        folder, level = queue.pop(0)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        yield folder, [entry.name for entry in entries]
+        if level < depth:
+            queue += [(Path(entry.path), level + 1) for entry in entries
+                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("PROF_")]
+
+
+def unusable_files(root: Path) -> list[str]:
+    """Files under root (paths relative to it) that look like profiler output but no reader took: for the
+    "no profiler files" message."""
+    found = []
+    for folder, names in _walk(root, RAW_DEPTH):
+        found += [os.path.relpath(folder / name, root) for name in names
+                  if name.endswith((".csv", ".json", ".txt", ".db", ".pb")) and (folder / name).is_file()]
+    return found
+
+
+def unusable_note(root: Path) -> str:
+    """'; found …' naming a few of `unusable_files`, or '' when there is none."""
+    found = unusable_files(root)
+    if not found:
+        return "; the folder holds no such files"
+    shown = ", ".join(found[:SHOWN_UNUSABLE]) + (f" and {len(found) - SHOWN_UNUSABLE} more"
+                                                 if len(found) > SHOWN_UNUSABLE else "")
+    return f"; found only files perfkit does not read: {shown}"
