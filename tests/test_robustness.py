@@ -29,6 +29,7 @@ from conftest import FIXTURE_RUNS
 LEGACY = "legacy_run_2"
 NEW = "new_level1_rank0"
 CPU = "cpu_2_10"
+DB = "new_db_level1_rank0"
 CPU_FW = "vm_10569_20261122103128064_ascend_ms/FRAMEWORK"
 NEW_OUT = "ASCEND_PROFILER_OUTPUT"
 
@@ -86,6 +87,18 @@ CASES = {
     "multi_rank_one_rank_missing_files": ("new_level1", f"rank1_ascend_pt/{NEW_OUT}/step_trace_time.csv",
                                           lambda p: p.unlink()),
     "multi_rank_one_rank_empty": ("new_level1", f"rank1_ascend_pt/{NEW_OUT}/kernel_details.csv", broken.empty),
+    "db_cut_in_half": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", broken.cut_in_half),
+    "db_not_sqlite": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", broken.not_sqlite),
+    "db_empty": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", broken.empty),
+    "db_missing_table": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db",
+                         lambda p: broken.drop_table(p, "COMPUTE_TASK_INFO")),
+    "db_renamed_column": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db",
+                          lambda p: broken.rename_column(p, "TASK", "startNs", "beginNs")),
+    "analysis_db_cut_in_half": (DB, f"{NEW_OUT}/analysis.db", broken.cut_in_half),
+    "analysis_db_renamed_column": (DB, f"{NEW_OUT}/analysis.db",
+                                   lambda p: broken.rename_column(p, "StepTraceTime", "computing", "compute")),
+    "db_one_rank_not_sqlite": ("new_db_level1", f"rank1_ascend_pt/{NEW_OUT}/ascend_pytorch_profiler_1.db",
+                               broken.not_sqlite),
 }
 
 # Outcomes seen per case, written into docs/robustness.md by hand from `pytest -s` output.
