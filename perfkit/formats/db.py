@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Iterable
 
@@ -335,12 +336,23 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     select = ", ".join([f'c.{_quoted(info["name"])}', f'min(t.{_quoted(task["start_ns"])})', "count(*)",
                         f'sum(t.{_quoted(task["end_ns"])} - t.{_quoted(task["start_ns"])})',
                         f'c.{_quoted(info["type"])}'] + [f"c.{_quoted(info[c])}" for c in optional])
-    rows = database.query("TASK", f'SELECT {select} FROM "TASK" t JOIN "COMPUTE_TASK_INFO" c '
-                          f'ON c.{_quoted(info["task"])} = t.{_quoted(task["task"])} GROUP BY c.{_quoted(info["name"])}')
+    sql = (f'SELECT {select} FROM "TASK" t JOIN "COMPUTE_TASK_INFO" c '
+           f'ON c.{_quoted(info["task"])} = t.{_quoted(task["task"])} '
+           f'WHERE t.rowid BETWEEN ? AND ? GROUP BY c.{_quoted(info["name"])}')
+    chunks = _task_chunks(database)
+    if chunks is None:
+        return None
+    if len(chunks) == 1:
+        rows = database.query("TASK", sql, chunks[0])
+    else:
+        rows = _parallel_rows(database, sql, chunks)
     if rows is None:
         return None
     columns = ["name", "first_ns", "count", "total_ns", "type"] + optional
-    kernels = pd.DataFrame.from_records(rows, columns=columns)
+    kernels = pd.DataFrame.from_records(rows, columns=columns).sort_values("first_ns", kind="stable")
+    if len(chunks) > 1:  # a name's kernels in several chunks: its sums added, its first kernel's strings kept
+        sums = kernels.groupby("name", sort=False)[["count", "total_ns"]].sum()
+        kernels = kernels.drop_duplicates("name").drop(columns=["count", "total_ns"]).join(sums, on="name")[columns]
     for column in ["name", "type"] + optional:
         kernels[column] = database.strings(kernels[column])
     for column in optional:
@@ -355,6 +367,42 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     ops["avg_ms"] = ops["total_ms"] / ops["count"]
     ops["pass"] = op_passes(ops["name"])
     return ops.drop(columns=["first_ns", "total_ns"]).reset_index(drop=True), op_types
+
+
+# TASK holds every device task, about three per compute kernel: a 2-million kernel rank has 6 million rows,
+# whose join with COMPUTE_TASK_INFO is most of the read. Rowid ranges of this many rows are joined and
+# grouped on threads of their own (sqlite3 lets go of the GIL while SQLite works), one connection each.
+TASK_ROWS_PER_CHUNK = 1_000_000
+MAX_THREADS = 4
+
+
+def _task_chunks(database: Database) -> list[tuple[int, int]] | None:
+    """Rowid ranges of TASK, one per thread."""
+    bounds = database.query("TASK", 'SELECT min(rowid), max(rowid) FROM "TASK"')
+    if bounds is None:
+        return None
+    low, high = bounds[0]
+    if low is None:
+        return [(0, -1)]
+    count = max(1, min(MAX_THREADS, os.cpu_count() or 1, (high - low + 1) // TASK_ROWS_PER_CHUNK))
+    edges = np.linspace(low, high + 1, count + 1).astype(np.int64)
+    return [(int(a), int(b) - 1) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _parallel_rows(database: Database, sql: str, chunks: list[tuple[int, int]]) -> list[tuple] | None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def chunk_rows(bounds: tuple[int, int]) -> list[tuple]:
+        with closing(_open(database.path)) as connection:
+            return connection.execute(sql, bounds).fetchall()
+
+    try:
+        with ThreadPoolExecutor(len(chunks)) as pool:
+            return [row for rows in pool.map(chunk_rows, chunks) for row in rows]
+    except (sqlite3.DatabaseError, FileFormatError) as exc:
+        why = exc.message if isinstance(exc, FileFormatError) else _why(exc)
+        database.warnings.append(f"{database.path.name}: skipped table TASK: {why}")
+        return None
 
 
 def _communication_ops(database: Database) -> pd.DataFrame | None:
