@@ -65,6 +65,21 @@ def test_the_real_database_fixture_loads(run):
     assert json.loads(out)["ranks"] == list(RANKS)
 
 
+def test_compute_dtype_from_the_kernels_input_dtypes(run):
+    first_dtypes = {value.split(";")[0] for rank in RANKS for (value,) in sql(profiler_db(rank), """
+        SELECT d.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS t ON t.id = c.opType
+        JOIN STRING_IDS d ON d.id = c.inputDataTypes WHERE t.value IN ('Conv2D', 'MatMulV2')""")}
+    assert first_dtypes == {"FLOAT"} and run.meta.compute_dtype == "float32"
+
+
+def test_task_join_in_rowid_chunks_gives_the_same_tables(run, monkeypatch):
+    monkeypatch.setattr(db, "TASK_ROWS_PER_CHUNK", 100)  # the fixture's 552 tasks in several threads' ranges
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    chunked = perfkit.load(RUN)
+    assert len(db._task_chunks(db.Database(profiler_db(0), []))) == 4
+    assert chunked.ops.equals(run.ops) and chunked.op_types.equals(run.op_types)
+
+
 @pytest.mark.parametrize("rank", RANKS)
 def test_step_time_is_step_time_table(run, rank):
     expected = dict(sql(profiler_db(rank), "SELECT id, (endNs - startNs) / 1e6 FROM STEP_TIME"))

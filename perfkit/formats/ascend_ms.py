@@ -367,10 +367,16 @@ def _precision(kernels: _Kernels, mindspore: bool) -> dict:
     known = (kernels.type >= 0) & (dtype_codes >= 0)
     pairs = pd.unique(kernels.type[known].astype(np.int64) * len(dtypes) + dtype_codes[known])
     types = kernels.types.to_pylist()
-    first_dtypes = pc.utf8_upper(_unquoted(dtypes)).to_pylist()
-    precision = [(bool(NORM_OP_TYPES.match(types[op_type])), first_dtypes[dtype].split(";")[0])
-                 for op_type, dtype in zip((pairs // len(dtypes)).tolist(), (pairs % len(dtypes)).tolist())
-                 if PRECISION_OP_TYPES.match(types[op_type])]
+    upper_dtypes = pc.utf8_upper(_unquoted(dtypes)).to_pylist()
+    return precision_of([(types[op_type], upper_dtypes[dtype])
+                         for op_type, dtype in zip((pairs // len(dtypes)).tolist(), (pairs % len(dtypes)).tolist())],
+                        mindspore)
+
+
+def precision_of(type_dtypes: list[tuple[str, str]], mindspore: bool) -> dict:
+    """compute_dtype (and AMP level) from distinct (op type, upper-case input dtypes `A;B`) pairs."""
+    precision = [(bool(NORM_OP_TYPES.match(op_type)), dtypes.split(";")[0]) for op_type, dtypes in type_dtypes
+                 if PRECISION_OP_TYPES.match(op_type)]
     if not precision:
         return {}
     half = np.array([dtype in FLOAT16_DTYPES for _, dtype in precision])

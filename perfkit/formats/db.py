@@ -273,7 +273,11 @@ def read(folder: Path) -> dict[int, Parts]:
             parts.meta.update(_meta(profiler))
             kernels = _kernels(profiler)
             if kernels is not None:
-                parts.tables["ops"], parts.tables["op_types"] = kernels
+                parts.tables["ops"], parts.tables["op_types"] = ops, _ = kernels
+                if "input_dtypes" in ops:
+                    known = ops[["type", "input_dtypes"]].dropna().drop_duplicates()
+                    parts.meta.update(ascend_ms.precision_of(
+                        list(zip(known["type"], known["input_dtypes"].str.upper())), "ms_version" in parts.meta))
             else:
                 parts.warnings.append(f"{profiler.path.name}: no kernels (TASK or COMPUTE_TASK_INFO absent or "
                                       "unreadable): op tables unknown")
