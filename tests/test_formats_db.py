@@ -56,7 +56,7 @@ def run():
 
 def test_the_real_database_fixture_loads(run):
     assert run.ranks == list(RANKS)
-    assert (run.meta.layout, run.meta.export, run.meta.device, run.meta.chip) == ("ascend_ms", "db", "Ascend",
+    assert (run.meta.layout, run.meta.export, run.meta.device, run.meta.chip) == ("ascend_db", "db", "Ascend",
                                                                                   "Ascend910B")
     for table in ("steps", "op_types", "ops"):
         assert sorted(getattr(run, table)["rank"].unique()) == list(RANKS), table
@@ -130,7 +130,7 @@ def test_exposed_communication_is_analysis_db(run, rank):
 
 
 def test_ranks_reads_the_steps_alone():
-    from perfkit.formats import load_steps
+    from perfkit.loader import load_steps
     _, steps, _ = load_steps(RUN)
     expected = {rank: sql(profiler_db(rank), "SELECT (endNs - startNs) / 1e6 FROM STEP_TIME")[0][0] for rank in RANKS}
     assert dict(zip(steps["rank"], steps["total_ms"])) == pytest.approx(expected)

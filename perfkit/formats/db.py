@@ -54,8 +54,9 @@ import pandas as pd
 
 from ..errors import FileFormatError
 from . import ascend_ms
-from .base import Parts, has_match, op_passes, rank_of
+from .base import Parts, Reader, has_match, op_passes, rank_of
 
+LAYOUT = "ascend_db"
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
 PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
 ANALYSIS_DB = "analysis.db"
@@ -264,7 +265,7 @@ def _rank(folder: Path, profiler: Path | None, database: Database | None, parts:
 # ---------------------------------------------------------------- reading
 
 def read(folder: Path) -> dict[int, Parts]:
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "db"})
+    parts = Parts(meta={"device": "Ascend", "layout": LAYOUT, "export": "db"})
     profiler_path, analysis_path = _files(folder, parts)
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
     try:
@@ -297,7 +298,7 @@ def read(folder: Path) -> dict[int, Parts]:
 
 def read_steps(folder: Path) -> dict[int, Parts]:
     """Only the steps (STEP_TIME and StepTraceTime: a few rows), for questions across many ranks."""
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "db"})
+    parts = Parts(meta={"device": "Ascend", "layout": LAYOUT, "export": "db"})
     profiler_path, analysis_path = _files(folder, parts)
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
     try:
@@ -630,3 +631,7 @@ def unusable_note(root: Path) -> str:
     shown = ", ".join(found[:SHOWN_UNUSABLE]) + (f" and {len(found) - SHOWN_UNUSABLE} more"
                                                  if len(found) > SHOWN_UNUSABLE else "")
     return f"; found only files perfkit does not read: {shown}"
+
+
+READER = Reader(name=LAYOUT, provides=frozenset({"steps", "op_types", "ops"}), detect=detect, read=read,
+                read_steps=read_steps)
