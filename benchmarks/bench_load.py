@@ -257,6 +257,9 @@ def main() -> None:
     if all(name in measured for name in TWINS):
         text, database = (measured[name] for name in TWINS)
         for phase in ("cold", "warm"):
+            if database[phase].status != "ok" or text[phase].status != "ok":
+                report(f"database / text export, {phase}: not compared (a run failed)")
+                continue
             report(f"database / text export, {phase}: {database[phase].seconds / text[phase].seconds:.2f}x the wall time, "
                    f"{database[phase].cpu_seconds / text[phase].cpu_seconds:.2f}x the CPU time  [target <= 1: "
                    f"{'met' if database[phase].seconds <= text[phase].seconds * 1.1 else 'MISSED'} within 10 %]")
