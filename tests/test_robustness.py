@@ -232,6 +232,9 @@ MUTATION_TARGETS = [
     ("new_level1_rank0_output", "kernel_details.csv"),
     (CPU, f"{CPU_FW}/cpu_op_type_info_0.csv"),
     (CPU, f"{CPU_FW}/cpu_op_execute_timestamp_0.txt"),
+    # binary: truncation and flipped bytes are the ways a database breaks (pages cut off, bits rotted)
+    (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db"),
+    (DB, f"{NEW_OUT}/analysis.db"),
 ]
 
 

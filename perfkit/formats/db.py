@@ -128,10 +128,12 @@ class Database:
     def __init__(self, path: Path, warnings: list[str]):
         self.path, self.warnings = path, warnings
         self.connection = _open(path)
+        # text is UTF-8 by the schema; a damaged page may hold any bytes: those become U+FFFD, never an exception
+        self.connection.text_factory = lambda raw: raw.decode("utf-8", "replace")
         try:
             self.tables = {name for (name,) in self.connection.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-        except sqlite3.DatabaseError as exc:
+        except SQLITE_ERRORS as exc:
             self.connection.close()
             raise FileFormatError(_why(exc), path) from None
         self._strings: dict[int, str] | None = None
@@ -151,7 +153,7 @@ class Database:
             return None
         try:
             actual = {row[1].casefold(): row[1] for row in self.connection.execute(f'PRAGMA table_info("{table}")')}
-        except sqlite3.DatabaseError as exc:
+        except SQLITE_ERRORS as exc:
             self.warnings.append(f"{self.path.name}: skipped table {table}: {_why(exc)}")
             return None
         aliases = COLUMNS[table]
@@ -168,7 +170,7 @@ class Database:
         """Rows of `sql`; None, with a warning naming the table, when SQLite cannot read them."""
         try:
             return self.connection.execute(sql, parameters).fetchall()
-        except sqlite3.DatabaseError as exc:
+        except SQLITE_ERRORS as exc:
             self.warnings.append(f"{self.path.name}: skipped table {table}: {_why(exc)}")
             return None
 
@@ -214,7 +216,13 @@ def _uri_path(path: Path) -> str:
     return quote(str(path.resolve()), safe="/")
 
 
-def _why(exc: sqlite3.Error) -> str:
+# SQLite's own errors, and its message about a damaged schema, whose bytes Python cannot decode.
+SQLITE_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "cannot be read (its schema is damaged: not UTF-8 text)"
     text = str(exc)
     if "malformed" in text or "not a database" in text:
         return f"cannot be read ({text}: cut off or overwritten?)"
@@ -257,8 +265,9 @@ def _rank(folder: Path, profiler: Path | None, database: Database | None, parts:
     if named is not None:
         return named
     mapped = database.frame("RANK_DEVICE_MAP") if database else None
-    if mapped is not None and len(mapped) and "rank" in mapped and int(mapped["rank"].iloc[0]) >= 0:
-        return int(mapped["rank"].iloc[0])
+    ranks = pd.to_numeric(mapped["rank"], errors="coerce") if mapped is not None and "rank" in mapped else None
+    if ranks is not None and len(ranks) and ranks.iloc[0] >= 0:  # -1: not set
+        return int(ranks.iloc[0])
     return 0
 
 
@@ -271,24 +280,20 @@ def read(folder: Path) -> dict[int, Parts]:
     try:
         rank = _rank(folder, profiler_path, profiler, parts)
         if profiler is not None:
-            parts.meta.update(_meta(profiler))
-            kernels = _kernels(profiler)
+            parts.meta.update(_valued(parts, profiler, "META_DATA/NPU_INFO", lambda: _meta(profiler)) or {})
+            kernels = _valued(parts, profiler, "TASK/COMPUTE_TASK_INFO", lambda: _kernels(profiler))
             if kernels is not None:
-                parts.tables["ops"], parts.tables["op_types"] = ops, _ = kernels
-                if "input_dtypes" in ops:
-                    known = ops[["type", "input_dtypes"]].dropna().drop_duplicates()
-                    parts.meta.update(ascend_ms.precision_of(
-                        list(zip(known["type"], known["input_dtypes"].str.upper())), "ms_version" in parts.meta))
+                parts.tables["ops"], parts.tables["op_types"] = kernels
+                parts.meta.update(_precision(kernels[0], "ms_version" in parts.meta))
             else:
                 parts.warnings.append(f"{profiler.path.name}: no kernels (TASK or COMPUTE_TASK_INFO absent or "
                                       "unreadable): op tables unknown")
-        parts.tables["steps"] = _steps(profiler, analysis, parts)
+        parts.tables["steps"] = _valued(parts, profiler or analysis, "STEP_TIME/StepTraceTime",
+                                        lambda: _steps(profiler, analysis, parts))
         if parts.tables["steps"] is not None:
             parts.meta["step_source"] = "step_trace_time" if analysis is not None else "step_time"
     finally:
-        for database in (profiler, analysis):
-            if database is not None:
-                database.close()
+        _close(profiler, analysis)
     if not any(frame is not None and len(frame) for frame in parts.tables.values()):
         raise FileFormatError("holds no readable profiler database (" + "; ".join(parts.warnings) + ")",
                               folder / OUTPUT_DIR)
@@ -303,14 +308,42 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
     try:
         rank = _rank(folder, profiler_path, profiler, parts)
-        steps = _steps(profiler, analysis, parts)
+        steps = _valued(parts, profiler or analysis, "STEP_TIME/StepTraceTime", lambda: _steps(profiler, analysis, parts))
     finally:
-        for database in (profiler, analysis):
-            if database is not None:
-                database.close()
+        _close(profiler, analysis)
     if steps is not None:
         parts.tables["steps"] = steps
     return {rank: parts}
+
+
+def _close(*databases: Database | None) -> None:
+    for database in databases:
+        if database is not None:
+            database.close()
+
+
+# SQLite does not enforce column types: a byte rotted inside a page can leave text or a real where the
+# schema says INTEGER, and arithmetic on it fails in pandas. That part of the file is skipped, named.
+VALUE_ERRORS = (TypeError, ValueError, ArithmeticError)
+
+
+def _valued(parts: Parts, database: Database | None, tables: str, compute):
+    if database is None:
+        return compute()
+    try:
+        return compute()
+    except VALUE_ERRORS as exc:
+        parts.warnings.append(f"{database.path.name}: skipped {tables}: values of an unexpected type "
+                              f"({str(exc)[:120]}; the file is damaged?)")
+        return None
+
+
+def _precision(ops: pd.DataFrame, mindspore: bool) -> dict:
+    """compute_dtype (and AMP level) as the CSV reader finds them, from each op's type and input dtypes."""
+    if "input_dtypes" not in ops:
+        return {}
+    known = ops[["type", "input_dtypes"]].dropna().drop_duplicates()
+    return ascend_ms.precision_of(list(zip(known["type"], known["input_dtypes"].str.upper())), mindspore)
 
 
 def _meta(database: Database) -> dict:
@@ -399,12 +432,13 @@ def _parallel_rows(database: Database, sql: str, chunks: list[tuple[int, int]]) 
 
     def chunk_rows(bounds: tuple[int, int]) -> list[tuple]:
         with closing(_open(database.path)) as connection:
+            connection.text_factory = database.connection.text_factory
             return connection.execute(sql, bounds).fetchall()
 
     try:
         with ThreadPoolExecutor(len(chunks)) as pool:
             return [row for rows in pool.map(chunk_rows, chunks) for row in rows]
-    except (sqlite3.DatabaseError, FileFormatError) as exc:
+    except (*SQLITE_ERRORS, FileFormatError) as exc:
         why = exc.message if isinstance(exc, FileFormatError) else _why(exc)
         database.warnings.append(f"{database.path.name}: skipped table TASK: {why}")
         return None
