@@ -287,3 +287,28 @@ def test_no_files_message_lists_what_it_found(tmp_path):
     line = one_line_error(tmp_path)
     assert "no MindSpore profiler files found" in line
     assert "notes.txt" in line and os.path.join("out", "trace_view.json") in line
+
+
+def test_forward_backward_span_from_scoped_kernel_names(tmp_path):
+    # Crafted: MindSpore names kernels by scope (Default/…, Gradients/…), torch_npu (the only database fixture)
+    # does not; the fixture's names get MindSpore's scopes: kernels starting before the middle of the step
+    # forward, the later ones backward.
+    rank = broken.copy_run(FIXTURE_RUNS["new_db_level1_rank0"], tmp_path / "rank0_ascend_pt")
+    path = rank / OUTPUT / "ascend_pytorch_profiler_0.db"
+    ((begin, end),) = sql(path, "SELECT startNs, endNs FROM STEP_TIME")
+    middle = (begin + end) // 2
+    kernels = "FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId"
+    broken._edit_database(
+        path,
+        f"UPDATE STRING_IDS SET value = 'Default/net/' || value WHERE id IN "
+        f"(SELECT c.name {kernels} GROUP BY c.name HAVING min(t.startNs) < {middle})",
+        f"UPDATE STRING_IDS SET value = 'Gradients/Default/net/' || value WHERE id IN "
+        f"(SELECT c.name {kernels} GROUP BY c.name HAVING min(t.startNs) >= {middle})")
+    rows = sql(path, f"SELECT s.value, t.startNs, t.endNs {kernels} JOIN STRING_IDS s ON s.id = c.name")
+    in_step = [(name, start, stop) for name, start, stop in rows if begin <= start < end]
+    first_forward = min(start for name, start, _ in in_step if name.startswith("Default/"))
+    last_backward = max(stop for name, _, stop in in_step if name.startswith("Gradients/"))
+    steps = perfkit.load(rank).steps
+    assert steps["fwd_bwd_ms"].tolist() == pytest.approx([(last_backward - first_forward) / 1e6])
+    expected_tail = (end - begin) / 1e6 - steps["interval_ms"].iloc[0] - (last_backward - first_forward) / 1e6
+    assert steps["tail_ms"].tolist() == pytest.approx([max(expected_tail, 0.0)])

@@ -29,7 +29,8 @@ Files (formats.md §3; the torch_npu guide "ascend_pytorch_profiler_{Rank_ID}.db
                        step, op_name, …)                                    = communication_matrix.json
 
 Read here: steps (STEP_TIME's bounds for the total, StepTraceTime for its split and the exposed
-communication), op types and ops (TASK joined with COMPUTE_TASK_INFO, aggregated inside SQLite: a 2-million
+communication, MindSpore's Default/ and Gradients/ kernel scopes for the forward+backward span of each
+STEP_TIME window, as the CSV reader does per Step ID), op types and ops (TASK joined with COMPUTE_TASK_INFO, aggregated inside SQLite: a 2-million
 kernel run never crosses into Python row by row; COMMUNICATION_OP's ops join the ops table as the
 communication rows of kernel_details.csv do), meta. `memory_tables` and `comm_tables` give the memory and
 communication tables for the Run tables being added beside this reader.
@@ -277,6 +278,7 @@ def read(folder: Path) -> dict[int, Parts]:
     parts = Parts(meta={"device": "Ascend", "layout": LAYOUT, "export": "db"})
     profiler_path, analysis_path = _files(folder, parts)
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
+    scoped = False
     try:
         rank = _rank(folder, profiler_path, profiler, parts)
         if profiler is not None:
@@ -285,11 +287,12 @@ def read(folder: Path) -> dict[int, Parts]:
             if kernels is not None:
                 parts.tables["ops"], parts.tables["op_types"] = kernels
                 parts.meta.update(_precision(kernels[0], "ms_version" in parts.meta))
+                scoped = {"forward", "backward"} <= set(kernels[0]["pass"])
             else:
                 parts.warnings.append(f"{profiler.path.name}: no kernels (TASK or COMPUTE_TASK_INFO absent or "
                                       "unreadable): op tables unknown")
         parts.tables["steps"] = _valued(parts, profiler or analysis, "STEP_TIME/StepTraceTime",
-                                        lambda: _steps(profiler, analysis, parts))
+                                        lambda: _steps(profiler, analysis, parts, scoped))
         if parts.tables["steps"] is not None:
             parts.meta["step_source"] = "step_trace_time" if analysis is not None else "step_time"
     finally:
@@ -460,8 +463,10 @@ def _communication_ops(database: Database) -> pd.DataFrame | None:
     return ops
 
 
-def _steps(profiler: Database | None, analysis: Database | None, parts: Parts) -> pd.DataFrame | None:
-    """StepTraceTime's split (µs) with STEP_TIME's bounds as the total; either alone where the other is absent."""
+def _steps(profiler: Database | None, analysis: Database | None, parts: Parts,
+           scoped: bool = False) -> pd.DataFrame | None:
+    """StepTraceTime's split (µs) with STEP_TIME's bounds as the total; either alone where the other is absent.
+    `scoped`: kernel names carry MindSpore's Default/ and Gradients/ scopes, so forward+backward is a span."""
     bounds = profiler.frame("STEP_TIME") if profiler is not None else None
     split = analysis.frame("StepTraceTime") if analysis is not None else None
     if split is not None:
@@ -469,22 +474,58 @@ def _steps(profiler: Database | None, analysis: Database | None, parts: Parts) -
         trace = {column: split[column].to_numpy(dtype=np.float64, na_value=np.nan)
                  for column in split.columns if column != "device"}
         steps = pd.DataFrame(ascend_ms._step_times(trace))
-        # No kernel scopes in the database's names to split fwd/bwd from tail: the CSV reader's fallback.
-        steps["fwd_bwd_ms"] = steps["computing_ms"] + steps["comm_exposed_ms"].fillna(0.0)
-        steps["tail_ms"] = np.nan
     elif bounds is not None:
-        steps = pd.DataFrame({"step": bounds["step"], "interval_ms": np.nan, "fwd_bwd_ms": np.nan,
-                              "tail_ms": np.nan})
+        steps = pd.DataFrame({"step": bounds["step"], "interval_ms": np.nan})
     else:
         return None
     if bounds is not None and len(bounds):
         wall_ms = pd.Series((bounds["end_ns"] - bounds["start_ns"]).to_numpy() / NS_PER_MS,
                             index=bounds["step"].astype("int64"))
         steps["total_ms"] = steps["step"].map(wall_ms).fillna(steps.get("total_ms", np.nan))
-    if steps["fwd_bwd_ms"].isna().all() or steps["tail_ms"].isna().all():
-        parts.warnings.append("fwd/bwd/tail split unavailable in the database export: fwd_bwd_ms is Computing + "
-                              "Communication(Not Overlapped) where analysis.db gives them, tail_ms is unknown")
+    spans = _spans(profiler) if scoped and bounds is not None else None
+    if spans:
+        steps["fwd_bwd_ms"] = steps["step"].map(spans)
+        steps["tail_ms"] = np.clip(steps["total_ms"] - steps["interval_ms"] - steps["fwd_bwd_ms"], 0.0, None)
+    else:  # the CSV reader's fallback
+        steps["fwd_bwd_ms"] = steps.get("computing_ms", np.nan) + steps.get("comm_exposed_ms", 0.0).fillna(0.0)
+        steps["tail_ms"] = np.nan
+        parts.warnings.append("fwd/bwd/tail split unavailable: kernel names carry no Default/ or Gradients/ scope, "
+                              "so fwd_bwd_ms is Computing + Communication(Not Overlapped) where analysis.db gives "
+                              "them and tail_ms is unknown")
     return steps
+
+
+# base.op_passes's rule as SQL (the kernels stay in SQLite): backward kernels are named under Gradients/,
+# forward ones under Default/ but not its optimizer; GetNext is the data fetch the interval covers, not
+# forward compute (ascend_ms.SINK_OP_TYPES). GLOB, not LIKE: LIKE ignores case.
+SPAN_EDGES = {
+    "forward": ("min", "start_ns", "n.value GLOB 'Default/*' AND n.value NOT GLOB '*/optimizer*' AND "
+                "coalesce(k.value, '') NOT IN (" + ", ".join(f"'{t}'" for t in sorted(ascend_ms.SINK_OP_TYPES)) + ")"),
+    "backward": ("max", "end_ns", "n.value GLOB 'Gradients/*'"),
+}
+
+
+def _spans(database: Database) -> dict[int, float] | None:
+    """Per STEP_TIME step: last backward kernel end − first forward kernel start, in ms (a kernel belongs to
+    the step its start falls in); None where a step lacks either."""
+    step, task, info = database.columns("STEP_TIME"), database.columns("TASK"), database.columns("COMPUTE_TASK_INFO")
+    if not (step and task and info and database.columns("STRING_IDS")):  # STRING_IDS(id, value): as named
+        return None
+    edges = {}
+    for scope, (reduce, column, condition) in SPAN_EDGES.items():
+        rows = database.query("TASK", (
+            f'SELECT s.{_quoted(step["step"])}, {reduce}(t.{_quoted(task[column])}) FROM "STEP_TIME" s '
+            f'JOIN "TASK" t ON t.{_quoted(task["start_ns"])} >= s.{_quoted(step["start_ns"])} '
+            f'AND t.{_quoted(task["start_ns"])} < s.{_quoted(step["end_ns"])} '
+            f'JOIN "COMPUTE_TASK_INFO" c ON c.{_quoted(info["task"])} = t.{_quoted(task["task"])} '
+            f'JOIN "STRING_IDS" n ON n.id = c.{_quoted(info["name"])} '
+            f'LEFT JOIN "STRING_IDS" k ON k.id = c.{_quoted(info["type"])} WHERE {condition} '
+            f'GROUP BY s.{_quoted(step["step"])}'))
+        if not rows:
+            return None
+        edges[scope] = dict(rows)
+    return {step_id: (edges["backward"][step_id] - start) / NS_PER_MS
+            for step_id, start in edges["forward"].items() if step_id in edges["backward"]} or None
 
 
 # ---------------------------------------------------------------- memory and communication (issue 15 tables)
