@@ -312,3 +312,14 @@ def test_forward_backward_span_from_scoped_kernel_names(tmp_path):
     assert steps["fwd_bwd_ms"].tolist() == pytest.approx([(last_backward - first_forward) / 1e6])
     expected_tail = (end - begin) / 1e6 - steps["interval_ms"].iloc[0] - (last_backward - first_forward) / 1e6
     assert steps["tail_ms"].tolist() == pytest.approx([max(expected_tail, 0.0)])
+
+
+def test_without_analysis_db_the_steps_are_step_time_spans(tmp_path):
+    # Crafted: single-card runs write no analysis.db (it comes with communication); only STEP_TIME tells then.
+    rank = broken.copy_run(FIXTURE_RUNS["new_db_level1_rank0"], tmp_path / "rank0_ascend_pt")
+    (rank / OUTPUT / "analysis.db").unlink()
+    run = perfkit.load(rank)
+    ((step, total_ms),) = sql(profiler_db(0), "SELECT id, (endNs - startNs) / 1e6 FROM STEP_TIME")
+    assert run.steps[["step", "total_ms"]].values.tolist() == [[step, pytest.approx(total_ms)]]
+    assert run.steps[["interval_ms", "fwd_bwd_ms", "comm_exposed_ms"]].isna().all().all()
+    assert run.meta.step_source == "step_time" and len(run.op_types)

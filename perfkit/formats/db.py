@@ -487,7 +487,8 @@ def _steps(profiler: Database | None, analysis: Database | None, parts: Parts,
         steps["fwd_bwd_ms"] = steps["step"].map(spans)
         steps["tail_ms"] = np.clip(steps["total_ms"] - steps["interval_ms"] - steps["fwd_bwd_ms"], 0.0, None)
     else:  # the CSV reader's fallback
-        steps["fwd_bwd_ms"] = steps.get("computing_ms", np.nan) + steps.get("comm_exposed_ms", 0.0).fillna(0.0)
+        exposed = steps["comm_exposed_ms"].fillna(0.0) if "comm_exposed_ms" in steps else 0.0
+        steps["fwd_bwd_ms"] = steps.get("computing_ms", np.nan) + exposed
         steps["tail_ms"] = np.nan
         parts.warnings.append("fwd/bwd/tail split unavailable: kernel names carry no Default/ or Gradients/ scope, "
                               "so fwd_bwd_ms is Computing + Communication(Not Overlapped) where analysis.db gives "
