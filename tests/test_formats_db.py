@@ -160,8 +160,7 @@ def test_text_export_is_read_where_both_are(tmp_path):
 
 
 def test_memory_tables_match_sql():
-    folder = RUN / "rank0_ascend_pt"
-    tables = db.memory_tables(folder)
+    tables = db.memory_tables(db.Database(profiler_db(0), []))
     peak = sql(profiler_db(0), "SELECT max(totalAllocated), max(totalReserved) FROM MEMORY_RECORD")[0]
     record = tables["memory"][tables["memory"]["allocated_mb"].notna()]
     assert (record["allocated_mb"].max(), record["reserved_mb"].max()) == pytest.approx((peak[0] / MB, peak[1] / MB))
@@ -174,7 +173,7 @@ def test_memory_tables_match_sql():
 
 
 def test_comm_tables_match_sql():
-    tables = db.comm_tables(RUN / "rank0_ascend_pt")
+    tables = db.comm_tables(db.Database(analysis_db(0), []))
     ops = tables["comm_ops"].set_index("name")
     for name, elapse, wait in sql(analysis_db(0), "SELECT hccl_op_name, elapse_time, wait_time FROM CommAnalyzerTime"):
         assert (ops.loc[name, "elapse_ms"], ops.loc[name, "wait_ms"]) == pytest.approx((elapse, wait))

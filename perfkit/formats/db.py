@@ -419,10 +419,11 @@ MAX_THREADS = 4
 
 def _task_chunks(database: Database) -> list[tuple[int, int]] | None:
     """Rowid ranges of TASK, one per thread."""
-    bounds = database.query("TASK", 'SELECT min(rowid), max(rowid) FROM "TASK"')
-    if bounds is None:
+    # one min() or max() per statement: SQLite reads it off the rowid tree's end; both in one scan every row
+    bounds = [database.query("TASK", f'SELECT {end}(rowid) FROM "TASK"') for end in ("min", "max")]
+    if None in bounds:
         return None
-    low, high = bounds[0]
+    (low,), (high,) = (rows[0] for rows in bounds)
     if low is None:
         return [(0, -1)]
     count = max(1, min(MAX_THREADS, os.cpu_count() or 1, (high - low + 1) // TASK_ROWS_PER_CHUNK))
@@ -531,35 +532,27 @@ def _spans(database: Database) -> dict[int, float] | None:
 
 # ---------------------------------------------------------------- memory and communication (issue 15 tables)
 
-def memory_tables(folder: Path) -> dict[str, pd.DataFrame]:
-    """{"memory", "op_memory"} of one rank folder's database, in MB and ms (columns of issue 15):
+def memory_tables(database: Database) -> dict[str, pd.DataFrame]:
+    """{"memory", "op_memory"} of an open profiler database, in MB and ms (the columns of issue 15), for `read`
+    to add to its Parts once model.SCHEMA has these tables:
     memory: time_ms (from the profiler session's start), allocated_mb, reserved_mb, active_mb, component, device
     (MEMORY_RECORD's framework allocator, plus NPU_MODULE_MEM's per-module reserved memory);
     op_memory: name, size_mb, allocated_at_ms, released_at_ms, duration_ms, stream, device (OP_MEMORY)."""
-    parts = Parts()
-    profiler_path, _ = _files(folder, parts)
-    database = _opened(profiler_path, parts)
-    if database is None:
-        return {}
-    try:
-        start = _session_start(database)
-        result = {}
-        frames = [frame for frame in (_memory_record(database, start), _module_memory(database, start))
-                  if frame is not None]
-        if frames:
-            result["memory"] = pd.concat(frames, ignore_index=True)
-        op_memory = database.frame("OP_MEMORY")
-        if op_memory is not None:
-            result["op_memory"] = pd.DataFrame({
-                "name": database.strings(op_memory["name"]),
-                "size_mb": op_memory["size_bytes"] / BYTES_PER_MB,
-                "allocated_at_ms": _ms_since(op_memory.get("allocated_ns"), start),
-                "released_at_ms": _ms_since(op_memory.get("released_ns"), start),
-                "duration_ms": pd.to_numeric(op_memory.get("duration_ns"), errors="coerce") / NS_PER_MS,
-                "stream": op_memory.get("stream"), "device": op_memory.get("device")})
-        return result
-    finally:
-        database.close()
+    start = _session_start(database)
+    result = {}
+    frames = [frame for frame in (_memory_record(database, start), _module_memory(database, start)) if frame is not None]
+    if frames:
+        result["memory"] = pd.concat(frames, ignore_index=True)
+    op_memory = database.frame("OP_MEMORY")
+    if op_memory is not None:
+        result["op_memory"] = pd.DataFrame({
+            "name": database.strings(op_memory["name"]),
+            "size_mb": op_memory["size_bytes"] / BYTES_PER_MB,
+            "allocated_at_ms": _ms_since(op_memory.get("allocated_ns"), start),
+            "released_at_ms": _ms_since(op_memory.get("released_ns"), start),
+            "duration_ms": pd.to_numeric(op_memory.get("duration_ns"), errors="coerce") / NS_PER_MS,
+            "stream": op_memory.get("stream"), "device": op_memory.get("device")})
+    return result
 
 
 def _session_start(database: Database) -> float | None:
@@ -598,35 +591,28 @@ def _module_memory(database: Database, start: float | None) -> pd.DataFrame | No
                          "device": module.get("device")})
 
 
-def comm_tables(folder: Path) -> dict[str, pd.DataFrame]:
-    """{"comm_ops", "comm_links"} of one rank folder's analysis.db (columns of issue 15):
+def comm_tables(analysis: Database) -> dict[str, pd.DataFrame]:
+    """{"comm_ops", "comm_links"} of an open analysis.db (the columns of issue 15), for `read` to add to its
+    Parts once model.SCHEMA has these tables:
     comm_ops: step, name, kind (collective/p2p), group, elapse_ms, transit_ms, wait_ms, synchronization_ms,
     size_mb (CommAnalyzerTime, sizes summed over CommAnalyzerBandwidth's link types);
     comm_links: step, name, src, dst, link_type, size_mb, transit_ms, bandwidth_gbps (CommAnalyzerMatrix)."""
-    parts = Parts()
-    _, analysis_path = _files(folder, parts)
-    database = _opened(analysis_path, parts)
-    if database is None:
-        return {}
-    try:
-        result = {}
-        times = database.frame("CommAnalyzerTime")
-        if times is not None:
-            sizes = database.frame("CommAnalyzerBandwidth")
-            if sizes is not None and len(sizes):
-                total = sizes.assign(size_mb=pd.to_numeric(sizes["size_mb"], errors="coerce")) \
-                    .groupby(["name", "step"], dropna=False)["size_mb"].sum().rename("size_mb")
-                times = times.join(total, on=["name", "step"])
-            times["step"] = _step_numbers(times.get("step"))
-            times["kind"] = times.get("kind", pd.Series(dtype="string")).str.lower()
-            result["comm_ops"] = times
-        links = database.frame("CommAnalyzerMatrix")
-        if links is not None:
-            links["step"] = _step_numbers(links.get("step"))
-            result["comm_links"] = links
-        return result
-    finally:
-        database.close()
+    result = {}
+    times = analysis.frame("CommAnalyzerTime")
+    if times is not None:
+        sizes = analysis.frame("CommAnalyzerBandwidth")
+        if sizes is not None and len(sizes):
+            total = (sizes.assign(size_mb=pd.to_numeric(sizes["size_mb"], errors="coerce"))
+                     .groupby(["name", "step"], dropna=False)["size_mb"].sum())
+            times = times.join(total, on=["name", "step"])
+        times["step"] = _step_numbers(times.get("step"))
+        times["kind"] = times.get("kind", pd.Series(dtype="string")).str.lower()
+        result["comm_ops"] = times
+    links = analysis.frame("CommAnalyzerMatrix")
+    if links is not None:
+        links["step"] = _step_numbers(links.get("step"))
+        result["comm_links"] = links
+    return result
 
 
 def _step_numbers(steps: pd.Series | None) -> pd.Series | float:
