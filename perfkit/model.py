@@ -16,20 +16,31 @@ import pandas as pd
 # name -> {column: dtype}. Columns marked optional in OPTIONAL_COLUMNS may be absent;
 # every other column is always present (NaN where a layout cannot tell).
 SCHEMA: dict[str, dict[str, str]] = {
-    # One row per operator type: total time over all profiled steps.
+    # One row per operator type: total time over all profiled steps. share = total_ms / the rank's summed
+    # total_ms of all its types (computed here, in `table`, for every layout: one definition everywhere).
+    # file_share = the file's own percent as a fraction, where the file has one, whose denominator is
+    # MindSpore's: legacy aicore_intermediate_*_type.csv divides by the "total op" line of
+    # output_op_compute_time_{r}.txt (every AI Core task of the profiled steps, including tasks the framework
+    # file does not name, so the listed percents can sum below 100); op_statistic.csv's Ratio(%) and the
+    # CPU/GPU type files' percent divide by the sum of their own rows (= share, up to rounding).
     "op_types": {"rank": "int64", "type": "string", "total_ms": "float64",
-                 "count": "int64", "share": "float64"},
+                 "count": "int64", "share": "float64", "file_share": "float64"},
     # One row per operator instance (full scope name); pass is forward/backward/other.
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
             "input_shapes": "string", "input_dtypes": "string"},
     # One row per profiled step. interval = waiting for data/host before forward starts,
     # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail).
+    # comm_ms = time inside the step covered by communication (the union of its intervals, never above
+    # the step); comm_exposed_ms = communication not overlapped by computation (MindSpore's
+    # "communication alone"); comm_receive_ms / comm_collective_ms = pipeline receive wait / collective
+    # time (cluster-analyse files). warmup = a step MindSpore's own average leaves out (legacy step
+    # trace: the first); steady.steady_steps decides which steps the means cover.
     "steps": {"rank": "int64", "step": "int64", "interval_ms": "float64", "fwd_bwd_ms": "float64",
               "tail_ms": "float64", "total_ms": "float64",
               "computing_ms": "float64", "comm_ms": "float64", "comm_exposed_ms": "float64",
-              "comm_overlapped_ms": "float64", "free_ms": "float64", "preparing_ms": "float64",
-              "bubble_ms": "float64"},
+              "comm_overlapped_ms": "float64", "comm_receive_ms": "float64", "comm_collective_ms": "float64",
+              "free_ms": "float64", "preparing_ms": "float64", "bubble_ms": "float64", "warmup": "boolean"},
     # Host-side data queue (MindData -> device/iterator), one sample per batch.
     "host_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "int64"},
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
@@ -44,12 +55,40 @@ SCHEMA: dict[str, dict[str, str]] = {
     "cpu_util": {"rank": "int64", "sample": "int64", "user_pct": "float64", "sys_pct": "float64",
                  "io_pct": "float64", "idle_pct": "float64", "process_user_pct": "float64",
                  "process_sys_pct": "float64"},
+    # Allocator samples over time. time_ms: since the run's start (the rank's first profiled step when
+    # perfkit profile recorded step times, else its first memory sample); step: the profiled step the
+    # sample falls in (NA outside steps or where steps have no wall-clock bounds). component: who
+    # allocates (`MindSpore`, `PTA`, `GE`, `PTA+GE`: the framework allocator; `APP`: the whole
+    # process, reserved only; CANN modules from npu_module_mem.csv); an unknown size is NA, never 0.
+    "memory": {"rank": "int64", "time_ms": "float64", "allocated_mb": "float64", "reserved_mb": "float64",
+               "active_mb": "float64", "component": "string", "device": "string", "step": "Int64"},
+    # One row per operator memory block: allocated at / released at on the memory table's clock,
+    # released_at_ms and duration_ms NA when the block outlived the profile.
+    "op_memory": {"rank": "int64", "name": "string", "size_mb": "float64", "allocated_at_ms": "float64",
+                  "released_at_ms": "float64", "duration_ms": "float64", "stream": "string",
+                  "device": "string"},
+    # One row per communication op per step. kind: collective | p2p; group: the communication group
+    # (the hash after `@` in the op name); size_mb: data moved over every link type but LOCAL.
+    "comm_ops": {"rank": "int64", "step": "Int64", "name": "string", "kind": "string", "group": "string",
+                 "elapse_ms": "float64", "transit_ms": "float64", "wait_ms": "float64",
+                 "synchronization_ms": "float64", "size_mb": "float64"},
+    # One row per (step, op, src rank, dst rank) link: link_type HCCS | PCIE | RDMA | SIO | LOCAL,
+    # bandwidth_gb_s = size_mb / transit_ms (MB/ms = GB/s). name: the op, or for MindStudio's
+    # per-op-type totals (`allreduce-total`) the op type.
+    "comm_links": {"rank": "int64", "step": "Int64", "name": "string", "group": "string", "src": "int64",
+                   "dst": "int64", "link_type": "string", "size_mb": "float64", "transit_ms": "float64",
+                   "bandwidth_gb_s": "float64"},
 }
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
+    "op_types": {"share", "file_share"},
     "ops": {"input_shapes", "input_dtypes"},
-    "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
-              "preparing_ms", "bubble_ms"},
+    "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "comm_receive_ms",
+              "comm_collective_ms", "free_ms", "preparing_ms", "bubble_ms", "warmup"},
+    "memory": {"active_mb", "component", "device", "step"},
+    "op_memory": {"stream", "device"},
+    "comm_ops": {"step", "group", "size_mb"},
+    "comm_links": {"step", "name", "group"},
 }
 
 PASSES = ("forward", "backward", "other")
@@ -89,6 +128,9 @@ def table(name: str, data: pd.DataFrame | dict | list, rank: int | None = None) 
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
         else:
             frame[col] = frame[col].astype(dtype)
+    if name == "op_types":
+        rank_total = frame.groupby("rank")["total_ms"].transform("sum")
+        frame["share"] = (frame["total_ms"] / rank_total.where(rank_total > 0)).astype("float64")
     return frame.reset_index(drop=True)
 
 
@@ -109,6 +151,7 @@ class Meta:
     chip: str | None = None              # e.g. "Ascend910B" (NPU_INFO of the database export)
     synthetic_data: bool | None = None
     status: str | None = None            # manifest status: ok / interrupted / failed
+    memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
 
@@ -151,6 +194,10 @@ class Run:
     device_queue: pd.DataFrame = _Table()
     pipeline: pd.DataFrame = _Table()
     cpu_util: pd.DataFrame = _Table()
+    memory: pd.DataFrame = _Table()
+    op_memory: pd.DataFrame = _Table()
+    comm_ops: pd.DataFrame = _Table()
+    comm_links: pd.DataFrame = _Table()
     warnings: list[str] = field(default_factory=list)
 
     def table_versions(self) -> tuple[int, ...]:

@@ -60,6 +60,41 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
+    """`step_means`' coverage in words: "steps 2-20; first step 40.063 ms left out, ..." (brief: "steps 2-20")."""
+    mean_of = means["mean_of"]
+    covered = (f"step {mean_of['first']}" if mean_of["first"] == mean_of["last"]
+               else f"steps {mean_of['first']}-{mean_of['last']}")
+    first = means.get("first_step_ms")
+    if brief or mean_of["first_step"] is None:
+        return covered
+    return covered + f"; first step{'' if first is None else f' {first:,.3f} ms'} {mean_of['first_step']}"
+
+
+def _mb(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.1f} MB"
+
+
+def _memory_communication_lines(summary: dict[str, Any]) -> list[str]:
+    """The framework allocator's peak and, per step, communication time, waiting and the slowest link."""
+    lines = []
+    memory, communication = summary.get("memory"), summary.get("communication")
+    if memory:
+        capacity = f" of {_mb(memory['capacity_mb'])}" if memory["capacity_mb"] is not None else ""
+        lines.append(f"memory   peak allocated {_mb(memory['peak_allocated_mb'])}{capacity}, "
+                     f"reserved {_mb(memory['peak_reserved_mb'])} (largest rank)")
+    if communication:
+        wait = communication["wait_ratio"]
+        lines.append(f"communication per step (mean over ranks)  collective {_ms(communication['collective_ms'])}"
+                     f"   p2p {_ms(communication['p2p_ms'])}"
+                     f"   waiting {'unknown' if wait is None else f'{100 * wait:.1f} %'} of transfer time")
+        link = communication["slowest_link"]
+        if link:
+            lines.append(f"  slowest link  {link['src']} -> {link['dst']} {link['link_type']}  "
+                         f"{link['bandwidth_gb_s']:.2f} GB/s ({_mb(link['size_mb'])})")
+    return [""] + lines if lines else []
+
+
 def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     meta = summary.get("meta", {})
     lines = [f"run      {summary['run']}",
@@ -70,13 +105,14 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     lines.append("")
     if steps:
         total = steps["total_ms"]
-        lines.append(f"steps ({steps['count']} per rank, mean per step)")
+        lines.append(f"steps ({steps['count']} per rank), mean per step over {mean_of_text(steps)}")
         for key, label in (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
                            ("tail_ms", "tail (optimizer, sync)"), ("total_ms", "total")):
             value = steps[key]
             share = f"  {100 * value / total:5.1f} %" if value is not None and total and key != "total_ms" else ""
             lines.append(f"  {label:<26}{_ms(value):>16}{share}")
-        for key, label in (("comm_exposed_ms", "communication not overlapped"), ("free_ms", "free (device idle)")):
+        for key, label in (("comm_ms", "communication (any stream)"),
+                           ("comm_exposed_ms", "communication not overlapped"), ("free_ms", "free (device idle)")):
             if steps.get(key) is not None:
                 lines.append(f"  {label:<26}{_ms(steps[key]):>16}")
     else:
@@ -87,6 +123,7 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
         if summary.get("slow_ranks"):
             lines.append(f"  slow ranks {rank_ranges(summary['slow_ranks'])} (in step, data-wait or compute time; "
                          "`perfkit ranks` says which and by how much)")
+    lines.extend(_memory_communication_lines(summary))
     if summary["op_types"]:
         lines.append("")
         lines.append(f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])})")

@@ -159,30 +159,42 @@ def test_text_export_is_read_where_both_are(tmp_path):
     assert both.steps.equals(text.steps) and both.op_types.equals(text.op_types)
 
 
-def test_memory_tables_match_sql():
-    tables = db.memory_tables(db.Database(profiler_db(0), []))
-    peak = sql(profiler_db(0), "SELECT max(totalAllocated), max(totalReserved) FROM MEMORY_RECORD")[0]
-    record = tables["memory"][tables["memory"]["allocated_mb"].notna()]
-    assert (record["allocated_mb"].max(), record["reserved_mb"].max()) == pytest.approx((peak[0] / MB, peak[1] / MB))
-    assert set(record["component"]) == {"PTA", "GE", "PTA+GE"}
-    assert (record["time_ms"] >= 0).all()
-    (op_bytes,) = sql(profiler_db(0), "SELECT sum(size) FROM OP_MEMORY")[0]
-    assert tables["op_memory"]["size_mb"].sum() == pytest.approx(op_bytes / MB)
-    modules = tables["memory"][tables["memory"]["allocated_mb"].isna()]
-    assert len(modules) == sql(profiler_db(0), "SELECT count(*) FROM NPU_MODULE_MEM")[0][0]
+@pytest.mark.parametrize("rank", RANKS)
+def test_memory_matches_sql(run, rank):
+    memory = run.memory[run.memory["rank"] == rank]
+    framework = memory[~memory["component"].str.startswith("CANN/")]
+    peak = sql(profiler_db(rank), "SELECT max(totalAllocated), max(totalReserved) FROM MEMORY_RECORD")[0]
+    assert (framework["allocated_mb"].max(), framework["reserved_mb"].max()) == pytest.approx((peak[0] / MB,
+                                                                                                peak[1] / MB))
+    assert set(framework["component"]) == {"PTA", "GE", "PTA+GE"} and set(memory["device"]) == {f"NPU:{rank}"}
+    assert (memory["time_ms"] >= 0).all()  # on the run's clock, as the CSV twins' memory is
+    modules = memory[memory["component"].str.startswith("CANN/")]
+    assert len(modules) == sql(profiler_db(rank), "SELECT count(*) FROM NPU_MODULE_MEM")[0][0]
+    blocks = run.op_memory[run.op_memory["rank"] == rank]
+    (op_bytes, unreleased) = sql(profiler_db(rank), "SELECT sum(size), sum(releaseTime IS NULL) FROM OP_MEMORY")[0]
+    assert blocks["size_mb"].sum() == pytest.approx(op_bytes / MB)
+    assert blocks["released_at_ms"].isna().sum() == unreleased
 
 
-def test_comm_tables_match_sql():
-    tables = db.comm_tables(db.Database(analysis_db(0), []))
-    ops = tables["comm_ops"].set_index("name")
-    for name, elapse, wait in sql(analysis_db(0), "SELECT hccl_op_name, elapse_time, wait_time FROM CommAnalyzerTime"):
+@pytest.mark.parametrize("rank", RANKS)
+def test_communication_matches_sql(run, rank):
+    ops = run.comm_ops[run.comm_ops["rank"] == rank].set_index("name")
+    rows = sql(analysis_db(rank), "SELECT hccl_op_name, elapse_time, wait_time, group_name FROM CommAnalyzerTime")
+    assert len(ops) == len(rows)
+    for name, elapse, wait, group in rows:
         assert (ops.loc[name, "elapse_ms"], ops.loc[name, "wait_ms"]) == pytest.approx((elapse, wait))
-    sizes = dict(sql(analysis_db(0), "SELECT hccl_op_name, sum(transit_size) FROM CommAnalyzerBandwidth GROUP BY 1"))
+        assert ops.loc[name, "group"] == group
+    # an op's size: each link type once (the table repeats it per packet-size bucket), SDMA (= HCCS + PCIE + SIO) out
+    sizes = dict(sql(analysis_db(rank), """
+        SELECT hccl_op_name, sum(size) FROM (SELECT DISTINCT hccl_op_name, transport_type, transit_size AS size
+        FROM CommAnalyzerBandwidth WHERE transport_type != 'SDMA') GROUP BY hccl_op_name"""))
     assert ops["size_mb"].to_dict() == pytest.approx(sizes)
     assert set(ops["kind"]) == {"collective"} and set(ops["step"]) == {50}
-    links = tables["comm_links"]
-    (bandwidth,) = sql(analysis_db(0), "SELECT sum(bandwidth) FROM CommAnalyzerMatrix")[0]
-    assert links["bandwidth_gbps"].sum() == pytest.approx(bandwidth) and len(links) == 48
+    links = run.comm_links[run.comm_links["rank"] == rank]
+    totals = sql(analysis_db(rank), "SELECT CAST(dst_rank AS INTEGER), bandwidth FROM CommAnalyzerMatrix "
+                                    "WHERE hccl_op_name = 'allreduce-total'")
+    assert set(links["name"]) == {"allreduce-total"}  # per-type totals present: only they count
+    assert dict(zip(links["dst"], links["bandwidth_gb_s"])) == pytest.approx(dict(totals))
 
 
 # ---------------------------------------------------------------- broken databases (beside the robustness corpus)

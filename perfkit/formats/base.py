@@ -68,6 +68,10 @@ class Reader:
     # A unit reader's folder is a rank's main data: two of its folders for one rank are two runs, not one.
     # The others (dataset profiling, perfkit's manifest) add to a rank whichever folder they sit in.
     unit: bool = True
+    # Called once per rank with all of that rank's tables, from every reader, to finish this reader's
+    # tables in place where they need another reader's (memory samples put on the clock of the steps
+    # perfkit profile recorded).
+    finish: Callable[[dict], None] | None = None
 
     def __repr__(self) -> str:  # shown in test ids and messages; the functions' reprs say nothing
         return f"Reader({self.name})"
@@ -152,12 +156,6 @@ def ranks_in(folder: Path, patterns: Iterable[str]) -> list[int]:
     """The ranks named by the files of `folder` that match any of the glob `patterns`, sorted."""
     return sorted({rank for pattern in patterns for path in folder.glob(pattern)
                    if (rank := rank_of(path.name)) is not None})
-
-
-def share_of_total(total_ms: pd.Series) -> pd.Series:
-    """Each op type's fraction of the summed op time: the share where a file gives none."""
-    total = total_ms.sum()  # a Series' sum skips unknown values; readers' arrays hold none
-    return total_ms / total if total > 0 else total_ms * np.nan
 
 
 def has_match(folder: Path, patterns: Iterable[str]) -> bool:

@@ -32,8 +32,9 @@ Read here: steps (STEP_TIME's bounds for the total, StepTraceTime for its split 
 communication, MindSpore's Default/ and Gradients/ kernel scopes for the forward+backward span of each
 STEP_TIME window, as the CSV reader does per Step ID), op types and ops (TASK joined with COMPUTE_TASK_INFO, aggregated inside SQLite: a 2-million
 kernel run never crosses into Python row by row; COMMUNICATION_OP's ops join the ops table as the
-communication rows of kernel_details.csv do), meta. `memory_tables` and `comm_tables` give the memory and
-communication tables for the Run tables being added beside this reader.
+communication rows of kernel_details.csv do), memory (MEMORY_RECORD, NPU_MODULE_MEM, OP_MEMORY) and
+communication (analysis.db's CommAnalyzer*) as the memory and communication readers give them from the CSV/JSON
+twins, and meta.
 
 Every file is opened read-only and immutable (`mode=ro&immutable=1`): SQLite then takes no lock and
 writes nothing, no journal, WAL or shared-memory file beside it. The price: a `-wal` file left by a
@@ -54,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import FileFormatError
-from . import ascend_ms
+from . import ascend_ms, communication, memory
 from .base import Parts, Reader, has_match, op_passes, rank_of
 
 LAYOUT = "ascend_db"
@@ -96,10 +97,12 @@ COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
     "CommAnalyzerTime": {"name": ("hccl_op_name",), "group": ("group_name",), "elapse_ms": ("elapse_time",),
                          "transit_ms": ("transit_time",), "wait_ms": ("wait_time",),
                          "synchronization_ms": ("synchronization_time",), "step": ("step",), "kind": ("type",)},
-    "CommAnalyzerBandwidth": {"name": ("hccl_op_name",), "step": ("step",), "size_mb": ("transit_size",)},
+    "CommAnalyzerBandwidth": {"name": ("hccl_op_name",), "step": ("step",), "link_type": ("transport_type",),
+                              "size_mb": ("transit_size",)},
     "CommAnalyzerMatrix": {"src": ("src_rank",), "dst": ("dst_rank",), "link_type": ("transport_type",),
                            "size_mb": ("transit_size",), "transit_ms": ("transit_time",),
-                           "bandwidth_gbps": ("bandwidth",), "step": ("step",), "name": ("op_name", "hccl_op_name")},
+                           "bandwidth_gb_s": ("bandwidth",), "step": ("step",), "name": ("hccl_op_name",),
+                           "op_name": ("op_name",), "group": ("group_name",)},
 }
 # Columns a table is useless without; the others are read where present.
 REQUIRED = {
@@ -113,7 +116,7 @@ REQUIRED = {
     "OP_MEMORY": ("name", "size_bytes"),
     "NPU_MODULE_MEM": ("module", "time_ns", "reserved_bytes"),
     "CommAnalyzerTime": ("name", "elapse_ms"),
-    "CommAnalyzerMatrix": ("src", "dst", "size_mb", "transit_ms"),
+    "CommAnalyzerMatrix": ("name", "src", "dst", "size_mb", "transit_ms"),
 }
 
 
@@ -293,6 +296,11 @@ def read(folder: Path) -> dict[int, Parts]:
                                       "unreadable): op tables unknown")
         parts.tables["steps"] = _valued(parts, profiler or analysis, "STEP_TIME/StepTraceTime",
                                         lambda: _steps(profiler, analysis, parts, scoped))
+        if profiler is not None:
+            parts.tables.update(_valued(parts, profiler, "MEMORY_RECORD/OP_MEMORY/NPU_MODULE_MEM",
+                                        lambda: _memory(profiler)) or {})
+        if analysis is not None:
+            parts.tables.update(_valued(parts, analysis, "CommAnalyzer*", lambda: _communication(analysis)) or {})
         if parts.tables["steps"] is not None:
             parts.meta["step_source"] = "step_trace_time" if analysis is not None else "step_time"
     finally:
@@ -532,86 +540,87 @@ def _spans(database: Database) -> dict[int, float] | None:
 
 # ---------------------------------------------------------------- memory and communication (issue 15 tables)
 
-def memory_tables(database: Database) -> dict[str, pd.DataFrame]:
-    """{"memory", "op_memory"} of an open profiler database, in MB and ms (the columns of issue 15), for `read`
-    to add to its Parts once model.SCHEMA has these tables:
-    memory: time_ms (from the profiler session's start), allocated_mb, reserved_mb, active_mb, component, device
-    (MEMORY_RECORD's framework allocator, plus NPU_MODULE_MEM's per-module reserved memory);
-    op_memory: name, size_mb, allocated_at_ms, released_at_ms, duration_ms, stream, device (OP_MEMORY)."""
-    start = _session_start(database)
+def _memory(database: Database) -> dict[str, pd.DataFrame]:
+    """{"memory", "op_memory"} as the memory reader gives them from the CSV twins: MB, epoch ms (its finish,
+    memory.on_run_clock, puts every rank on the run's clock), components by name (CANN modules as
+    `CANN/<module>`), devices as `NPU:<id>`. MEMORY_RECORD is the framework allocator over time, NPU_MODULE_MEM
+    the reserved memory per CANN module, OP_MEMORY one row per op's block (released_at NA when it outlived
+    the profile)."""
     result = {}
-    frames = [frame for frame in (_memory_record(database, start), _module_memory(database, start)) if frame is not None]
+    record, module = database.frame("MEMORY_RECORD"), database.frame("NPU_MODULE_MEM")
+    frames = []
+    if record is not None:
+        frames.append(pd.DataFrame({
+            "time_ms": _ms(record["time_ns"]),
+            **{f"{kind}_mb": _mb(record.get(f"{kind}_bytes")) for kind in ("allocated", "reserved", "active")},
+            "component": database.strings(record["component"]) if "component" in record else None,
+            "device": _devices(record.get("device"))}))
+    if module is not None:
+        names = database.frame("ENUM_MODULE")
+        by_id = dict(zip(names["id"], names["name"])) if names is not None else {}
+        frames.append(pd.DataFrame({
+            "time_ms": _ms(module["time_ns"]), "allocated_mb": np.nan, "reserved_mb": _mb(module["reserved_bytes"]),
+            "active_mb": np.nan, "component": memory.MODULE_PREFIX + module["module"].map(by_id).astype("string"),
+            "device": _devices(module.get("device"))}))
     if frames:
         result["memory"] = pd.concat(frames, ignore_index=True)
-    op_memory = database.frame("OP_MEMORY")
-    if op_memory is not None:
+    blocks = database.frame("OP_MEMORY")
+    if blocks is not None:
         result["op_memory"] = pd.DataFrame({
-            "name": database.strings(op_memory["name"]),
-            "size_mb": op_memory["size_bytes"] / BYTES_PER_MB,
-            "allocated_at_ms": _ms_since(op_memory.get("allocated_ns"), start),
-            "released_at_ms": _ms_since(op_memory.get("released_ns"), start),
-            "duration_ms": pd.to_numeric(op_memory.get("duration_ns"), errors="coerce") / NS_PER_MS,
-            "stream": op_memory.get("stream"), "device": op_memory.get("device")})
+            "name": database.strings(blocks["name"]), "size_mb": _mb(blocks["size_bytes"]),
+            "allocated_at_ms": _ms(blocks.get("allocated_ns")), "released_at_ms": _ms(blocks.get("released_ns")),
+            "duration_ms": _ms(blocks.get("duration_ns")),
+            "stream": blocks["stream"].astype("string") if "stream" in blocks else None,
+            "device": _devices(blocks.get("device"))})
     return result
 
 
-def _session_start(database: Database) -> float | None:
-    session = database.frame("SESSION_TIME_INFO")
-    return float(session["start_ns"].min()) if session is not None and len(session) else None
+def _ms(ns: pd.Series | None) -> pd.Series | float:
+    return np.nan if ns is None else pd.to_numeric(ns, errors="coerce") / NS_PER_MS
 
 
-def _ms_since(ns: pd.Series | None, start: float | None) -> pd.Series | float:
-    if ns is None:
-        return np.nan
-    values = pd.to_numeric(ns, errors="coerce").astype("float64")
-    return (values - (start if start is not None else values.min())) / NS_PER_MS
+def _mb(size: pd.Series | None) -> pd.Series | float:
+    return np.nan if size is None else pd.to_numeric(size, errors="coerce") / BYTES_PER_MB
 
 
-def _memory_record(database: Database, start: float | None) -> pd.DataFrame | None:
-    record = database.frame("MEMORY_RECORD")
-    if record is None:
+def _devices(ids: pd.Series | None) -> pd.Series | None:
+    """deviceId 0 -> "NPU:0", as the CSV files' Device Type column writes it."""
+    if ids is None:
         return None
-    return pd.DataFrame({
-        "time_ms": _ms_since(record["time_ns"], start),
-        **{f"{kind}_mb": pd.to_numeric(record.get(f"{kind}_bytes"), errors="coerce") / BYTES_PER_MB
-           for kind in ("allocated", "reserved", "active")},
-        "component": database.strings(record["component"]) if "component" in record else None,
-        "device": record.get("device")})
+    numbers = pd.to_numeric(ids, errors="coerce").astype("Int64").astype("string")
+    return "NPU:" + numbers
 
 
-def _module_memory(database: Database, start: float | None) -> pd.DataFrame | None:
-    module = database.frame("NPU_MODULE_MEM")
-    if module is None:
-        return None
-    names = database.frame("ENUM_MODULE")
-    by_id = dict(zip(names["id"], names["name"])) if names is not None else {}
-    return pd.DataFrame({"time_ms": _ms_since(module["time_ns"], start), "allocated_mb": np.nan,
-                         "reserved_mb": pd.to_numeric(module["reserved_bytes"], errors="coerce") / BYTES_PER_MB,
-                         "active_mb": np.nan, "component": module["module"].map(by_id),
-                         "device": module.get("device")})
-
-
-def comm_tables(analysis: Database) -> dict[str, pd.DataFrame]:
-    """{"comm_ops", "comm_links"} of an open analysis.db (the columns of issue 15), for `read` to add to its
-    Parts once model.SCHEMA has these tables:
-    comm_ops: step, name, kind (collective/p2p), group, elapse_ms, transit_ms, wait_ms, synchronization_ms,
-    size_mb (CommAnalyzerTime, sizes summed over CommAnalyzerBandwidth's link types);
-    comm_links: step, name, src, dst, link_type, size_mb, transit_ms, bandwidth_gbps (CommAnalyzerMatrix)."""
+def _communication(analysis: Database) -> dict[str, pd.DataFrame]:
+    """{"comm_ops", "comm_links"} as the communication reader gives them from the JSON twins.
+    comm_ops: CommAnalyzerTime, its size the MB over every known link type but the sums (SDMA) from
+    CommAnalyzerBandwidth, which repeats an op's link type once per packet-size bucket (counted once here).
+    comm_links: CommAnalyzerMatrix; where it holds per-op-type totals (`allreduce-total`) only those, so no
+    byte is counted twice; else the op's own name."""
     result = {}
     times = analysis.frame("CommAnalyzerTime")
     if times is not None:
-        sizes = analysis.frame("CommAnalyzerBandwidth")
-        if sizes is not None and len(sizes):
-            total = (sizes.assign(size_mb=pd.to_numeric(sizes["size_mb"], errors="coerce"))
-                     .groupby(["name", "step"], dropna=False)["size_mb"].sum())
+        sizes = analysis.frame("CommAnalyzerBandwidth", ("name", "step", "link_type", "size_mb"))
+        if sizes is not None and "link_type" in sizes:
+            counted = sizes[sizes["link_type"].isin(communication.LINK_TYPES)
+                            & ~sizes["link_type"].isin(communication.SUM_LINK_TYPES)]
+            per_link = counted.drop_duplicates(["name", "step", "link_type"])
+            total = per_link.assign(size_mb=pd.to_numeric(per_link["size_mb"], errors="coerce")) \
+                .groupby(["name", "step"], dropna=False)["size_mb"].sum()
             times = times.join(total, on=["name", "step"])
         times["step"] = _step_numbers(times.get("step"))
         times["kind"] = times.get("kind", pd.Series(dtype="string")).str.lower()
         result["comm_ops"] = times
     links = analysis.frame("CommAnalyzerMatrix")
     if links is not None:
-        links["step"] = _step_numbers(links.get("step"))
-        result["comm_links"] = links
+        totals = links["name"].astype("string").str.match(communication.PER_TYPE_TOTAL.pattern).fillna(False)
+        if totals.any():
+            links = links[totals]
+        elif "op_name" in links:
+            links = links.assign(name=links["op_name"].where(links["op_name"].astype("string") != "", links["name"]))
+        result["comm_links"] = links.assign(step=_step_numbers(links.get("step")),
+                                            src=pd.to_numeric(links["src"], errors="coerce"),
+                                            dst=pd.to_numeric(links["dst"], errors="coerce"))
     return result
 
 
@@ -695,5 +704,5 @@ def unusable_note(root: Path) -> str:
     return f"; found only files perfkit does not read: {shown}"
 
 
-READER = Reader(name=LAYOUT, provides=frozenset({"steps", "op_types", "ops"}), detect=detect, read=read,
-                read_steps=read_steps)
+READER = Reader(name=LAYOUT, provides=frozenset({"steps", "op_types", "ops", "memory", "op_memory", "comm_ops",
+                                                 "comm_links"}), detect=detect, read=read, read_steps=read_steps)
