@@ -11,7 +11,8 @@ db/:   those rows in `ascend_pytorch_profiler_0.db` and `analysis.db` with the r
        Each kernel_details row becomes a TASK row joined to a COMPUTE_TASK_INFO row (strings through
        STRING_IDS, times in ns), its HCCL rows COMMUNICATION_OP rows; STEP_TIME gets each step's bounds
        (its first kernel's start less Preparing, plus the step_trace_time total), analysis.db's StepTraceTime
-       the step_trace_time.csv rows. As in the real database, TASK also holds the tasks that are no compute
+       the step_trace_time.csv rows, its CommAnalyzerTime/Bandwidth communication.json's ops. The memory files
+       (memory_record.csv … : the fixture's 1,000-row copies, not replicated per step) are left out. As in the real database, TASK also holds the tasks that are no compute
        kernel (the fixture's 365 per step: memcpy, event, notify, SDMA …), copied into every step.
 """
 
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -195,8 +197,38 @@ def write_analysis_db(path: Path, text_output: Path) -> None:
     connection.executemany(f"INSERT INTO StepTraceTime ({', '.join(columns)}) VALUES "
                            f"({', '.join('?' * len(columns))})",
                            ([row[0]] + [float(value) for value in row[1:]] for row in rows))
+    times, links = communication_rows(text_output / "communication.json")
+    connection.executemany("INSERT INTO CommAnalyzerTime (hccl_op_name, group_name, start_timestamp, elapse_time, "
+                           "transit_time, wait_time, synchronization_time, idle_time, step, type) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", times)
+    connection.executemany("INSERT INTO CommAnalyzerBandwidth (hccl_op_name, group_name, transport_type, transit_size, "
+                           "transit_time, bandwidth, large_packet_ratio, package_size, count, total_duration, step, "
+                           "type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", links)
     connection.commit()
     connection.close()
+
+
+def communication_rows(path: Path) -> tuple[list[tuple], list[tuple]]:
+    """communication.json as CommAnalyzerTime rows and CommAnalyzerBandwidth rows (one per link type and packet
+    size bucket, as the real table repeats them)."""
+    times, links = [], []
+    for step, kinds in orjson.loads(path.read_bytes()).items():
+        for kind, ops in kinds.items():
+            for key, info in ops.items():
+                if key == "Total Op Info":  # the step's sum, which CommAnalyzerTime has no row for
+                    continue
+                name, _, group = key.partition("@")
+                time_info = info.get("Communication Time Info", {})
+                times.append((name, group, time_info.get("Start Timestamp(us)"),
+                              *(time_info.get(f"{field} Time(ms)") for field in
+                                ("Elapse", "Transit", "Wait", "Synchronization", "Idle")), step, kind))
+                for link_type, link in info.get("Communication Bandwidth Info", {}).items():
+                    buckets = link.get("Size Distribution") or {None: [None, None]}
+                    for package, (count, duration) in buckets.items():
+                        links.append((name, group, link_type, link.get("Transit Size(MB)"), link.get("Transit Time(ms)"),
+                                      link.get("Bandwidth(GB/s)"), link.get("Large Packet Ratio"),
+                                      None if package is None else float(package), count, duration, step, kind))
+    return times, links
 
 
 def main() -> None:
