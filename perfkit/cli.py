@@ -154,12 +154,30 @@ def compare(run_a: str, run_b: str, fmt: str) -> None:
     click.echo(_json(result) if fmt == "json" else compare_text(result))
 
 
-@main.command()
+class ProfileCommand(click.Command):
+    """Notes whether `--` was given: `perfkit profile --` with nothing after it is a mistake, not the
+    built-in ResNet-50 run."""
+
+    def parse_args(self, ctx, args):
+        ctx.meta["script_mode"] = "--" in args
+        return super().parse_args(ctx, args)
+
+
+# Flags of the built-in ResNet-50 run that mean nothing for the user's own script.
+RESNET_ONLY = ("device", "batch_size", "image_size", "data_path", "shards", "shard_id", "sink", "amp_level",
+               "workers", "mode")
+RESNET_STEPS, RESNET_WARMUP = 3, 1
+
+
+@main.command(cls=ProfileCommand)
 @click.option("--device", type=click.Choice(["auto", "Ascend", "GPU", "CPU"]), default="auto", show_default=True,
               help="Where to train; auto takes the first of Ascend, GPU, CPU that MindSpore can use.")
-@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Profiled steps.")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Steps before profiling starts (the first one compiles the graph).")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help=f"Profiled steps. Default {RESNET_STEPS}; with a script: all.")
+@click.option("--warmup", type=click.IntRange(min=0), default=None,
+              help=f"Steps before profiling starts (the first one compiles the graph). Default {RESNET_WARMUP}; "
+                   "with a script 0 (a script that never calls Model.train nor perfkit.profiling has no steps "
+                   "to skip).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--image-size", type=click.IntRange(min=1), default=None,
               help="Input size. Default 224 on Ascend/GPU (the seed's), 32 on CPU so the default run "
@@ -186,24 +204,39 @@ def compare(run_a: str, run_b: str, fmt: str) -> None:
 @click.option("--profile-memory", is_flag=True, default=False,
               help="Also record the allocator's memory (MindSpore's profile_memory=True) and the memory capacity: "
                    "the Memory page, peak memory and the batch size that would fit.")
-def profile(device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
-            mode, env_pairs, output, ranks, profile_memory) -> None:
-    """Train the seed's ResNet-50 on CIFAR-10 under the MindSpore profiler and write a run folder.
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
+            mode, env_pairs, output, ranks, profile_memory, command) -> None:
+    """Profile your own training script (after `--`), or train the seed's ResNet-50 on CIFAR-10, under the
+    MindSpore profiler and write a run folder.
 
-    The warmup steps are kept out of the profile. The folder holds MindSpore's profiler files,
-    MindData's dataset profile and perfkit_run.json (config, versions, step times, status).
-    Ctrl-C (or SIGTERM) stops training after the current step and keeps what was profiled
-    (exit code 130, 143 for SIGTERM); a second one stops at once.
+    \b
+    Your script runs unchanged: its output and exit code are its own. MindSpore's profiler is switched on
+    through MS_PROFILER_OPTIONS, MindData's profiling too, and each Model.train step is timed (custom loops:
+    perfkit.profiling, or the steps are taken from the op timestamps). --output, --env, --ranks, --warmup,
+    --steps and --profile-memory apply.
+
+    The folder holds MindSpore's profiler files, MindData's dataset profile and perfkit_run.json (config,
+    versions, step times, status). Ctrl-C (or SIGTERM) stops training after the current step and keeps what
+    was profiled (exit code 130, 143 for SIGTERM); a second one stops at once.
 
     \b
     Example:
+      perfkit profile -- python train.py --epochs 1     # your script -> ./profiler_v1
+      perfkit profile --ranks 2 -- python train.py      # data parallel through msrun
       perfkit profile --steps 3                       # CPU: about a minute -> ./profiler_v1
       perfkit profile --env ONEDNN_MAX_CPU_ISA=AVX2 --workers 4
       perfkit profile --ranks 2 --output runs/dp2
       perfkit profile --profile-memory --batch-size 8  # with the allocator's memory over time
     """
-    from .profiler import ProfileRequest, parse_env, profile as run_profile, report
-    request = ProfileRequest(device=device, steps=steps, warmup=warmup, batch_size=batch_size,
+    from .profiler import parse_env, report
+    if ctx.meta["script_mode"] or command:
+        _profile_script(ctx, list(command), steps, warmup, parse_env(env_pairs), output, ranks, profile_memory)
+        return
+    from .profiler import ProfileRequest, profile as run_profile
+    request = ProfileRequest(device=device, steps=RESNET_STEPS if steps is None else steps,
+                             warmup=RESNET_WARMUP if warmup is None else warmup, batch_size=batch_size,
                              image_size=image_size, data_path=data_path, shards=shards, shard_id=shard_id,
                              sink=sink, amp_level=amp_level, workers=workers, mode=mode,
                              env=parse_env(env_pairs), output=output, ranks=ranks, profile_memory=profile_memory)
@@ -212,7 +245,29 @@ def profile(device, steps, warmup, batch_size, image_size, data_path, shards, sh
     if outcome.status == "interrupted":
         click.echo(f"perfkit: interrupted: {outcome.folder} holds the steps profiled before {outcome.stop_signal}",
                    err=True)
-        click.get_current_context().exit(outcome.exit_code)
+        ctx.exit(outcome.exit_code)
+
+
+def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_memory) -> None:
+    from click.core import ParameterSource
+    from .profiler import ScriptRequest, profile_script, report
+    given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
+    outcome = profile_script(ScriptRequest(command=command, output=output, env=env, ranks=ranks,
+                                           warmup=warmup or 0, steps=steps, profile_memory=profile_memory))
+    for note in outcome.notes:
+        click.echo(f"perfkit: warning: {note}", err=True)
+    if outcome.status in ("ok", "interrupted"):
+        click.echo(report(outcome))
+    if outcome.status == "interrupted":
+        click.echo(f"perfkit: interrupted: {outcome.folder} holds what was profiled before {outcome.stop_signal}",
+                   err=True)
+    elif outcome.status == "failed":
+        click.echo(f"perfkit: the script failed (exit code {outcome.exit_code}): what was profiled is in "
+                   f"{outcome.folder}, marked failed (perfkit summary {outcome.folder})", err=True)
+    ctx.exit(outcome.exit_code)
 
 
 def _load_all(paths: tuple[str, ...]) -> list:
@@ -234,8 +289,9 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
       perfkit dash profiler_v1 profiler_v2 profiler_v3      # then open http://127.0.0.1:8050
       perfkit dash ./cluster_run --port 8060
     """
+    from dashboards.app import check_port, is_loopback, serve
+    check_port(host, port)  # a busy port is said before minutes of loading, not after
     loaded = _load_all(runs)
-    from dashboards.app import is_loopback, serve
     if not is_loopback(host):
         click.echo(f"perfkit: warning: serving on {host}: anyone who can reach this port sees the profiles "
                    "(no authentication)", err=True)
@@ -258,3 +314,40 @@ def report(runs: tuple[str, ...], output: str) -> None:
     from .report import write_report
     write_report(_load_all(runs), output)
     click.echo(f"wrote {output}", err=True)
+
+
+@main.command()
+@click.argument("run", type=click.Path())
+@click.option("--step", type=int, help="The step to cut out (its bounds: the trace's step markers or kernel_details).")
+@click.option("--start-ms", type=float, help="Window start, ms after the trace's first event (instead of --step).")
+@click.option("--end-ms", type=float, help="Window end, ms after the trace's first event.")
+@click.option("--ranks", help="Comma-separated ranks (default: all), e.g. 0,3")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "parquet"]), default="json", show_default=True,
+              help="json: a Chrome trace Perfetto and chrome://tracing open; parquet: the events table.")
+def trace(run: str, step: int | None, start_ms: float | None, end_ms: float | None, ranks: str | None,
+          output: str, fmt: str) -> None:
+    """Cut one step (or time window) of the timeline out of a big trace, all ranks side by side.
+
+    The first call indexes the trace files into perfkit's cache (seconds per GB); later calls read
+    only the window.
+
+    \b
+    Example:
+      perfkit trace profiler_v1 --step 3 -o step3.json        # open in https://ui.perfetto.dev
+      perfkit trace cluster_run --step 3 --ranks 0,7 --format parquet -o step3.parquet
+    """
+    from .timeline import timeline, write_window
+    if step is None and start_ms is None and end_ms is None:
+        raise click.UsageError("give --step N, or --start-ms/--end-ms")
+    try:
+        chosen = [int(rank) for rank in ranks.split(",")] if ranks else None
+    except ValueError:
+        raise click.UsageError(f"--ranks takes comma-separated numbers, not {ranks!r}") from None
+    events = timeline(run, step=step, start_ms=start_ms, end_ms=end_ms, ranks=chosen,
+                      progress=lambda message, fraction: click.echo(f"\r{message}: {fraction:.0%}", err=True,
+                                                                    nl=fraction >= 1.0))
+    for warning in events.attrs["warnings"]:
+        click.echo(f"perfkit: warning: {warning}", err=True)
+    write_window(events, output, fmt)
+    click.echo(f"wrote {output}: {len(events):,} events", err=True)

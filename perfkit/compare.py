@@ -7,6 +7,7 @@ from typing import Any
 from .advisor import advise
 from .analysis import STEP_KEYS, op_type_shares, queue_stats, step_means
 from .model import Run
+from .views.format import ms, percent
 
 
 def _op_type_deltas(run_a: Run, run_b: Run) -> list[dict[str, Any]]:
@@ -53,14 +54,6 @@ def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
     }
 
 
-def _ms(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:,.3f} ms"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f} %"
-
-
 def compare_text(result: dict[str, Any], top: int = 10) -> str:
     """The terminal form of `compare`: steps side by side, the speedup, the largest op-type share changes."""
     lines = [f"A  {result['run_a']}", f"B  {result['run_b']}", ""]
@@ -69,7 +62,7 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
         lines.append(f"{'mean per step':<24}{'A':>16}{'B':>16}{'B - A':>16}")
         for key in STEP_KEYS:
             delta = result["step_deltas_ms"].get(key)
-            lines.append(f"  {key:<22}{_ms(a[key]):>16}{_ms(b[key]):>16}{_ms(delta):>16}")
+            lines.append(f"  {key:<22}{ms(a[key]):>16}{ms(b[key]):>16}{ms(delta):>16}")
     else:
         lines.append("steps unknown in " + " and ".join(name for name, s in (("A", a), ("B", b)) if not s))
     speedup = result["speedup"]
@@ -81,7 +74,7 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
                          f"  ({100 * delta['delta']:+.1f})")
     for which, change in result["queues"].items():
         if change["empty_pct_a"] is not None or change["empty_pct_b"] is not None:
-            lines.append(f"{which} queue empty  {_pct(change['empty_pct_a'])} -> {_pct(change['empty_pct_b'])}")
+            lines.append(f"{which} queue empty  {percent(change['empty_pct_a'])} -> {percent(change['empty_pct_b'])}")
     lines += ["", f"resolved  {', '.join(result['resolved']) or '-'}",
               f"new       {', '.join(result['new']) or '-'}"]
     return "\n".join(lines)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from . import Advice
+from ..views.format import evidence
 from .finding import Finding
-
-
-def _number(value: float) -> str:
-    return f"{value:,.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
 
 
 def _gain(finding: Finding) -> str:
@@ -15,7 +12,7 @@ def _gain(finding: Finding) -> str:
 
 
 def _evidence(finding: Finding, sep: str) -> str:
-    return sep.join(f"{key} {_number(value)}" for key, value in finding.evidence.items())
+    return sep.join(f"{key} {evidence(value)}" for key, value in finding.evidence.items())
 
 
 def advice_text(advice: Advice) -> str:
