@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import cache, model
 from .errors import FileFormatError, LayoutError
-from .formats import BY_NAME, READERS
+from .formats import BY_NAME, READERS, db
 from .formats.base import RUN_WIDE, Parts, Reader, merged_stages, screened
 from .formats.steps import derive_steps, steps_from_times
 from .model import Meta, Run
@@ -192,10 +192,10 @@ def _require_data(root: Path, by_rank: dict[int, list[Entry]], failures: list[Fi
         return
     if failures:
         raise failures[0]  # nothing else to show: the broken folder is the answer
-    raise LayoutError(
+    raise LayoutError(db.raw_data_hint(root) or (
         "no MindSpore profiler files found (looked for aicore_intermediate_*, step_trace_raw_*, "
-        "ASCEND_PROFILER_OUTPUT/, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, perfkit_run.json)",
-        root)
+        "ASCEND_PROFILER_OUTPUT/ text or database export, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, "
+        "perfkit_run.json)" + db.unusable_note(root)), root)
 
 
 def _gives_run_tables(reader: Reader) -> bool:

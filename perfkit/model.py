@@ -139,7 +139,7 @@ class Meta:
     """What is known about how the run was made. None means the files do not tell."""
 
     device: str | None = None            # "Ascend" | "GPU" | "CPU"
-    layout: str | None = None            # "legacy" | "ascend_ms" | "cpu" | "gpu" | "minddata" | "manifest"
+    layout: str | None = None            # "legacy" | "ascend_ms" | "ascend_db" | "cpu" | "gpu" | "minddata" | "manifest"
     ms_version: str | None = None
     mode: str | None = None              # "graph" | "pynative"
     ranks: list[int] = field(default_factory=list)
@@ -147,6 +147,8 @@ class Meta:
     amp_level: str | None = None         # recorded by `perfkit profile`, else inferred from dtypes
     compute_dtype: str | None = None     # "float32" | "float16" | "bfloat16" | "mixed", from op input dtypes
     step_source: str | None = None       # where the step split came from, e.g. "step_trace"
+    export: str | None = None            # "text" | "db": which export of an ASCEND_PROFILER_OUTPUT/ was read
+    chip: str | None = None              # e.g. "Ascend910B" (NPU_INFO of the database export)
     synthetic_data: bool | None = None
     status: str | None = None            # manifest status: ok / interrupted / failed
     framework: str | None = None         # "mindspore" | "torch_npu" (`*_ascend_pt` folders): the wording of actions

@@ -87,7 +87,7 @@ def detect(folder: Path) -> bool:
 
 def read(folder: Path) -> dict[int, Parts]:
     output = folder / OUTPUT_DIR
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "framework": _framework(folder)})
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "framework": _framework(folder), "export": "text"})
     rank = _read_profiler_info(folder, parts)
     _read_metadata(folder, parts)
 
@@ -123,7 +123,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     """Only the steps, from step_trace_time.csv alone: for questions across many ranks (slow ranks),
     where reading every kernel table would cost 15 ms a rank. fwd_bwd_ms and tail_ms need the
     kernels and stay unknown."""
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "text"})
     rank = _read_profiler_info(folder, parts)
     trace = guarded(parts, folder / OUTPUT_DIR / STEP_TRACE,
                     lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,
@@ -411,10 +411,16 @@ def _precision(kernels: _Kernels, mindspore: bool) -> dict:
     known = (kernels.type >= 0) & (dtype_codes >= 0)
     pairs = pd.unique(kernels.type[known].astype(np.int64) * len(dtypes) + dtype_codes[known])
     types = kernels.types.to_pylist()
-    first_dtypes = pc.utf8_upper(_unquoted(dtypes)).to_pylist()
-    precision = [(bool(NORM_OP_TYPES.match(types[op_type])), first_dtypes[dtype].split(";")[0])
-                 for op_type, dtype in zip((pairs // len(dtypes)).tolist(), (pairs % len(dtypes)).tolist())
-                 if PRECISION_OP_TYPES.match(types[op_type])]
+    upper_dtypes = pc.utf8_upper(_unquoted(dtypes)).to_pylist()
+    return precision_of([(types[op_type], upper_dtypes[dtype])
+                         for op_type, dtype in zip((pairs // len(dtypes)).tolist(), (pairs % len(dtypes)).tolist())],
+                        mindspore)
+
+
+def precision_of(type_dtypes: list[tuple[str, str]], mindspore: bool) -> dict:
+    """compute_dtype (and AMP level) from distinct (op type, upper-case input dtypes `A;B`) pairs."""
+    precision = [(bool(NORM_OP_TYPES.match(op_type)), dtypes.split(";")[0]) for op_type, dtypes in type_dtypes
+                 if PRECISION_OP_TYPES.match(op_type)]
     if not precision:
         return {}
     fp16 = np.array([dtype in FLOAT16_DTYPES for _, dtype in precision])
