@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from dash import dash_table, dcc, html
 
 from perfkit import figures
+from perfkit.compare import verdict_words
 from perfkit.model import PASSES, Run
 
 from . import ids
@@ -128,14 +129,26 @@ def compare_body(runs: Sequence[Run]) -> list:
     if len(runs) < 2:
         return [card("Compare", empty("pick two or more runs to compare"))]
     labels = figures.run_labels(runs)
-    speedups = [html.Div([html.Div(label, className="label"),
-                          html.Div("n/a" if s is None else f"{s:.2f}x", className="value", id=f"speedup-{i}")],
-                         className="kpi") for i, (label, s) in enumerate(zip(labels, figures.speedups(runs)))]
-    return [card(f"Speedup over {labels[0]} (mean step time ratio)", html.Div(speedups, className="speedups")),
-            html.Div([card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
-                      card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))],
+    kpis = []
+    for i, (label, speedup, verdict) in enumerate(zip(labels, figures.speedups(runs), figures.step_verdicts(runs))):
+        note = "baseline" if i == 0 else verdict_words(verdict)
+        kpis.append(html.Div([html.Div(label, className="label"),
+                              html.Div("n/a" if speedup is None else f"{speedup:.2f}x", className="value",
+                                       id=f"speedup-{i}"),
+                              html.Div(note, className="label", id=f"verdict-{i}")], className="kpi"))
+    settings = figures.compare_setting_rows(runs)
+    op_rows = figures.compare_op_rows(runs)
+    return [card(f"Speedup over {labels[0]} (mean step time ratio) and whether it is beyond the noise",
+                 html.Div(kpis, className="speedups")),
+            card("What differed between the runs",
+                 _table("compare-settings", settings, 20) if len(settings)
+                 else empty("nothing the runs' files record differs (device, network, batch, config, env, versions)")),
+            html.Div([card("Step time spread", graph(figures.compare_step_spread_figure(runs), "fig-compare-spread")),
+                      card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps"))],
                      className="grid2"),
-            card("Op-type shares", graph(figures.compare_op_shares_figure(runs), "fig-compare-ops"))]
+            card("Op time per step", graph(figures.compare_op_time_figure(runs), "fig-compare-ops"),
+                 _table("compare-op-table", op_rows, 12) if len(op_rows) else empty("no operator statistics")),
+            card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))]
 
 
 def ranks(run: Run) -> list:

@@ -112,7 +112,7 @@ def welch_test(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
                 "p": 0.0 if difference else 1.0}
     t = difference / math.sqrt(var_a + var_b)
     df = (var_a + var_b) ** 2 / (var_a ** 2 / (len(a) - 1) + var_b ** 2 / (len(b) - 1))
-    return {"t": t, "df": float(df), "p": _regularized_beta(df / 2, 0.5, df / (df + t * t))}
+    return {"t": float(t), "df": float(df), "p": _regularized_beta(float(df) / 2, 0.5, float(df / (df + t * t)))}
 
 
 def noise_verdict(totals_a: np.ndarray, totals_b: np.ndarray) -> dict[str, Any] | None:
@@ -123,15 +123,15 @@ def noise_verdict(totals_a: np.ndarray, totals_b: np.ndarray) -> dict[str, Any] 
     if not len(totals_a) or not len(totals_b):
         return None
     mean_a, mean_b = float(np.mean(totals_a)), float(np.mean(totals_b))
-    change_pct = 100 * (mean_b - mean_a) / mean_a if mean_a else None
+    change_pct = 100 * (mean_b - mean_a) / mean_a
     verdict: dict[str, Any] = {"test": "welch_t_log", "alpha": SIGNIFICANCE_P, "min_effect_pct": MIN_EFFECT_PCT,
                                "n_a": int(len(totals_a)), "n_b": int(len(totals_b)), "change_pct": change_pct,
                                "t": None, "df": None, "p_value": None, "significant": None}
-    if len(totals_a) < 2 or len(totals_b) < 2 or change_pct is None:
+    if len(totals_a) < 2 or len(totals_b) < 2:
         verdict["verdict"] = TOO_FEW_STEPS
         return verdict
     test = welch_test(np.log(totals_a), np.log(totals_b))
-    significant = test["p"] < SIGNIFICANCE_P and abs(change_pct) >= MIN_EFFECT_PCT
+    significant = bool(test["p"] < SIGNIFICANCE_P and abs(change_pct) >= MIN_EFFECT_PCT)
     verdict.update(t=test["t"] if math.isfinite(test["t"]) else None, df=test["df"], p_value=test["p"],
                    significant=significant,
                    verdict=NO_CHANGE if not significant else ("slower" if change_pct > 0 else "faster"))
@@ -313,7 +313,7 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
     reasons = []
     noise = result["noise"]
     if fail_if_slower_pct is not None:
-        if noise is None or noise["change_pct"] is None:
+        if noise is None:
             raise PerfkitError("the gate needs step times in both runs: "
                                + " and ".join(path for path, steps in ((result["run_a"], result["a"]),
                                                                        (result["run_b"], result["b"])) if not steps)

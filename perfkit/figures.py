@@ -18,6 +18,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .analysis import BATCHNORM_FAMILY, CAST_FAMILY, op_type_shares, queue_stats, step_means, summarize
+from .compare import (differences, noise_verdict, op_type_ms_per_step, run_settings, setting_value, spread,
+                      step_totals, verdict_words)
 from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
 from .model import Run
 
@@ -419,30 +421,96 @@ def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
     return fig
 
 
-def compare_op_shares_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> go.Figure:
-    """Share of op time of each run's top op types, runs side by side."""
+def step_verdicts(runs: Sequence[Run]) -> list[dict[str, Any] | None]:
+    """Each run's noise verdict against the first (perfkit compare's `noise`); None for the first run."""
+    base = step_totals(runs[0].steps) if runs else None
+    return [None] + [noise_verdict(base, step_totals(run.steps)) for run in runs[1:]]
+
+
+def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
+    """Every step's total per run (a box and its points), with the noise verdict against the first run."""
     labels = run_labels(runs)
-    shares = [op_type_shares(run) for run in runs]
-    if not any(len(s) for s in shares):
-        return empty_state("no operator statistics in any of these runs")
+    totals = [step_totals(run.steps) for run in runs]
+    if not any(len(t) for t in totals):
+        return empty_state("no step totals in any of these runs")
+    fig = go.Figure()
+    for position, (label, values) in enumerate(zip(labels, totals)):
+        fig.add_box(x=[label] * len(values), y=values, name=label, boxpoints="all", pointpos=0, jitter=0.3,
+                    marker_color=RUN_COLORS[position % len(RUN_COLORS)], showlegend=False,
+                    hovertemplate=f"{label}<br>step total %{{y:,.2f}} ms<extra></extra>")
+    for label, values, verdict in zip(labels, totals, step_verdicts(runs)):
+        if len(values):
+            spread_ = spread(values)
+            std = "" if spread_["std_ms"] is None else f" ± {spread_['std_ms']:,.1f}"
+            text = f"{spread_['mean_ms']:,.1f}{std} ms · n = {spread_['n']}"
+            if verdict is not None:
+                text += f"<br><b>{verdict_words(verdict)}</b>"
+            fig.add_annotation(x=label, y=float(values.max()), text=text, showarrow=False, yanchor="bottom",
+                               yshift=6, font=dict(size=12))
+    top = max(float(t.max()) for t in totals if len(t))
+    fig = _style(fig, f"Step time per step (mean ± std) and the verdict against {labels[0]}", height=420,
+                 yaxis_title="ms per step")
+    fig.update_yaxes(range=[0, top * 1.3])
+    return fig
+
+
+def compare_op_rows(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> pd.DataFrame:
+    """Op types in ms per step (and rank) of each run, with the change of each later run against the first:
+    the union of each run's top types, the largest change first."""
+    labels = run_labels(runs)
+    tables = [op_type_ms_per_step(run) for run in runs]
     types: list[str] = []
-    for frame in shares:
-        types += [str(t) for t in frame["type"].head(top) if str(t) not in types]
+    for frame in tables:
+        types += [str(t) for t in frame.sort_values("ms_per_step", ascending=False, kind="stable")["type"].head(top)
+                  if str(t) not in types]
+    rows = pd.DataFrame({"type": types})
+    for label, frame in zip(labels, tables):
+        by_type = frame.set_index(frame["type"].astype(str))["ms_per_step"]
+        # a type a run does not have took 0 ms there; a run without steps has no per-step figure at all
+        rows[label] = [float(by_type.get(t, 0.0)) if frame["ms_per_step"].notna().any() else float("nan")
+                       for t in types]
+    for label in labels[1:]:
+        rows[f"{label} - {labels[0]}"] = rows[label] - rows[labels[0]]
+    if len(labels) > 1:
+        change = rows[[f"{label} - {labels[0]}" for label in labels[1:]]].abs().max(axis=1)
+        rows = rows.iloc[change.fillna(0).sort_values(ascending=False, kind="stable").index]
+    return rows.round(3).reset_index(drop=True)
+
+
+def compare_op_time_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> go.Figure:
+    """Op time per step of each run's top op types, runs side by side: which ops got faster."""
+    labels = run_labels(runs)
+    rows = compare_op_rows(runs, top)
+    if not len(rows) or rows[labels].isna().all().all():
+        return empty_state("no operator statistics with step times in any of these runs")
+    types = list(rows["type"])
+    shares = [op_type_ms_per_step(run).set_index("type")["share"] for run in runs]
     fig = go.Figure()
     # Horizontal groups stack the first trace at the bottom: add runs last-first so the first run is on top.
-    for position, label, frame in reversed(list(zip(range(len(labels)), labels, shares))):
-        by_type = frame.set_index(frame["type"].astype(str))["share"]
-        values = [100 * float(by_type.get(t, 0.0)) for t in types]
-        fig.add_bar(y=types, x=values, name=label, orientation="h",
-                    marker_color=RUN_COLORS[position % len(RUN_COLORS)], text=[f"{v:.1f} %" if v else "" for v in values],
-                    textposition="outside", cliponaxis=False, textfont=dict(size=11),
-                    hovertemplate=f"{label}<br>%{{y}}: %{{x:.1f}} % of op time<extra></extra>")
-    fig = _style(fig, "Op-type share of op time (each run's top types)", barmode="group",
-                 height=max(360, 120 + 14 * len(types) * len(runs)), xaxis_title="% of summed op time",
+    for position in reversed(range(len(labels))):
+        label, values = labels[position], rows[labels[position]]
+        share = [100 * float(shares[position].get(t, 0.0)) for t in types]
+        fig.add_bar(y=types, x=values, name=label, orientation="h", customdata=share,
+                    marker_color=RUN_COLORS[position % len(RUN_COLORS)],
+                    text=[f"{v:,.1f}" if v else "" for v in values], textposition="outside", cliponaxis=False,
+                    textfont=dict(size=11),
+                    hovertemplate=f"{label}<br>%{{y}}: %{{x:,.2f}} ms per step · %{{customdata:.1f}} % of op time"
+                                  "<extra></extra>")
+    fig = _style(fig, "Op time per step (ms), largest changes first", barmode="group",
+                 height=max(360, 120 + 14 * len(types) * len(runs)), xaxis_title="ms per step and rank",
                  bargap=0.25, bargroupgap=0.05, uniformtext=dict(minsize=10, mode="show"))
     fig.update_layout(legend_traceorder="reversed")
     fig.update_yaxes(categoryorder="array", categoryarray=types[::-1], automargin=True)
     return fig
+
+
+def compare_setting_rows(runs: Sequence[Run]) -> pd.DataFrame:
+    """The settings that differ between the runs (perfkit compare's `differences`): setting, one column per run."""
+    labels = run_labels(runs)
+    rows = differences([run_settings(run) for run in runs])
+    return pd.DataFrame([{"setting": row["setting"], **{label: setting_value(value)
+                                                       for label, value in zip(labels, row["values"])}}
+                         for row in rows], columns=["setting", *labels])
 
 
 def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:

@@ -13,6 +13,7 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from . import __version__, figures
+from .compare import verdict_words
 from .errors import PerfkitError
 from .model import Run
 
@@ -122,13 +123,16 @@ def _run_section(index: int, label: str, run: Run) -> str:
 
 def _compare_section(runs: Sequence[Run], labels: list[str]) -> str:
     cards = "".join(f'<div class="kpi"><div class="label">{html.escape(label)}</div>'
-                    f'<div class="value">{"n/a" if s is None else f"{s:.2f}x"}</div></div>'
-                    for label, s in zip(labels, figures.speedups(runs)))
+                    f'<div class="value">{"n/a" if s is None else f"{s:.2f}x"}</div>'
+                    f'<div class="label">{html.escape("baseline" if i == 0 else verdict_words(verdict))}</div></div>'
+                    for i, (label, s, verdict) in enumerate(zip(labels, figures.speedups(runs),
+                                                                 figures.step_verdicts(runs))))
     return ('<section id="compare"><h2>Compare</h2>'
             f'<p class="meta">speedup over {html.escape(labels[0])} (mean step time ratio)</p>'
             f'<div class="speedups">{cards}</div>'
             + _card("Step split", _figure(figures.compare_steps_figure(runs)))
-            + _card("Op-type shares", _figure(figures.compare_op_shares_figure(runs)))
+            + _card("Step time spread", _figure(figures.compare_step_spread_figure(runs)))
+            + _card("Op time per step", _figure(figures.compare_op_time_figure(runs)))
             + _card("Queue emptiness", _figure(figures.compare_queues_figure(runs))) + "</section>")
 
 

@@ -61,6 +61,10 @@ def test_one_rank_against_two_fails_with_the_percentage():
     assert f"B is {expected_pct:+.1f} % against A (limit +5 %)" in reason
     assert f"std {np.std(baseline, ddof=1):,.1f} ms" in reason  # the spread is shown
     assert gate(SAMPLES / "cpu_ranks2", SAMPLES / "cpu_default", "--fail-if-slower", 5).exit_code == 0  # faster
+    payload = json.loads(gate(SAMPLES / "cpu_default", SAMPLES / "cpu_ranks2", "--fail-if-slower", 5,
+                              "--format", "json").stdout)
+    assert payload["gate"]["failed"] is True and payload["noise"]["verdict"] == "slower"
+    assert payload["noise"]["change_pct"] == pytest.approx(expected_pct)
 
 
 @needs_samples

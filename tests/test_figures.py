@@ -137,7 +137,8 @@ def test_empty_run_gives_sentences_not_axes():
     run = Run(path="/runs/empty", meta=Meta(device="Ascend", data_mode="feed"))
     built = [figures.step_trace_figure(run), figures.op_share_figure(run), figures.queue_figure(run, "host"),
              figures.queue_figure(run, "device"), figures.pipeline_figure(run), figures.ranks_figure(run),
-             figures.compare_steps_figure([run, run]), figures.compare_op_shares_figure([run, run]),
+             figures.compare_steps_figure([run, run]), figures.compare_op_time_figure([run, run]),
+             figures.compare_step_spread_figure([run, run]),
              figures.compare_queues_figure([run, run])]
     for fig in built:
         message = figures.empty_message(fig)

@@ -26,8 +26,9 @@ def test_report_is_self_contained():
     assert len(text) < 2 * 1024**2  # the basic bundle, not the full 4.8 MB one
     # nothing fetched from elsewhere: no external script, stylesheet or image
     assert not re.search(r'<(script|link|img)[^>]+(src|href)="(https?:)?//', text)
-    # compare (3) + per run: steps, op types, host, device, pipeline (5) + ranks for the 2-rank run
-    assert plotly_divs(text) == 3 + 5 + 6
+    # compare: step split, step spread, op time, queues (4) + per run: steps, op types, host, device,
+    # pipeline (5) + ranks for the 2-rank run
+    assert plotly_divs(text) == 4 + 5 + 6
     speedup = figures.speedups([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])[1]
     assert f"{speedup:.2f}x" in text
 
