@@ -19,7 +19,7 @@ TABLE_STYLE = dict(
     style_cell={"fontFamily": "Inter, 'Segoe UI', Helvetica, Arial, sans-serif", "fontSize": 13,
                 "padding": "4px 8px", "textAlign": "right", "maxWidth": 520, "overflow": "hidden",
                 "textOverflow": "ellipsis"},
-    style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"} for c in ("type", "name", "family", "pass")],
+    style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"} for c in ("type", "name", "family", "pass", "setting")],
     style_header={"fontWeight": 600, "backgroundColor": "#eef1f5"},
     style_data_conditional=[{"if": {"filter_query": '{family} = "Cast"'}, "backgroundColor": "#fde8e8"},
                             {"if": {"filter_query": '{family} = "BatchNorm"'}, "backgroundColor": "#f3e8f1"}],
@@ -135,7 +135,7 @@ def compare_body(runs: Sequence[Run]) -> list:
         kpis.append(html.Div([html.Div(label, className="label"),
                               html.Div("n/a" if speedup is None else f"{speedup:.2f}x", className="value",
                                        id=f"speedup-{i}"),
-                              html.Div(note, className="label", id=f"verdict-{i}")], className="kpi"))
+                              html.Div(note, className="note", id=f"verdict-{i}")], className="kpi"))
     settings = figures.compare_setting_rows(runs)
     op_rows = figures.compare_op_rows(runs)
     return [card(f"Speedup over {labels[0]} (mean step time ratio) and whether it is beyond the noise",
@@ -143,12 +143,12 @@ def compare_body(runs: Sequence[Run]) -> list:
             card("What differed between the runs",
                  _table("compare-settings", settings, 20) if len(settings)
                  else empty("nothing the runs' files record differs (device, network, batch, config, env, versions)")),
-            html.Div([card("Step time spread", graph(figures.compare_step_spread_figure(runs), "fig-compare-spread")),
-                      card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps"))],
+            card("Step time spread", graph(figures.compare_step_spread_figure(runs), "fig-compare-spread")),
+            html.Div([card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
+                      card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))],
                      className="grid2"),
             card("Op time per step", graph(figures.compare_op_time_figure(runs), "fig-compare-ops"),
-                 _table("compare-op-table", op_rows, 12) if len(op_rows) else empty("no operator statistics")),
-            card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))]
+                 _table("compare-op-table", op_rows, 12) if len(op_rows) else empty("no operator statistics"))]
 
 
 def ranks(run: Run) -> list:

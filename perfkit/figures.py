@@ -442,7 +442,7 @@ def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
         if len(values):
             spread_ = spread(values)
             std = "" if spread_["std_ms"] is None else f" ± {spread_['std_ms']:,.1f}"
-            text = f"{spread_['mean_ms']:,.1f}{std} ms · n = {spread_['n']}"
+            text = f"{spread_['mean_ms']:,.1f}{std} ms<br>n = {spread_['n']} steps"
             if verdict is not None:
                 text += f"<br><b>{verdict_words(verdict)}</b>"
             fig.add_annotation(x=label, y=float(values.max()), text=text, showarrow=False, yanchor="bottom",

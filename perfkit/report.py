@@ -40,6 +40,7 @@ main { padding: 16px 24px; max-width: 1500px; margin: 0 auto; }
        min-width: 150px; }
 .kpi .label { font-size: 12px; color: #666; text-transform: uppercase; letter-spacing: .03em; }
 .kpi .value { font-size: 20px; font-weight: 600; margin-top: 4px; }
+.kpi .note { font-size: 12px; color: #444; margin-top: 2px; }
 .grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; align-items: start; }
 @media (max-width: 1100px) { .grid2 { grid-template-columns: 1fr; } }
 .empty-state { color: #666; font-size: 15px; font-style: italic; padding: 18px 8px; margin: 0; }
@@ -124,7 +125,7 @@ def _run_section(index: int, label: str, run: Run) -> str:
 def _compare_section(runs: Sequence[Run], labels: list[str]) -> str:
     cards = "".join(f'<div class="kpi"><div class="label">{html.escape(label)}</div>'
                     f'<div class="value">{"n/a" if s is None else f"{s:.2f}x"}</div>'
-                    f'<div class="label">{html.escape("baseline" if i == 0 else verdict_words(verdict))}</div></div>'
+                    f'<div class="note">{html.escape("baseline" if i == 0 else verdict_words(verdict))}</div></div>'
                     for i, (label, s, verdict) in enumerate(zip(labels, figures.speedups(runs),
                                                                  figures.step_verdicts(runs))))
     return ('<section id="compare"><h2>Compare</h2>'

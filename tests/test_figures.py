@@ -228,7 +228,7 @@ def test_step_spread_figure_shows_each_step_and_the_verdict_of_perfkit_compare()
     assert figures.step_verdicts([steady, slower]) == [None, noise]
     assert noise["verdict"] == "slower" and verdict_words(noise) in annotations(fig)
     std = np.std(steady.steps["total_ms"], ddof=1)
-    assert f"{steady.steps['total_ms'].mean():,.1f} ± {std:,.1f} ms · n = 4" in annotations(fig)
+    assert f"{steady.steps['total_ms'].mean():,.1f} ± {std:,.1f} ms<br>n = 4 steps" in annotations(fig)
 
 
 def test_compare_setting_rows_list_only_what_differs():
