@@ -222,7 +222,7 @@ def check_comparable(result: dict[str, Any]) -> list[str]:
 
 
 def op_type_ms_per_step(run: Run) -> pd.DataFrame:
-    """Op types (all ranks) with total_ms, share and ms_per_step: op time per step and rank, None without steps.
+    """Op types (all ranks) with total_ms, share and ms_per_step: op time per step and rank (NaN without steps).
     The op tables cover every profiled step, so the per-step figure averages over all of them."""
     shares = op_type_shares(run)
     steps = step_means(run.steps)
@@ -231,23 +231,21 @@ def op_type_ms_per_step(run: Run) -> pd.DataFrame:
     return shares.assign(ms_per_step=shares["total_ms"] / per if per else float("nan"))
 
 
+def ms_per_step_of(table: pd.DataFrame, op_type: str) -> float | None:
+    """One op type's ms per step from an `op_type_ms_per_step` table indexed by type."""
+    if not table["ms_per_step"].notna().any():
+        return None  # no steps in this run: no per-step figure
+    return float(table["ms_per_step"].get(op_type, 0.0))  # a type the run does not have took 0 ms
+
+
 def _op_type_deltas(run_a: Run, run_b: Run) -> list[dict[str, Any]]:
     """Per op type: share of op time and ms per step in A and B; ordered by the largest share change."""
     table_a = op_type_ms_per_step(run_a).set_index("type")
     table_b = op_type_ms_per_step(run_b).set_index("type")
-
-    def number(table: pd.DataFrame, op_type, column: str) -> float | None:
-        value = table[column].get(op_type, 0.0)
-        return None if pd.isna(value) else float(value)
-
     deltas = []
     for op_type in table_a.index.union(table_b.index):
-        share_a, share_b = number(table_a, op_type, "share") or 0.0, number(table_b, op_type, "share") or 0.0
-        ms_a, ms_b = number(table_a, op_type, "ms_per_step"), number(table_b, op_type, "ms_per_step")
-        if op_type not in table_a.index and len(table_a):
-            ms_a = 0.0 if table_a["ms_per_step"].notna().any() else None
-        if op_type not in table_b.index and len(table_b):
-            ms_b = 0.0 if table_b["ms_per_step"].notna().any() else None
+        share_a, share_b = float(table_a["share"].get(op_type, 0.0)), float(table_b["share"].get(op_type, 0.0))
+        ms_a, ms_b = ms_per_step_of(table_a, op_type), ms_per_step_of(table_b, op_type)
         deltas.append({"type": str(op_type), "share_a": share_a, "share_b": share_b, "delta": share_b - share_a,
                        "ms_per_step_a": ms_a, "ms_per_step_b": ms_b,
                        "delta_ms_per_step": ms_b - ms_a if ms_a is not None and ms_b is not None else None})

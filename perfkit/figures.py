@@ -18,8 +18,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .analysis import BATCHNORM_FAMILY, CAST_FAMILY, op_type_shares, queue_stats, step_means, summarize
-from .compare import (differences, noise_verdict, op_type_ms_per_step, run_settings, setting_value, spread,
-                      step_totals, verdict_words)
+from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
+                      setting_value, spread, step_totals, verdict_words)
 from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
 from .model import Run
 
@@ -465,10 +465,8 @@ def compare_op_rows(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> pd.
                   if str(t) not in types]
     rows = pd.DataFrame({"type": types})
     for label, frame in zip(labels, tables):
-        by_type = frame.set_index(frame["type"].astype(str))["ms_per_step"]
-        # a type a run does not have took 0 ms there; a run without steps has no per-step figure at all
-        rows[label] = [float(by_type.get(t, 0.0)) if frame["ms_per_step"].notna().any() else float("nan")
-                       for t in types]
+        by_type = frame.set_index(frame["type"].astype(str))
+        rows[label] = pd.Series([ms_per_step_of(by_type, t) for t in types], dtype=float)  # no steps: NaN
     for label in labels[1:]:
         rows[f"{label} - {labels[0]}"] = rows[label] - rows[labels[0]]
     if len(labels) > 1:
