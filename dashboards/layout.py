@@ -19,7 +19,8 @@ TABLE_STYLE = dict(
     style_cell={"fontFamily": "Inter, 'Segoe UI', Helvetica, Arial, sans-serif", "fontSize": 13,
                 "padding": "4px 8px", "textAlign": "right", "maxWidth": 520, "overflow": "hidden",
                 "textOverflow": "ellipsis"},
-    style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"} for c in ("type", "name", "family", "pass", "setting")],
+    style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"}
+                            for c in ("type", "name", "family", "pass", "setting")],
     style_header={"fontWeight": 600, "backgroundColor": "#eef1f5"},
     style_data_conditional=[{"if": {"filter_query": '{family} = "Cast"'}, "backgroundColor": "#fde8e8"},
                             {"if": {"filter_query": '{family} = "BatchNorm"'}, "backgroundColor": "#f3e8f1"}],

@@ -450,7 +450,8 @@ def compare_markdown(result: dict[str, Any], gate_result: dict[str, Any] | None 
     if rows:
         lines += ["", "| op type | A ms/step | B ms/step | B − A | share A → B |", "|---|---:|---:|---:|---|"]
         lines += [f"| {row['type']} | {_number(row['ms_per_step_a'])} | {_number(row['ms_per_step_b'])} "
-                  f"| {_signed(row['delta_ms_per_step'])} | {100 * row['share_a']:.1f} % → {100 * row['share_b']:.1f} % |"
+                  f"| {_signed(row['delta_ms_per_step'])} "
+                  f"| {100 * row['share_a']:.1f} % → {100 * row['share_b']:.1f} % |"
                   for row in rows]
     resolved = ", ".join(f"`{finding_id}`" for finding_id in result["resolved"]) or "none"
     new = ", ".join(f"`{finding['id']}` ({finding['severity']})" for finding in result["new_findings"]) or "none"
