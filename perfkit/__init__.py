@@ -1,15 +1,35 @@
-"""perfkit: read MindSpore profiler output, explain where training time goes, and say what to change."""
+"""perfkit: read MindSpore profiler output, explain where training time goes, and say what to change.
+
+The public names are imported on first use (PEP 562), so `import perfkit` costs nothing: a warm
+`perfkit summary` answers from the cache without importing pandas (perfkit/cache.py, answers).
+"""
 
 from __future__ import annotations
 
+import importlib
+
 __version__ = "0.1.0"
 
-from .errors import DeviceError, FileFormatError, LayoutError, PerfkitError
-from .model import Meta, Run
-from .formats import load
-from .analysis import summarize
-from .advisor import advise
-from .compare import compare
+# public name -> module that defines it
+_PUBLIC = {
+    "load": "loader", "load_steps": "loader",
+    "Run": "model", "Meta": "model",
+    "summarize": "analysis",
+    "advise": "advisor",
+    "compare": "compare",
+    "PerfkitError": "errors", "LayoutError": "errors", "FileFormatError": "errors", "DeviceError": "errors",
+}
 
-__all__ = ["load", "Run", "Meta", "summarize", "advise", "compare", "PerfkitError", "LayoutError", "FileFormatError",
-           "DeviceError", "__version__"]
+__all__ = [*_PUBLIC, "__version__"]
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'perfkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -129,7 +129,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "op_types": [{"type": str(row.type), "total_ms": float(row.total_ms), "share": _number(row.share),
                       "count": int(row.count)} for row in shares.itertuples(index=False)],
         "queues": {"host": queue_stats(run.host_queue), "device": queue_stats(run.device_queue)},
-        "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": int(row.workers),
+        "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": None if pd.isna(row.workers) else int(row.workers),
                       "queue_usage": _number(row.queue_usage)}
                      for row in first_rank_pipeline.itertuples(index=False)],
         "warnings": list(run.warnings),

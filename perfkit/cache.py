@@ -1,20 +1,23 @@
-"""A cache of loaded runs, as Parquet, so the second load of a run is near-instant.
+"""perfkit's cache: loaded runs as Parquet entries, and finished answers as text.
 
-An entry holds one `Run`: every table as a Parquet file, its meta and warnings as JSON. It lives
-under the user's cache dir ($PERFKIT_CACHE_DIR, else $XDG_CACHE_HOME/perfkit, else ~/.cache/perfkit),
-never inside the run being read, and is keyed by the run's path, the code that builds a Run, and
-for every folder a reader reads, the reader and the (name, size, mtime_ns) of every file under it:
-touching or rewriting any file makes the next load a cold read.
+**Run entries.** An entry holds one `Run`: every table as a Parquet file, its meta and warnings as JSON.
+It is keyed by the run's path, the code that builds a Run (the loader passes its files), and for every
+folder read, the reader's name and the (name, size, mtime_ns) of every file under it: touching or
+rewriting any file makes the next load a cold read. One entry per run, not per folder: a warm load of
+256 ranks reads three Parquet files instead of a thousand. This module knows Parquet, not formats:
+perfkit/loader.py decides what is read and how.
 
-One entry per run, not per folder: a warm load of 256 ranks then reads three Parquet files instead
-of a thousand, and a cold one writes three instead of a thousand.
+**Answers.** `perfkit summary`, `advise` and `ranks` keep their finished output, keyed by the command,
+its options, perfkit's code and every file under the run: when nothing changed, the answer is printed
+without importing pandas or pyarrow (0.7 s of a 1.1 s warm summary was importing pandas). This module
+imports them only where a Run entry is read or written, for that reason.
 
-Entries are written to a temporary folder and renamed into place, so a reader never sees half an
-entry; an entry that cannot be read back is deleted and the run is read cold. A cache that cannot
-be written (read-only home, full disk) only costs speed. PERFKIT_NO_CACHE=1 turns it off. The cache
-is kept under $PERFKIT_CACHE_MAX_MB (default 2 GB) by dropping the least recently used entries.
-
-Many folders (a cluster run with one folder per rank) are read cold in parallel processes.
+Everything lives under the user's cache dir ($PERFKIT_CACHE_DIR, else $XDG_CACHE_HOME/perfkit, else
+~/.cache/perfkit), never inside the run being read. Entries are written to a temporary name and renamed
+into place, so a reader never sees half an entry; one that cannot be read back is deleted and the run is
+read cold. A cache that cannot be written (read-only home, full disk) only costs speed. PERFKIT_NO_CACHE=1
+turns it off. The cache is kept under $PERFKIT_CACHE_MAX_MB (default 2 GB) by dropping the least recently
+used run entries.
 """
 
 from __future__ import annotations
@@ -22,32 +25,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
 import uuid
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Iterable, Sequence
-
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import Any, Callable, Iterable, Sequence
 
 from . import __version__
-from .model import SCHEMA, Meta, Run
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
 ENTRY_FORMAT = 3
-# Folders are read in worker processes only from this many on: a pool of forked workers costs tens of
-# ms to start and its results must be pickled back, which a few small folders do not repay.
-PARALLEL_MIN_FOLDERS = 8
 # How deep under a reader's folder files count towards its key: readers reach at most
 # ASCEND_PROFILER_OUTPUT/, FRAMEWORK/ or PROF_*/device_*/data/ below their folder.
 FINGERPRINT_DEPTH = 4
-# The code a cached Run depends on: the readers and the assembly of their results.
-CODE = ("formats", "model.py", "cache.py")
 META_FILE = "entry.json"
 # Arrow's thread pool pays off only on big tables; for small ones starting it costs more than decoding.
 THREADED_READ_BYTES = 4 * 1024 * 1024
@@ -57,8 +47,13 @@ DEFERRED_TABLES = ("ops",)
 # After a load that stored an entry, the cache is trimmed to $PERFKIT_CACHE_MAX_MB (else this), least
 # recently used entries first and never the load's own; the benchmark runs take 1-150 MB each.
 DEFAULT_MAX_BYTES = 2 * 1024**3
+# Answers: folders under a run that no reader reads (raw CANN data, logs) do not count towards the key;
+# a run's own folders are at most this deep (a cluster parent / rank folder / *_ascend_ms / FRAMEWORK).
+ANSWER_SKIP_DIRS = ("PROF_", "logs", "__pycache__")
+ANSWER_DEPTH = 8
+ANSWER_FORMAT = 1
 
-Job = tuple[Any, Path]  # (reader module, folder)
+Job = tuple[str, Path]  # (reader name, folder)
 
 
 def enabled() -> bool:
@@ -108,28 +103,26 @@ def _files_under(folder: Path, depth: int = 0) -> Iterable[tuple[str, int, int]]
             continue  # vanished or unreadable: the reader will say so
 
 
-@functools.lru_cache(maxsize=1)
-def _code_digest() -> str:
-    """(name, size, mtime) of every source file a Run is built by, hashed once per process."""
-    package = Path(__file__).resolve().parent
+@functools.lru_cache(maxsize=4)
+def code_digest(code: tuple[Path, ...]) -> str:
+    """(name, size, mtime) of every Python file in `code` (files or packages), hashed once per process."""
     digest = hashlib.sha256()
-    for name in CODE:
-        path = package / name
+    for path in code:
         for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
             stat = source.stat()
-            digest.update(f"{source.relative_to(package)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+            digest.update(f"{source}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     return digest.hexdigest()
 
 
-def run_entry(run_root: Path, jobs: Sequence[Job]) -> Path | None:
-    """The entry's path for the run at `run_root` (its folders `jobs`) as it is on disk now; None when
-    there is no usable cache."""
+def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path]) -> Path | None:
+    """The entry's path for the run at `run_root` (its folders `jobs`, built by the Python files `code`)
+    as it is on disk now; None when there is no usable cache."""
     root = usable_root(run_root)
     if root is None:
         return None
-    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{_code_digest()}\0{run_root}\0".encode())
-    for reader, folder in jobs:
-        digest.update(f"{reader.__name__}\0{folder}\0".encode())
+    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{run_root}\0".encode())
+    for reader_name, folder in jobs:
+        digest.update(f"{reader_name}\0{folder}\0".encode())
         for path, size, mtime_ns in _files_under(folder):
             digest.update(f"{os.path.relpath(path, folder)}\0{size}\0{mtime_ns}\0".encode())
     place = hashlib.sha256(str(run_root).encode()).hexdigest()[:24]
@@ -147,12 +140,15 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _json_column(series: pd.Series) -> bool:
+def _json_column(series) -> bool:
     """Object columns holding anything but strings (lists, dicts) are stored as JSON text."""
     return series.dtype == object and not series.dropna().map(lambda v: isinstance(v, str)).all()
 
 
-def _write_table(frame: pd.DataFrame, path: Path) -> dict:
+def _write_table(frame, path: Path) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     json_columns = [name for name in frame.columns if _json_column(frame[name])]
     stored = frame.copy() if json_columns else frame
     for name in json_columns:
@@ -162,7 +158,10 @@ def _write_table(frame: pd.DataFrame, path: Path) -> dict:
             "dtypes": {str(name): str(dtype) for name, dtype in frame.dtypes.items()}}
 
 
-def _read_table(folder: Path, spec: dict) -> pd.DataFrame:
+def _read_table(folder: Path, spec: dict):
+    import pandas as pd
+    import pyarrow.parquet as pq
+
     path = folder / spec["file"]
     threaded = path.stat().st_size > THREADED_READ_BYTES
     table = pq.ParquetFile(path).read(use_threads=threaded)
@@ -179,27 +178,30 @@ def _read_table(folder: Path, spec: dict) -> pd.DataFrame:
 class Deferred:
     """A table of a cache entry, read when called. Its row count is known without reading it.
 
-    The entry may be gone by then (replaced after its files changed, or cleaned up): the run is then
-    loaded again and the table taken from that, so the files stay the truth.
+    The entry may be gone by then (replaced after its files changed, or cleaned up): `reload(name)`
+    (the loader's: load the run again, take the table) then gives it, so the files stay the truth.
     """
 
-    def __init__(self, folder: Path, spec: dict, run_path: str, name: str):
+    def __init__(self, folder: Path, spec: dict, name: str, reload: Callable[[str], Any]):
         self.folder, self.spec, self.rows = folder, spec, spec["rows"]
-        self.run_path, self.name = run_path, name
+        self.name, self.reload = name, reload
 
     def __len__(self) -> int:
         return self.rows
 
-    def __call__(self) -> pd.DataFrame:
+    def __call__(self):
+        import pyarrow as pa
+
         try:
             return _read_table(self.folder, self.spec)
         except (OSError, ValueError, KeyError, pa.ArrowException):
-            from .formats import load
-            return getattr(load(self.run_path), self.name)
+            return self.reload(self.name)
 
 
-def store(entry: Path, run: Run) -> bool:
+def store(entry: Path, run) -> bool:
     """Write `run` as the entry at `entry`, atomically, then trim the cache; False when it cannot be cached."""
+    import pyarrow as pa
+
     described = {"format": ENTRY_FORMAT, "run": run.path, "meta": run.meta.to_dict(), "warnings": run.warnings}
     try:
         if json.loads(json.dumps(described, default=_jsonable)) != described:
@@ -217,23 +219,23 @@ def store(entry: Path, run: Run) -> bool:
     except (OSError, TypeError, ValueError, pa.ArrowException):
         shutil.rmtree(staging, ignore_errors=True)
         return entry.is_dir()
-    for stale in entry.parent.iterdir():  # entries for earlier versions of the run's files
-        if stale != entry and not stale.name.startswith(".tmp-"):
-            shutil.rmtree(stale, ignore_errors=True)
+    _remove_siblings(entry)
     trim(entry.parents[2], keep={entry})
     return True
 
 
-def fetch(entry: Path) -> Run | None:
-    """The Run cached at `entry`, DEFERRED_TABLES read on first use; None when there is none or it is
-    broken (then it is removed)."""
+def fetch(entry: Path, reload: Callable[[str], Any]):
+    """The Run cached at `entry`, DEFERRED_TABLES read on first use (through `reload(name)` if the entry
+    is gone by then); None when there is none or it is broken (then it is removed)."""
+    from .model import SCHEMA, Meta, Run
+
     if not entry.is_dir():
         return None
     try:
         described = json.loads((entry / META_FILE).read_text())
         if described["format"] != ENTRY_FORMAT:
             raise ValueError("entry format")
-        tables = {name: (Deferred(entry, spec, described["run"], name) if name in DEFERRED_TABLES
+        tables = {name: (Deferred(entry, spec, name, reload) if name in DEFERRED_TABLES
                          else _read_table(entry, spec))
                   for name, spec in described["tables"].items() if name in SCHEMA}
         run = Run(path=described["run"], meta=Meta(**described["meta"]), warnings=described["warnings"], **tables)
@@ -244,25 +246,82 @@ def fetch(entry: Path) -> Run | None:
         return None
 
 
-# ---------------------------------------------------------------- many folders
+def _remove_siblings(entry: Path) -> None:
+    """Entries for earlier versions of the same run's files (or of the same answer)."""
+    for stale in entry.parent.iterdir():
+        if stale != entry and not stale.name.startswith(".tmp-"):
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
 
-def map_folders(function, arguments: Sequence[tuple]) -> list:
-    """`function(*args)` for each of `arguments` (one per folder), in worker processes when there are many.
 
-    `function` must be a module-level function of picklable arguments and results.
-    """
-    if len(arguments) < PARALLEL_MIN_FOLDERS or "fork" not in multiprocessing.get_all_start_methods():
-        return [function(*args) for args in arguments]
-    workers = min(len(os.sched_getaffinity(0)), len(arguments))
-    # fork: workers start in milliseconds with perfkit imported and, unlike spawn/forkserver, never
-    # re-run the user's __main__ script; Arrow resets its thread pools in a forked child.
-    context = multiprocessing.get_context("fork")
+# ---------------------------------------------------------------- answers
+
+def _answer_files(folder: Path, depth: int = 0) -> Iterable[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every file under a run that a reader may read, not following links
+    into folders (a link loop cannot trap the walk); a linked file counts by its target."""
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            return list(pool.map(function, *zip(*arguments), chunksize=max(1, len(arguments) // (workers * 4))))
-    except BrokenProcessPool:  # a worker died (e.g. killed for memory): run here instead
-        return [function(*args) for args in arguments]
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if depth < ANSWER_DEPTH and not entry.name.startswith(ANSWER_SKIP_DIRS):
+                    yield from _answer_files(Path(entry.path), depth + 1)
+            else:
+                stat = entry.stat()
+                yield entry.path, stat.st_size, stat.st_mtime_ns
+        except OSError:
+            yield entry.path, -1, -1  # a broken link: its state is part of what the answer said
 
+
+def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Sequence[Path]) -> Path | None:
+    """Where the answer to `question` (command and options) about the run at `run_path` is kept, for the
+    run's files and perfkit's `code` as they are now; None when there is no usable cache or no such folder."""
+    root = Path(run_path).expanduser()
+    try:
+        root = root.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not root.is_dir():
+        return None
+    cache = usable_root(root)
+    if cache is None:
+        return None
+    asked = "\0".join(question)
+    digest = hashlib.sha256(f"{ANSWER_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{root}\0{asked}\0"
+                            .encode())
+    for path, size, mtime_ns in _answer_files(root):
+        digest.update(f"{os.path.relpath(path, root)}\0{size}\0{mtime_ns}\0".encode())
+    place = hashlib.sha256(f"{root}\0{asked}".encode()).hexdigest()[:24]
+    return cache / "answers" / place / f"{digest.hexdigest()[:32]}.json"
+
+
+def fetch_answer(entry: Path) -> tuple[str, int] | None:
+    """(output, exit code) kept at `entry`, or None."""
+    try:
+        answer = json.loads(entry.read_text())
+        return str(answer["output"]), int(answer["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store_answer(entry: Path, output: str, exit_code: int) -> None:
+    """Keep an answer (atomically; a cache that cannot be written only costs speed)."""
+    staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging.write_text(json.dumps({"output": output, "exit_code": exit_code}))
+        os.replace(staging, entry)
+    except OSError:
+        staging.unlink(missing_ok=True)
+        return
+    _remove_siblings(entry)
+
+
+# ---------------------------------------------------------------- size
 
 def trim(root: Path, keep: set[Path]) -> None:
     """Remove the least recently used entries until the cache fits in max_bytes(); never those in `keep`."""

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
+from typing import Callable
 
 import click
 
 from . import __version__
 from .errors import PerfkitError
+
+# perfkit's own code: an answer kept in the cache is stale once any of it changes.
+CODE = (Path(__file__).resolve().parent,)
 
 
 class PerfkitGroup(click.Group):
@@ -47,12 +52,26 @@ def main() -> None:
 
 
 def _load(path: str):
-    from . import load
+    from .loader import load
     return load(path)
 
 
-def _emit_json(payload) -> None:
-    click.echo(json.dumps(payload, indent=2, allow_nan=False))
+def _json(payload) -> str:
+    return json.dumps(payload, indent=2, allow_nan=False)
+
+
+def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str, int]]) -> None:
+    """Print `compute()`'s (output, exit code), or the answer kept from an earlier identical question about
+    the same, unchanged files: that costs no pandas import (perfkit/cache.py, answers)."""
+    from . import cache
+    entry = cache.answer_entry(run, question, CODE)
+    kept = cache.fetch_answer(entry) if entry is not None else None
+    output, exit_code = kept if kept is not None else compute()
+    if entry is not None and kept is None:
+        cache.store_answer(entry, output, exit_code)
+    click.echo(output)
+    if exit_code:
+        click.get_current_context().exit(exit_code)
 
 
 @main.command()
@@ -66,13 +85,12 @@ def summary(run: str, fmt: str) -> None:
       perfkit summary profiler_v1
       perfkit summary ./rank0_ascend_ms --format json | jq .steps
     """
-    from .analysis import summarize
-    from .render import summary_text
-    result = summarize(_load(run))
-    if fmt == "json":
-        _emit_json(result)
-    else:
-        click.echo(summary_text(result))
+    def compute() -> tuple[str, int]:
+        from .analysis import summarize
+        from .render import summary_text
+        result = summarize(_load(run))
+        return (_json(result) if fmt == "json" else summary_text(result)), 0
+    _answer(("summary", fmt), run, compute)
 
 
 @main.command()
@@ -80,8 +98,7 @@ def summary(run: str, fmt: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
               help="Exit 1 when a finding at or above this severity exists (for CI).")
-@click.pass_context
-def advise(ctx: click.Context, run: str, fmt: str, fail_on: str | None) -> None:
+def advise(run: str, fmt: str, fail_on: str | None) -> None:
     """Tuning hints with the numbers behind them, most important first.
 
     \b
@@ -90,17 +107,15 @@ def advise(ctx: click.Context, run: str, fmt: str, fail_on: str | None) -> None:
       perfkit advise profiler_v1 --format json | jq -r '.findings[].id'
       perfkit advise profiler_v1 --format markdown --fail-on high   # CI gate
     """
-    from .advisor import advise as run_rules, at_or_above
-    from .advisor.render import advice_markdown, advice_text
-    advice = run_rules(_load(run))
-    if fmt == "json":
-        _emit_json(advice.to_dict())
-    elif fmt == "markdown":
-        click.echo(advice_markdown(advice))
-    else:
-        click.echo(advice_text(advice))
-    if fail_on and any(at_or_above(finding, fail_on) for finding in advice.findings):
-        ctx.exit(1)
+    def compute() -> tuple[str, int]:
+        from .advisor import advise as run_rules, at_or_above
+        from .advisor.render import advice_markdown, advice_text
+        advice = run_rules(_load(run))
+        output = {"json": lambda: _json(advice.to_dict()), "markdown": lambda: advice_markdown(advice),
+                  "text": lambda: advice_text(advice)}[fmt]()
+        failed = bool(fail_on) and any(at_or_above(finding, fail_on) for finding in advice.findings)
+        return output, 1 if failed else 0
+    _answer(("advise", fmt, fail_on or ""), run, compute)
 
 
 @main.command()
@@ -114,13 +129,12 @@ def ranks(run: str, fmt: str) -> None:
       perfkit ranks ./cluster_run
       perfkit ranks ./cluster_run --format json | jq .slow_ranks
     """
-    from .cluster import slow_ranks
-    from .render import slow_ranks_text
-    answer = slow_ranks(run)
-    if fmt == "json":
-        _emit_json(answer.to_dict())
-    else:
-        click.echo(slow_ranks_text(answer.to_dict()))
+    def compute() -> tuple[str, int]:
+        from .cluster import slow_ranks
+        from .render import slow_ranks_text
+        answer = slow_ranks(run).to_dict()
+        return (_json(answer) if fmt == "json" else slow_ranks_text(answer)), 0
+    _answer(("ranks", fmt), run, compute)
 
 
 @main.command()
@@ -149,7 +163,7 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
     gating = fail_if_slower is not None or fail_on_new is not None
     verdict = gate(result, fail_if_slower, fail_on_new) if gating else None
     if fmt == "json":
-        _emit_json({**result, "gate": verdict} if gating else result)
+        click.echo(_json({**result, "gate": verdict} if gating else result))
     elif fmt == "markdown":
         click.echo(compare_markdown(result, verdict))
     else:

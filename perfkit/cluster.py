@@ -1,7 +1,7 @@
 """Cluster-wide questions over many ranks: which ranks are slow.
 
 `perfkit.load` on a 256-rank run reads every kernel table of every rank. The slow-rank question
-needs only each rank's step times, so it reads only the step files (`formats.load_steps`): 256
+needs only each rank's step times, so it reads only the step files (`loader.load_steps`): 256
 ranks in about a second, cold, with nothing to cache.
 
 >>> answer = slow_ranks("cluster_run")          # doctest: +SKIP
@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from .errors import LayoutError
-from .formats import load_steps
+from .loader import load_steps
 
 # msprof-analyze: slow rank when (max - min) / mean > 5 %. Every spread is taken relative to the mean
 # step (not the mean of that dimension) so that a 0.1 ms interval next to a 0.2 ms one is not a

@@ -317,7 +317,8 @@ def pipeline_figure(run: Run) -> go.Figure:
     fig = go.Figure()
     fig.add_bar(y=labels, x=usage.fillna(0), orientation="h", marker_color=[
         COLORS["slow"] if u < 50 else COLORS["host"] for u in usage.fillna(0)],
-        text=[("no queue" if math.isnan(u) else f"{u:.0f} %") + f" · {w} worker{'s' if w != 1 else ''}"
+        text=[("no queue" if math.isnan(u) else f"{u:.0f} %")
+              + (" · workers unknown" if pd.isna(w) else f" · {w} worker{'s' if w != 1 else ''}")
               for u, w in zip(usage, first["workers"])], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}<br>output queue usage %{x:.1f} %<extra></extra>", showlegend=False)
     fig = _style(fig, "Data pipeline: output queue usage per dataset op (root first; red < 50 %)",

@@ -35,8 +35,9 @@ SCHEMA: dict[str, dict[str, str]] = {
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
     "device_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "Int64",
                      "wait_ms": "float64"},
-    # MindData pipeline: one row per dataset op. queue_usage is mean output-queue fill 0-1.
-    "pipeline": {"rank": "int64", "op_id": "int64", "op_type": "string", "workers": "int64",
+    # MindData pipeline: one row per dataset op. queue_usage is mean output-queue fill 0-1; workers is NA
+    # where the file does not say (never 0: no dataset op runs on no worker).
+    "pipeline": {"rank": "int64", "op_id": "int64", "op_type": "string", "workers": "Int64",
                  "queue_usage": "float64", "queue_empty_pct": "float64", "queue_length": "Int64",
                  "parent_id": "Int64", "children": "object"},
     # Host CPU utilisation samples (percent 0-100).

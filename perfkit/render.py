@@ -106,7 +106,8 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
         lines.append("data pipeline (op, workers, output queue usage)")
         for op in summary["pipeline"]:
             usage = "n/a" if op["queue_usage"] is None else f"{100 * op['queue_usage']:.1f} %"
-            lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {op['workers']:<3} queue {usage}")
+            workers = "?" if op["workers"] is None else op["workers"]
+            lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {usage}")
     if summary["warnings"]:
         lines.append("")
         lines.extend(f"warning: {w}" for w in summary["warnings"])

@@ -105,7 +105,6 @@ def manifest_mean_step_ms(folder: Path) -> float:
     return sum((s["end_ns"] - s["begin_ns"]) / 1e6 for s in steps) / len(steps)
 
 
-@pytest.mark.skipif(not all(p.is_dir() for p in SAMPLE_PAIR), reason="sample_runs/cpu_default and cpu_avx2 not made")
 def test_compare_real_cpu_runs_with_and_without_avx2():
     default, avx2 = SAMPLE_PAIR
     result = compare(load(default), load(avx2))

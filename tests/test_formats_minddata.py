@@ -188,3 +188,17 @@ def test_summary_cli(folder):
     result = CliRunner().invoke(main, ["summary", "--format", "json", str(folder)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)
+
+
+def test_unknown_worker_count_stays_unknown(tmp_path):
+    """Crafted: real pipeline files always name num_workers; one written without it must not read as 0 workers."""
+    pipeline = {"sampling_interval": 10, "op_info": [
+        {"op_id": 0, "op_type": "Batch", "num_workers": 4, "children": [1],
+         "metrics": {"output_queue": {"length": 8, "size": [8, 8]}}},
+        {"op_id": 1, "op_type": "Map", "children": None,
+         "metrics": {"output_queue": {"length": 8, "size": [2, 4]}}}]}
+    (tmp_path / "pipeline_profiling_0.json").write_text(json.dumps(pipeline))
+    run = perfkit.load(tmp_path)
+    assert run.pipeline.set_index("op_id")["workers"].tolist()[0] == 4
+    assert run.pipeline.set_index("op_id")["workers"].isna().tolist() == [False, True]
+    assert [op["workers"] for op in perfkit.summarize(run)["pipeline"]] == [4, None]

@@ -322,7 +322,8 @@ def dataset_workers(run: Run) -> list[Finding]:
             action="none for the data pipeline: look at the compute findings", target=None, est_gain_pct=None)]
     op, usage_evidence = _bottleneck(run.pipeline)
     op_type = _dataset_op_name(str(op.op_type)) if op is not None else None
-    workers = int(op.workers) if op is not None else 1
+    # an unknown worker count is taken as 1, so the advice is at least 2 workers
+    workers = int(op.workers) if op is not None and pd.notna(op.workers) else 1
     gain = _pct(feed.wait_share) if feed.wait_share is not None else None
     evidence = _feed_evidence(feed) | usage_evidence
     if op is not None:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, op_passes, rank_of, read_csv_table, read_json_object
+from .base import Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object, share_of_total
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -271,8 +271,7 @@ def _op_types_from_statistic(statistic: pa.Table) -> pd.DataFrame:
     if ratio is not None and typed.any() and pc.any(pc.is_valid(ratio.filter(pa.array(typed)))).as_py():
         frame["share"] = per_type("ratio_pct") / 100.0
     else:
-        total = total_ms.sum()
-        frame["share"] = total_ms / total if total > 0 else np.nan
+        frame["share"] = share_of_total(total_ms)
     return frame
 
 
@@ -282,10 +281,9 @@ def _op_types_from_kernels(kernels: _Kernels) -> pd.DataFrame:
     groups = len(kernels.types)
     total_ms = np.bincount(kernels.type[typed], weights=np.nan_to_num(kernels.duration_us[typed]),
                            minlength=groups)[ids] / US_PER_MS
-    total = total_ms.sum()
     return pd.DataFrame({"type": _strings(ids, kernels.types), "total_ms": total_ms,
                          "count": np.bincount(kernels.type[typed], minlength=groups)[ids],
-                         "share": total_ms / total if total > 0 else np.nan})
+                         "share": share_of_total(total_ms)})
 
 
 def _step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -399,3 +397,7 @@ def _data_mode(dataset: pa.Table | None, kernels: _Kernels | None) -> str | None
     if kernels is not None and kernels.fetches().any():
         return "sink"
     return None
+
+
+READER = Reader(name="ascend_ms", provides=frozenset({"steps", "op_types", "ops"}),
+                detect=detect, read=read, read_steps=read_steps)

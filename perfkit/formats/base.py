@@ -1,7 +1,8 @@
-"""What every layout reader returns, and the small parsing helpers they share.
+"""The reader protocol, what every reader returns, and the small parsing helpers readers share.
 
-A reader module has `detect(dir) -> bool` (cheap: file names only) and
-`read(dir) -> dict[int, Parts]` (one `Parts` per rank found in that folder).
+Each layout module under perfkit/formats/ declares one `Reader` (`READER = Reader(...)` at its end) and
+perfkit/formats/__init__.py lists them in priority order. The loader (perfkit/loader.py) only talks to
+readers through this protocol.
 """
 
 from __future__ import annotations
@@ -40,6 +41,36 @@ class Parts:
 
 
 RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfkit_run.json)
+
+# Tables a reader may give besides the schema's (model.SCHEMA), which the loader combines across readers:
+#   "op_events": name, start_ns (int64, epoch ns), dur_ms — one row per op execution;
+#   "step_times": step, begin_ns, end_ns — step wall-clock bounds recorded by `perfkit profile`.
+# A rank with op events or step times but no step table gets its steps derived from them (formats/steps.py).
+INTERMEDIATE_TABLES = ("op_events", "step_times")
+
+
+@dataclass
+class Reader:
+    """One on-disk layout: which folders are its own, and how to read them.
+
+    `detect(folder)` must be cheap (file names only): discovery runs every reader's detect on every folder
+    of a 256-rank tree. `read(folder)` returns {rank: Parts} for the ranks found there (RUN_WIDE for facts
+    that hold for every rank). `read_steps(folder)`, where a layout can give its steps from one small
+    file, answers cross-rank questions (`perfkit ranks`) without reading every kernel table; layouts
+    without it are loaded whole for those questions.
+    """
+
+    name: str                                   # the layout's name, Meta.layout of the runs it reads
+    provides: frozenset[str]                    # the tables its Parts may hold (schema or INTERMEDIATE_TABLES)
+    detect: Callable[[Path], bool]
+    read: Callable[[Path], "dict[int, Parts]"]
+    read_steps: Callable[[Path], "dict[int, Parts]"] | None = None
+    # A unit reader's folder is a rank's main data: two of its folders for one rank are two runs, not one.
+    # The others (dataset profiling, perfkit's manifest) add to a rank whichever folder they sit in.
+    unit: bool = True
+
+    def __repr__(self) -> str:  # shown in test ids and messages; the functions' reprs say nothing
+        return f"Reader({self.name})"
 
 RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
 
@@ -115,6 +146,18 @@ def rank_of(file_name: str) -> int | None:
     """The rank in a file name such as `aicore_intermediate_3_type.csv` or `framework_raw_0.csv`."""
     match = RANK_SUFFIX.search(file_name)
     return int(match.group(1)) if match else None
+
+
+def ranks_in(folder: Path, patterns: Iterable[str]) -> list[int]:
+    """The ranks named by the files of `folder` that match any of the glob `patterns`, sorted."""
+    return sorted({rank for pattern in patterns for path in folder.glob(pattern)
+                   if (rank := rank_of(path.name)) is not None})
+
+
+def share_of_total(total_ms: pd.Series) -> pd.Series:
+    """Each op type's fraction of the summed op time: the share where a file gives none."""
+    total = total_ms.sum()  # a Series' sum skips unknown values; readers' arrays hold none
+    return total_ms / total if total > 0 else total_ms * np.nan
 
 
 def has_match(folder: Path, patterns: Iterable[str]) -> bool:

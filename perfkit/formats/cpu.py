@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, op_passes, rank_of, read_csv, read_text
+from .base import Parts, Reader, guarded, has_match, op_passes, ranks_in, read_csv, read_text, share_of_total
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -53,8 +53,7 @@ def detect(folder: Path) -> bool:
 
 def read(folder: Path) -> dict[int, Parts]:
     framework = folder / FRAMEWORK_DIR
-    ranks = sorted({rank for path in framework.glob("cpu_op_type_info_*.csv")
-                    if (rank := rank_of(path.name)) is not None})
+    ranks = ranks_in(framework, (TYPE_FILE.format("*"),))
     if not ranks:
         raise FileFormatError("holds cpu_op_type_info files without a rank in their names", framework)
     return {rank: _read_rank(framework, rank) for rank in ranks}
@@ -79,7 +78,7 @@ def _read_rank(framework: Path, rank: int) -> Parts:
     if op_types is not None:
         op_types = op_types[op_types["type"].notna()]
         if "share" not in op_types or op_types["share"].isna().all():  # the percent column is optional
-            op_types["share"] = op_types["total_ms"] / op_types["total_ms"].sum()
+            op_types["share"] = share_of_total(op_types["total_ms"])
         parts.tables["op_types"] = op_types
     names = details["name"] if details is not None else events["name"] if events is not None else None
     mode = _mode_from_names(names) if names is not None else None
@@ -212,3 +211,7 @@ def _shapes_by_full_name(events: pd.DataFrame | None, shapes: pd.DataFrame, shap
     matched = executions[executions["op_name"].isin(agree)]
     joined = matched.merge(lines, on=["op_name", "occurrence"], how="inner")
     return joined.drop_duplicates("name").set_index("name")["input_shapes"]
+
+
+# CPU steps come from the op timestamps (formats/steps.py): no step file to read alone.
+READER = Reader(name="cpu", provides=frozenset({"op_types", "ops", "op_events"}), detect=detect, read=read)

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_text
+from .base import Parts, Reader, guarded, has_match, op_passes, op_types_of, ranks_in, read_csv, read_text, share_of_total
 
 TYPE_FILE = "gpu_op_type_info_{}.csv"
 DETAIL_FILE = "gpu_op_detail_info_{}.csv"
@@ -61,8 +61,7 @@ def detect(folder: Path) -> bool:
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    ranks = sorted({rank for pattern in RANK_PATTERNS for path in folder.glob(pattern)
-                    if (rank := rank_of(path.name)) is not None})
+    ranks = ranks_in(folder, RANK_PATTERNS)
     if not ranks:
         raise FileFormatError("holds GPU profiler files without a rank in their names", folder)
     return {rank: _read_rank(folder, rank) for rank in ranks}
@@ -86,7 +85,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
         op_types = op_types[op_types["type"].notna()].copy()
         op_types["total_ms"] = op_types.pop("total_us") / US_PER_MS
         if "share" not in op_types or op_types["share"].isna().all():
-            op_types["share"] = op_types["total_ms"] / op_types["total_ms"].sum()
+            op_types["share"] = share_of_total(op_types["total_ms"])
         if "count" not in op_types:
             op_types["count"] = 1
         parts.tables["op_types"] = op_types
@@ -159,3 +158,6 @@ def _frame(start, fp, bp, end, comm, ticks_per_ms: float) -> pd.DataFrame:
     if comm is not None:
         steps["comm_ms"] = comm / ticks_per_ms
     return steps
+
+
+READER = Reader(name="gpu", provides=frozenset({"steps", "op_types", "ops"}), detect=detect, read=read)

@@ -17,7 +17,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, op_passes, op_types_of, rank_of, read_csv, read_json_object, read_text
+from .base import (Parts, Reader, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
+                   read_json_object, read_text, share_of_total)
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -99,8 +100,7 @@ def detect(folder: Path) -> bool:
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    ranks = sorted({rank for pattern in RANK_PATTERNS for path in folder.glob(pattern)
-                    if (rank := rank_of(path.name)) is not None})
+    ranks = ranks_in(folder, RANK_PATTERNS)
     if not ranks:
         return {}  # only a timeline: nothing in the model comes from it
     data_mode = _data_mode(folder)
@@ -165,7 +165,7 @@ def _read_types(path: Path, warnings: list[str]) -> pd.DataFrame:
     frame = frame[frame["type"].notna()].copy()
     percent = frame["percent"] if "percent" in frame else pd.Series(np.nan, index=frame.index)
     if percent.isna().all():
-        frame["share"] = frame["total_ms"] / frame["total_ms"].sum()
+        frame["share"] = share_of_total(frame["total_ms"])
     elif percent.sum() > PERCENT_SUM_THRESHOLD:
         frame["share"] = percent / 100.0
     else:
@@ -303,3 +303,7 @@ def _read_profiler_info(path: Path) -> dict:
     if mode:
         meta["mode"] = mode
     return meta
+
+
+READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops"}),
+                detect=detect, read=read, read_steps=read_steps)

@@ -14,11 +14,12 @@ from typing import Any
 
 import pandas as pd
 
-from .base import RUN_WIDE, Parts, guarded, read_json_object
+from .base import RUN_WIDE, Parts, Reader, guarded, read_json_object
 
+# The manifest's vocabulary, shared with perfkit/profiler/ (which writes what this module reads).
 MANIFEST = "perfkit_run.json"
-DEVICES = ("CPU", "GPU", "Ascend")
-STATUSES = ("ok", "interrupted", "failed", "running")
+DEVICES = ("Ascend", "GPU", "CPU")  # perfkit profile --device auto tries them in this order
+STATUSES = ("running", "ok", "interrupted", "failed")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
 MODES = ("graph", "pynative")
 
@@ -122,3 +123,6 @@ def _status_warning(status: str | None, error: Any, step_times: pd.DataFrame) ->
     if status == "running":
         return f"run was still running (or was killed) when read: {reached}"
     return f"run was interrupted: {reached}"
+
+
+READER = Reader(name="manifest", provides=frozenset({"step_times"}), detect=detect, read=read, unit=False)

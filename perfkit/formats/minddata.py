@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, guarded, has_match, is_readable_file, rank_of, read_csv, read_json_object, read_text
+from .base import Parts, Reader, guarded, has_match, is_readable_file, ranks_in, read_csv, read_json_object, read_text
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
@@ -60,8 +60,7 @@ def detect(folder: Path) -> bool:
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    ranks = sorted({rank for pattern in PATTERNS for path in folder.glob(pattern)
-                    if (rank := rank_of(path.name)) is not None})
+    ranks = ranks_in(folder, PATTERNS)
     return {rank: _read_rank(folder, rank) for rank in ranks}
 
 
@@ -209,3 +208,7 @@ def _read_cpu(path: Path) -> pd.DataFrame:
         raise FileFormatError("has no CPU samples", path)
     frame["sample"] = np.arange(len(frame))
     return frame
+
+
+READER = Reader(name="minddata", provides=frozenset({"pipeline", "host_queue", "device_queue", "cpu_util"}),
+                detect=detect, read=read, unit=False)

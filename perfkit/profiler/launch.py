@@ -26,12 +26,11 @@ import click
 from .. import __version__
 from ..errors import DeviceError, PerfkitError
 from . import cifar
-from .runfolder import MANIFEST, TRAIN_LOG, claim, is_disk_full, now_iso, read_manifest, write_error, write_manifest
+from ..formats.manifest import AMP_LEVELS, DEVICES, MANIFEST, MODES
+from .runfolder import TRAIN_LOG, claim, is_disk_full, now_iso, read_manifest, write_error, write_manifest
 from .train import signal_when_parent_dies
 
-DEVICE_CHOICES = ("auto", "Ascend", "GPU", "CPU")
-AMP_LEVELS = ("O0", "O1", "O2", "O3")
-MODES = ("graph", "pynative")
+DEVICE_CHOICES = ("auto", *DEVICES)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 POLL_SECONDS = 0.1
 # How long the ranks of a --ranks run wait for each other to join before msrun gives up.

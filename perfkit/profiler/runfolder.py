@@ -16,10 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-MANIFEST = "perfkit_run.json"
+from ..formats.manifest import MANIFEST, STATUSES
+
 TRAIN_LOG = "train.log"
 MINDDATA_DIR = "md"
-STATUSES = ("running", "ok", "interrupted", "failed")
 # Write errors that mean the disk (or the quota, or `ulimit -f`) is full: the user's to fix, not a bug.
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 VERSIONED = re.compile(r"^(?P<stem>.*?)(?P<number>\d+)$")
@@ -70,12 +70,6 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
 
 def read_manifest(folder: Path) -> dict[str, Any]:
     return json.loads((folder / MANIFEST).read_text())
-
-
-def update_manifest(folder: Path, **changes: Any) -> dict[str, Any]:
-    manifest = {**read_manifest(folder), **changes}
-    write_manifest(folder, manifest)
-    return manifest
 
 
 def now_iso() -> str:

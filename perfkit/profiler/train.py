@@ -23,13 +23,13 @@ import sys
 import time
 from pathlib import Path
 
+from ..formats.manifest import DEVICES
 from .runfolder import MINDDATA_DIR, TRAIN_LOG, is_disk_full, now_iso, read_manifest, write_error, write_manifest
 
 EXIT_DEVICE = 2
 # msrun SIGKILLs every rank as soon as one exits non-zero, which would cut the others' profiler
 # analysis short; under msrun an interrupted rank exits 0 and the manifest carries the status.
 EXIT_INTERRUPTED = 130
-DEVICES = ("Ascend", "GPU", "CPU")
 # MindSpore's resnet model-zoo configs train with this loss scale; the seed passes it with
 # drop_overflow_update=False, which also keeps amp_level O2 working on CPU.
 LOSS_SCALE = 1024.0
