@@ -157,10 +157,11 @@ def verdict_words(verdict: dict[str, Any] | None) -> str:
 
 
 def _network_name(run: Run) -> str | None:
-    """The network cell named in the op scopes (`_backbone-ResNet50`), the most frequent one; None if unnamed."""
+    """The network cell named in the op scopes (`_backbone-ResNet50`), the one most op names carry; None if
+    unnamed (op names without scopes, e.g. the new layout's `Conv2D1`)."""
     if not len(run.ops):
         return None
-    names = run.ops["name"].astype(str).str.extract(BACKBONE, expand=False).dropna()
+    names = pd.Series(run.ops["name"].unique()).astype(str).str.extract(BACKBONE, expand=False).dropna()
     return str(names.value_counts().index[0]) if len(names) else None
 
 

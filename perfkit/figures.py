@@ -158,6 +158,7 @@ def _once_per_run(compute):
 
 
 summary_of = _once_per_run(summarize)
+settings_of = _once_per_run(run_settings)  # reads op names: once per run, not on every Compare page render
 
 
 def _step_split(steps: pd.DataFrame) -> tuple[tuple[str, str], ...]:
@@ -506,7 +507,7 @@ def compare_op_time_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES)
 def compare_setting_rows(runs: Sequence[Run]) -> pd.DataFrame:
     """The settings that differ between the runs (perfkit compare's `differences`): setting, one column per run."""
     labels = run_labels(runs)
-    rows = differences([run_settings(run) for run in runs])
+    rows = differences([settings_of(run) for run in runs])
     return pd.DataFrame([{"setting": row["setting"], **{label: setting_value(value)
                                                        for label, value in zip(labels, row["values"])}}
                          for row in rows], columns=["setting", *labels])
