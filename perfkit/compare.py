@@ -32,8 +32,9 @@ from .model import Run
 #   within the runs, not a whole run made on a quieter machine: the README says to repeat a run when in doubt.
 SIGNIFICANCE_P = 0.05
 # Below this change of the mean step a difference is never called a speedup or a slowdown, however many steps
-# make it "significant": two runs with the same settings on the 2-core sample VM differ by 3-6 % per step
-# (sample_runs/README.md), and even on a quiet machine the clock, caches and allocator shift a mean by ~1 %.
+# make it "significant". A chosen floor, not a measured one: the sample runs on the shared 2-core VM have a
+# per-step spread (std/mean) of 3-13 % and differ ~10 % from run to run (sample_runs/README.md); a 1 % change in
+# a run of hundreds of steps passes the t-test yet is within what a rerun moves, and not worth a code change.
 MIN_EFFECT_PCT = 2.0
 NO_CHANGE = "no significant change"
 TOO_FEW_STEPS = "too few steps to judge the noise"
