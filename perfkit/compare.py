@@ -352,12 +352,12 @@ def _pct(value: float | None) -> str:
 
 
 def _spread_words(spread_: dict[str, Any] | None) -> str:
-    """"n = 3, median 1,186.0, IQR 67.3, std 72.0 ms" (per-step totals)."""
+    """"n = 3, median 1,185.9 ms, IQR 67.4 ms, std 72.5 ms" (per-step totals)."""
     if spread_ is None:
         return "no steps"
-    std = "n/a" if spread_["std_ms"] is None else f"{spread_['std_ms']:,.1f}"
-    return (f"n = {spread_['n']}, median {spread_['median_ms']:,.1f}, IQR {spread_['iqr_ms']:,.1f}, "
-            f"std {std} ms")
+    std = "n/a" if spread_["std_ms"] is None else f"{spread_['std_ms']:,.1f} ms"
+    return (f"n = {spread_['n']}, median {spread_['median_ms']:,.1f} ms, IQR {spread_['iqr_ms']:,.1f} ms, "
+            f"std {std}")
 
 
 def _spread_brief(spread_: dict[str, Any]) -> str:
@@ -391,7 +391,7 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
     lines += ["", "step total spread", f"  A  {_spread_words(result['spread_a'])}",
               f"  B  {_spread_words(result['spread_b'])}"]
     speedup = result["speedup"]
-    within_noise = result["noise"] is not None and not result["noise"]["significant"]
+    within_noise = result["noise"] is not None and result["noise"]["verdict"] == NO_CHANGE
     lines += ["", f"speedup A/B  {'unknown' if speedup is None else f'{speedup:.2f}x'}"
                   + (" (within the noise)" if speedup is not None and within_noise else ""),
               f"verdict      {verdict_words(result['noise'])}"]

@@ -226,7 +226,7 @@ def test_one_step_runs_have_no_noise_to_judge_by():
     assert len(one_step.steps) == 1
     result = compare(one_step, one_step)
     assert result["noise"]["verdict"] == TOO_FEW_STEPS and result["spread_a"]["std_ms"] is None
-    assert TOO_FEW_STEPS in compare_text(result)
+    assert TOO_FEW_STEPS in compare_text(result) and "within the noise" not in compare_text(result)
 
 
 # --- what differed ----------------------------------------------------------------------------------------
