@@ -43,6 +43,8 @@ def main() -> None:
         report(line)
     report(f"run: {SMALL_RANK.relative_to(FIXTURES)} "
            f"({sum(p.stat().st_size for p in SMALL_RANK.rglob('*') if p.is_file()) / 1e6:.1f} MB)\n")
+    floor = median([measure([PYTHON, "-c", "import click"]) for _ in range(args.repeat)])
+    report(f"floor: a fresh interpreter importing click (the CLI's own start) {floor.time_text()}")
     warm_times = {}
     with tempfile.TemporaryDirectory(prefix="perfkit-warm-") as scratch:
         cache = Path(scratch) / "cache"
@@ -62,7 +64,7 @@ def main() -> None:
             met = "met" if warm.seconds <= WARM_TARGET_S else "MISSED"
             report(f"perfkit {' '.join(command):<22} cold {cold.time_text():>8}   warm {warm.time_text():>8} "
                    f"[target <= {WARM_TARGET_S}: {met}]   warm load (Python API) {load.time_text():>8}   "
-                   f"peak RSS warm {warm.peak_rss / 1e6:.0f} MB")
+                   f"peak RSS warm {warm.peak_rss / 1e6:.0f} MB (largest of the runs)")
     if not args.no_peer and Path(PEER).exists():
         runs = []
         for _ in range(args.repeat):

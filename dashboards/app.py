@@ -24,7 +24,7 @@ from perfkit.model import PASSES, Run
 from perfkit.report import STYLESHEET
 from perfkit import figures, report
 
-from . import ids, layout
+from . import ids, layout, memory
 
 LOOPBACK_HOST = "127.0.0.1"
 # perfkit's plotly.js basic bundle (perfkit.report.PLOTLY_BUNDLE), a page script served like Dash's own, so
@@ -76,7 +76,8 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
     app.layout = html.Div([dcc.Location(id=ids.URL, refresh=False), layout.header(labels),
                            html.Main(id=ids.PAGE)])
 
-    page_builders = {"/": layout.overview, "/operators": layout.operators, "/ranks": layout.ranks}
+    page_builders = {"/": layout.overview, "/operators": layout.operators, "/ranks": layout.ranks,
+                     "/memory": memory.page}
 
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
     def run_page(pathname: str, index: int):

@@ -11,7 +11,7 @@ OP_TYPES_TABLE = "op-types-table"
 OP_TABLE = "op-table"
 OP_COUNT = "op-count"
 
-PAGES = {"/": "Overview", "/operators": "Operators", "/compare": "Compare", "/ranks": "Ranks"}
+PAGES = {"/": "Overview", "/operators": "Operators", "/compare": "Compare", "/ranks": "Ranks", "/memory": "Memory"}
 
 
 def kpi(key: str) -> str:

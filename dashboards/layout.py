@@ -162,4 +162,7 @@ def ranks(run: Run) -> list:
         table = _table("rank-table", rows, 16)
         table.style_data_conditional = [{"if": {"filter_query": '{slow} = "slow"'}, "backgroundColor": "#fde8e8"}]
         panels.append(card("Per-rank mean step (ms)", table))
+    if len(run.comm_ops) or len(run.comm_links):
+        panels += [card("Link bandwidth", graph(figures.link_heatmap_figure(run), "fig-link-heatmap")),
+                   card("Communication ops (longest first)", _table("comm-op-table", figures.comm_op_rows(run), 15))]
     return panels

@@ -101,6 +101,97 @@ def queue_stats(queue: pd.DataFrame) -> dict[str, Any] | None:
     return {"samples": samples, "empty_pct": 100.0 * empty / samples, "full_pct": 100.0 * full / samples}
 
 
+# memory_record's framework allocator (formats.md §3), the most inclusive first: `PTA+GE` is torch_npu's and
+# GE's together. `APP` is the whole process (reserved only) and `CANN/...` are CANN modules: not the framework's.
+FRAMEWORK_COMPONENTS = ("PTA+GE", "MindSpore+GE", "MindSpore", "PTA", "GE")
+# Links that leave the device; LOCAL is a copy inside it (hundreds of GB/s) and says nothing about the network.
+NETWORK_LINK_TYPES = ("HCCS", "PCIE", "RDMA", "SIO")
+
+
+def framework_memory(memory: pd.DataFrame) -> pd.DataFrame:
+    """Each rank's samples of its framework allocator: the first of FRAMEWORK_COMPONENTS the rank has."""
+    if not len(memory):
+        return memory
+    chosen = []
+    for _, samples in memory.groupby("rank", sort=True):
+        present = set(samples["component"].dropna())
+        component = next((name for name in FRAMEWORK_COMPONENTS if name in present), None)
+        if component is not None:
+            chosen.append(samples[samples["component"] == component])
+    return pd.concat(chosen, ignore_index=True) if chosen else memory.iloc[:0]
+
+
+def memory_peaks(run: Run) -> dict[int, dict[str, Any]]:
+    """Per rank: the framework allocator's peak allocated and reserved MB over the run, and the capacity."""
+    result = {}
+    for rank, samples in framework_memory(run.memory).groupby("rank", sort=True):
+        result[int(rank)] = {"peak_allocated_mb": _number(samples["allocated_mb"].max()),
+                             "peak_reserved_mb": _number(samples["reserved_mb"].max()),
+                             "capacity_mb": _number(run.meta.memory_capacity_mb)}
+    return result
+
+
+def link_bandwidth(links: pd.DataFrame) -> pd.DataFrame:
+    """Network links (not LOCAL) summed over steps and ops: rank, src, dst, link_type, size_mb, transit_ms,
+    bandwidth_gb_s (= size / transit time: MB per ms is GB per s)."""
+    network = links[links["link_type"].isin(NETWORK_LINK_TYPES)]
+    summed = (network.groupby(["rank", "src", "dst", "link_type"], observed=True, sort=True)
+              [["size_mb", "transit_ms"]].sum(min_count=1).reset_index())
+    summed["bandwidth_gb_s"] = summed["size_mb"] / summed["transit_ms"].where(summed["transit_ms"] > 0)
+    return summed
+
+
+def _comm_steps(ops: pd.DataFrame) -> int:
+    """Steps a rank's communication covers (a file without step numbers covers one)."""
+    return max(1, int(ops["step"].nunique()))
+
+
+def communication_by_rank(run: Run) -> dict[int, dict[str, Any]]:
+    """Per rank, per step: collective and p2p op time (ms), the share of transfer time spent waiting
+    (msprof-analyze's Wait Time Ratio: wait / (wait + transit)) and the slowest network link."""
+    result = {}
+    bandwidth = link_bandwidth(run.comm_links)
+    for rank, ops in run.comm_ops.groupby("rank", sort=True):
+        steps = _comm_steps(ops)
+        wait, transit = ops["wait_ms"].sum(), ops["transit_ms"].sum()
+        links = bandwidth[(bandwidth["rank"] == rank) & bandwidth["bandwidth_gb_s"].notna()]
+        result[int(rank)] = {
+            "collective_ms": _number(ops.loc[ops["kind"] == "collective", "elapse_ms"].sum() / steps),
+            "p2p_ms": _number(ops.loc[ops["kind"] == "p2p", "elapse_ms"].sum() / steps),
+            "wait_ratio": _number(wait / (wait + transit)) if wait + transit > 0 else None,
+            "slowest_link": _link_dict(links.loc[links["bandwidth_gb_s"].idxmin()]) if len(links) else None,
+        }
+    return result
+
+
+def _link_dict(link: pd.Series) -> dict[str, Any]:
+    return {"src": int(link["src"]), "dst": int(link["dst"]), "link_type": str(link["link_type"]),
+            "size_mb": _number(link["size_mb"]), "transit_ms": _number(link["transit_ms"]),
+            "bandwidth_gb_s": _number(link["bandwidth_gb_s"])}
+
+
+def memory_summary(peaks: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's memory: the rank with the largest peak allocated."""
+    if not peaks:
+        return None
+    return max(peaks.values(), key=lambda entry: entry["peak_allocated_mb"] or 0.0)
+
+
+def communication_summary(by_rank: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """The run's communication: the mean over ranks, and the slowest link of any rank."""
+    if not by_rank:
+        return None
+    entries = list(by_rank.values())
+
+    def mean(key: str) -> float | None:
+        values = [entry[key] for entry in entries if entry[key] is not None]
+        return _number(sum(values) / len(values)) if values else None
+
+    links = [entry["slowest_link"] for entry in entries if entry["slowest_link"]]
+    return {"collective_ms": mean("collective_ms"), "p2p_ms": mean("p2p_ms"), "wait_ratio": mean("wait_ratio"),
+            "slowest_link": min(links, key=lambda link: link["bandwidth_gb_s"]) if links else None}
+
+
 def _slow_ranks(run: Run) -> list[int]:
     """Ranks `perfkit ranks` names slow (cluster.of_steps: msprof-analyze's 5 % rule on step, interval and
     compute time). In data-parallel lockstep a slow rank's step total matches the others', so the per-rank
@@ -113,6 +204,12 @@ def _slow_ranks(run: Run) -> list[int]:
 def summarize(run: Run) -> dict[str, Any]:
     """The `perfkit summary --format json` contract (see README)."""
     per_rank = per_rank_step_means(run.steps)
+    peaks, communication = memory_peaks(run), communication_by_rank(run)
+    known_ranks = {entry["rank"] for entry in per_rank}
+    per_rank += [{"rank": rank, "steps": None} for rank in sorted((set(peaks) | set(communication)) - known_ranks)]
+    for entry in per_rank:
+        entry["memory"] = peaks.get(entry["rank"])
+        entry["communication"] = communication.get(entry["rank"])
     shares = op_type_shares(run)
     pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
     first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline
@@ -132,5 +229,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": None if pd.isna(row.workers) else int(row.workers),
                       "queue_usage": _number(row.queue_usage)}
                      for row in first_rank_pipeline.itertuples(index=False)],
+        "memory": memory_summary(peaks),
+        "communication": communication_summary(communication),
         "warnings": list(run.warnings),
     }

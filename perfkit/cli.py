@@ -205,8 +205,11 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
               help="Run folder; if it exists the next free profiler_vN is used (never overwritten).")
 @click.option("--ranks", type=click.IntRange(min=1), default=1, show_default=True,
               help="Data-parallel ranks on this machine, launched with MindSpore's msrun; one folder per rank.")
+@click.option("--profile-memory", is_flag=True, default=False,
+              help="Also record the allocator's memory (MindSpore's profile_memory=True) and the memory capacity: "
+                   "the Memory page, peak memory and the batch size that would fit.")
 def profile(device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
-            mode, env_pairs, output, ranks) -> None:
+            mode, env_pairs, output, ranks, profile_memory) -> None:
     """Train the seed's ResNet-50 on CIFAR-10 under the MindSpore profiler and write a run folder.
 
     The warmup steps are kept out of the profile. The folder holds MindSpore's profiler files,
@@ -219,12 +222,13 @@ def profile(device, steps, warmup, batch_size, image_size, data_path, shards, sh
       perfkit profile --steps 3                       # CPU: about a minute -> ./profiler_v1
       perfkit profile --env ONEDNN_MAX_CPU_ISA=AVX2 --workers 4
       perfkit profile --ranks 2 --output runs/dp2
+      perfkit profile --profile-memory --batch-size 8  # with the allocator's memory over time
     """
     from .profiler import ProfileRequest, parse_env, profile as run_profile, report
     request = ProfileRequest(device=device, steps=steps, warmup=warmup, batch_size=batch_size,
                              image_size=image_size, data_path=data_path, shards=shards, shard_id=shard_id,
                              sink=sink, amp_level=amp_level, workers=workers, mode=mode,
-                             env=parse_env(env_pairs), output=output, ranks=ranks)
+                             env=parse_env(env_pairs), output=output, ranks=ranks, profile_memory=profile_memory)
     outcome = run_profile(request)
     click.echo(report(outcome))
     if outcome.status == "interrupted":

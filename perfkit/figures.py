@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import BATCHNORM_FAMILY, CAST_FAMILY, op_type_shares, queue_stats, step_means, summarize
+from .analysis import (BATCHNORM_FAMILY, CAST_FAMILY, framework_memory, link_bandwidth, op_type_shares, queue_stats,
+                       step_means, summarize)
 from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
                       setting_value, spread, step_totals, verdict_words)
 from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
@@ -605,3 +606,120 @@ def rank_rows(run: Run) -> pd.DataFrame:
     frame["slower_than_fastest_pct"] = 100 * (frame["total_ms"] - fastest) / fastest if fastest else float("nan")
     frame["slow"] = frame["rank"].isin(slow).map({True: "slow", False: ""})
     return frame.round(3)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Memory and communication (the Memory page; the Ranks page's communication panels)
+
+MEMORY_COLORS = {"allocated_mb": "#4e79a7", "reserved_mb": "#f28e2b"}
+# Op names the top-ops-by-memory chart lists: beyond 20 the bars get too thin to read at dashboard height.
+TOP_MEMORY_OPS = 20
+# Communication op rows the Ranks page's table ships (longest first): a cluster run has thousands.
+MAX_COMM_ROWS = 500
+# Heat-map colour range in multiples of the median link of the same type: slow_link's bar (0.8) sits in the
+# yellow, half the median is deep red.
+LINK_COLOR_RANGE = (0.4, 1.2)
+
+
+def _peaks_kept(samples: pd.DataFrame, column: str, limit: int) -> pd.DataFrame:
+    """At most `limit` samples in time order: each bucket of consecutive samples keeps its largest `column`
+    value, so thinning a long trace never hides its peak (averaging, as `bucket` does, would)."""
+    if len(samples) <= limit:
+        return samples
+    positions = pd.Series(range(len(samples)), index=samples.index) * limit // len(samples)
+    return samples.loc[samples[column].fillna(-1.0).groupby(positions.to_numpy()).idxmax()]
+
+
+def memory_timeline_figure(run: Run) -> go.Figure:
+    """The framework allocator's allocated and reserved MB over time, one pair of lines per rank, with the
+    profiled steps' starts marked where the run recorded step times."""
+    samples = framework_memory(run.memory)
+    if not len(samples):
+        return empty_state("no allocator memory records in this run (profile with profile_memory=True: "
+                           "perfkit profile --profile-memory)")
+    fig = go.Figure()
+    ranks = sorted(samples["rank"].unique())
+    for rank in ranks:
+        of_rank = samples[samples["rank"] == rank].sort_values("time_ms", kind="stable")
+        for column, label in (("allocated_mb", "allocated"), ("reserved_mb", "reserved")):
+            shown = _peaks_kept(of_rank[of_rank[column].notna()], column, MAX_POINTS_PER_TRACE)
+            if not len(shown):
+                continue
+            name = f"{label} (rank {rank})" if len(ranks) > 1 else label
+            fig.add_scatter(x=shown["time_ms"], y=shown[column], mode="lines", name=name, line_shape="hv",
+                            line=dict(color=MEMORY_COLORS[column], width=2, dash="solid" if rank == ranks[0] else "dot"),
+                            hovertemplate=f"{name}<br>%{{x:,.2f}} ms<br>%{{y:,.1f}} MB<extra></extra>")
+    starts = samples.dropna(subset=["step"]).groupby("step")["time_ms"].min()
+    for step, start in starts.items():
+        fig.add_vline(x=float(start), line=dict(color="#999", width=1, dash="dash"))
+        fig.add_annotation(x=float(start), y=1.0, yref="paper", text=f"step {step}", showarrow=False,
+                           xanchor="left", yanchor="bottom", font=dict(size=11, color="#666"))
+    component = ", ".join(sorted(samples["component"].dropna().astype(str).unique()))
+    steps_note = "" if len(starts) else " · step bounds unknown (no recorded step times)"
+    return _style(fig, f"Memory over time ({component} allocator){steps_note}", height=420,
+                  xaxis_title="ms since the run's start", yaxis_title="MB")
+
+
+def top_op_memory_figure(run: Run, top: int = TOP_MEMORY_OPS) -> go.Figure:
+    """Operators by the largest memory block they allocated (over every rank), largest first."""
+    if not len(run.op_memory):
+        return empty_state("no per-operator memory in this run (operator_memory.csv, written with "
+                           "profile_memory=True on Ascend)")
+    per_op = (run.op_memory.groupby("name", observed=True)
+              .agg(largest_mb=("size_mb", "max"), total_mb=("size_mb", "sum"), blocks=("size_mb", "size"))
+              .reset_index().sort_values(["largest_mb", "name"], ascending=[False, True])  # ties by name
+              .head(top).iloc[::-1].set_index("name"))
+    fig = go.Figure(go.Bar(x=per_op["largest_mb"], y=per_op.index.astype(str), orientation="h",
+                           marker_color=MEMORY_COLORS["allocated_mb"], customdata=per_op[["total_mb", "blocks"]],
+                           hovertemplate="%{y}<br>largest block %{x:,.1f} MB<br>%{customdata[1]} blocks, "
+                                         "%{customdata[0]:,.1f} MB in all<extra></extra>"))
+    fig = _style(fig, f"Top {len(per_op)} operators by their largest memory block",
+                 height=max(300, 24 * len(per_op) + 120), xaxis_title="MB")
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+COMM_OP_COLUMNS = ["rank", "step", "name", "kind", "group", "elapse_ms", "transit_ms", "wait_ms",
+                   "synchronization_ms", "wait_ratio", "size_mb"]
+
+
+def comm_op_rows(run: Run) -> pd.DataFrame:
+    """Communication ops, longest first, with each op's wait ratio (wait / (wait + transit), msprof-analyze's)."""
+    rows = run.comm_ops.sort_values("elapse_ms", ascending=False, kind="stable").head(MAX_COMM_ROWS)
+    moving = rows["wait_ms"] + rows["transit_ms"]
+    rows = rows.assign(wait_ratio=rows["wait_ms"] / moving.where(moving > 0))
+    return rows[COMM_OP_COLUMNS].round(3)
+
+
+def link_heatmap_figure(run: Run) -> go.Figure:
+    """Rank x rank bandwidth (GB/s) of the network links (not LOCAL), summed over steps and ops: each profiled
+    rank's row holds its links to every peer, so peers that were not profiled still show as columns.
+
+    Drawn as square scatter markers, not a plotly heatmap: the dashboard ships plotly.js's basic bundle
+    (scatter, bar, pie), which has no heatmap trace.
+    """
+    links = link_bandwidth(run.comm_links).dropna(subset=["bandwidth_gb_s"])
+    if not len(links):
+        return empty_state("no link bandwidth in this run (communication_matrix.json)")
+    cells = (links.groupby(["src", "dst"])
+             .agg(size_mb=("size_mb", "sum"), transit_ms=("transit_ms", "sum"),
+                  link_type=("link_type", lambda types: "/".join(sorted(set(types)))))
+             .reset_index())
+    cells["bandwidth_gb_s"] = cells["size_mb"] / cells["transit_ms"]
+    # coloured against the links of the same type: HCCS and RDMA rates differ by design, a slow link does not
+    cells["of_median"] = cells["bandwidth_gb_s"] / cells.groupby("link_type")["bandwidth_gb_s"].transform("median")
+    sources, targets = sorted(cells["src"].unique()), sorted(cells["dst"].unique())
+    fig = go.Figure(go.Scatter(
+        x=[f"to {dst}" for dst in cells["dst"]], y=[f"rank {src}" for src in cells["src"]], mode="markers+text",
+        text=[f"{value:.1f}" for value in cells["bandwidth_gb_s"]], textfont=dict(size=12, color="#111"),
+        customdata=cells[["link_type", "size_mb", "bandwidth_gb_s"]].to_numpy(),
+        marker=dict(symbol="square", size=46, color=cells["of_median"], colorscale="RdYlGn", cmin=LINK_COLOR_RANGE[0],
+                    cmax=LINK_COLOR_RANGE[1], showscale=True, colorbar=dict(title="x median<br>of its type"),
+                    line=dict(width=1, color="white")),
+        hovertemplate="%{y} %{x}<br>%{customdata[0]} %{customdata[2]:.2f} GB/s (%{marker.color:.2f}x the median)"
+                      "<br>%{customdata[1]:,.1f} MB<extra></extra>"))
+    fig = _style(fig, "Link bandwidth, rank to rank (GB/s; red: slower than the links of its type)",
+                 height=max(260, 56 * len(sources) + 170))
+    fig.update_xaxes(categoryorder="array", categoryarray=[f"to {dst}" for dst in targets], showgrid=False)
+    fig.update_yaxes(categoryorder="array", categoryarray=[f"rank {src}" for src in sources][::-1], showgrid=False)
+    return fig

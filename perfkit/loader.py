@@ -155,6 +155,9 @@ def assemble(root: Path, jobs: list[Job], results: list) -> Run:
         rank_tables = _preferred_tables(by_rank[rank])
         if "steps" not in rank_tables:
             warnings += _derive_steps(rank, rank_tables, meta_fields)
+        for reader in READERS:
+            if reader.finish is not None:
+                reader.finish(rank_tables)
         for name in model.SCHEMA:
             if name in rank_tables:
                 tables[name].append((rank, rank_tables[name]))

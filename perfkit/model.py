@@ -44,12 +44,39 @@ SCHEMA: dict[str, dict[str, str]] = {
     "cpu_util": {"rank": "int64", "sample": "int64", "user_pct": "float64", "sys_pct": "float64",
                  "io_pct": "float64", "idle_pct": "float64", "process_user_pct": "float64",
                  "process_sys_pct": "float64"},
+    # Allocator samples over time. time_ms: since the run's start (the rank's first profiled step when
+    # perfkit profile recorded step times, else its first memory sample); step: the profiled step the
+    # sample falls in (NA outside steps or where steps have no wall-clock bounds). component: who
+    # allocates (`MindSpore`, `PTA`, `GE`, `PTA+GE`: the framework allocator; `APP`: the whole
+    # process, reserved only; CANN modules from npu_module_mem.csv); an unknown size is NA, never 0.
+    "memory": {"rank": "int64", "time_ms": "float64", "allocated_mb": "float64", "reserved_mb": "float64",
+               "active_mb": "float64", "component": "string", "device": "string", "step": "Int64"},
+    # One row per operator memory block: allocated at / released at on the memory table's clock,
+    # released_at_ms and duration_ms NA when the block outlived the profile.
+    "op_memory": {"rank": "int64", "name": "string", "size_mb": "float64", "allocated_at_ms": "float64",
+                  "released_at_ms": "float64", "duration_ms": "float64", "stream": "string",
+                  "device": "string"},
+    # One row per communication op per step. kind: collective | p2p; group: the communication group
+    # (the hash after `@` in the op name); size_mb: data moved over every link type but LOCAL.
+    "comm_ops": {"rank": "int64", "step": "Int64", "name": "string", "kind": "string", "group": "string",
+                 "elapse_ms": "float64", "transit_ms": "float64", "wait_ms": "float64",
+                 "synchronization_ms": "float64", "size_mb": "float64"},
+    # One row per (step, op, src rank, dst rank) link: link_type HCCS | PCIE | RDMA | SIO | LOCAL,
+    # bandwidth_gb_s = size_mb / transit_ms (MB/ms = GB/s). name: the op, or for MindStudio's
+    # per-op-type totals (`allreduce-total`) the op type.
+    "comm_links": {"rank": "int64", "step": "Int64", "name": "string", "group": "string", "src": "int64",
+                   "dst": "int64", "link_type": "string", "size_mb": "float64", "transit_ms": "float64",
+                   "bandwidth_gb_s": "float64"},
 }
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "ops": {"input_shapes", "input_dtypes"},
     "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
               "preparing_ms", "bubble_ms"},
+    "memory": {"active_mb", "component", "device", "step"},
+    "op_memory": {"stream", "device"},
+    "comm_ops": {"step", "group", "size_mb"},
+    "comm_links": {"step", "name", "group"},
 }
 
 PASSES = ("forward", "backward", "other")
@@ -107,6 +134,7 @@ class Meta:
     step_source: str | None = None       # where the step split came from, e.g. "step_trace"
     synthetic_data: bool | None = None
     status: str | None = None            # manifest status: ok / interrupted / failed
+    memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
 
@@ -149,6 +177,10 @@ class Run:
     device_queue: pd.DataFrame = _Table()
     pipeline: pd.DataFrame = _Table()
     cpu_util: pd.DataFrame = _Table()
+    memory: pd.DataFrame = _Table()
+    op_memory: pd.DataFrame = _Table()
+    comm_ops: pd.DataFrame = _Table()
+    comm_links: pd.DataFrame = _Table()
     warnings: list[str] = field(default_factory=list)
 
     def table_versions(self) -> tuple[int, ...]:

@@ -60,6 +60,30 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _mb(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.1f} MB"
+
+
+def _memory_communication_lines(summary: dict[str, Any]) -> list[str]:
+    """The framework allocator's peak and, per step, communication time, waiting and the slowest link."""
+    lines = []
+    memory, communication = summary.get("memory"), summary.get("communication")
+    if memory:
+        capacity = f" of {_mb(memory['capacity_mb'])}" if memory["capacity_mb"] is not None else ""
+        lines.append(f"memory   peak allocated {_mb(memory['peak_allocated_mb'])}{capacity}, "
+                     f"reserved {_mb(memory['peak_reserved_mb'])} (largest rank)")
+    if communication:
+        wait = communication["wait_ratio"]
+        lines.append(f"communication per step (mean over ranks)  collective {_ms(communication['collective_ms'])}"
+                     f"   p2p {_ms(communication['p2p_ms'])}"
+                     f"   waiting {'unknown' if wait is None else f'{100 * wait:.1f} %'} of transfer time")
+        link = communication["slowest_link"]
+        if link:
+            lines.append(f"  slowest link  {link['src']} -> {link['dst']} {link['link_type']}  "
+                         f"{link['bandwidth_gb_s']:.2f} GB/s ({_mb(link['size_mb'])})")
+    return [""] + lines if lines else []
+
+
 def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     meta = summary.get("meta", {})
     lines = [f"run      {summary['run']}",
@@ -87,6 +111,7 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
         if summary.get("slow_ranks"):
             lines.append(f"  slow ranks {rank_ranges(summary['slow_ranks'])} (in step, data-wait or compute time; "
                          "`perfkit ranks` says which and by how much)")
+    lines.extend(_memory_communication_lines(summary))
     if summary["op_types"]:
         lines.append("")
         lines.append(f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])})")

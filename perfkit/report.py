@@ -117,6 +117,10 @@ def _run_section(index: int, label: str, run: Run) -> str:
     ]
     if len(run.ranks) > 1:
         panels.append(_card("Ranks", _figure(figures.ranks_figure(run))))
+    if len(run.memory):
+        panels.append(_card("Memory", _figure(figures.memory_timeline_figure(run))))
+    if len(run.comm_links):
+        panels.append(_card("Link bandwidth", _figure(figures.link_heatmap_figure(run))))
     panels.append(_card(f"Top {figures.TOP_OP_TYPES} op types", _op_type_table(run)))
     return (f'<section id="run-{index}"><h2>{html.escape(label)}</h2><p class="meta">{description}</p>'
             f'<div class="kpis">{kpis}</div>{"".join(panels)}</section>')

@@ -82,6 +82,19 @@ def duplicate_rows(path: Path) -> None:
     path.write_bytes(b"".join(rows[:1] + rows[1:] + rows[1:]))
 
 
+def reverse_rows(path: Path) -> None:
+    """The data rows last to first: timestamps out of order."""
+    rows = lines(path)
+    data = [row if row.endswith(b"\n") else row + b"\n" for row in rows[1:]]
+    path.write_bytes(b"".join(rows[:1] + data[::-1]))
+
+
+def replace_bytes(path: Path, old: bytes, new: bytes) -> None:
+    raw = path.read_bytes()
+    assert old in raw, f"{old!r} not in {path.name}"
+    path.write_bytes(raw.replace(old, new))
+
+
 def keep_rows(path: Path, predicate) -> None:
     rows = lines(path)
     path.write_bytes(b"".join(rows[:1] + [r for r in rows[1:] if predicate(r)]))

@@ -266,11 +266,25 @@ def test_all_data_files_broken_raises_naming_them(tmp_path):
     shutil.copytree(LEVEL1_RANK0, rank_dir)
     for name in ("step_trace_time.csv", "kernel_details.csv", "op_statistic.csv"):
         (rank_dir / OUTPUT / name).write_bytes(b"")
+    # with its memory and communication files the folder still has something to show (next test)
+    for name in ("memory_record.csv", "operator_memory.csv", "npu_module_mem.csv", "communication.json",
+                 "communication_matrix.json"):
+        (rank_dir / OUTPUT / name).unlink()
     with pytest.raises(PerfkitError) as caught:
         perfkit.load(rank_dir)
     assert "kernel_details.csv" in str(caught.value) and OUTPUT in str(caught.value)
     result = CliRunner().invoke(main, ["summary", str(rank_dir)])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_broken_data_files_beside_readable_memory_load_with_a_warning_naming_them(tmp_path):
+    rank_dir = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(LEVEL1_RANK0, rank_dir)
+    for name in ("step_trace_time.csv", "kernel_details.csv", "op_statistic.csv"):
+        (rank_dir / OUTPUT / name).write_bytes(b"")
+    run = perfkit.load(rank_dir)
+    assert len(run.memory) and len(run.comm_ops) and not len(run.steps)
+    assert any("kernel_details.csv" in w and "is empty" in w for w in run.warnings), run.warnings
 
 
 def test_broken_profiler_info_falls_back_to_rank_zero_with_a_warning(tmp_path):

@@ -24,13 +24,17 @@ from perfkit.cli import main
 from perfkit.errors import PerfkitError
 
 import broken
-from conftest import FIXTURE_RUNS
+from conftest import FIXTURE_RUNS, REPO
 
 LEGACY = "legacy_run_2"
 NEW = "new_level1_rank0"
 CPU = "cpu_2_10"
 CPU_FW = "vm_10569_20261122103128064_ascend_ms/FRAMEWORK"
 NEW_OUT = "ASCEND_PROFILER_OUTPUT"
+# A real CPU run with MindSpore's memory record (profile_memory=True), which no shared fixture has.
+CPU_MEMORY = "cpu_2_10_memory"
+CPU_MEMORY_FILE = "vm_21053_20261123192539361_ascend_ms/FRAMEWORK/cpu_ms_memory_record_0.txt"
+RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory"}
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +90,28 @@ CASES = {
     "multi_rank_one_rank_missing_files": ("new_level1", f"rank1_ascend_pt/{NEW_OUT}/step_trace_time.csv",
                                           lambda p: p.unlink()),
     "multi_rank_one_rank_empty": ("new_level1", f"rank1_ascend_pt/{NEW_OUT}/kernel_details.csv", broken.empty),
+    # memory and communication (issue 15)
+    "memory_record_negative_size": (NEW, f"{NEW_OUT}/memory_record.csv",
+                                    lambda p: broken.set_column(p, "Total Reserved(MB)", "-2109.6")),
+    "memory_record_nan_size": (NEW, f"{NEW_OUT}/memory_record.csv",
+                               lambda p: broken.set_column(p, "Total Reserved(MB)", "nan")),
+    "memory_record_empty_cell": (NEW, f"{NEW_OUT}/memory_record.csv",
+                                 lambda p: broken.set_column(p, "Total Reserved(MB)", "")),
+    "memory_record_out_of_order": (NEW, f"{NEW_OUT}/memory_record.csv", broken.reverse_rows),
+    "memory_record_cut": (NEW, f"{NEW_OUT}/memory_record.csv", broken.cut_mid_line),
+    "operator_memory_negative_size": (NEW, f"{NEW_OUT}/operator_memory.csv",
+                                      lambda p: broken.set_column(p, "Size(KB)", "-18816.5")),
+    "npu_module_mem_non_utf8": (NEW, f"{NEW_OUT}/npu_module_mem.csv", broken.non_utf8),
+    "communication_json_cut_in_half": (NEW, f"{NEW_OUT}/communication.json", broken.cut_in_half),
+    "communication_matrix_cut_in_half": (NEW, f"{NEW_OUT}/communication_matrix.json", broken.cut_in_half),
+    "communication_matrix_unknown_link_type": (NEW, f"{NEW_OUT}/communication_matrix.json",
+                                               lambda p: broken.replace_bytes(p, b'"HCCS"', b'"UB"')),
+    "communication_json_negative_time": (NEW, f"{NEW_OUT}/communication.json",
+                                         lambda p: broken.replace_bytes(p, b'"Wait Time(ms)": 5.6', b'"Wait Time(ms)": -5.6')),
+    "cpu_memory_record_negative_size": (CPU_MEMORY, CPU_MEMORY_FILE,
+                                        lambda p: broken.set_column(p, "Total Allocated(Byte)", "-686592")),
+    "cpu_memory_record_out_of_order": (CPU_MEMORY, CPU_MEMORY_FILE, broken.reverse_rows),
+    "cpu_memory_record_empty": (CPU_MEMORY, CPU_MEMORY_FILE, broken.empty),
 }
 
 # Outcomes seen per case, written into docs/robustness.md by hand from `pytest -s` output.
@@ -130,12 +156,14 @@ def _check_outcome(result, mutated: Path) -> str:
 # extra or reordered columns are matched by name, the percent columns are recomputed from times, and
 # the timeline JSON is not read.
 SOUND_CASES = {"extra_unknown_columns", "new_extra_unknown_columns", "columns_reordered", "new_columns_reordered",
-               "percent_above_1", "percent_above_100", "new_ratio_above_100", "timeline_json_cut_in_half"}
+               "percent_above_1", "percent_above_100", "new_ratio_above_100", "timeline_json_cut_in_half",
+               # an empty memory cell is how the profiler writes "unknown" (formats.md §3): nothing to say
+               "memory_record_empty_cell"}
 
 
 @functools.lru_cache(maxsize=None)
 def pristine_warnings(fixture: str) -> frozenset[str]:
-    result = _invoke("summary", FIXTURE_RUNS[fixture])
+    result = _invoke("summary", RUNS[fixture])
     assert result.exit_code == 0, result.output
     return frozenset(json.loads(result.stdout)["warnings"])
 
@@ -148,7 +176,7 @@ KNOWN_BUGS: dict[str, str] = {}  # case -> why it still fails; empty since negat
                                   if c in KNOWN_BUGS else c for c in sorted(CASES)])
 def test_broken_input_is_skipped_or_named(case, tmp_path):
     fixture, relative, mutate = CASES[case]
-    run = broken.copy_run(FIXTURE_RUNS[fixture], tmp_path / "run")
+    run = broken.copy_run(RUNS[fixture], tmp_path / "run")
     target = run / relative
     mutate(target)
     before = broken.folder_digest(run)
@@ -219,6 +247,11 @@ MUTATION_TARGETS = [
     ("new_level1_rank0_output", "kernel_details.csv"),
     (CPU, f"{CPU_FW}/cpu_op_type_info_0.csv"),
     (CPU, f"{CPU_FW}/cpu_op_execute_timestamp_0.txt"),
+    (NEW, f"{NEW_OUT}/memory_record.csv"),
+    (NEW, f"{NEW_OUT}/operator_memory.csv"),
+    (NEW, f"{NEW_OUT}/communication.json"),
+    (NEW, f"{NEW_OUT}/communication_matrix.json"),
+    (CPU_MEMORY, CPU_MEMORY_FILE),
 ]
 
 
@@ -258,7 +291,7 @@ MUTATIONS = st.lists(
 @given(mutations=MUTATIONS)
 def test_mutated_file_loads_or_raises_perfkit_error(fixture, relative, mutations):
     with tempfile.TemporaryDirectory() as scratch:
-        run = broken.copy_run(FIXTURE_RUNS[fixture], Path(scratch) / "run")
+        run = broken.copy_run(RUNS[fixture], Path(scratch) / "run")
         target = run / relative
         raw = target.read_bytes()
         for op, a, b in mutations:

@@ -16,7 +16,8 @@ from typing import Callable
 
 import pandas as pd
 
-from ..analysis import BATCHNORM_FAMILY, queue_stats, step_means
+from ..analysis import (BATCHNORM_FAMILY, NETWORK_LINK_TYPES, communication_by_rank, framework_memory,
+                        memory_peaks, queue_stats, step_means)
 from ..cluster import of_steps
 from ..model import Run
 from .finding import Finding, NotChecked, severity_for
@@ -51,6 +52,12 @@ NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
         or run.op_types["type"].astype(str).str.contains(COLLECTIVE_OP).any()),
         "no communication times in the step data and no collective ops"),
     "ranks": (lambda run: _has_steps(run) and run.steps["rank"].nunique() > 1, "single-rank run"),
+    "memory": (lambda run: bool(len(framework_memory(run.memory))) and run.memory["allocated_mb"].notna().any(),
+               "no allocator memory records (profile with profile_memory=True: perfkit profile --profile-memory)"),
+    "memory_capacity": (lambda run: run.meta.memory_capacity_mb is not None,
+                        "device memory capacity unknown (perfkit profile records it)"),
+    "comm_ops": (lambda run: bool(len(run.comm_ops)), "no communication.json"),
+    "comm_links": (lambda run: bool(len(run.comm_links)), "no communication_matrix.json"),
 }
 
 
@@ -661,3 +668,187 @@ def kernel_efficiency(run: Run) -> list[Finding]:
                           "total_ms": _ms(slow["total_ms"]), "ops": int(slow["ops"])},
                 action=_kernel_action(run, slow["group"]), target=slow["group"], est_gain_pct=gain))
     return findings
+
+
+# ---------------------------------------------------------------------------------------------------------
+# memory_headroom
+
+# Fire when the framework allocator's peak reserved memory is under this share of the capacity: the batch can
+# then at least double before memory runs out (perfkit's own bar; the arithmetic in the finding says how far).
+HEADROOM_MAX_USE = 0.5
+# Size the batch to this share of the capacity, not all of it: the pool's fragmentation and the workspace
+# kernels ask for at run time need room (MindSpeed's fragmentation guide sees 1-3 GB of 64 GB go that way).
+HEADROOM_SAFETY = 0.9
+
+
+@rule("memory_headroom", needs=("memory", "memory_capacity"))
+def memory_headroom(run: Run) -> list[Finding]:
+    capacity = float(run.meta.memory_capacity_mb)
+    samples = framework_memory(run.memory)
+    peaks = memory_peaks(run)
+    rank = max(peaks, key=lambda r: peaks[r]["peak_allocated_mb"] or 0.0)  # the rank memory binds first
+    peak = peaks[rank]["peak_allocated_mb"]
+    used = peaks[rank]["peak_reserved_mb"] or peak
+    if used >= HEADROOM_MAX_USE * capacity:
+        return []
+    # What stays allocated between steps (weights, gradients, optimizer state) does not grow with the batch;
+    # the rest (activations, workspace) does, in proportion.
+    static = float(samples.loc[samples["rank"] == rank, "allocated_mb"].min())
+    per_batch = peak - static
+    if per_batch <= 0:
+        raise NotChecked("memory does not rise during the steps: the batch's share of it cannot be told")
+    factor = (HEADROOM_SAFETY * capacity - static) / per_batch
+    batch = run.meta.config.get("batch_size") if isinstance(run.meta.config, dict) else None
+    evidence = {"peak_allocated_mb": round(peak, 1), "peak_reserved_mb": round(used, 1),
+                "capacity_mb": round(capacity, 1), "static_mb": round(static, 1),
+                "per_batch_mb": round(per_batch, 1), "batch_growth_factor": round(factor, 2)}
+    arithmetic = (f"({HEADROOM_SAFETY:g} x {capacity:,.0f} MB capacity - {static:,.1f} MB that stays between steps) "
+                  f"/ {per_batch:,.1f} MB the batch needs = {factor:.1f}x")
+    if isinstance(batch, int) and batch > 0:
+        fitting = int(batch * factor)
+        evidence |= {"batch_size": batch, "batch_size_that_fits": fitting}
+        action = (f"dataset.batch({fitting}, ...) fits in memory (batch {batch} x {arithmetic}); raise the batch "
+                  "towards it, with the learning rate scaled, so each step does more work per fixed cost")
+    else:
+        action = (f"The batch can grow about {factor:.1f}x before memory runs out ({arithmetic}): "
+                  "dataset.batch(that size, ...), with the learning rate scaled")
+    where = "host" if _device(run) == "CPU" else "device"
+    return [Finding(
+        id="memory_headroom", severity="low",
+        title=f"The peak uses {100 * used / capacity:.1f} % of the {where} memory: the batch can grow "
+              f"{factor:.1f}x", evidence=evidence, action=action,
+        target=f"rank {rank}" if len(peaks) > 1 else None, est_gain_pct=None)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# memory_fragmentation
+
+# MindSpeed's memory-fragmentation guide: a gap of more than 1 GB between reserved and allocated memory means
+# the pool is badly fragmented. The ratio keeps a big model's small relative gap out.
+FRAGMENTATION_MIN_GAP_MB = 1024.0
+FRAGMENTATION_MIN_RATIO = 1.5
+
+
+@rule("memory_fragmentation", needs=("memory",))
+def memory_fragmentation(run: Run) -> list[Finding]:
+    peaks = memory_peaks(run)
+    worst = max(peaks, key=lambda r: (peaks[r]["peak_reserved_mb"] or 0.0) - (peaks[r]["peak_allocated_mb"] or 0.0))
+    allocated, reserved = peaks[worst]["peak_allocated_mb"], peaks[worst]["peak_reserved_mb"]
+    if reserved is None or allocated is None or allocated <= 0:
+        raise NotChecked("the allocator records no reserved memory")
+    gap = reserved - allocated
+    if gap < FRAGMENTATION_MIN_GAP_MB or reserved < FRAGMENTATION_MIN_RATIO * allocated:
+        return []
+    torch = "PTA" in set(framework_memory(run.memory)["component"].dropna().astype(str).str.split("+").sum())
+    action = ("export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True before starting Python, so freed blocks "
+              "are remapped instead of held" if torch else
+              "export MS_ALLOC_CONF=enable_vmm:true before starting Python (MindSpore's virtual-memory pool, which "
+              "defragments), or mindspore.runtime.set_memory(optimize_level=\"O1\") for static memory reuse")
+    return [Finding(
+        id="memory_fragmentation", severity="medium",
+        title=f"The allocator holds {gap:,.0f} MB more than it hands out ({reserved:,.0f} MB reserved for "
+              f"{allocated:,.0f} MB allocated at peak)",
+        evidence={"peak_allocated_mb": round(allocated, 1), "peak_reserved_mb": round(reserved, 1),
+                  "gap_mb": round(gap, 1), "reserved_to_allocated": round(reserved / allocated, 2)},
+        action=action, target=f"rank {worst}" if len(peaks) > 1 else None, est_gain_pct=None)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# slow_link
+
+# msprof's nominal link rates (analysis/common_func number_constant: RDMA_BANDWIDTH_V2_1_0 12.5,
+# HCCS_BANDWIDTH_V2_1_0 18, PCIE_BANDWIDTH_V2_1_0 20 GB/s; Atlas A2 is faster: HCCS 28, RDMA 25). The lowest
+# it lists, since the files do not say which chip ran: a link below these is slow on any Ascend device.
+# SIO has no published rate: it is compared with its peers only.
+NOMINAL_LINK_GB_S = {"HCCS": 18.0, "PCIE": 20.0, "RDMA": 12.5}
+# msprof's BANDWIDTH_THRESHOLD: a link below 0.8 of its rate is "inefficient"; the same bar against the
+# median of the links of its type.
+SLOW_LINK_UTILIZATION = 0.8
+# Smaller transfers are latency-bound and never reach the rate (msprof-analyze advisor packet.yaml:
+# min_sdma_size 16 MB, min_rdma_size 1 MB).
+SLOW_LINK_MIN_MB = {"HCCS": 16.0, "PCIE": 16.0, "SIO": 16.0, "RDMA": 1.0}
+SLOW_LINKS_NAMED = 5
+
+
+@rule("slow_link", needs=("comm_links",))
+def slow_link(run: Run) -> list[Finding]:
+    links = run.comm_links[run.comm_links["link_type"].isin(NETWORK_LINK_TYPES)].copy()
+    minimum_mb = links["link_type"].map(SLOW_LINK_MIN_MB).astype("float64")  # float even when no link is left
+    links = links[(links["size_mb"] >= minimum_mb) & (links["bandwidth_gb_s"] > 0)]
+    if not len(links):
+        raise NotChecked("no link moved enough data to judge its bandwidth "
+                         "(16 MB on HCCS/PCIE/SIO, 1 MB on RDMA)")
+    links["median_gb_s"] = links.groupby("link_type")["bandwidth_gb_s"].transform("median")
+    links["nominal_gb_s"] = links["link_type"].map(NOMINAL_LINK_GB_S).astype("float64")
+    below_peers = links["bandwidth_gb_s"] < SLOW_LINK_UTILIZATION * links["median_gb_s"]
+    below_rate = links["bandwidth_gb_s"] < SLOW_LINK_UTILIZATION * links["nominal_gb_s"]
+    slow = links[below_peers | below_rate].sort_values("bandwidth_gb_s")
+    if not len(slow):
+        return []
+    # Time lost: each slow transfer's time beyond what it takes at its type's median bandwidth, per step.
+    lost_ms = float((slow["transit_ms"] - slow["size_mb"] / slow["median_gb_s"]).clip(lower=0).sum())
+    steps = max(1, int(run.comm_links["step"].nunique()))
+    gain = _gain_pct(run, lost_ms, float(run.comm_links["transit_ms"].sum()))
+    worst = slow.iloc[0]
+    named = slow.head(SLOW_LINKS_NAMED)
+    evidence = {"slow_links": len(slow), "worst_bandwidth_gb_s": round(float(worst["bandwidth_gb_s"]), 3),
+                "median_bandwidth_gb_s": round(float(worst["median_gb_s"]), 3),
+                "worst_size_mb": round(float(worst["size_mb"]), 3), "lost_ms_per_step": _ms(lost_ms / steps)}
+    if not pd.isna(worst["nominal_gb_s"]):
+        evidence["nominal_gb_s"] = float(worst["nominal_gb_s"])
+    pairs = ", ".join(f"{int(row.src)}->{int(row.dst)} {row.link_type} {row.bandwidth_gb_s:.1f} GB/s ({row.name})"
+                      for row in named.itertuples())
+    return [Finding(
+        id="slow_link", severity=severity_for(gain),
+        title=f"{len(slow)} link transfer(s) run below {100 * SLOW_LINK_UTILIZATION:.0f} % of their type's median "
+              f"or nominal bandwidth; slowest {int(worst['src'])}->{int(worst['dst'])} {worst['link_type']} at "
+              f"{worst['bandwidth_gb_s']:.1f} GB/s",
+        evidence=evidence,
+        action=f"Check the named links ({pairs}): HCCS/PCIE - the server's link status and other jobs on the same "
+               "devices (npu-smi info -t hccs-bw); RDMA - the NIC and switch port (hccn_tool -i DEVICE -link -g)",
+        target=f"{int(worst['src'])}->{int(worst['dst'])} {worst['link_type']}", est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# comm_wait
+
+# msprof-analyze (Ascend PyTorch tuning guide, "communication metrics"): when the wait ratios of the ranks
+# differ by more than 0.2, the rank with the lowest wait ratio is the slow one the others wait for.
+COMM_WAIT_SPREAD = 0.2
+# A rank whose collectives spend more than half their transfer time waiting is dominated by waiting.
+COMM_WAIT_DOMINANT = 0.5
+
+
+@rule("comm_wait", needs=("comm_ops",))
+def comm_wait(run: Run) -> list[Finding]:
+    by_rank = {rank: entry for rank, entry in communication_by_rank(run).items() if entry["wait_ratio"] is not None}
+    if not by_rank:
+        raise NotChecked("no communication op with transit or wait time")
+    waiting = max(by_rank, key=lambda rank: by_rank[rank]["wait_ratio"])
+    ratio = by_rank[waiting]["wait_ratio"]
+    if ratio < COMM_WAIT_DOMINANT:
+        return []
+    ops = run.comm_ops[run.comm_ops["rank"] == waiting]
+    wait_ms = float(ops["wait_ms"].sum()) / max(1, int(ops["step"].nunique()))
+    step = step_means(run.steps[run.steps["rank"] == waiting]) if _has_steps(run) else None
+    gain = _pct(wait_ms / step["total_ms"]) if step and step["total_ms"] else None
+    fastest = min(by_rank, key=lambda rank: by_rank[rank]["wait_ratio"])
+    spread = ratio - by_rank[fastest]["wait_ratio"]
+    evidence = {f"rank{rank}_wait_ratio": round(entry["wait_ratio"], 3) for rank, entry in by_rank.items()}
+    evidence |= {"wait_ms_per_step": _ms(wait_ms), "wait_ratio_spread": round(spread, 3)}
+    if spread > COMM_WAIT_SPREAD:
+        slow, target = f"rank {fastest}", f"rank {fastest}"
+        action = (f"Rank {fastest} is the one the others wait for: it reaches the collectives late. Compare its "
+                  f"compute and data wait with rank {waiting}'s (perfkit compare RANK{fastest}_DIR RANK{waiting}_DIR): "
+                  "a slower or shared device, more work placed on it, or a slower data shard")
+    else:
+        peers = sorted(set(run.comm_links["dst"].astype(int)) - set(by_rank)) if len(run.comm_links) else []
+        slow, target = "a rank that was not profiled", None
+        action = ("Every profiled rank waits about as much: the slow rank is elsewhere. Profile the other ranks of "
+                  "the group" + (f" ({', '.join(map(str, peers[:16]))})" if peers else "")
+                  + " and run perfkit ranks over all of them")
+    return [Finding(
+        id="comm_wait", severity=severity_for(gain, default="medium"),
+        title=f"Rank {waiting}'s collectives spend {100 * ratio:.0f} % of their transfer time waiting: "
+              f"the slow one is {slow}",
+        evidence=evidence, action=action, target=target, est_gain_pct=gain)]

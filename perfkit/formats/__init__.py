@@ -9,7 +9,7 @@ Adding a layout: one module with its READER, one line below, and its test file.
 
 from __future__ import annotations
 
-from . import ascend_ms, cpu, gpu, legacy, manifest, minddata
+from . import ascend_ms, communication, cpu, gpu, legacy, manifest, memory, minddata
 from .base import RUN_WIDE, Parts, Reader
 
 # Order is priority: when two readers give the same table for a rank, the earlier one wins.
@@ -20,6 +20,8 @@ READERS: tuple[Reader, ...] = (
     gpu.READER,
     legacy.READER,
     minddata.READER,
+    memory.READER,
+    communication.READER,
 )
 BY_NAME: dict[str, Reader] = {reader.name: reader for reader in READERS}
 

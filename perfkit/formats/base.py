@@ -68,6 +68,10 @@ class Reader:
     # A unit reader's folder is a rank's main data: two of its folders for one rank are two runs, not one.
     # The others (dataset profiling, perfkit's manifest) add to a rank whichever folder they sit in.
     unit: bool = True
+    # Called once per rank with all of that rank's tables, from every reader, to finish this reader's
+    # tables in place where they need another reader's (memory samples put on the clock of the steps
+    # perfkit profile recorded).
+    finish: Callable[[dict], None] | None = None
 
     def __repr__(self) -> str:  # shown in test ids and messages; the functions' reprs say nothing
         return f"Reader({self.name})"

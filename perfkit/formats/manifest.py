@@ -41,6 +41,7 @@ def read(folder: Path) -> dict[int, Parts]:
         "ms_version": _field(manifest, "mindspore_version", str, problems),
         "status": _choice(manifest, "status", STATUSES, problems),
         "synthetic_data": _field(manifest, "synthetic_data", bool, problems),
+        "memory_capacity_mb": _field(manifest, "memory_capacity_mb", float, problems),
         "env": _mapping(manifest, "env", problems, values=str),
         "config": _mapping(manifest, "config", problems),
     }

@@ -64,6 +64,7 @@ class ProfileRequest:
     env: dict[str, str] = field(default_factory=dict)
     output: str = "./profiler_v1"
     ranks: int = 1
+    profile_memory: bool = False
 
 
 @dataclass

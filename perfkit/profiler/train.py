@@ -238,8 +238,13 @@ class Trainer:
         loss_scale = ms.amp.FixedLossScaleManager(LOSS_SCALE, drop_overflow_update=False)
         model = Model(network, loss_fn=loss, optimizer=optimizer, amp_level=amp_level,
                       loss_scale_manager=loss_scale)
+        profile_memory = config["profile_memory"]
         self.profiler = ms.Profiler(start_profile=False, output_path=str(self.folder),
-                                    data_process=device != "CPU")
+                                    data_process=device != "CPU", profile_memory=profile_memory)
+        if profile_memory and device == "CPU":
+            # MindSpore's CPU allocator takes host memory: its capacity is the machine's, for the batch-size
+            # arithmetic of `perfkit advise` (on Ascend/GPU the profiler files do not say it, nor is it recorded)
+            self.manifest["memory_capacity_mb"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
         trainer = self
 
         class StepClock(Callback):

@@ -1,0 +1,175 @@
+"""Communication ops and links: `comm_ops` and `comm_links` (formats.md §3).
+
+`ASCEND_PROFILER_OUTPUT/communication.json`: `{"step50": {"p2p": {op: info}, "collective": {...}}}`,
+each op with its `Communication Time Info` (ms) and `Communication Bandwidth Info` per link type
+(MB, ms, GB/s). `communication_matrix.json`: per step and kind, `{op: {"src-dst": link}}`. MindStudio
+writes the matrix either per op (with a `Total Op Info` sum) or, newer, per op type (`allreduce-top1`,
+`-middle`, `-bottom1..3`: single ops; `allreduce-total`: every op of the type): per-op entries are read
+when there are no per-type totals, else only the totals, so no byte is counted twice.
+
+The op name's part after `@` is the communication group. `SDMA` in communication.json is the sum of
+the on-chip types (HCCS, PCIE, SIO), so an op's size leaves it out. A link type perfkit does not know
+is skipped with a warning, never guessed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from .ascend_ms import OUTPUT_DIR, _read_profiler_info
+from .base import Parts, Reader, guarded, has_match, read_json_object
+
+COMMUNICATION = "communication.json"
+MATRIX = "communication_matrix.json"
+KINDS = ("collective", "p2p")
+LINK_TYPES = ("HCCS", "PCIE", "RDMA", "SIO", "LOCAL")
+# Bandwidth-info keys of communication.json that are sums of others (SDMA = HCCS + PCIE + SIO).
+SUM_LINK_TYPES = ("SDMA",)
+TOTAL_OP = "Total Op Info"
+PER_TYPE_TOTAL = re.compile(r"^[^@]*-total(@|$)")
+STEP_NUMBER = re.compile(r"(\d+)$")
+TIME_FIELDS = {"elapse_ms": "Elapse Time(ms)", "transit_ms": "Transit Time(ms)", "wait_ms": "Wait Time(ms)",
+               "synchronization_ms": "Synchronization Time(ms)"}
+
+
+def detect(folder: Path) -> bool:
+    return has_match(folder / OUTPUT_DIR, (COMMUNICATION, MATRIX))
+
+
+def read(folder: Path) -> dict[int, Parts]:
+    parts = Parts()
+    rank = _read_profiler_info(folder, parts)
+    parts.meta = {}  # the layout reader gives the run's meta; this one only its communication
+    output = folder / OUTPUT_DIR
+    ops = guarded(parts, output / COMMUNICATION, read_json_object)
+    if ops is not None:
+        parts.tables["comm_ops"] = _ops(ops, parts.warnings)
+    matrix = guarded(parts, output / MATRIX, read_json_object)
+    if matrix is not None:
+        parts.tables["comm_links"] = _links(matrix, parts.warnings)
+    return {rank: parts}
+
+
+class _Skipped:
+    """Counts what a file's entries lacked, to be said in one warning per kind of problem."""
+
+    def __init__(self, file_name: str):
+        self.file_name, self.counts = file_name, {}
+
+    def add(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def said(self, warnings: list[str]) -> None:
+        warnings += [f"{self.file_name}: {what} ({count})" for what, count in self.counts.items()]
+
+
+def _number(value, skipped: _Skipped, what: str) -> float:
+    """A measured non-negative number, else NaN (counted in `skipped`): a size or time cannot be negative."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        skipped.add(f"{what} not a non-negative number, treated as unknown")
+        return math.nan
+    return float(value)
+
+
+def _steps(data: dict, skipped: _Skipped):
+    """(step number or None, {kind: entries}) for each step of a communication file."""
+    for step_key, kinds in data.items():
+        match = STEP_NUMBER.search(str(step_key))
+        if not isinstance(kinds, dict):
+            skipped.add(f"step {step_key!r} is not an object, skipped")
+            continue
+        for kind, entries in kinds.items():
+            if kind not in KINDS or not isinstance(entries, dict):
+                skipped.add(f"{kind!r} entries of step {step_key!r} are not collective/p2p ops, skipped")
+                continue
+            yield (int(match.group(1)) if match else None), kind, entries
+
+
+def _name_and_group(key: str) -> tuple[str, str | None]:
+    name, at, group = str(key).partition("@")
+    return name, (group if at else None)
+
+
+def _ops(data: dict, warnings: list[str]) -> pd.DataFrame:
+    skipped = _Skipped(COMMUNICATION)
+    rows = []
+    for step, kind, entries in _steps(data, skipped):
+        for key, info in entries.items():
+            if key == TOTAL_OP:
+                continue  # the sum of the step's ops
+            if not isinstance(info, dict) or not isinstance(info.get("Communication Time Info"), dict):
+                skipped.add("op(s) without Communication Time Info, skipped")
+                continue
+            times = info["Communication Time Info"]
+            name, group = _name_and_group(key)
+            rows.append({"step": step, "name": name, "kind": kind, "group": group,
+                         **{column: _number(times.get(field), skipped, field)
+                            for column, field in TIME_FIELDS.items()},
+                         "size_mb": _op_size(info.get("Communication Bandwidth Info"), skipped)})
+    skipped.said(warnings)
+    return pd.DataFrame(rows, columns=["step", "name", "kind", "group", *TIME_FIELDS, "size_mb"])
+
+
+def _op_size(bandwidth: object, skipped: _Skipped) -> float:
+    """MB the op moved over every link type (the sums in SUM_LINK_TYPES left out)."""
+    if not isinstance(bandwidth, dict):
+        return math.nan
+    total = 0.0
+    for link_type, link in bandwidth.items():
+        if link_type in SUM_LINK_TYPES:
+            continue
+        if link_type not in LINK_TYPES:
+            skipped.add(f"link type {link_type!r} unknown to perfkit, its size left out")
+            continue
+        if isinstance(link, dict):
+            total += _number(link.get("Transit Size(MB)"), skipped, "Transit Size(MB)")
+    return total
+
+
+def _links(data: dict, warnings: list[str]) -> pd.DataFrame:
+    skipped = _Skipped(MATRIX)
+    rows = []
+    for step, kind, entries in _steps(data, skipped):
+        per_type = [key for key in entries if PER_TYPE_TOTAL.match(str(key))]
+        for key in per_type or [key for key in entries if key != TOTAL_OP]:
+            links = entries[key]
+            if not isinstance(links, dict):
+                skipped.add("op(s) whose links are not an object, skipped")
+                continue
+            name, group = _name_and_group(key)
+            for pair, link in links.items():
+                row = _link(pair, link, skipped)
+                if row is not None:
+                    rows.append({"step": step, "name": name, "group": group, **row})
+    skipped.said(warnings)
+    return pd.DataFrame(rows, columns=["step", "name", "group", "src", "dst", "link_type", "size_mb",
+                                       "transit_ms", "bandwidth_gb_s"])
+
+
+def _link(pair: str, link: object, skipped: _Skipped) -> dict | None:
+    src, dash, dst = str(pair).partition("-")
+    if not (dash and src.isdecimal() and dst.isdecimal()) or not isinstance(link, dict):
+        skipped.add("link(s) not written as \"src-dst\": {...}, skipped")
+        return None
+    link_type = link.get("Transport Type")
+    if link_type not in LINK_TYPES:
+        skipped.add(f"link(s) of type {link_type!r}, unknown to perfkit, skipped")
+        return None
+    size_mb = _number(link.get("Transit Size(MB)"), skipped, "Transit Size(MB)")
+    transit_ms = _number(link.get("Transit Time(ms)"), skipped, "Transit Time(ms)")
+    bandwidth = _number(link.get("Bandwidth(GB/s)"), skipped, "Bandwidth(GB/s)")
+    if math.isnan(bandwidth) and transit_ms > 0:
+        bandwidth = size_mb / transit_ms  # MB per ms is GB per s
+    return {"src": int(src), "dst": int(dst), "link_type": link_type, "size_mb": size_mb,
+            "transit_ms": transit_ms, "bandwidth_gb_s": bandwidth}
+
+
+# Not a unit: communication files add to the rank whose profiler folder they sit in.
+READER = Reader(name="communication", provides=frozenset({"comm_ops", "comm_links"}), detect=detect, read=read,
+                unit=False)

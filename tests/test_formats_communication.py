@@ -1,0 +1,150 @@
+"""The communication reader on the real fixtures, checked against the raw JSON read here."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import perfkit
+from perfkit.analysis import communication_by_rank, link_bandwidth, summarize
+from perfkit.formats import communication as reader
+
+from conftest import FIXTURE_RUNS
+
+OUTPUT = "ASCEND_PROFILER_OUTPUT"
+FOLDERS = {"new_level1": {0: "rank0_ascend_pt", 1: "rank1_ascend_pt"},
+           "new_2023": {0: "test_rank_0", 1: "test_rank_1"}}
+ON_CHIP_AND_NETWORK = ("HCCS", "PCIE", "RDMA", "SIO")  # SDMA is their sum, LOCAL is not in communication.json
+
+
+@pytest.fixture(autouse=True)
+def no_cache(monkeypatch):
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+
+
+def raw(fixture: str, rank: int, name: str) -> dict:
+    return json.loads((FIXTURE_RUNS[fixture] / FOLDERS[fixture][rank] / OUTPUT / name).read_text())
+
+
+@pytest.fixture(scope="module", params=sorted(FOLDERS))
+def fixture(request):
+    return request.param, perfkit.load(FIXTURE_RUNS[request.param])
+
+
+def test_p2p_and_collective_sums_match_the_files(fixture):
+    name, run = fixture
+    by_rank = communication_by_rank(run)
+    for rank in FOLDERS[name]:
+        data = raw(name, rank, "communication.json")
+        steps = len(data)
+        for kind in ("collective", "p2p"):
+            ops = {op: info for step in data.values() for op, info in step[kind].items() if op != "Total Op Info"}
+            elapse = sum(info["Communication Time Info"]["Elapse Time(ms)"] for info in ops.values())
+            assert by_rank[rank][f"{kind}_ms"] == pytest.approx(elapse / steps)
+            rows = run.comm_ops[(run.comm_ops["rank"] == rank) & (run.comm_ops["kind"] == kind)]
+            assert len(rows) == len(ops)
+            # an op's size is every link type's transit size but the SDMA sum; the file's Total Op Info agrees
+            totals = [step[kind]["Total Op Info"]["Communication Bandwidth Info"] for step in data.values()
+                      if "Total Op Info" in step[kind]]
+            expected = sum(info[t]["Transit Size(MB)"] for info in totals for t in ON_CHIP_AND_NETWORK if t in info)
+            assert rows["size_mb"].sum() == pytest.approx(expected, rel=1e-6)
+        wait = sum(info["Communication Time Info"]["Wait Time(ms)"] for step in data.values()
+                   for kind in ("collective", "p2p") for op, info in step[kind].items() if op != "Total Op Info")
+        transit = sum(info["Communication Time Info"]["Transit Time(ms)"] for step in data.values()
+                      for kind in ("collective", "p2p") for op, info in step[kind].items() if op != "Total Op Info")
+        assert by_rank[rank]["wait_ratio"] == pytest.approx(wait / (wait + transit))
+    assert summarize(run)["communication"]["collective_ms"] == pytest.approx(
+        sum(entry["collective_ms"] for entry in by_rank.values()) / len(by_rank))
+
+
+def test_wait_ratio_is_msprof_analyzes_total_op_info():
+    """Level1 has no p2p op, so the ratio over every op is the file's own collective Wait Time Ratio."""
+    run = perfkit.load(FIXTURE_RUNS["new_level1"])
+    by_rank = communication_by_rank(run)
+    for rank in (0, 1):
+        total = raw("new_level1", rank, "communication.json")["step50"]["collective"]["Total Op Info"]
+        assert by_rank[rank]["wait_ratio"] == pytest.approx(total["Communication Time Info"]["Wait Time Ratio"],
+                                                            abs=5e-4)
+
+
+def test_link_bandwidth_is_size_over_time(fixture):
+    name, run = fixture
+    links = run.comm_links
+    timed = links[links["transit_ms"] > 0]
+    assert len(timed)
+    # the file's Bandwidth(GB/s) is rounded to 4 decimals: MB / ms recomputed here agrees to that
+    recomputed = timed["size_mb"] / timed["transit_ms"]
+    assert ((timed["bandwidth_gb_s"] - recomputed).abs() <= 1e-4 + 1e-3 * recomputed).all()
+    summed = link_bandwidth(links)
+    assert (summed["bandwidth_gb_s"] == summed["size_mb"] / summed["transit_ms"]).all()
+    assert "LOCAL" not in set(summed["link_type"])
+
+
+def test_per_type_totals_are_read_alone_so_nothing_counts_twice():
+    """Level1's matrix is per op type (top1/middle/bottom*/total): only `-total` links are read, and their HCCS
+    sizes add up to communication.json's HCCS total, a second file written from the same data."""
+    run = perfkit.load(FIXTURE_RUNS["new_level1"])
+    assert set(run.comm_links["name"]) == {"allreduce-total"}
+    for rank in (0, 1):
+        hccs = run.comm_links[(run.comm_links["rank"] == rank) & (run.comm_links["link_type"] == "HCCS")]
+        total = raw("new_level1", rank, "communication.json")["step50"]["collective"]["Total Op Info"]
+        assert hccs["size_mb"].sum() == pytest.approx(total["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"])
+
+
+def test_per_op_matrix_sums_to_its_total_op_info():
+    """msinsight_2023's matrix is per op with a Total Op Info entry per link: the per-op rows read add up to it."""
+    run = perfkit.load(FIXTURE_RUNS["new_2023"])
+    for rank in (0, 1):
+        step = raw("new_2023", rank, "communication_matrix.json")["step2"]
+        links = run.comm_links[run.comm_links["rank"] == rank]
+        for kind in ("collective", "p2p"):
+            ops = {op for op in step[kind] if op != "Total Op Info"}
+            of_kind = links[links["name"].isin({op.partition("@")[0] for op in ops})]
+            for pair, link in step[kind]["Total Op Info"].items():
+                src, dst = map(int, pair.split("-"))
+                rows = of_kind[(of_kind["src"] == src) & (of_kind["dst"] == dst)]
+                assert rows["size_mb"].sum() == pytest.approx(link["Transit Size(MB)"], rel=1e-6)
+
+
+def test_group_is_the_hash_after_the_at_sign():
+    run = perfkit.load(FIXTURE_RUNS["new_level1"])
+    assert set(run.comm_ops["group"]) == {"17522688603477080586"}
+    assert all("@" not in name for name in run.comm_ops["name"])
+
+
+def test_truncated_communication_json_is_skipped_with_a_warning(tmp_path):
+    source = FIXTURE_RUNS["new_level1"] / "rank0_ascend_pt" / OUTPUT
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    raw_bytes = (source / "communication.json").read_bytes()
+    (folder / "communication.json").write_bytes(raw_bytes[: len(raw_bytes) // 2])
+    (folder / "communication_matrix.json").write_bytes((source / "communication_matrix.json").read_bytes())
+    parts = reader.read(tmp_path)[0]
+    assert "comm_ops" not in parts.tables and len(parts.tables["comm_links"])
+    assert any("communication.json" in w and "not valid JSON" in w for w in parts.warnings), parts.warnings
+
+
+def test_unknown_link_type_is_skipped_and_said(tmp_path):
+    """Crafted (no real file has one): a link type perfkit does not know is left out, never guessed."""
+    source = FIXTURE_RUNS["new_level1"] / "rank0_ascend_pt" / OUTPUT
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    matrix = json.loads((source / "communication_matrix.json").read_text())
+    total = matrix["step50"]["collective"]["allreduce-total@17522688603477080586"]
+    total["0-1"]["Transport Type"] = "UB"
+    (folder / "communication_matrix.json").write_text(json.dumps(matrix))
+    ops = json.loads((source / "communication.json").read_text())
+    first = next(iter(ops["step50"]["collective"].values()))
+    first["Communication Bandwidth Info"]["UB"] = {"Transit Size(MB)": 5.0, "Transit Time(ms)": 1.0}
+    first["Communication Time Info"]["Wait Time(ms)"] = -3.0
+    (folder / "communication.json").write_text(json.dumps(ops))
+    parts = reader.read(tmp_path)[0]
+    links = parts.tables["comm_links"]
+    assert len(links) == len(total) - 1 and not ((links["src"] == 0) & (links["dst"] == 1)).any()
+    assert any("communication_matrix.json" in w and "'UB'" in w for w in parts.warnings), parts.warnings
+    assert any("communication.json" in w and "'UB'" in w for w in parts.warnings), parts.warnings
+    assert any("communication.json" in w and "Wait Time(ms)" in w for w in parts.warnings), parts.warnings
+    assert math.isnan(parts.tables["comm_ops"]["wait_ms"].iloc[0])

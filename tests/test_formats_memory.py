@@ -1,0 +1,173 @@
+"""The memory reader on the real fixtures, checked against the raw files read here with the csv module."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import perfkit
+from perfkit.analysis import memory_peaks, summarize
+from perfkit.formats import memory as memory_reader
+
+from conftest import FIXTURE_RUNS, REPO
+
+OUTPUT = "ASCEND_PROFILER_OUTPUT"
+LEVEL1 = FIXTURE_RUNS["new_level1"]
+RANK_FOLDERS = {0: LEVEL1 / "rank0_ascend_pt", 1: LEVEL1 / "rank1_ascend_pt"}
+# A real MindSpore 2.10 CPU run with profile_memory=True (tests/runs/cpu_2_10_memory/SOURCE.txt).
+CPU_MEMORY_RUN = REPO / "tests/runs/cpu_2_10_memory"
+
+
+@pytest.fixture(autouse=True)
+def no_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+
+
+def raw_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        return [{key: value.strip() for key, value in row.items()} for row in csv.DictReader(handle)]
+
+
+def number(text: str) -> float | None:
+    return float(text) if text.strip() else None
+
+
+@pytest.fixture(scope="module")
+def level1():
+    return perfkit.load(LEVEL1)
+
+
+def test_peak_is_the_framework_allocators_max_of_memory_record(level1):
+    peaks = memory_peaks(level1)
+    for rank, folder in RANK_FOLDERS.items():
+        rows = raw_rows(folder / OUTPUT / "memory_record.csv")
+        framework = [row for row in rows if row["Component"] == "PTA+GE"]  # torch_npu's allocator with GE's
+        assert framework, "the fixture changed"
+        assert peaks[rank]["peak_allocated_mb"] == max(float(row["Total Allocated(MB)"]) for row in framework)
+        assert peaks[rank]["peak_reserved_mb"] == max(float(row["Total Reserved(MB)"]) for row in framework)
+        assert peaks[rank]["capacity_mb"] is None  # the files do not say it
+    overall = summarize(level1)["memory"]
+    assert overall["peak_allocated_mb"] == max(entry["peak_allocated_mb"] for entry in peaks.values())
+
+
+def test_every_sample_is_read_with_empty_cells_unknown_not_zero(level1):
+    for rank, folder in RANK_FOLDERS.items():
+        rows = raw_rows(folder / OUTPUT / "memory_record.csv")
+        modules = raw_rows(folder / OUTPUT / "npu_module_mem.csv")
+        samples = level1.memory[level1.memory["rank"] == rank]
+        assert len(samples) == len(rows) + len(modules)
+        app = samples[samples["component"] == "APP"]
+        raw_app = [row for row in rows if row["Component"] == "APP"]
+        assert len(app) == len(raw_app) and all(row["Total Allocated(MB)"] == "" for row in raw_app)
+        assert app["allocated_mb"].isna().all()  # the process total has no allocated figure: unknown, not 0
+        assert (samples["component"].str.startswith("CANN/")).sum() == len(modules)
+        # time since the rank's first sample, from the µs timestamps (which end in a TAB)
+        stamps = [float(row["Timestamp(us)"]) for row in rows + modules]
+        first = min(stamps)
+        assert samples["time_ms"].min() == 0.0
+        assert samples["time_ms"].max() == pytest.approx((max(stamps) - first) / 1000, abs=1e-3)
+
+
+def test_operator_memory_sizes_in_mb_and_open_blocks_unknown(level1):
+    for rank, folder in RANK_FOLDERS.items():
+        rows = raw_rows(folder / OUTPUT / "operator_memory.csv")
+        blocks = level1.op_memory[level1.op_memory["rank"] == rank]
+        assert len(blocks) == len(rows)
+        assert blocks["size_mb"].sum() == pytest.approx(sum(float(row["Size(KB)"]) for row in rows) / 1024)
+        assert blocks["released_at_ms"].isna().sum() == sum(row["Release Time(us)"] == "" for row in rows)
+        released = [row for row in rows if row["Duration(us)"]]
+        assert blocks["duration_ms"].dropna().sum() == pytest.approx(
+            sum(float(row["Duration(us)"]) for row in released) / 1000)
+
+
+def test_memory_record_with_its_own_header_variant_2023():
+    """msinsight_2023 rank 0's memory_record.csv has no Total Active / Stream Ptr columns."""
+    run = perfkit.load(FIXTURE_RUNS["new_2023"])
+    rows = raw_rows(FIXTURE_RUNS["new_2023"] / "test_rank_0" / OUTPUT / "memory_record.csv")
+    pta_ge = [float(row["Total Allocated(MB)"]) for row in rows if row["Component"] == "PTA+GE"]
+    assert memory_peaks(run)[0]["peak_allocated_mb"] == max(pta_ge)
+    assert run.memory.loc[run.memory["rank"] == 0, "active_mb"].isna().all()
+
+
+def test_cpu_memory_record_bytes_and_ns(tmp_path):
+    run = perfkit.load(CPU_MEMORY_RUN)
+    path = next(CPU_MEMORY_RUN.rglob("cpu_ms_memory_record_0.txt"))
+    rows = raw_rows(path)
+    assert len(run.memory) == len(rows)
+    assert set(run.memory["component"]) == {"MindSpore"} and set(run.memory["device"]) == {"CPU"}
+    peak_bytes = max(int(row["Total Allocated(Byte)"]) for row in rows)
+    assert memory_peaks(run)[0]["peak_allocated_mb"] == pytest.approx(peak_bytes / 2**20)
+    assert memory_peaks(run)[0]["peak_reserved_mb"] == pytest.approx(
+        max(int(row["Total Reserved(Byte)"]) for row in rows) / 2**20)
+
+
+def test_cpu_memory_is_on_the_run_clock_with_steps_from_the_manifest():
+    """perfkit profile's step times (epoch ns) place each sample in its step; time 0 is the run's start."""
+    run = perfkit.load(CPU_MEMORY_RUN)
+    import json
+    manifest = json.loads((CPU_MEMORY_RUN / "perfkit_run.json").read_text())
+    steps = manifest["steps"]
+    stamps = [int(row["Timestamp(ns)"]) for row in raw_rows(next(CPU_MEMORY_RUN.rglob("cpu_ms_memory_record_0.txt")))]
+    origin = min(min(stamps), min(step["begin_ns"] for step in steps))
+    expected = [next((step["step"] for step in steps if step["begin_ns"] <= stamp < step["end_ns"]), None)
+                for stamp in sorted(stamps)]
+    assert run.memory["step"].astype(object).where(run.memory["step"].notna(), None).tolist() == expected
+    assert run.memory["time_ms"].tolist() == pytest.approx([(stamp - origin) / 1e6 for stamp in sorted(stamps)],
+                                                           abs=1e-3)
+    assert run.meta.memory_capacity_mb == manifest["memory_capacity_mb"]
+
+
+def test_empty_cell_negative_and_nan_sizes(tmp_path):
+    """Crafted from the real file (no real file has a negative size): empty is unknown and silent, a negative
+    or NaN size is unknown and said, never a number."""
+    source = RANK_FOLDERS[0] / OUTPUT / "memory_record.csv"
+    lines = source.read_bytes().decode().splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    pta = [i for i, line in enumerate(lines) if line.startswith("PTA,")]
+
+    def with_cell(index, column, value):
+        cells = lines[index].rstrip("\r\n").split(",")
+        cells[header.index(column)] = value
+        lines[index] = ",".join(cells) + "\r\n"
+
+    with_cell(pta[0], "Total Allocated(MB)", "")
+    with_cell(pta[1], "Total Allocated(MB)", "-12.5")
+    with_cell(pta[2], "Total Reserved(MB)", "nan")
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    (folder / "memory_record.csv").write_text("".join(lines))
+    result = memory_reader.read(tmp_path)
+    parts = result[0]
+    samples = parts.tables["memory"]
+    assert samples["allocated_mb"].isna().sum() == sum(1 for l in lines[1:] if l.split(",")[2] == "") + 1
+    assert (samples["allocated_mb"].dropna() >= 0).all() and (samples["reserved_mb"].dropna() >= 0).all()
+    assert any("memory_record.csv" in w and "negative or NaN allocated" in w for w in parts.warnings), parts.warnings
+    assert any("memory_record.csv" in w and "negative or NaN reserved" in w for w in parts.warnings), parts.warnings
+    assert not any("unknown" in w and "empty" in w for w in parts.warnings)
+
+
+def test_timestamps_out_of_order_are_sorted_and_said(tmp_path):
+    source = RANK_FOLDERS[0] / OUTPUT / "memory_record.csv"
+    lines = source.read_bytes().decode().splitlines(keepends=True)
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    (folder / "memory_record.csv").write_text(lines[0] + "".join(reversed(lines[1:])))
+    parts = memory_reader.read(tmp_path)[0]
+    times = parts.tables["memory"]["time_ms"]
+    assert times.is_monotonic_increasing
+    assert any("memory_record.csv" in w and "out of time order" in w for w in parts.warnings), parts.warnings
+    # the pristine file is in order within each component: nothing said
+    assert not any("out of time order" in w for w in perfkit.load(LEVEL1).warnings)
+
+
+def test_memory_tables_survive_the_cache(cache_dir, monkeypatch):
+    monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
+    cold = perfkit.load(LEVEL1)
+    warm = perfkit.load(LEVEL1)
+    for name in ("memory", "op_memory", "comm_ops", "comm_links"):
+        pd.testing.assert_frame_equal(getattr(cold, name), getattr(warm, name))
+    assert any(cache_dir.rglob("memory.parquet"))
