@@ -11,6 +11,7 @@ import pandas as pd
 
 from .cluster import of_steps
 from .model import Run
+from .steady import FIRST_STEP_REASONS, first_step_verdicts
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
 # Reported only where a layout measures them (step_trace_time.csv's columns).
@@ -30,17 +31,28 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _mean_of(steps: pd.DataFrame, used: np.ndarray, first: pd.DataFrame) -> dict[str, Any]:
+    """Which steps the means cover, and what became of the first profiled step."""
+    covered = steps[used]
+    reasons = [reason for reason in first["reason"] if reason is not None]
+    return {"count": int(covered.groupby("rank")["step"].nunique().max()) if len(covered) else 0,
+            "first": int(covered["step"].min()) if len(covered) else None,
+            "last": int(covered["step"].max()) if len(covered) else None,
+            "first_step": FIRST_STEP_REASONS[reasons[0] if reasons else None]}
+
+
 def step_means(steps: pd.DataFrame) -> dict[str, Any] | None:
-    """Mean per step in ms of interval / fwd_bwd / tail / total (and communication where present)."""
+    """Mean per step in ms of interval / fwd_bwd / tail / total (and communication where present), over
+    steady.steady_steps; `count` is every profiled step, `mean_of` says which ones the means cover."""
     if not len(steps):
         return None
-    result: dict[str, Any] = {"count": int(steps.groupby("rank")["step"].nunique().max()
-                                           if "rank" in steps else steps["step"].nunique())}
-    complete = steps[steps["total_ms"].notna()]
-    if len(complete):
-        # A step whose start is unknown (the first one, derived from op timestamps) has parts but no
-        # total; averaging its parts with the other steps' totals would make the parts exceed the whole.
-        steps = complete
+    if "rank" not in steps:
+        steps = steps.assign(rank=0)
+    used, first = first_step_verdicts(steps)
+    result: dict[str, Any] = {"count": int(steps.groupby("rank")["step"].nunique().max()),
+                              "mean_of": _mean_of(steps, used, first),
+                              "first_step_ms": _number(first["total_ms"].mean())}
+    steps = steps[used]
     for key in STEP_KEYS:
         result[key] = _number(steps[key].mean())
     for key in OPTIONAL_STEP_KEYS:
@@ -59,9 +71,8 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
         return []
     ranks, rank_of_row = np.unique(steps["rank"].to_numpy(), return_inverse=True)
     counts = steps.groupby("rank", sort=True)["step"].nunique().to_numpy()
-    has_total = steps["total_ms"].notna().to_numpy()
-    rank_has_total = np.bincount(rank_of_row, weights=has_total, minlength=len(ranks)) > 0
-    used = has_total | ~rank_has_total[rank_of_row]  # as step_means: only complete steps where a rank has them
+    used, first = first_step_verdicts(steps)
+    covered = steps[used].groupby("rank", sort=True)["step"].agg(["nunique", "min", "max"])
     means: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key: (mean per rank, values per rank)
     for key in STEP_KEYS + tuple(key for key in OPTIONAL_STEP_KEYS if key in steps):
         values = steps[key].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -69,9 +80,18 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
         known_count = np.bincount(rank_of_row[known], minlength=len(ranks))
         sums = np.bincount(rank_of_row[known], weights=values[known], minlength=len(ranks))
         means[key] = (np.where(known_count > 0, sums / np.maximum(known_count, 1), np.nan), known_count)
+    first_total = first.set_index("rank")["total_ms"]
+    first_reason = first.set_index("rank")["reason"]
     result = []
     for position, rank in enumerate(ranks.tolist()):
-        rank_means: dict[str, Any] = {"count": int(counts[position])}
+        span = covered.loc[rank] if rank in covered.index else None
+        rank_means: dict[str, Any] = {
+            "count": int(counts[position]),
+            "mean_of": {"count": 0 if span is None else int(span["nunique"]),
+                        "first": None if span is None else int(span["min"]),
+                        "last": None if span is None else int(span["max"]),
+                        "first_step": FIRST_STEP_REASONS[first_reason.get(rank)]},
+            "first_step_ms": _number(first_total.get(rank))}
         # optional keys only where the rank measured them, as step_means
         rank_means.update({key: _number(mean[position]) for key, (mean, known_count) in means.items()
                            if key in STEP_KEYS or known_count[position]})
@@ -99,6 +119,17 @@ def queue_stats(queue: pd.DataFrame) -> dict[str, Any] | None:
     capacity = pd.to_numeric(queue["capacity"], errors="coerce")
     full = int(((capacity > 0) & (queue["size"] >= capacity)).sum())
     return {"samples": samples, "empty_pct": 100.0 * empty / samples, "full_pct": 100.0 * full / samples}
+
+
+def host_cpu_busy(cpu_util: pd.DataFrame) -> dict[str, float | None]:
+    """Mean host CPU busy % over the samples, as MindInsight counts it: 100 - idle (io wait is busy too);
+    user and sys beside it. None where the samples do not tell."""
+    def mean(column: str) -> float | None:
+        value = _number(cpu_util[column].mean()) if len(cpu_util) else None
+        return None if value is None else round(value, 2)
+    idle = mean("idle_pct")
+    return {"busy_pct": None if idle is None else round(100.0 - idle, 2),
+            "user_pct": mean("user_pct"), "sys_pct": mean("sys_pct")}
 
 
 # memory_record's framework allocator (formats.md §3), the most inclusive first: `PTA+GE` is torch_npu's and

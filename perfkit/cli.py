@@ -176,12 +176,30 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
             ctx.exit(1)
 
 
-@main.command()
+class ProfileCommand(click.Command):
+    """Notes whether `--` was given: `perfkit profile --` with nothing after it is a mistake, not the
+    built-in ResNet-50 run."""
+
+    def parse_args(self, ctx, args):
+        ctx.meta["script_mode"] = "--" in args
+        return super().parse_args(ctx, args)
+
+
+# Flags of the built-in ResNet-50 run that mean nothing for the user's own script.
+RESNET_ONLY = ("device", "batch_size", "image_size", "data_path", "shards", "shard_id", "sink", "amp_level",
+               "workers", "mode")
+RESNET_STEPS, RESNET_WARMUP = 3, 1
+
+
+@main.command(cls=ProfileCommand)
 @click.option("--device", type=click.Choice(["auto", "Ascend", "GPU", "CPU"]), default="auto", show_default=True,
               help="Where to train; auto takes the first of Ascend, GPU, CPU that MindSpore can use.")
-@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Profiled steps.")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
-              help="Steps before profiling starts (the first one compiles the graph).")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help=f"Profiled steps. Default {RESNET_STEPS}; with a script: all.")
+@click.option("--warmup", type=click.IntRange(min=0), default=None,
+              help=f"Steps before profiling starts (the first one compiles the graph). Default {RESNET_WARMUP}; "
+                   "with a script 0 (a script that never calls Model.train nor perfkit.profiling has no steps "
+                   "to skip).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--image-size", type=click.IntRange(min=1), default=None,
               help="Input size. Default 224 on Ascend/GPU (the seed's), 32 on CPU so the default run "
@@ -208,24 +226,39 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
 @click.option("--profile-memory", is_flag=True, default=False,
               help="Also record the allocator's memory (MindSpore's profile_memory=True) and the memory capacity: "
                    "the Memory page, peak memory and the batch size that would fit.")
-def profile(device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
-            mode, env_pairs, output, ranks, profile_memory) -> None:
-    """Train the seed's ResNet-50 on CIFAR-10 under the MindSpore profiler and write a run folder.
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
+            mode, env_pairs, output, ranks, profile_memory, command) -> None:
+    """Profile your own training script (after `--`), or train the seed's ResNet-50 on CIFAR-10, under the
+    MindSpore profiler and write a run folder.
 
-    The warmup steps are kept out of the profile. The folder holds MindSpore's profiler files,
-    MindData's dataset profile and perfkit_run.json (config, versions, step times, status).
-    Ctrl-C (or SIGTERM) stops training after the current step and keeps what was profiled
-    (exit code 130, 143 for SIGTERM); a second one stops at once.
+    \b
+    Your script runs unchanged: its output and exit code are its own. MindSpore's profiler is switched on
+    through MS_PROFILER_OPTIONS, MindData's profiling too, and each Model.train step is timed (custom loops:
+    perfkit.profiling, or the steps are taken from the op timestamps). --output, --env, --ranks, --warmup,
+    --steps and --profile-memory apply.
+
+    The folder holds MindSpore's profiler files, MindData's dataset profile and perfkit_run.json (config,
+    versions, step times, status). Ctrl-C (or SIGTERM) stops training after the current step and keeps what
+    was profiled (exit code 130, 143 for SIGTERM); a second one stops at once.
 
     \b
     Example:
+      perfkit profile -- python train.py --epochs 1     # your script -> ./profiler_v1
+      perfkit profile --ranks 2 -- python train.py      # data parallel through msrun
       perfkit profile --steps 3                       # CPU: about a minute -> ./profiler_v1
       perfkit profile --env ONEDNN_MAX_CPU_ISA=AVX2 --workers 4
       perfkit profile --ranks 2 --output runs/dp2
       perfkit profile --profile-memory --batch-size 8  # with the allocator's memory over time
     """
-    from .profiler import ProfileRequest, parse_env, profile as run_profile, report
-    request = ProfileRequest(device=device, steps=steps, warmup=warmup, batch_size=batch_size,
+    from .profiler import parse_env, report
+    if ctx.meta["script_mode"] or command:
+        _profile_script(ctx, list(command), steps, warmup, parse_env(env_pairs), output, ranks, profile_memory)
+        return
+    from .profiler import ProfileRequest, profile as run_profile
+    request = ProfileRequest(device=device, steps=RESNET_STEPS if steps is None else steps,
+                             warmup=RESNET_WARMUP if warmup is None else warmup, batch_size=batch_size,
                              image_size=image_size, data_path=data_path, shards=shards, shard_id=shard_id,
                              sink=sink, amp_level=amp_level, workers=workers, mode=mode,
                              env=parse_env(env_pairs), output=output, ranks=ranks, profile_memory=profile_memory)
@@ -234,7 +267,29 @@ def profile(device, steps, warmup, batch_size, image_size, data_path, shards, sh
     if outcome.status == "interrupted":
         click.echo(f"perfkit: interrupted: {outcome.folder} holds the steps profiled before {outcome.stop_signal}",
                    err=True)
-        click.get_current_context().exit(outcome.exit_code)
+        ctx.exit(outcome.exit_code)
+
+
+def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_memory) -> None:
+    from click.core import ParameterSource
+    from .profiler import ScriptRequest, profile_script, report
+    given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
+    outcome = profile_script(ScriptRequest(command=command, output=output, env=env, ranks=ranks,
+                                           warmup=warmup or 0, steps=steps, profile_memory=profile_memory))
+    for note in outcome.notes:
+        click.echo(f"perfkit: warning: {note}", err=True)
+    if outcome.status in ("ok", "interrupted"):
+        click.echo(report(outcome))
+    if outcome.status == "interrupted":
+        click.echo(f"perfkit: interrupted: {outcome.folder} holds what was profiled before {outcome.stop_signal}",
+                   err=True)
+    elif outcome.status == "failed":
+        click.echo(f"perfkit: the script failed (exit code {outcome.exit_code}): what was profiled is in "
+                   f"{outcome.folder}, marked failed (perfkit summary {outcome.folder})", err=True)
+    ctx.exit(outcome.exit_code)
 
 
 def _load_all(paths: tuple[str, ...]) -> list:

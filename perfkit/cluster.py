@@ -18,6 +18,7 @@ import pandas as pd
 
 from .errors import LayoutError
 from .loader import load_steps
+from .steady import steady_steps
 
 # msprof-analyze: slow rank when (max - min) / mean > 5 %. Every spread is taken relative to the mean
 # step (not the mean of that dimension) so that a 0.1 ms interval next to a 0.2 ms one is not a
@@ -59,10 +60,11 @@ def slow_ranks(path: str | os.PathLike) -> SlowRanks:
 
 
 def of_steps(path: str, steps: pd.DataFrame, warnings: list[str] | None = None) -> SlowRanks:
-    """The slow-rank answer from a steps table (the Run's, or the step files' alone)."""
-    per_rank = (steps.groupby("rank", sort=True)
-                .agg(steps=("step", "size"), **{column: (column, "mean") for column in DIMENSIONS})
-                .reset_index())
+    """The slow-rank answer from a steps table (the Run's, or the step files' alone): per-rank means over
+    the steady-state steps (steady.steady_steps), `steps` counting every profiled one."""
+    means = (steady_steps(steps).groupby("rank", sort=True)
+             .agg(**{column: (column, "mean") for column in DIMENSIONS}))
+    per_rank = (steps.groupby("rank", sort=True).agg(steps=("step", "size")).join(means).reset_index())
     return SlowRanks(path=path, per_rank=per_rank, findings=_findings(per_rank), warnings=list(warnings or []))
 
 

@@ -23,6 +23,7 @@ from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per
                       setting_value, spread, step_totals, verdict_words)
 from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
 from .model import Run
+from .render import mean_of_text
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.
@@ -213,7 +214,8 @@ def step_trace_figure(run: Run) -> go.Figure:
                     hovertemplate=f"step %{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
     split = "  ".join(f"{label.split(' (')[0]} {pct(means[col] / means['total_ms'])}" for col, label in parts
                       if means.get(col) is not None and means["total_ms"])
-    title = f"Step trace: mean step {ms(means['total_ms'])}" + (f"  ({split})" if split else "")
+    title = (f"Step trace: mean step {ms(means['total_ms'])} over {mean_of_text(means, brief=True)}"
+             + (f"  ({split})" if split else ""))
     ranks = run.steps["rank"].nunique()
     xlabel = "step" + (f" (mean of {merged} consecutive steps per bar)" if merged > 1 else "") + \
         (f", mean over {ranks} ranks" if ranks > 1 else "")
@@ -580,7 +582,8 @@ def headline_items(run: Run) -> list[tuple[str, str, str]]:
     """The overview's number cards as (key, label, text): what the dashboard and the report print."""
     info = headline(run)
     steps, queues = info.summary["steps"], info.summary["queues"]
-    items = [("mean-step", "mean step", ms(steps["total_ms"]) if steps else "unknown")]
+    items = [("mean-step", f"mean step ({mean_of_text(steps, brief=True)})" if steps else "mean step",
+              ms(steps["total_ms"]) if steps else "unknown")]
     for col, label, value in info.split:
         share = value / steps["total_ms"] if value is not None and steps["total_ms"] else None
         items.append((col.removesuffix("_ms").replace("_", "-"), label, f"{ms(value)} · {pct(share)}"))

@@ -16,20 +16,31 @@ import pandas as pd
 # name -> {column: dtype}. Columns marked optional in OPTIONAL_COLUMNS may be absent;
 # every other column is always present (NaN where a layout cannot tell).
 SCHEMA: dict[str, dict[str, str]] = {
-    # One row per operator type: total time over all profiled steps.
+    # One row per operator type: total time over all profiled steps. share = total_ms / the rank's summed
+    # total_ms of all its types (computed here, in `table`, for every layout: one definition everywhere).
+    # file_share = the file's own percent as a fraction, where the file has one, whose denominator is
+    # MindSpore's: legacy aicore_intermediate_*_type.csv divides by the "total op" line of
+    # output_op_compute_time_{r}.txt (every AI Core task of the profiled steps, including tasks the framework
+    # file does not name, so the listed percents can sum below 100); op_statistic.csv's Ratio(%) and the
+    # CPU/GPU type files' percent divide by the sum of their own rows (= share, up to rounding).
     "op_types": {"rank": "int64", "type": "string", "total_ms": "float64",
-                 "count": "int64", "share": "float64"},
+                 "count": "int64", "share": "float64", "file_share": "float64"},
     # One row per operator instance (full scope name); pass is forward/backward/other.
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
             "input_shapes": "string", "input_dtypes": "string"},
     # One row per profiled step. interval = waiting for data/host before forward starts,
     # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail).
+    # comm_ms = time inside the step covered by communication (the union of its intervals, never above
+    # the step); comm_exposed_ms = communication not overlapped by computation (MindSpore's
+    # "communication alone"); comm_receive_ms / comm_collective_ms = pipeline receive wait / collective
+    # time (cluster-analyse files). warmup = a step MindSpore's own average leaves out (legacy step
+    # trace: the first); steady.steady_steps decides which steps the means cover.
     "steps": {"rank": "int64", "step": "int64", "interval_ms": "float64", "fwd_bwd_ms": "float64",
               "tail_ms": "float64", "total_ms": "float64",
               "computing_ms": "float64", "comm_ms": "float64", "comm_exposed_ms": "float64",
-              "comm_overlapped_ms": "float64", "free_ms": "float64", "preparing_ms": "float64",
-              "bubble_ms": "float64"},
+              "comm_overlapped_ms": "float64", "comm_receive_ms": "float64", "comm_collective_ms": "float64",
+              "free_ms": "float64", "preparing_ms": "float64", "bubble_ms": "float64", "warmup": "boolean"},
     # Host-side data queue (MindData -> device/iterator), one sample per batch.
     "host_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "int64"},
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
@@ -70,9 +81,10 @@ SCHEMA: dict[str, dict[str, str]] = {
 }
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
+    "op_types": {"share", "file_share"},
     "ops": {"input_shapes", "input_dtypes"},
-    "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
-              "preparing_ms", "bubble_ms"},
+    "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "comm_receive_ms",
+              "comm_collective_ms", "free_ms", "preparing_ms", "bubble_ms", "warmup"},
     "memory": {"active_mb", "component", "device", "step"},
     "op_memory": {"stream", "device"},
     "comm_ops": {"step", "group", "size_mb"},
@@ -116,6 +128,9 @@ def table(name: str, data: pd.DataFrame | dict | list, rank: int | None = None) 
             frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
         else:
             frame[col] = frame[col].astype(dtype)
+    if name == "op_types":
+        rank_total = frame.groupby("rank")["total_ms"].transform("sum")
+        frame["share"] = (frame["total_ms"] / rank_total.where(rank_total > 0)).astype("float64")
     return frame.reset_index(drop=True)
 
 

@@ -60,6 +60,17 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
+    """`step_means`' coverage in words: "steps 2-20; first step 40.063 ms left out, ..." (brief: "steps 2-20")."""
+    mean_of = means["mean_of"]
+    covered = (f"step {mean_of['first']}" if mean_of["first"] == mean_of["last"]
+               else f"steps {mean_of['first']}-{mean_of['last']}")
+    first = means.get("first_step_ms")
+    if brief or mean_of["first_step"] is None:
+        return covered
+    return covered + f"; first step{'' if first is None else f' {first:,.3f} ms'} {mean_of['first_step']}"
+
+
 def _mb(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.1f} MB"
 
@@ -94,13 +105,14 @@ def summary_text(summary: dict[str, Any], top: int = 10) -> str:
     lines.append("")
     if steps:
         total = steps["total_ms"]
-        lines.append(f"steps ({steps['count']} per rank, mean per step)")
+        lines.append(f"steps ({steps['count']} per rank), mean per step over {mean_of_text(steps)}")
         for key, label in (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
                            ("tail_ms", "tail (optimizer, sync)"), ("total_ms", "total")):
             value = steps[key]
             share = f"  {100 * value / total:5.1f} %" if value is not None and total and key != "total_ms" else ""
             lines.append(f"  {label:<26}{_ms(value):>16}{share}")
-        for key, label in (("comm_exposed_ms", "communication not overlapped"), ("free_ms", "free (device idle)")):
+        for key, label in (("comm_ms", "communication (any stream)"),
+                           ("comm_exposed_ms", "communication not overlapped"), ("free_ms", "free (device idle)")):
             if steps.get(key) is not None:
                 lines.append(f"  {label:<26}{_ms(steps[key]):>16}")
     else:

@@ -99,12 +99,15 @@ def test_op_types_from_op_statistic():
         entry[1] += int(row["Count"])
         entry[2] += float(row["Ratio(%)"]) / 100
     run = perfkit.load(LEVEL1_RANK0)
-    got = {row.type: [row.total_ms, row.count, row.share] for row in run.op_types.itertuples()}
+    got = {row.type: [row.total_ms, row.count, row.file_share, row.share] for row in run.op_types.itertuples()}
     assert set(got) == set(expected)
-    for op_type, (total_ms, count, share) in expected.items():
+    all_ms = sum(total_ms for total_ms, _, _ in expected.values())
+    for op_type, (total_ms, count, ratio) in expected.items():
         assert got[op_type][0] == pytest.approx(total_ms)
         assert got[op_type][1] == count
-        assert got[op_type][2] == pytest.approx(share)
+        assert got[op_type][2] == pytest.approx(ratio)  # Ratio(%): of the file's own rows, rounded
+        assert got[op_type][3] == pytest.approx(total_ms / all_ms)
+        assert got[op_type][3] == pytest.approx(ratio, abs=1e-4)
 
 
 def test_op_types_from_kernels_when_op_statistic_is_missing():
@@ -209,7 +212,9 @@ def test_mindspore_scopes_give_forward_backward_span(tmp_path, step_header):
     assert passes["Gradients/Default/network/conv1-Conv2d/Conv2DBackpropFilter-op3"] == "backward"
     assert passes["Default/optimizer-Momentum/ApplyMomentum-op4"] == "other"
     conv = run.op_types.set_index("type").loc["Conv2D"]  # two core types, one row
-    assert conv["total_ms"] == pytest.approx(0.03025) and conv["count"] == 2 and conv["share"] == pytest.approx(0.9)
+    assert conv["total_ms"] == pytest.approx(0.03025) and conv["count"] == 2
+    # Ratio(%) written above (60 + 30) is the file's; share is of the types' summed time (30.25 of 35.25 us)
+    assert conv["file_share"] == pytest.approx(0.9) and conv["share"] == pytest.approx(30.25 / 35.25)
     assert run.meta.ms_version == "2.3.1" and run.meta.mode == "graph"
     assert run.meta.compute_dtype == "mixed"  # fp16 convolutions, fp32 batch norm
     assert run.meta.amp_level is None  # O1 or O2: the dtypes cannot tell which

@@ -80,7 +80,9 @@ def test_op_types_come_from_the_type_file():
     for op_type, row in expected.items():
         assert got.loc[op_type, "total_ms"] == pytest.approx(float(row["total_compute_time"]))
         assert got.loc[op_type, "count"] == int(row["type_occurrences"])
-        assert got.loc[op_type, "share"] == pytest.approx(float(row["percent"]))
+        # the CPU file's percent divides by the sum of its own rows: the same number as share
+        assert got.loc[op_type, "file_share"] == pytest.approx(float(row["percent"]))
+        assert got.loc[op_type, "share"] == pytest.approx(float(row["percent"]), abs=1e-5)
 
 
 def test_ops_come_from_the_detail_file_with_shapes_from_the_framework_file():

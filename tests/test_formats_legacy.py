@@ -71,19 +71,69 @@ def test_run_2_single_step_and_average_row_dropped():
     assert not (run.steps["interval_ms"] == 1243211 / 1e5).any()
 
 
+def union_ms(row: dict[str, str]) -> float:
+    """Time inside the step covered by at least one communication interval: the intervals clipped to
+    [start_point, end_point], sorted, merged where they overlap, the merged lengths summed."""
+    spans = sorted((max(int(row[c]), int(row["start_point"])),
+                    min(int(row[c.replace("_start_point", "_end_point")]), int(row["end_point"])))
+                   for c in row if c.startswith("stream_") and c.endswith("_start_point"))
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return sum(end - start for start, end in merged) / TICKS_PER_MS
+
+
+COMM_COLUMNS = ("comm_ms", "comm_exposed_ms", "comm_receive_ms", "comm_collective_ms")
+
+
+@pytest.mark.parametrize("name", ["legacy_run_3", "legacy_run_4", "legacy_misc"])
+def test_communication_never_above_the_step(name):
+    """Every communication time of every step is at most the step, and comm_ms is the union of the raw
+    intervals (run_3 / run_4 have none in their step trace; their cluster files' 1293 ms of communication
+    alone in a 23.7 ms step is refused with a warning)."""
+    folder = FIXTURE_RUNS[name]
+    run = perfkit.load(folder)
+    steps = run.steps
+    for column in COMM_COLUMNS:
+        known = steps[steps[column].notna()]
+        assert (known[column] <= known["total_ms"]).all(), column
+    for path in folder.glob("step_trace_raw_*_detail_time.csv"):
+        rank = legacy.rank_of(path.name)
+        rows = step_rows(path)
+        got = steps[steps["rank"] == rank].sort_values("step")
+        if any(c.startswith("stream_") for c in rows[0]):
+            assert [round(v, 6) for v in got["comm_ms"]] == [round(union_ms(r), 6) for r in rows]
+        else:
+            assert got["comm_ms"].isna().all()
+    if name != "legacy_misc":
+        assert steps["comm_exposed_ms"].isna().all()
+        assert any("communication_alone_time 1293.1 ms" in w for w in run.warnings)
+
+
 def test_misc_ranks_and_comm_from_stream_columns():
     folder = FIXTURE_RUNS["legacy_misc"]
     run = perfkit.load(folder)
     assert run.ranks == [0, 1, 10]
+    overlapping = 0
     for rank in (0, 10):
         rows = step_rows(folder / f"step_trace_raw_{rank}_detail_time.csv")
         starts = [c for c in rows[0] if c.startswith("stream_") and c.endswith("_start_point")]
         assert starts
-        expected = [sum(int(r[c.replace("_start_point", "_end_point")]) - int(r[c]) for c in starts) / TICKS_PER_MS
-                    for r in rows]
-        got = run.steps[run.steps["rank"] == rank].sort_values("step")["comm_ms"].tolist()
+        expected = [union_ms(r) for r in rows]
+        summed = [sum(int(r[c.replace("_start_point", "_end_point")]) - int(r[c]) for c in starts) / TICKS_PER_MS
+                  for r in rows]
+        got = run.steps[run.steps["rank"] == rank].sort_values("step")
         assert len(got) == len(expected)
-        assert all(close(g, e) for g, e in zip(got, expected))
+        assert all(close(g, e) for g, e in zip(got["comm_ms"], expected))
+        assert (got["comm_ms"] <= got["total_ms"]).all()
+        overlapping += sum(e < s - 1e-9 for e, s in zip(expected, summed))
+    # streams 10 and 11 overlap in these steps: the union is less than the durations added up
+    assert overlapping > 0
     # step 40 of rank 10 has all-zero communication columns
     assert run.steps[(run.steps["rank"] == 10) & (run.steps["step"] == 40)]["comm_ms"].item() == 0
 
@@ -109,8 +159,11 @@ def test_op_type_shares_from_percent_column(name):
     types = run.op_types.set_index("type")
     type_key = "op_type" if "op_type" in rows[0] else "kernel_type"
     time_key = "execution_time" if "execution_time" in rows[0] else "total_time"
+    total_ms = sum(float(row[time_key]) for row in rows)
     for row in rows:
-        assert close(types.loc[row[type_key], "share"], float(row["percent"]) / 100)
+        # the file's percent (of MindSpore's total AI Core time) is file_share; share is of the listed types
+        assert close(types.loc[row[type_key], "file_share"], float(row["percent"]) / 100)
+        assert close(types.loc[row[type_key], "share"], float(row[time_key]) / total_ms)
         assert close(types.loc[row[type_key], "total_ms"], float(row[time_key]))
         assert types.loc[row[type_key], "count"] == int(row["execution_frequency"])
 
@@ -124,14 +177,15 @@ def test_cast_share_fraction_and_percent_agree(tmp_path):
         f"{r['op_type']},{r['execution_time']},{r['execution_frequency']},{float(r['percent']) / 100}\n"
         for r in rows))
     types = legacy.read(tmp_path)[0].tables["op_types"].set_index("type")
-    assert close(types.loc["Cast", "share"], float(cast["percent"]) / 100)
+    assert close(types.loc["Cast", "file_share"], float(cast["percent"]) / 100)
 
 
 def test_share_computed_when_percent_absent(tmp_path):
     (tmp_path / "aicore_intermediate_0_type.csv").write_text(
         "op_type,execution_time,execution_frequency\nCast,1.0,2\nConv2D,3.0,4\n")
-    types = legacy.read(tmp_path)[0].tables["op_types"].set_index("type")
+    types = perfkit.load(tmp_path).op_types.set_index("type")
     assert types.loc["Cast", "share"] == 0.25 and types.loc["Conv2D", "share"] == 0.75
+    assert types["file_share"].isna().all()
 
 
 @pytest.mark.parametrize("name", ["legacy_ut", "legacy_run_2"])
@@ -198,7 +252,7 @@ def test_messy_text_parses(tmp_path):
         b"Cast,1.5\t,3,25.0\r\nConv2D,4.5\t,N/A,75.0\r\n\r\n\r\n")
     types = legacy.read(tmp_path)[0].tables["op_types"].set_index("type")
     assert types.loc["Cast", "total_ms"] == 1.5 and types.loc["Conv2D", "total_ms"] == 4.5
-    assert types.loc["Cast", "share"] == 0.25 and math.isnan(types.loc["Conv2D", "count"])
+    assert types.loc["Cast", "file_share"] == 0.25 and math.isnan(types.loc["Conv2D", "count"])
 
 
 def test_inference_step_trace(tmp_path):

@@ -39,17 +39,31 @@ def queue_records(path: Path) -> list[list[int]]:
 
 
 def expected_pipeline(path: Path) -> dict[int, dict]:
-    ops = json.loads(path.read_text())["op_info"]
-    parents = {child: op["op_id"] for op in ops for child in (op.get("children") or [])}
+    """The ops MindSpore's parser writes to minddata_pipeline_raw_{r}.csv: from op 0 down, an op without
+    output-queue metrics is left out and its children take its place under its parent."""
+    ops = {op["op_id"]: op for op in json.loads(path.read_text())["op_info"]}
+
+    def measured(op_id: int) -> bool:
+        return bool((ops[op_id].get("metrics") or {}).get("output_queue"))
+
+    def kept_children(op_id: int) -> list[int]:
+        return [kept for child in (ops[op_id].get("children") or [])
+                for kept in ([child] if measured(child) else kept_children(child))]
+
     expected = {}
-    for op in ops:
+
+    def visit(op_id: int, parent: int | None) -> None:
+        op = ops[op_id]
         queue = (op.get("metrics") or {}).get("output_queue") or {}
         sizes = queue.get("size") or []
-        expected[op["op_id"]] = {
+        expected[op_id] = {
             "usage": sum(sizes) / len(sizes) / queue["length"] if sizes else None,
             "empty": 100 * sum(1 for s in sizes if s == 0) / len(sizes) if sizes else None,
-            "workers": op["num_workers"], "parent": parents.get(op["op_id"]),
-            "children": list(op.get("children") or [])}
+            "workers": op["num_workers"], "parent": parent, "children": kept_children(op_id)}
+        for child in kept_children(op_id):
+            visit(child, op_id)
+
+    visit(0, None)
     return expected
 
 

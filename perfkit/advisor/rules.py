@@ -16,10 +16,11 @@ from typing import Callable
 
 import pandas as pd
 
-from ..analysis import (BATCHNORM_FAMILY, NETWORK_LINK_TYPES, communication_by_rank, framework_memory,
+from ..analysis import (BATCHNORM_FAMILY, NETWORK_LINK_TYPES, communication_by_rank, framework_memory, host_cpu_busy,
                         memory_peaks, queue_stats, step_means)
 from ..cluster import of_steps
 from ..model import Run
+from ..steady import steady_steps
 from .finding import Finding, NotChecked, severity_for
 
 # ---------------------------------------------------------------------------------------------------------
@@ -236,7 +237,8 @@ def _data_feed(run: Run) -> _DataFeed:
     if step_ms and len(run.device_queue) and run.device_queue["wait_ms"].notna().any():
         wait_share, wait_key = float(run.device_queue["wait_ms"].sum()) / step_ms, "getnext_wait_share_pct"
     elif step_ms and run.steps["interval_ms"].notna().any():
-        wait_share, wait_key = float(run.steps["interval_ms"].sum()) / step_ms, "interval_share_pct"
+        steady = step_means(run.steps)  # the interval is a per-step time: over the steady-state steps
+        wait_share, wait_key = steady["interval_ms"] / steady["total_ms"], "interval_share_pct"
     return _DataFeed(name, feeding["empty_pct"], feeding["full_pct"],
                      host_stats["empty_pct"] if host_stats else None,
                      None if wait_share is None else min(wait_share, 1.0), wait_key)
@@ -284,27 +286,45 @@ def _bottleneck(pipeline: pd.DataFrame) -> tuple[pd.Series | None, dict[str, flo
         return slowest, {"queue_usage_pct": _pct(slowest.queue_usage)}
     usages = [row.queue_usage for row in ops.values() if pd.notna(row.queue_usage)]
     if usages and min(usages) >= ALL_FULL_USAGE:
-        root = next((row for row in ops.values() if pd.isna(row.parent_id)), None)
-        if root is not None:
-            return root, {"min_queue_usage_pct": _pct(min(usages))}
+        top = _top_measured(ops)
+        if top is not None:
+            return top, {"min_queue_usage_pct": _pct(min(usages))}
     return None, {}
 
 
-# Pipeline op type -> the dataset class a user writes, where the names differ.
-SOURCE_DATASET_CLASS = {"Cifar": "Cifar10Dataset", "MindRecord": "MindDataset", "TFReader": "TFRecordDataset"}
+def _top_measured(ops: dict[int, pd.Series]) -> pd.Series | None:
+    """The op nearest the pipeline's root that has a queue: the root itself (MindSpore's op 0) may have none
+    (Take, or a 1.x Batch written without metrics), and MindInsight then names the op below it."""
+    pending = [row for row in ops.values() if pd.isna(row.parent_id)]
+    while pending:
+        row = pending.pop(0)
+        if pd.notna(row.queue_usage):
+            return row
+        pending += [ops[child] for child in _children(row.children) if child in ops]
+    return None
+
+
+# Source (leaf) pipeline op type -> the mindspore.dataset class a user writes, for the sources whose class takes
+# num_parallel_workers (tests/test_advisor_actions.py checks each against the installed MindSpore).
+SOURCE_DATASET_CLASS = {"Cifar": "Cifar10Dataset", "MindRecord": "MindDataset", "TFReader": "TFRecordDataset",
+                        "ImageFolder": "ImageFolderDataset", "Mnist": "MnistDataset", "Coco": "CocoDataset",
+                        "VOC": "VOCDataset", "CelebA": "CelebADataset", "Manifest": "ManifestDataset",
+                        "CSV": "CSVDataset", "TextFile": "TextFileDataset", "Clue": "CLUEDataset"}
 
 
 def _workers_action(op_type: str | None, workers: int) -> str:
+    """The call that gives the slow op more workers; an op without a worker setting of its own (Shuffle,
+    Repeat, Take, a source without a known class) gets the general map/batch advice."""
     n = max(2, WORKER_FACTOR * workers)
-    if op_type is None:
-        return f"dataset.map(operations=..., num_parallel_workers={n}) and dataset.batch(..., num_parallel_workers={n})"
     if op_type == "Batch":
         return f"dataset.batch(batch_size, num_parallel_workers={n})"
     if op_type == "Map":
         return f"dataset.map(operations=..., num_parallel_workers={n})"
     if op_type == "Generator":
         return f"ds.GeneratorDataset(..., num_parallel_workers={n}, python_multiprocessing=True)"
-    return f"ds.{SOURCE_DATASET_CLASS.get(op_type, op_type + 'Dataset')}(..., num_parallel_workers={n})"
+    if op_type in SOURCE_DATASET_CLASS:
+        return f"ds.{SOURCE_DATASET_CLASS[op_type]}(..., num_parallel_workers={n})"
+    return f"dataset.map(operations=..., num_parallel_workers={n}) and dataset.batch(..., num_parallel_workers={n})"
 
 
 def _feed_evidence(feed: _DataFeed) -> dict[str, float]:
@@ -343,7 +363,8 @@ def dataset_workers(run: Run) -> list[Finding]:
         evidence=evidence, action=_workers_action(op_type, workers), target=op_type, est_gain_pct=gain)]
 
 
-# MindInsight: host CPU busy > 80 % -> CPU bound.
+# MindInsight: host CPU busy > 80 % -> CPU bound, busy being 100 - idle (its cpu utilisation analyser), which
+# counts io wait and the rest as well as user + sys.
 HOST_CPU_BUSY_PCT = 80.0
 
 
@@ -356,14 +377,15 @@ def host_cpu(run: Run) -> list[Finding]:
     readings = util[(util[["user_pct", "sys_pct", "io_pct", "idle_pct"]].fillna(0).sum(axis=1)) > 0]
     if not len(readings):
         raise NotChecked("host CPU utilisation has no non-zero samples")
-    busy = float((readings["user_pct"].fillna(0) + readings["sys_pct"].fillna(0)).mean())
-    if busy < HOST_CPU_BUSY_PCT:
+    busy = host_cpu_busy(readings)
+    if busy["busy_pct"] < HOST_CPU_BUSY_PCT:
         return []
     gain = _pct(feed.wait_share) if feed.wait_share is not None else None
     return [Finding(
         id="host_cpu", severity=severity_for(gain),
-        title=f"Host CPU {busy:.1f} % busy while the device waits for data: more workers will not help",
-        evidence={"host_cpu_busy_pct": round(busy, 2), **_feed_evidence(feed)},
+        title=f"Host CPU {busy['busy_pct']:.1f} % busy while the device waits for data: more workers will not help",
+        evidence={"host_cpu_busy_pct": busy["busy_pct"], "host_cpu_user_pct": busy["user_pct"],
+                  "host_cpu_sys_pct": busy["sys_pct"], **_feed_evidence(feed)},
         action="dataset.map(operations=..., offload=True) to run augmentations on the device, "
                "or convert the data to MindRecord once so decoding leaves the training loop",
         target=None, est_gain_pct=gain)]
@@ -385,7 +407,7 @@ def _comm_per_rank(run: Run) -> tuple[pd.DataFrame, str, str]:
     """Per rank: mean communication ms per step and mean step total; evidence name; how it was measured."""
     for column, label in (("comm_exposed_ms", "not overlapped with compute"), ("comm_ms", "op time")):
         if column in run.steps and run.steps[column].notna().any():
-            per_rank = run.steps.groupby("rank")[[column, "total_ms"]].mean()
+            per_rank = steady_steps(run.steps).groupby("rank")[[column, "total_ms"]].mean()
             return per_rank.rename(columns={column: "comm_ms"}), column.removesuffix("_ms"), label
     collective = run.op_types[run.op_types["type"].astype(str).str.contains(COLLECTIVE_OP)]
     per_rank = run.steps.groupby("rank")["total_ms"].agg(["mean", "size"])

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object, share_of_total
+from .base import Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -269,9 +269,7 @@ def _op_types_from_statistic(statistic: pa.Table) -> pd.DataFrame:
     frame = pd.DataFrame({"type": _strings(ids, types), "total_ms": total_ms, "count": per_type("count")})
     ratio = statistic.column("ratio_pct") if "ratio_pct" in statistic.column_names else None
     if ratio is not None and typed.any() and pc.any(pc.is_valid(ratio.filter(pa.array(typed)))).as_py():
-        frame["share"] = per_type("ratio_pct") / 100.0
-    else:
-        frame["share"] = share_of_total(total_ms)
+        frame["file_share"] = per_type("ratio_pct") / 100.0
     return frame
 
 
@@ -282,8 +280,7 @@ def _op_types_from_kernels(kernels: _Kernels) -> pd.DataFrame:
     total_ms = np.bincount(kernels.type[typed], weights=np.nan_to_num(kernels.duration_us[typed]),
                            minlength=groups)[ids] / US_PER_MS
     return pd.DataFrame({"type": _strings(ids, kernels.types), "total_ms": total_ms,
-                         "count": np.bincount(kernels.type[typed], minlength=groups)[ids],
-                         "share": share_of_total(total_ms)})
+                         "count": np.bincount(kernels.type[typed], minlength=groups)[ids]})
 
 
 def _step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -158,12 +158,6 @@ def ranks_in(folder: Path, patterns: Iterable[str]) -> list[int]:
                    if (rank := rank_of(path.name)) is not None})
 
 
-def share_of_total(total_ms: pd.Series) -> pd.Series:
-    """Each op type's fraction of the summed op time: the share where a file gives none."""
-    total = total_ms.sum()  # a Series' sum skips unknown values; readers' arrays hold none
-    return total_ms / total if total > 0 else total_ms * np.nan
-
-
 def has_match(folder: Path, patterns: Iterable[str]) -> bool:
     """Whether an entry of `folder` matches one of the glob `patterns`: one directory listing for all
     patterns (discovery runs every reader's detect on every folder of a 256-rank tree)."""

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
-from .base import Parts, Reader, guarded, has_match, op_passes, ranks_in, read_csv, read_text, share_of_total
+from .base import Parts, Reader, guarded, has_match, op_passes, ranks_in, read_csv, read_text
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -30,7 +30,7 @@ TYPE_COLUMNS = {
     "type": ("op_type",),
     "count": ("type_occurrences",),
     "total_ms": ("total_compute_time", "total_time(ms)"),
-    "share": ("percent", "total_proportion"),
+    "file_share": ("percent", "total_proportion"),
 }
 DETAIL_COLUMNS = {
     "type": ("op_type",),
@@ -40,7 +40,7 @@ DETAIL_COLUMNS = {
     "total_ms": ("op_total_time(ms)",),
     "avg_ms": ("op_avg_time(ms)",),
 }
-TYPE_TYPES = {"type": pa.string(), "count": pa.float64(), "total_ms": pa.float64(), "share": pa.float64()}
+TYPE_TYPES = {"type": pa.string(), "count": pa.float64(), "total_ms": pa.float64(), "file_share": pa.float64()}
 DETAIL_TYPES = {"type": pa.string(), "op_name": pa.string(), "name": pa.string(), "count": pa.float64(),
                 "total_ms": pa.float64(), "avg_ms": pa.float64()}
 # `input_3:[64, 3, 7, 7]`, `input_6:NoShape`, `input_2:[]`
@@ -77,8 +77,6 @@ def _read_rank(framework: Path, rank: int) -> Parts:
                               f"{TIMESTAMP_FILE.format(rank)} (" + "; ".join(parts.warnings) + ")", framework)
     if op_types is not None:
         op_types = op_types[op_types["type"].notna()]
-        if "share" not in op_types or op_types["share"].isna().all():  # the percent column is optional
-            op_types["share"] = share_of_total(op_types["total_ms"])
         parts.tables["op_types"] = op_types
     names = details["name"] if details is not None else events["name"] if events is not None else None
     mode = _mode_from_names(names) if names is not None else None

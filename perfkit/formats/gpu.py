@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import Parts, Reader, guarded, has_match, op_passes, op_types_of, ranks_in, read_csv, read_text, share_of_total
+from .base import Parts, Reader, guarded, has_match, op_passes, op_types_of, ranks_in, read_csv, read_text
 
 TYPE_FILE = "gpu_op_type_info_{}.csv"
 DETAIL_FILE = "gpu_op_detail_info_{}.csv"
@@ -32,7 +32,7 @@ TYPE_COLUMNS = {
     "type": ("op_type",),
     "count": ("type_occurrences",),
     "total_us": ("total_time(us)",),
-    "share": ("total_proportion",),
+    "file_share": ("total_proportion",),
 }
 DETAIL_COLUMNS = {
     "side": ("op_side",),
@@ -42,7 +42,7 @@ DETAIL_COLUMNS = {
     "total_us": ("op_total_time(us)",),
     "avg_us": ("op_avg_time(us)",),
 }
-TYPE_TYPES = {"type": pa.string(), "count": pa.float64(), "total_us": pa.float64(), "share": pa.float64()}
+TYPE_TYPES = {"type": pa.string(), "count": pa.float64(), "total_us": pa.float64(), "file_share": pa.float64()}
 DETAIL_TYPES = {"side": pa.string(), "type": pa.string(), "name": pa.string(), "count": pa.float64(),
                 "total_us": pa.float64(), "avg_us": pa.float64()}
 US_PER_MS = 1e3
@@ -84,8 +84,6 @@ def _read_rank(folder: Path, rank: int) -> Parts:
     if op_types is not None:
         op_types = op_types[op_types["type"].notna()].copy()
         op_types["total_ms"] = op_types.pop("total_us") / US_PER_MS
-        if "share" not in op_types or op_types["share"].isna().all():
-            op_types["share"] = share_of_total(op_types["total_ms"])
         if "count" not in op_types:
             op_types["count"] = 1
         parts.tables["op_types"] = op_types

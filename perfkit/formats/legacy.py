@@ -17,13 +17,16 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
-from .base import (Parts, Reader, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
-                   read_json_object, read_text, share_of_total)
+from .base import (Parts, Reader, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
+                   read_json_object, read_text)
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
 FRAMEWORK_FILE = "framework_raw_{}.csv"
 STEP_FILE = "step_trace_raw_{}_detail_time.csv"
+# MindSpore's cluster analysis of a model- or pipeline-parallel run, one row per step (ms):
+# `ascend_cluster_analyse_{parallel mode}_{stages}_{rank count}_{rank}.csv`.
+CLUSTER_FILE = "ascend_cluster_analyse_*_{}.csv"
 PROFILER_INFO_FILE = "profiler_info_{}.json"
 # Files whose rank makes a rank of this layout (the MindData ones belong to minddata.py).
 RANK_PATTERNS = ("aicore_intermediate_*_type.csv", "aicore_intermediate_*_detail.csv",
@@ -51,10 +54,20 @@ FRAMEWORK_COLUMNS = {
 }
 STEP_COLUMNS = {
     "step": ("step_num",),
+    "start": ("start_point",),
+    "end": ("end_point",),
     "total": ("total",),
     "interval": ("iteration_interval",),
     "fwd_bwd": ("fp_and_bp", "fp"),
     "tail": ("tail",),
+}
+# Cluster-analyse columns -> steps columns. communication_alone_time is communication not overlapped by
+# computation (MindInsight's "communication alone"); receive_alone_time is pipeline stages' receive wait.
+CLUSTER_COLUMNS = {
+    "computing_ms": ("computation",),
+    "comm_exposed_ms": ("communication_alone_time",),
+    "comm_receive_ms": ("receive_alone_time",),
+    "comm_collective_ms": ("collective_communication_time",),
 }
 TYPE_TYPES = {"type": pa.string(), "total_ms": pa.float64(), "count": pa.float64(), "percent": pa.float64()}
 DETAIL_TYPES = {"name": pa.string(), "avg_ms": pa.float64(), "count": pa.float64()}
@@ -117,6 +130,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
         parts = Parts(meta={"device": "Ascend", "layout": "legacy"})
         steps = guarded(parts, path, lambda p: _read_steps(p, parts.warnings))
         if steps is not None:
+            steps = _with_cluster_times(steps, folder, rank, parts)
             parts.tables["steps"] = steps
         result[rank] = parts
     return result
@@ -153,7 +167,7 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
     if framework is not None:
         parts.meta.update(_precision(framework))
     if steps is not None:
-        parts.tables["steps"] = steps
+        parts.tables["steps"] = _with_cluster_times(steps, folder, rank, parts)
         parts.meta["step_source"] = "step_trace"
     if info:
         parts.meta.update(info)
@@ -163,13 +177,10 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
 def _read_types(path: Path, warnings: list[str]) -> pd.DataFrame:
     frame = read_csv(path, TYPE_COLUMNS, ("type", "total_ms"), TYPE_TYPES, warnings)
     frame = frame[frame["type"].notna()].copy()
+    # The file's percent divides by MindSpore's total AI Core time (model.SCHEMA, op_types); kept as
+    # file_share, while share (of the listed types' summed time) is model.table's.
     percent = frame["percent"] if "percent" in frame else pd.Series(np.nan, index=frame.index)
-    if percent.isna().all():
-        frame["share"] = share_of_total(frame["total_ms"])
-    elif percent.sum() > PERCENT_SUM_THRESHOLD:
-        frame["share"] = percent / 100.0
-    else:
-        frame["share"] = percent
+    frame["file_share"] = percent / 100.0 if percent.sum() > PERCENT_SUM_THRESHOLD else percent
     if "count" not in frame:
         frame["count"] = 1
     return frame.drop(columns="percent", errors="ignore")
@@ -281,9 +292,10 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     starts = [c for c in frame.columns if c.startswith(COMM_PREFIX) and c.endswith(START_SUFFIX)
               and c[:-len(START_SUFFIX)] + END_SUFFIX in frame.columns]
     if starts:
-        # subtract in ticks: epoch-scale points divided first would lose the low digits
-        durations = [(ticks(c[:-len(START_SUFFIX)] + END_SUFFIX) - ticks(c)).clip(lower=0).fillna(0) for c in starts]
-        steps["comm_ms"] = sum(durations) / TICKS_PER_MS
+        intervals = [(ticks(c), ticks(c[:-len(START_SUFFIX)] + END_SUFFIX)) for c in starts]
+        steps["comm_ms"] = _covered_ticks(intervals, ticks(found["start"]), ticks(found["end"])) / TICKS_PER_MS
+    # MindSpore's average row is the mean of steps 2..n: the first step is its warm-up (steady.steady_steps)
+    steps["warmup"] = steps["step"] == steps["step"].min()
     incomplete = steps[["fwd_bwd_ms", "total_ms"]].isna().any(axis=1)
     if incomplete.any():
         warnings.append(f"{path.name}: skipped {int(incomplete.sum())} step row(s) with missing or non-numeric "
@@ -292,6 +304,68 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     if not len(steps):
         raise FileFormatError("has no complete step rows", path)
     return steps.reset_index(drop=True)
+
+
+def _covered_ticks(intervals: list[tuple[pd.Series, pd.Series]], step_start: pd.Series,
+                   step_end: pd.Series) -> np.ndarray:
+    """Per step, the time inside the step covered by at least one of the (start, end) interval columns.
+
+    Communication ops on parallel streams overlap: their durations added up exceed the step (283.9 ms of
+    communication in a 181.0 ms step on a 4-rank run), their union cannot. Missing or reversed intervals
+    count as empty; a missing step bound leaves that side unclipped.
+    """
+    starts = np.column_stack([start.to_numpy(dtype=np.float64) for start, _ in intervals])
+    ends = np.column_stack([end.to_numpy(dtype=np.float64) for _, end in intervals])
+    lower = step_start.to_numpy(dtype=np.float64)[:, None]
+    upper = step_end.to_numpy(dtype=np.float64)[:, None]
+    starts = np.where(np.isnan(lower), starts, np.fmax(starts, lower))
+    ends = np.where(np.isnan(upper), ends, np.fmin(ends, upper))
+    empty = np.isnan(starts) | np.isnan(ends) | (ends <= starts)
+    starts, ends = np.where(empty, -np.inf, starts), np.where(empty, -np.inf, ends)
+    order = np.argsort(starts, axis=1)
+    starts, ends = np.take_along_axis(starts, order, axis=1), np.take_along_axis(ends, order, axis=1)
+    # an interval adds only what lies beyond the furthest end of the intervals that started before it
+    reach = np.maximum.accumulate(np.hstack([np.full((len(ends), 1), -np.inf), ends[:, :-1]]), axis=1)
+    with np.errstate(invalid="ignore"):
+        added = ends - np.maximum(starts, reach)
+    return np.where(empty | ~(added > 0), 0.0, added).sum(axis=1)
+
+
+def _read_cluster(path: Path, warnings: list[str]) -> pd.DataFrame:
+    """The cluster-analyse file's time columns; none for a data-parallel file (it repeats the step trace's
+    split, in ticks)."""
+    header = {name.strip().casefold() for name in csv_header(path)}
+    if not any(name in header for names in CLUSTER_COLUMNS.values() for name in names):
+        return pd.DataFrame()
+    return read_csv(path, CLUSTER_COLUMNS, (), {column: pa.float64() for column in CLUSTER_COLUMNS}, warnings)
+
+
+def _with_cluster_times(steps: pd.DataFrame, folder: Path, rank: int, parts: Parts) -> pd.DataFrame:
+    """The steps with MindSpore's per-step computation / communication-alone / receive / collective times from
+    the rank's cluster-analyse file, where one is present (model- and pipeline-parallel runs). A value above
+    the step's total cannot be a part of that step: it is left out, with a warning naming the file."""
+    for path in sorted(folder.glob(CLUSTER_FILE.format(rank))):
+        frame = guarded(parts, path, lambda p: _read_cluster(p, parts.warnings))
+        if frame is None or not len(frame.columns):
+            continue
+        if len(frame) != len(steps):
+            parts.warnings.append(f"{path.name}: {len(frame)} row(s) for {len(steps)} step(s) in "
+                                  f"{STEP_FILE.format(rank)}: not used")
+            continue
+        steps = steps.sort_values("step").reset_index(drop=True)
+        total = steps["total_ms"].to_numpy()
+        refused = []
+        for column in (c for c in CLUSTER_COLUMNS if c in frame):
+            values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
+            above = values > total
+            if above.any():
+                refused.append(f"{CLUSTER_COLUMNS[column][0]} {values[above][0]:.1f} ms")
+                values = np.where(above, np.nan, values)
+            steps[column] = values
+        if refused:
+            parts.warnings.append(f"{path.name}: above the step's total ({total[0]:.1f} ms in step "
+                                  f"{int(steps['step'].iloc[0])}): " + ", ".join(refused) + "; not used")
+    return steps
 
 
 def _read_profiler_info(path: Path) -> dict:

@@ -1,6 +1,7 @@
 """MindData (dataset pipeline) profiling files, in any layout's folder (formats.md §1, §2).
 
-pipeline <- pipeline_profiling_{r}.json (raw queue-size samples), else minddata_pipeline_raw_{r}.csv;
+pipeline <- pipeline_profiling_{r}.json (raw queue-size samples, topology built as MindSpore's parser builds
+            minddata_pipeline_raw_{r}.csv), else that CSV; a warning when both are there and differ;
 host_queue <- device_queue_profiling_{r}.txt (sink), else dataset_iterator_profiling_{r}.txt (feed);
 device_queue <- minddata_aicpu_{r}.txt (Ascend, µs), else minddata_getnext_profiling_{r}.txt (GPU, ns);
 cpu_util <- minddata_cpu_utilization_{r}.json.
@@ -81,8 +82,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
         return None
 
     tables = {
-        "pipeline": first((PIPELINE_JSON, _read_pipeline_json),
-                          (PIPELINE_CSV, lambda p: _read_pipeline_csv(p, parts.warnings))),
+        "pipeline": _pipeline(present, parts, first),
         "host_queue": first((SINK_QUEUE_FILE, lambda p: _read_host_queue(p, parts.warnings)),
                             (FEED_QUEUE_FILE, lambda p: _read_host_queue(p, parts.warnings))),
         "device_queue": first((ASCEND_GETNEXT_FILE, lambda p: _read_getnext(p, US_PER_MS, parts.warnings)),
@@ -107,14 +107,50 @@ def _read_rank(folder: Path, rank: int) -> Parts:
 
 
 
+def _pipeline(present: dict[str, Path], parts: Parts, first) -> pd.DataFrame | None:
+    """The pipeline from the raw JSON, else the CSV MindSpore parsed from it; when a folder holds both and
+    their topologies differ (op ids, types, children), the JSON is used and a warning names both files."""
+    from_json = first((PIPELINE_JSON, _read_pipeline_json))
+    from_csv = first((PIPELINE_CSV, lambda p: _read_pipeline_csv(p, parts.warnings)))
+    if from_json is not None and from_csv is not None and _topology(from_json) != _topology(from_csv):
+        parts.warnings.append(f"{present[PIPELINE_JSON].name} and {present[PIPELINE_CSV].name} describe "
+                              f"different pipelines ({_topology_text(from_json)} vs {_topology_text(from_csv)}): "
+                              f"using {present[PIPELINE_JSON].name}")
+    return from_json if from_json is not None else from_csv
+
+
+def _topology(pipeline: pd.DataFrame) -> list[tuple[int, str, tuple[int, ...]]]:
+    return sorted((int(row.op_id), _op_name(row.op_type), tuple(sorted(int(c) for c in row.children)))
+                  for row in pipeline.itertuples(index=False))
+
+
+def _op_name(op_type) -> str:
+    """`BatchOp` (MindSpore 1.x JSON) and `Batch` (its CSV, later JSON) name the same op."""
+    return str(op_type).removesuffix("Op")
+
+
+def _topology_text(pipeline: pd.DataFrame) -> str:
+    return ", ".join(f"{op_id} {op_type}" for op_id, op_type, _ in _topology(pipeline))
+
+
 def _read_pipeline_json(path: Path) -> pd.DataFrame:
+    """The ops as MindSpore's pipeline parser writes them to minddata_pipeline_raw_{r}.csv: from op 0 down,
+    an op without output-queue metrics (EpochCtrl, a cache or repeat op) is dropped and its children are
+    attached to its nearest kept ancestor; ops not under op 0 are not part of the pipeline."""
     ops = read_json_object(path).get("op_info")
     if not isinstance(ops, list) or not ops:
         raise FileFormatError("has no op_info list", path)
-    rows = []
+    by_id = {}
     for op in ops:
         if not isinstance(op, dict) or "op_id" not in op:
             raise FileFormatError("has an op_info entry without op_id", path)
+        by_id[op["op_id"]] = op
+    if 0 not in by_id:
+        raise FileFormatError("has no op 0 (the pipeline's root)", path)
+    rows, parent_of, pending = [], {0: None}, [0]
+    while pending:
+        op = by_id[pending.pop(0)]
+        children = _measured_children(op, by_id)
         queue = ((op.get("metrics") or {}).get("output_queue") or {})
         sizes = np.asarray(queue.get("size") or [], dtype="float64")
         length = queue.get("length")
@@ -122,11 +158,27 @@ def _read_pipeline_json(path: Path) -> pd.DataFrame:
             "op_id": op["op_id"], "op_type": op.get("op_type"), "workers": op.get("num_workers"),
             "queue_usage": sizes.mean() / length if len(sizes) and length else np.nan,
             "queue_empty_pct": 100.0 * (sizes == 0).mean() if len(sizes) else np.nan,
-            "queue_length": length, "children": list(op.get("children") or [])})
-    frame = pd.DataFrame(rows)
-    parent = {child: row["op_id"] for row in rows for child in row["children"]}
-    frame["parent_id"] = frame["op_id"].map(parent)
-    return frame.sort_values("op_id").reset_index(drop=True)
+            "queue_length": length, "children": children, "parent_id": parent_of[op["op_id"]]})
+        for child in children:
+            parent_of[child] = op["op_id"]
+        pending += [child for child in children if child not in {row["op_id"] for row in rows}]
+    return pd.DataFrame(rows).sort_values("op_id").reset_index(drop=True)
+
+
+def _measured_children(op: dict, by_id: dict) -> list[int]:
+    """An op's children, each one without output-queue metrics replaced by its own children, recursively."""
+    children, pending, seen = [], list(op.get("children") or []), set()
+    while pending:
+        child_id = pending.pop(0)
+        child = by_id.get(child_id)
+        if child is None or child_id in seen:
+            continue  # a dangling id, or a cycle in a corrupt file
+        seen.add(child_id)
+        if ((child.get("metrics") or {}).get("output_queue")):
+            children.append(child_id)
+        else:
+            pending += list(child.get("children") or [])
+    return children
 
 
 def _json_list(cell) -> list:

@@ -7,6 +7,7 @@ Nothing here imports MindSpore: the child does (perfkit/profiler/train.py), afte
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -182,48 +183,44 @@ class Events:
         return events
 
 
-class Supervisor:
-    """Runs the training process(es) to the end while keeping the user informed."""
+class Keeper:
+    """Runs a command in a session of its own and stands between it and Ctrl-C/SIGTERM: the first signal
+    is forwarded once as SIGINT (the run stops and keeps what it has), a second kills every process the
+    command started. Subclasses say what the phases are called and what a first signal means."""
 
-    def __init__(self, request: ProfileRequest, folder: Path, scratch: Path, say):
-        self.request = request
-        self.folder = folder
-        self.scratch = scratch
+    def __init__(self, say):
         self.say = say
-        self.pids: dict[int, int] = {}          # rank -> training process id
-        self.device_errors: dict[int, dict] = {}
-        self.notes: list[str] = []
+        self.pids: dict[int, int] = {}          # rank -> its process id, once known
         self.stop_signal: signal.Signals | None = None
         self.killed_during: str | None = None   # the phase a second signal cut short
-        self.finished: dict[int, dict] = {}     # rank -> its `finished` event
         self.process: subprocess.Popen | None = None
-        self.device: str | None = None
-        self.done: dict[int, int] = {}          # rank -> steps done (warmup included)
-        self.stages: dict[int, int] = {}        # rank -> analysis stages reached
-        self.training_bar = None
-        self.analysis_bar = None
 
     @property
     def interrupted(self) -> bool:
         return self.stop_signal is not None
 
+    def phase(self) -> str:
+        """What the run is doing now, as a second signal's message names it."""
+        return "training"
+
+    def announce(self, name: str) -> None:
+        """Tell the user what the first signal does."""
+        self.say(f"perfkit: {name}: stopping training and analysing the steps profiled so far "
+                 f"({name} again to stop at once)")
+
     def stop(self, signum, frame) -> None:
-        """Ctrl-C or SIGTERM: ask each training process to stop and analyse what it has; a second one
+        """Ctrl-C or SIGTERM: ask the run's processes to stop and keep what they have; a second one
         kills them all at once."""
         name = signal.Signals(signum).name
         if self.killed_during is not None:
             return
         if self.interrupted:
-            self.killed_during = "the profiler's analysis" if self.stages else "training"
+            self.killed_during = self.phase()
             self.say(f"perfkit: {name} again: stopping at once, during {self.killed_during}")
             self._kill_all()
             return
         self.stop_signal = signal.Signals(signum)
-        if self.stages:
-            self.say(f"perfkit: {name}: training is done, finishing the analysis ({name} again to stop at once)")
-        else:
-            self.say(f"perfkit: {name}: stopping training and analysing the steps profiled so far "
-                     f"({name} again to stop at once)")
+        self.announce(name)
         targets = list(self.pids.values()) or ([self.process.pid] if self.process else [])
         for pid in targets:
             _signal(pid, signal.SIGINT)
@@ -254,18 +251,57 @@ class Supervisor:
             except psutil.NoSuchProcess:
                 pass
 
+    @contextlib.contextmanager
+    def started(self, command: list[str], env: dict[str, str], **popen):
+        """Start `command` with our signal handlers in place; on leaving, put them back, and kill the
+        command if it still runs (we are unwinding on an error of our own)."""
+        previous = {signum: signal.signal(signum, self.stop) for signum in STOP_SIGNALS}
+        try:
+            # A session of its own: the terminal's Ctrl-C reaches only us, and we forward it once.
+            self.process = subprocess.Popen(command, env=env, start_new_session=True,
+                                            preexec_fn=_interrupt_when_parent_dies, **popen)
+            yield self.process
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            if self.process is not None and self.process.poll() is None:
+                self._kill_all()
+                self.process.wait()
+
+
+class Supervisor(Keeper):
+    """Runs the training process(es) to the end while keeping the user informed."""
+
+    def __init__(self, request: ProfileRequest, folder: Path, scratch: Path, say):
+        super().__init__(say)
+        self.request = request
+        self.folder = folder
+        self.scratch = scratch
+        self.device_errors: dict[int, dict] = {}
+        self.notes: list[str] = []
+        self.finished: dict[int, dict] = {}     # rank -> its `finished` event
+        self.device: str | None = None
+        self.done: dict[int, int] = {}          # rank -> steps done (warmup included)
+        self.stages: dict[int, int] = {}        # rank -> analysis stages reached
+        self.training_bar = None
+        self.analysis_bar = None
+
+    def phase(self) -> str:
+        return "the profiler's analysis" if self.stages else "training"
+
+    def announce(self, name: str) -> None:
+        if self.stages:
+            self.say(f"perfkit: {name}: training is done, finishing the analysis ({name} again to stop at once)")
+        else:
+            super().announce(name)
+
     def run(self, command: list[str], env: dict[str, str], log, pending: list[str]) -> int:
         """Start `command`, show progress until it exits, return its exit code.
 
         `pending` lines are said once MindSpore has the device, so an unusable device is one line of output.
         """
         events = Events(self.scratch)
-        previous = {signum: signal.signal(signum, self.stop) for signum in STOP_SIGNALS}
-        try:
-            # A session of its own: the terminal's Ctrl-C reaches only us, and we forward it once.
-            self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True,
-                                            preexec_fn=_interrupt_when_parent_dies)
+        with self.started(command, env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT):
             self._follow(events, until=lambda: self.device or self.device_errors)
             if not self.device_errors:
                 for line in pending + [f"perfkit: {note}" for note in self.notes]:
@@ -281,12 +317,6 @@ class Supervisor:
                     self._follow(events, until=lambda: False)
                 self.analysis_bar = None
             return self.process.wait()
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            if self.process is not None and self.process.poll() is None:  # unwinding on an error of our own
-                self._kill_all()
-                self.process.wait()
 
     def _follow(self, events: Events, until) -> None:
         """Absorb events until `until()` holds or the process exits."""

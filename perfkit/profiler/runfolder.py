@@ -11,7 +11,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import platform
 import re
+import shlex
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -84,3 +87,61 @@ def write_error(exc: OSError) -> str:
     """`no space left on device: /run/perfkit_run.json`: what went wrong and where, in one line."""
     reason = (exc.strerror or str(exc)).lower()
     return f"{reason}: {exc.filename}" if exc.filename else reason
+
+
+def script_manifest(command: list[str], env: dict[str, str], script: Path | None, ranks: int | None) -> dict[str, Any]:
+    """The manifest of a run of the user's own script, before it starts: what ran, where, with what.
+
+    `ranks` is None when the launcher decides (a user's msrun command); the rank folders then tell.
+    """
+    from .. import __version__
+
+    return {
+        "perfkit_version": __version__,
+        "mindspore_version": _installed_version("mindspore"),
+        "python_version": platform.python_version(),
+        "device": None,
+        "rank": 0 if ranks == 1 else None,
+        "rank_size": ranks,
+        "status": "running",
+        "error": None,
+        "config": {},
+        "used": {},
+        "notes": [],
+        "synthetic_data": None,
+        "env": dict(env),
+        "steps": [],
+        "step_timer": None,
+        "started_at": now_iso(),
+        "finished_at": None,
+        "command": shlex.join(command),
+        "cwd": os.getcwd(),
+        "script": str(script.resolve()) if script is not None else None,
+        "git": git_state(script.resolve().parent if script is not None else Path.cwd()),
+    }
+
+
+def _installed_version(package: str) -> str | None:
+    """The installed version, read from the package metadata (importing MindSpore takes seconds)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_state(folder: Path) -> dict[str, Any] | None:
+    """{"commit", "dirty"} of the git repository holding `folder`; None outside one (or without git)."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None
+    changes = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if changes is None else bool(changes)}

@@ -1,0 +1,47 @@
+"""A plain Model.train script, as a user writes it (no perfkit in it). `--exit N` exits with N after training,
+`--crash` raises in the middle of training, `--epochs N` trains longer, `--data-parallel` trains data parallel under msrun, `--step-timer`
+times the steps with perfkit.StepTimer and prints how many it timed."""
+
+import argparse
+import sys
+
+import mindspore as ms
+from mindspore import nn
+from mindspore.train import Callback, Model
+
+from tiny import dataset, loss, network
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--exit", type=int, default=0)
+parser.add_argument("--epochs", type=int, default=1)
+parser.add_argument("--crash", action="store_true")
+parser.add_argument("--data-parallel", action="store_true")
+parser.add_argument("--step-timer", action="store_true")
+args = parser.parse_args()
+
+
+class CrashAtStep3(Callback):
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == 3:
+            raise RuntimeError("the user's bug at step 3")
+
+
+ms.set_context(mode=ms.GRAPH_MODE)
+shards, shard_id = 1, 0
+if args.data_parallel:
+    from mindspore.communication import get_group_size, get_rank, init
+    init()
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
+    shards, shard_id = get_group_size(), get_rank()
+net = network()
+model = Model(net, loss_fn=loss(), optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
+callbacks = [CrashAtStep3()] if args.crash else []
+if args.step_timer:
+    import perfkit
+    timer = perfkit.StepTimer()
+    callbacks.append(timer)
+model.train(args.epochs, dataset(shards, shard_id), callbacks=callbacks or None, dataset_sink_mode=False)
+print("trained")
+if args.step_timer:
+    print(f"timed {len(timer.steps)} steps")
+sys.exit(args.exit)
