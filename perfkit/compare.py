@@ -16,6 +16,7 @@ from .advisor import SEVERITIES, advise
 from .analysis import STEP_KEYS, op_type_shares, queue_stats, step_means
 from .errors import PerfkitError
 from .model import Run
+from .steady import steady_steps
 
 # The noise test: Welch's t-test on the logarithms of the per-step totals, and a minimum effect size.
 # - A test of the step time, because the speedup and the gate are about it. On the log scale, because step-time
@@ -56,12 +57,14 @@ class IncomparableRunsError(PerfkitError):
 
 
 def step_totals(steps: pd.DataFrame) -> np.ndarray:
-    """Each step's total in ms, in step order: the mean over ranks of the steps whose total is known
-    (the steps `step_means` averages, so the mean of these is its total_ms when every rank has every step)."""
-    if not len(steps):
+    """Each step's total in ms, in step order, over the steps `step_means` averages (steady_steps: without a
+    warm-up or outlier first step), the mean over ranks; the mean of these is step_means' total_ms when every
+    rank has every step."""
+    steady = steady_steps(steps)
+    if not len(steady):
         return np.empty(0)
-    complete = steps[steps["total_ms"].notna()]
-    return complete.groupby("step", sort=True)["total_ms"].mean().to_numpy(dtype=np.float64)
+    totals = steady.groupby("step", sort=True)["total_ms"].mean().dropna()  # a rank without totals: none known
+    return totals.to_numpy(dtype=np.float64)
 
 
 def spread(totals: np.ndarray) -> dict[str, Any] | None:

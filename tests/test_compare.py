@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from perfkit import load
 from perfkit.advisor import advise
+from perfkit.analysis import step_means
 from perfkit.cli import main
 from perfkit.compare import MIN_EFFECT_PCT, TOO_FEW_STEPS, compare, compare_text, noise_verdict, welch_test
 
@@ -277,3 +278,18 @@ def test_op_types_compared_in_ms_per_step_and_rank():
     text = compare_text(result)
     ms_lines = text.split("op types, ms per step")[1].splitlines()
     assert ms_lines[2].split()[0] == "AllReduce"  # the largest change in ms per step first
+
+
+@pytest.mark.parametrize("name", ["legacy_misc", "cpu_2_10"])
+def test_spread_covers_the_steps_the_means_cover(name):
+    """legacy_misc: MindSpore's average leaves its first step out; cpu_2_10: the first step's start is unknown.
+    The spread and the noise test use the same steps as the mean step (steps 2..n here)."""
+    run = load(FIXTURE_RUNS[name])
+    means = step_means(run.steps)
+    assert means["mean_of"]["first"] == 2 and means["mean_of"]["first_step"]  # the premise
+    later = run.steps[run.steps["step"] >= 2]
+    expected = later.groupby("step")["total_ms"].mean().to_numpy()
+    spread = compare(run, run)["spread_a"]
+    assert spread["n"] == len(expected) == means["mean_of"]["count"]
+    assert spread["mean_ms"] == pytest.approx(expected.mean())
+    assert spread["std_ms"] == pytest.approx(np.std(expected, ddof=1))
