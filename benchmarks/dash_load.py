@@ -1,8 +1,8 @@
 """Load test of the dashboard server on loopback: many concurrent clients, a table of latencies per request kind.
 
-The server is the real command, `perfkit dash <runs> --port P`, in a child process (werkzeug's threaded server,
+The server is the real command, `perfkit dash <runs> --port P`, in a child process (waitress, 8 threads,
 debug off), so client and server threads do not share a GIL. The clients (threads, one HTTP connection per
-request, as werkzeug speaks HTTP/1.0) send a fixed mix, shuffled with a seed, built from what the app serves:
+request, HTTP/1.0) send a fixed mix, shuffled with a seed, built from what the app serves:
 
 - page loads (`/`, `/operators?run=1`, `/compare?runs=0,1`, `/ranks?run=N`, also with unknown run ids),
   `/_dash-layout`, `/_dash-dependencies` and the scripts the page lists;
@@ -116,7 +116,7 @@ def visit(cycle: int, run_count: int, deps: dict[str, dict], scripts: Sequence[s
     """
     a, b = (2 * cycle) % run_count, (2 * cycle + 1) % run_count
     page, nav = deps["page.children"], deps[next(k for k in deps if "nav-overview.className" in k)]
-    sync, ops = deps["..url.search...run-select.value.."], deps["..op-table.data...op-count.children.."]
+    sync, ops = deps["..url.search...run-select.value.."], deps["..op-table.rowData...op-count.children.."]
     compare_body = deps["compare-body.children"]
     unknown, unknown2, unknown3 = (UNKNOWN_SEARCHES[(cycle + i) % len(UNKNOWN_SEARCHES)] for i in range(3))
 

@@ -123,11 +123,12 @@ def write_op_statistic(target: Path, steps: int, compute_factor: float = 1.0) ->
             out.write(csv_line(row))
 
 
-def write_trace_view(target: Path, target_bytes: int) -> int:
+def write_trace_view(target: Path, target_bytes: int, first_step: int) -> int:
     """The fixture's timeline once per step until the file reaches `target_bytes`; returns the step count.
 
     Metadata (`M`) events are written once; every other event's `ts` (a string of µs, as the real
-    file has it) is shifted by the step period. Flow ids (`s`/`f`) are small counters or epoch-ns
+    file has it) is shifted by the step period, and the step marker (`ProfilerStep#50`) renamed to the
+    copy's step, `first_step` on, so that copies line up with kernel_details' steps. Flow ids (`s`/`f`) are small counters or epoch-ns
     stamps; shifting them by the period in ns keeps both unique per copy, the stamps in step with `ts`.
     """
     events = orjson.loads((NEW_RANK / OUTPUT / "trace_view.json").read_bytes())
@@ -143,6 +144,7 @@ def write_trace_view(target: Path, target_bytes: int) -> int:
             elif key == "id":
                 slots.append(("id", int(event["id"])))
                 event["id"] = markers[type(event["id"])]
+    (marker,) = {event["name"] for event in body if re.fullmatch(r"ProfilerStep#\d+", event.get("name", ""))}
     text = orjson.dumps(body).decode()[1:-1].replace("%", "%%")
     text = (text.replace(f'"{markers["ts"]}"', '"%s"').replace(f'"{markers[str]}"', '"%s"')
             .replace(f'"{markers[int]}"', "%s"))
@@ -153,7 +155,7 @@ def write_trace_view(target: Path, target_bytes: int) -> int:
             offset = copies * STEP_PERIOD_THOUSANDTHS  # µs thousandths = ns
             values = tuple(thousandths_to_micros(value + offset) if kind == "ts" else str(value + offset)
                            for kind, value in slots)
-            block = "," + text % values
+            block = "," + (text % values).replace(f'"{marker}"', f'"ProfilerStep#{first_step + copies}"')
             out.write(block)
             written += len(block)
             copies += 1
@@ -178,7 +180,7 @@ def write_new_layout_rank(folder: Path, rank: int, steps: range, rng: np.random.
     write_op_statistic(output / "op_statistic.csv", len(steps), compute_factor)
     write_communication(output / "communication.json", steps)
     if trace_bytes:
-        facts["trace_steps"] = write_trace_view(output / "trace_view.json", trace_bytes)
+        facts["trace_steps"] = write_trace_view(output / "trace_view.json", trace_bytes, steps.start)
     return facts
 
 

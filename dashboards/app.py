@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
+import socket
 import traceback
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -20,11 +21,12 @@ from dash import Input, Output, dcc, html
 from dash.exceptions import CallbackException, DependencyException
 from werkzeug.exceptions import BadRequest, HTTPException, NotFound
 
+from perfkit.errors import PerfkitError
 from perfkit.model import PASSES, Run
 from perfkit.report import STYLESHEET
 from perfkit import figures, report
 
-from . import ids, layout, memory
+from . import ids, layout, timeline
 
 LOOPBACK_HOST = "127.0.0.1"
 # perfkit's plotly.js basic bundle (perfkit.report.PLOTLY_BUNDLE), a page script served like Dash's own, so
@@ -34,6 +36,8 @@ PLOTLY_BUNDLE = report.PLOTLY_BUNDLE.relative_to(Path(report.__file__).resolve()
 # Pages built and kept per (page, run): runs never change while the app serves them, and one
 # overview of a small CPU run took 170 ms a request to build (benchmarks/results/dash_load.txt, one client).
 PAGE_CACHE_SIZE = 64
+# waitress's worker threads: a dashboard has one or a few viewers, each page fires a handful of callbacks.
+SERVER_THREADS = 8
 
 INDEX_STRING = """<!DOCTYPE html>
 <html lang="en"><head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>""" + STYLESHEET + """</style>
@@ -76,12 +80,9 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
     app.layout = html.Div([dcc.Location(id=ids.URL, refresh=False), layout.header(labels),
                            html.Main(id=ids.PAGE)])
 
-    page_builders = {"/": layout.overview, "/operators": layout.operators, "/ranks": layout.ranks,
-                     "/memory": memory.page}
-
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
     def run_page(pathname: str, index: int):
-        return page_builders[pathname](runs[index])
+        return layout.run_page(pathname, runs[index])
 
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
     def compare_body(picked: tuple[int, ...]):
@@ -120,6 +121,8 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         if pathname == "/compare":
             chosen = [run_index(v, len(runs)) for v in str(query_value(search, "runs", "")).split(",") if v]
             return layout.compare_page(labels, [i for i in chosen if i is not None])
+        if pathname == timeline.PATH:
+            return timeline.page(search, len(runs), picked_index)
         if not isinstance(pathname, str) or pathname not in ids.PAGES:
             return [layout.card("Not found", layout.empty(f"no page {pathname!s}: use the links above"))]
         index = picked_index(search)
@@ -132,7 +135,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         chosen = [] if not isinstance(values, list) else [run_index(v, len(runs)) for v in values]
         return compare_body(tuple(dict.fromkeys(i for i in chosen if i is not None)))
 
-    @app.callback(Output(ids.OP_TABLE, "data"), Output(ids.OP_COUNT, "children"),
+    @app.callback(Output(ids.OP_TABLE, "rowData"), Output(ids.OP_COUNT, "children"),
                   Input(ids.URL, "search"), Input(ids.OP_PASSES, "value"), Input(ids.OP_SEARCH, "value"))
     def filter_ops(url_search, passes, search):
         run = pick(url_search)
@@ -142,6 +145,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         rows, matched = figures.op_instance_rows(run, passes, search if isinstance(search, str) else "")
         return rows.to_dict("records"), layout.instances_count(len(rows), matched)
 
+    timeline.register(app, runs, picked_index, query_value)
     _reject_malformed_requests(app)
     return app
 
@@ -179,11 +183,42 @@ def _raised_in_perfkit(exc: BaseException) -> bool:
 
 
 def serve(runs: Sequence[Run], host: str = LOOPBACK_HOST, port: int = 8050, ready=None) -> None:
-    """Serve the dashboard (debug off) until interrupted; `ready()` is called once the first page is built."""
+    """Serve the dashboard with waitress (a production WSGI server, debug off) until interrupted.
+
+    The port is bound before `ready()` is called (once the first page is built): a busy port is one
+    PerfkitError, raised before any URL is printed.
+    """
+    from waitress import create_server
     app = create_app(runs, prebuild=True)
+    try:
+        server = create_server(app.server, host=host, port=port, threads=SERVER_THREADS)
+    except OSError as exc:
+        raise _cannot_bind(host, port, exc) from exc
     if ready is not None:
         ready()
-    app.run(host=host, port=port, debug=False)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # Ctrl-C is how the dashboard is stopped
+        pass
+    finally:
+        server.close()
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise PerfkitError when `host:port` cannot be bound (in use, or not an address of this machine).
+    `serve` binds again later (and says so too if the port was taken in between)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as waitress binds
+            probe.bind((host, port))
+    except OSError as exc:
+        raise _cannot_bind(host, port, exc) from exc
+
+
+def _cannot_bind(host: str, port: int, exc: OSError) -> PerfkitError:
+    return PerfkitError(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc} "
+                        "(another program uses the port? choose one with --port)")
 
 
 def is_loopback(host: str) -> bool:

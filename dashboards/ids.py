@@ -1,17 +1,25 @@
-"""Component ids shared by the layout, the callbacks and the browser tests."""
+"""Component ids shared by the layout, the callbacks and the browser tests (panels' ids: views.panels.PANELS)."""
+
+from perfkit.views.panels import COMPARE, PAGES as RUN_PAGES
 
 URL = "url"
 PAGE = "page"
 RUN = "run-select"
 COMPARE_RUNS = "compare-runs"
 COMPARE_BODY = "compare-body"
+COMPARE_SETTINGS = "compare-settings"
+COMPARE_OP_TABLE = "compare-op-table"
 OP_PASSES = "op-passes"
 OP_SEARCH = "op-search"
 OP_TYPES_TABLE = "op-types-table"
 OP_TABLE = "op-table"
 OP_COUNT = "op-count"
+RANK_TABLE = "rank-table"
+COMM_OP_TABLE = "comm-op-table"
 
-PAGES = {"/": "Overview", "/operators": "Operators", "/compare": "Compare", "/ranks": "Ranks", "/memory": "Memory"}
+# path -> title, in navigation order: the run pages, then the compare page.
+PAGES = {page.path: page.title for page in (*RUN_PAGES, COMPARE)}
+PAGES["/timeline"] = "Timeline"  # not a page of panels: dashboards/timeline.py builds it
 
 
 def kpi(key: str) -> str:

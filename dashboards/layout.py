@@ -1,30 +1,35 @@
-"""Page bodies: perfkit.figures' figures and numbers wrapped in Dash components. No data work here."""
+"""Page bodies: the view layer's panels (perfkit.views.panels) wrapped in Dash components. No data work here.
+
+A run page is its panels in order (`run_page`); each panel kind has one renderer in RENDERERS.
+"""
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import dash_ag_grid as dag
+import pandas as pd
 import plotly.graph_objects as go
-from dash import dash_table, dcc, html
+from dash import dcc, html
 
 from perfkit import figures
 from perfkit.compare import verdict_words
 from perfkit.model import PASSES, Run
+from perfkit.views import numbers
+from perfkit.views.format import COUNT_SPEC, ROW_TINTS, column_spec, column_title, speedup
+from perfkit.views.panels import CARDS, FIGURE, FINDINGS, INSTANCES, TABLE, Panel, panels_on, rows
 
 from . import ids
 
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
-TABLE_STYLE = dict(
-    style_table={"overflowX": "auto"},
-    style_cell={"fontFamily": "Inter, 'Segoe UI', Helvetica, Arial, sans-serif", "fontSize": 13,
-                "padding": "4px 8px", "textAlign": "right", "maxWidth": 520, "overflow": "hidden",
-                "textOverflow": "ellipsis"},
-    style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"}
-                            for c in ("type", "name", "family", "pass", "setting")],
-    style_header={"fontWeight": 600, "backgroundColor": "#eef1f5"},
-    style_data_conditional=[{"if": {"filter_query": '{family} = "Cast"'}, "backgroundColor": "#fde8e8"},
-                            {"if": {"filter_query": '{family} = "BatchNorm"'}, "backgroundColor": "#f3e8f1"}],
-)
+# Rows of a highlighted meaning get its tint: op families in the op tables, slow ranks in the rank table.
+ROW_STYLES = {"styleConditions": [
+    {"condition": "params.data.family === 'Cast'", "style": {"backgroundColor": ROW_TINTS["Cast"]}},
+    {"condition": "params.data.family === 'BatchNorm'", "style": {"backgroundColor": ROW_TINTS["BatchNorm"]}},
+    {"condition": "params.data.slow === 'yes'", "style": {"backgroundColor": ROW_TINTS["slow"]}}]}
+# Rows per grid page.
+PAGE_ROWS = {ids.OP_TYPES_TABLE: 15, ids.OP_TABLE: 20, ids.RANK_TABLE: 16, ids.COMM_OP_TABLE: 15,
+             ids.COMPARE_OP_TABLE: 12}
 
 
 def empty(message: str) -> html.P:
@@ -40,7 +45,7 @@ def graph(fig: go.Figure, graph_id: str) -> html.Div | html.P:
 
 
 def card(title: str, *children) -> html.Div:
-    return html.Div([html.H2(title), *children], className="card")
+    return html.Div([html.H2(title), *children] if title else list(children), className="card")
 
 
 def header(labels: Sequence[str]) -> html.Header:
@@ -53,52 +58,77 @@ def header(labels: Sequence[str]) -> html.Header:
                        className="top")
 
 
-def findings_panel(run: Run) -> html.Div:
-    result = figures.findings(run)
+def _column(column: str) -> dict:
+    """An AG Grid column: numbers right-aligned and formatted as the report prints them (`1,421.820`),
+    op instance names keeping their tail (the layer that tells which op it is) with the whole name on hover."""
+    spec = column_spec(column)
+    definition = {"field": column, "headerName": column_title(column)}
+    if spec is not None:
+        # d3-format reads the same spec as Python's format()
+        definition |= {"type": "rightAligned", "filter": "agNumberColumnFilter",
+                       "valueFormatter": {"function": f"params.value == null ? '' : d3.format('{spec}')(params.value)"}}
+        if spec == COUNT_SPEC:
+            definition["maxWidth"] = 120
+    else:
+        definition["tooltipField"] = column  # a cut text cell shows the whole text on hover
+    if column == "name":
+        # A right-to-left cell puts the ellipsis first: "…/fc3-Dense/MatMul-op19", not "Default/network-With…".
+        # The name itself is isolated as left-to-right text (U+2066 … U+2069), else the right-to-left cell
+        # would reorder its number-only parts.
+        definition |= {"flex": 3, "minWidth": 280,
+                       "cellStyle": {"direction": "rtl", "textAlign": "left"},
+                       "valueFormatter": {"function": "'\u2066' + params.value + '\u2069'"}}
+    elif column in ("type", "input_shapes"):
+        definition |= {"flex": 2 if column == "input_shapes" else 1, "minWidth": 170}
+    return definition
+
+
+def grid(grid_id: str, frame: pd.DataFrame) -> dag.AgGrid:
+    return dag.AgGrid(id=grid_id, columnDefs=[_column(c) for c in frame.columns], rowData=frame.to_dict("records"),
+                      defaultColDef={"sortable": True, "filter": True, "floatingFilter": True,
+                                     "suppressHeaderMenuButton": True, "suppressHeaderFilterButton": True,
+                                     "resizable": True, "flex": 1, "minWidth": 90, "wrapHeaderText": True,
+                                     "autoHeaderHeight": True},
+                      dashGridOptions={"pagination": True, "paginationPageSize": PAGE_ROWS.get(grid_id, 20),
+                                       "paginationPageSizeSelector": False, "domLayout": "autoHeight",
+                                       "tooltipShowDelay": 300, "enableCellTextSelection": True,
+                                       # columns named after runs may hold a dot ("exp1.5"): not a nested field
+                                       "suppressFieldDotNotation": True},
+                      getRowStyle=ROW_STYLES, style={"height": None})
+
+
+def _cards(panel: Panel, run: Run) -> html.Div:
+    kpis = [html.Div([html.Div(c.label, className="label"), html.Div(c.value, className="value", id=ids.kpi(c.key))],
+                     className="kpi") for c in numbers.headline_cards(run)]
+    return html.Div([html.P(numbers.run_description(run), className="meta"), html.Div(kpis, className="kpis")],
+                    id=panel.id)
+
+
+def _findings(panel: Panel, run: Run) -> html.Div:
+    result = numbers.findings(run)
     if not result.items:
-        return card("Findings (perfkit advise)", empty(result.note or ""))
-    items = []
-    for item in result.items:
-        evidence = ", ".join(f"{key} = {value}" for key, value in item["evidence"].items())
-        gain = f" · up to {item['est_gain_pct']:.1f} % of step time" if item.get("est_gain_pct") is not None else ""
-        target = f" · {item['target']}" if item.get("target") else ""
-        items.append(html.Div([html.Span(item["severity"], className="sev"),
-                               html.Span(item["title"], className="title"),
-                               html.Div(f"{item['id']}{target}{gain} — {evidence}", className="evidence"),
-                               html.Div(["Change: ", html.Code(item["action"])])],
-                              className=f"finding sev-{item['severity']}"))
-    return card("Findings (perfkit advise)", html.Div(items, id="findings"))
+        return card(panel.title, empty(result.note or ""))
+    items = [html.Div([html.Span(item.severity, className="sev"), html.Span(item.title, className="title"),
+                       html.Div(item.detail, className="evidence"), html.Div(["Change: ", html.Code(item.action)])],
+                      className=f"finding sev-{item.severity}") for item in result.items]
+    return card(panel.title, html.Div(items, id=panel.id))
 
 
-def overview(run: Run) -> list:
-    meta = run.meta
-    kpis = [html.Div([html.Div(label, className="label"), html.Div(value, className="value", id=ids.kpi(key))],
-                     className="kpi") for key, label, value in figures.headline_items(run)]
-    return [
-        html.P(f"{run.path} · device {meta.device or 'unknown'} · layout {meta.layout or 'unknown'} · "
-               f"ranks {meta.ranks} · data mode {meta.data_mode or 'unknown'}", className="meta"),
-        html.Div(kpis, className="kpis"),
-        card("Step trace", graph(figures.step_trace_figure(run), "fig-steps")),
-        card("Operator types", graph(figures.op_share_figure(run), "fig-op-shares")),
-        html.Div([card("Host queue", graph(figures.queue_figure(run, "host"), "fig-host-queue")),
-                  card("Device queue", graph(figures.queue_figure(run, "device"), "fig-device-queue"))],
-                 className="grid2"),
-        card("Data pipeline", graph(figures.pipeline_figure(run), "fig-pipeline")),
-        findings_panel(run),
-    ]
+def _figure(panel: Panel, run: Run, fig: go.Figure) -> html.Div:
+    note = getattr(numbers, panel.note)(run) if panel.note else None
+    notes = [html.P(note, className="meta", id=f"{panel.id}-note")] if note else []
+    return card(panel.title, *notes, graph(fig, panel.id))
 
 
-def _table(table_id: str, frame, page_size: int) -> dash_table.DataTable:
-    columns = [{"name": c.replace("_pct", " %").replace("_", " "), "id": c} for c in frame.columns]
-    return dash_table.DataTable(id=table_id, columns=columns,
-                                data=frame.to_dict("records"), sort_action="native", filter_action="native",
-                                page_size=page_size, **TABLE_STYLE)
+def _table(panel: Panel, run: Run, frame: pd.DataFrame) -> html.Div:
+    if not len(frame):
+        return card(panel.title, empty("nothing to list in this run"))
+    return card(panel.title, grid(panel.id, frame))
 
 
-def operators(run: Run) -> list:
-    types = figures.op_type_rows(run)
-    if not len(types) and not len(run.ops):
-        return [card("Operators", empty("no operator statistics in this run"))]
+def _instances(panel: Panel, run: Run) -> html.Div:
+    if not len(run.ops):
+        return card(panel.title, empty("no per-instance operator data in this run"))
     instances, matched = figures.op_instance_rows(run)
     controls = html.Div([
         dcc.Checklist(id=ids.OP_PASSES, options=[{"label": f" {p}", "value": p} for p in PASSES],
@@ -107,10 +137,24 @@ def operators(run: Run) -> list:
                   style={"width": 320, "padding": "4px 8px"}),
         html.Span(instances_count(len(instances), matched), id=ids.OP_COUNT),
     ], className="controls")
-    return [card(f"Op types ({len(types)})", _table(ids.OP_TYPES_TABLE, types, 15) if len(types)
-                 else empty("no op-type statistics in this run")),
-            card("Op instances", controls, _table(ids.OP_TABLE, instances, 20) if len(run.ops)
-                 else empty("no per-instance operator data in this run"))]
+    return card(panel.title, controls, grid(panel.id, instances))
+
+
+RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table, INSTANCES: _instances}
+
+
+def run_page(path: str, run: Run) -> list:
+    """One run's page: its panels in the view layer's order, half-width ones side by side; an optional panel
+    only where it has something to show."""
+    contents = {panel.id: figures.panel_content(panel, run) for panel in panels_on(path)
+                if panel.kind in (FIGURE, TABLE)}
+    shown = tuple(panel for panel in panels_on(path) if not panel.optional or figures.has_content(contents[panel.id]))
+    body = []
+    for row in rows(shown):
+        rendered = [RENDERERS[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
+                    for panel in row]
+        body.append(html.Div(rendered, className="grid2") if row[0].half else rendered[0])
+    return body
 
 
 def instances_count(shown: int, matched: int) -> str:
@@ -131,38 +175,22 @@ def compare_body(runs: Sequence[Run]) -> list:
         return [card("Compare", empty("pick two or more runs to compare"))]
     labels = figures.run_labels(runs)
     kpis = []
-    for i, (label, speedup, verdict) in enumerate(zip(labels, figures.speedups(runs), figures.step_verdicts(runs))):
+    for i, (label, ratio, verdict) in enumerate(zip(labels, figures.speedups(runs), figures.step_verdicts(runs))):
         note = "baseline" if i == 0 else verdict_words(verdict)
         kpis.append(html.Div([html.Div(label, className="label"),
-                              html.Div("n/a" if speedup is None else f"{speedup:.2f}x", className="value",
-                                       id=f"speedup-{i}"),
+                              html.Div(speedup(ratio), className="value", id=f"speedup-{i}"),
                               html.Div(note, className="note", id=f"verdict-{i}")], className="kpi"))
     settings = figures.compare_setting_rows(runs)
-    op_rows = figures.compare_op_rows(runs)
+    # ms per step: the grid formats a column by its unit suffix
+    op_rows = figures.compare_op_rows(runs).rename(columns=lambda c: c if c == "type" else f"{c}_ms")
     return [card(f"Speedup over {labels[0]} (mean step time ratio) and whether it is beyond the noise",
                  html.Div(kpis, className="speedups")),
             card("What differed between the runs",
-                 _table("compare-settings", settings, 20) if len(settings)
+                 grid(ids.COMPARE_SETTINGS, settings) if len(settings)
                  else empty("nothing the runs' files record differs (device, network, batch, config, env, versions)")),
             card("Step time spread", graph(figures.compare_step_spread_figure(runs), "fig-compare-spread")),
             html.Div([card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
                       card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))],
                      className="grid2"),
             card("Op time per step", graph(figures.compare_op_time_figure(runs), "fig-compare-ops"),
-                 _table("compare-op-table", op_rows, 12) if len(op_rows) else empty("no operator statistics"))]
-
-
-def ranks(run: Run) -> list:
-    slow = figures.slow_ranks(run)
-    note = (f"slow ranks: {', '.join(map(str, slow))}" if slow else "no slow rank") if len(run.ranks) > 1 else ""
-    rows = figures.rank_rows(run)
-    panels = [card("Ranks", html.P(note, className="meta", id="slow-ranks"),
-                   graph(figures.ranks_figure(run), "fig-ranks"))]
-    if len(rows) > 1:
-        table = _table("rank-table", rows, 16)
-        table.style_data_conditional = [{"if": {"filter_query": '{slow} = "slow"'}, "backgroundColor": "#fde8e8"}]
-        panels.append(card("Per-rank mean step (ms)", table))
-    if len(run.comm_ops) or len(run.comm_links):
-        panels += [card("Link bandwidth", graph(figures.link_heatmap_figure(run), "fig-link-heatmap")),
-                   card("Communication ops (longest first)", _table("comm-op-table", figures.comm_op_rows(run), 15))]
-    return panels
+                 grid(ids.COMPARE_OP_TABLE, op_rows) if len(op_rows) else empty("no operator statistics"))]

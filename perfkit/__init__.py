@@ -22,10 +22,12 @@ _PUBLIC = {
     "profiling": "profiler.api", "StepTimer": "profiler.api",
 }
 
-__all__ = [*_PUBLIC, "__version__"]
+__all__ = [*_PUBLIC, "timeline", "__version__"]
 
 
 def __getattr__(name: str):
+    if name == "timeline":  # the module, callable as perfkit.timeline(run, step=N); it reads traces, summary never
+        return importlib.import_module(".timeline", __name__)
     if name not in _PUBLIC:
         raise AttributeError(f"module 'perfkit' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)

@@ -311,8 +311,9 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
       perfkit dash profiler_v1 profiler_v2 profiler_v3      # then open http://127.0.0.1:8050
       perfkit dash ./cluster_run --port 8060
     """
+    from dashboards.app import check_port, is_loopback, serve
+    check_port(host, port)  # a busy port is said before minutes of loading, not after
     loaded = _load_all(runs)
-    from dashboards.app import is_loopback, serve
     if not is_loopback(host):
         click.echo(f"perfkit: warning: serving on {host}: anyone who can reach this port sees the profiles "
                    "(no authentication)", err=True)
@@ -335,3 +336,40 @@ def report(runs: tuple[str, ...], output: str) -> None:
     from .report import write_report
     write_report(_load_all(runs), output)
     click.echo(f"wrote {output}", err=True)
+
+
+@main.command()
+@click.argument("run", type=click.Path())
+@click.option("--step", type=int, help="The step to cut out (its bounds: the trace's step markers or kernel_details).")
+@click.option("--start-ms", type=float, help="Window start, ms after the trace's first event (instead of --step).")
+@click.option("--end-ms", type=float, help="Window end, ms after the trace's first event.")
+@click.option("--ranks", help="Comma-separated ranks (default: all), e.g. 0,3")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+@click.option("--format", "fmt", type=click.Choice(["json", "parquet"]), default="json", show_default=True,
+              help="json: a Chrome trace Perfetto and chrome://tracing open; parquet: the events table.")
+def trace(run: str, step: int | None, start_ms: float | None, end_ms: float | None, ranks: str | None,
+          output: str, fmt: str) -> None:
+    """Cut one step (or time window) of the timeline out of a big trace, all ranks side by side.
+
+    The first call indexes the trace files into perfkit's cache (seconds per GB); later calls read
+    only the window.
+
+    \b
+    Example:
+      perfkit trace profiler_v1 --step 3 -o step3.json        # open in https://ui.perfetto.dev
+      perfkit trace cluster_run --step 3 --ranks 0,7 --format parquet -o step3.parquet
+    """
+    from .timeline import timeline, write_window
+    if step is None and start_ms is None and end_ms is None:
+        raise click.UsageError("give --step N, or --start-ms/--end-ms")
+    try:
+        chosen = [int(rank) for rank in ranks.split(",")] if ranks else None
+    except ValueError:
+        raise click.UsageError(f"--ranks takes comma-separated numbers, not {ranks!r}") from None
+    events = timeline(run, step=step, start_ms=start_ms, end_ms=end_ms, ranks=chosen,
+                      progress=lambda message, fraction: click.echo(f"\r{message}: {fraction:.0%}", err=True,
+                                                                    nl=fraction >= 1.0))
+    for warning in events.attrs["warnings"]:
+        click.echo(f"perfkit: warning: {warning}", err=True)
+    write_window(events, output, fmt)
+    click.echo(f"wrote {output}: {len(events):,} events", err=True)

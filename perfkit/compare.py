@@ -13,10 +13,12 @@ import numpy as np
 import pandas as pd
 
 from .advisor import SEVERITIES, advise
+from .advisor.finding import INFORMATIONAL
 from .analysis import STEP_KEYS, op_type_shares, queue_stats, step_means
 from .errors import PerfkitError
 from .model import Run
 from .steady import steady_steps
+from .views.format import NUMBER_SPEC, ms, number, pct, percent
 
 # The noise test: Welch's t-test on the logarithms of the per-step totals, and a minimum effect size.
 # - A test of the step time, because the speedup and the gate are about it. On the log scale, because step-time
@@ -278,6 +280,7 @@ def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
     settings_a, settings_b = run_settings(run_a), run_settings(run_b)
     advice_a, advice_b = advise(run_a), advise(run_b)
     ids_a, ids_b = advice_a.ids(), advice_b.ids()
+    new = set(ids_b) - set(ids_a) - INFORMATIONAL
     return {
         "run_a": run_a.path, "run_b": run_b.path,
         "a": steps_a, "b": steps_b,
@@ -292,10 +295,11 @@ def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
         "queues": {"host": _queue_change(run_a.host_queue, run_b.host_queue),
                    "device": _queue_change(run_a.device_queue, run_b.device_queue)},
         "findings_a": ids_a, "findings_b": ids_b,
-        "resolved": sorted(set(ids_a) - set(ids_b)),
-        "new": sorted(set(ids_b) - set(ids_a)),
+        # problems only: an all-clear or a where-the-time-goes finding is neither resolved nor new
+        "resolved": sorted(set(ids_a) - set(ids_b) - INFORMATIONAL),
+        "new": sorted(new),
         "new_findings": [{"id": f.id, "severity": f.severity, "title": f.title}
-                         for f in advice_b.findings if f.id not in ids_a],
+                         for f in advice_b.findings if f.id in new],
     }
 
 
@@ -324,7 +328,7 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
         change = noise["change_pct"]
         spread_a, spread_b = result["spread_a"], result["spread_b"]
         step_line = (f"B is {change:+.1f} % against A (limit +{fail_if_slower_pct:g} %): mean step "
-                     f"{_ms(spread_b['mean_ms'])} ({_spread_brief(spread_b)}) vs {_ms(spread_a['mean_ms'])} "
+                     f"{ms(spread_b['mean_ms'])} ({_spread_brief(spread_b)}) vs {ms(spread_a['mean_ms'])} "
                      f"({_spread_brief(spread_a)})")
         if change > fail_if_slower_pct:
             if noise["verdict"] == "slower":
@@ -344,14 +348,6 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
 
 # ---------------------------------------------------------------------------------------------------------
 # Text and markdown
-
-
-def _ms(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:,.3f} ms"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f} %"
 
 
 def _spread_words(spread_: dict[str, Any] | None) -> str:
@@ -388,7 +384,7 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
         lines.append(f"{'mean per step':<24}{'A':>16}{'B':>16}{'B - A':>16}")
         for key in STEP_KEYS:
             delta = result["step_deltas_ms"].get(key)
-            lines.append(f"  {key:<22}{_ms(a[key]):>16}{_ms(b[key]):>16}{_ms(delta):>16}")
+            lines.append(f"  {key:<22}{ms(a[key]):>16}{ms(b[key]):>16}{ms(delta):>16}")
     else:
         lines.append("steps unknown in " + " and ".join(name for name, s in (("A", a), ("B", b)) if not s))
     lines += ["", "step total spread", f"  A  {_spread_words(result['spread_a'])}",
@@ -409,23 +405,19 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
         lines += ["", f"op types, ms per step (largest changes, top {top})",
                   f"  {'type':<30}{'A':>12}{'B':>12}{'B - A':>12}   share A -> B"]
         for row in rows:
-            lines.append(f"  {row['type']:<30}{_number(row['ms_per_step_a']):>12}{_number(row['ms_per_step_b']):>12}"
-                         f"{_signed(row['delta_ms_per_step']):>12}   {100 * row['share_a']:.1f} % -> "
-                         f"{100 * row['share_b']:.1f} %")
+            lines.append(f"  {row['type']:<30}{number(row['ms_per_step_a']):>12}{number(row['ms_per_step_b']):>12}"
+                         f"{_signed(row['delta_ms_per_step']):>12}   {pct(row['share_a'])} -> {pct(row['share_b'])}")
     for which, change in result["queues"].items():
         if change["empty_pct_a"] is not None or change["empty_pct_b"] is not None:
-            lines.append(f"{which} queue empty  {_pct(change['empty_pct_a'])} -> {_pct(change['empty_pct_b'])}")
+            lines.append(f"{which} queue empty  {percent(change['empty_pct_a'])} -> {percent(change['empty_pct_b'])}")
     lines += ["", f"resolved  {', '.join(result['resolved']) or '-'}",
               f"new       {', '.join(result['new']) or '-'}"]
     return "\n".join(lines)
 
 
-def _number(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.3f}"
-
-
 def _signed(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+,.3f}"
+    """A change in ms as `number` writes it, with its sign: `+40.788`, `-20.083`."""
+    return "unknown" if value is None else format(value, "+" + NUMBER_SPEC)
 
 
 def compare_markdown(result: dict[str, Any], gate_result: dict[str, Any] | None = None, top: int = 10) -> str:
@@ -454,9 +446,9 @@ def compare_markdown(result: dict[str, Any], gate_result: dict[str, Any] | None 
     rows = _op_rows_by_time(result, top)
     if rows:
         lines += ["", "| op type | A ms/step | B ms/step | B − A | share A → B |", "|---|---:|---:|---:|---|"]
-        lines += [f"| {row['type']} | {_number(row['ms_per_step_a'])} | {_number(row['ms_per_step_b'])} "
+        lines += [f"| {row['type']} | {number(row['ms_per_step_a'])} | {number(row['ms_per_step_b'])} "
                   f"| {_signed(row['delta_ms_per_step'])} "
-                  f"| {100 * row['share_a']:.1f} % → {100 * row['share_b']:.1f} % |"
+                  f"| {pct(row['share_a'])} → {pct(row['share_b'])} |"
                   for row in rows]
     resolved = ", ".join(f"`{finding_id}`" for finding_id in result["resolved"]) or "none"
     new = ", ".join(f"`{finding['id']}` ({finding['severity']})" for finding in result["new_findings"]) or "none"

@@ -1,7 +1,9 @@
 """Pure `Run -> plotly Figure` builders shared by the dashboard (dashboards/) and the static report.
 
 Every number a figure prints comes from perfkit.analysis (summarize / step_means / op_type_shares /
-queue_stats), so the charts say what `perfkit summary` says. A panel whose data the run lacks is an
+queue_stats) or the view layer's derived numbers (perfkit.views.numbers: slow ranks, communication), formatted by
+perfkit.views.format, so the charts say what `perfkit summary` says. Which figure shows on which page, and in
+the report, is perfkit.views.panels' list. A panel whose data the run lacks is an
 `empty_state` figure: a sentence, no axes. Long series are bucketed to MAX_POINTS_PER_TRACE points and
 long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a few thousand points.
 """
@@ -9,21 +11,23 @@ long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a
 from __future__ import annotations
 
 import math
-import weakref
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import (BATCHNORM_FAMILY, CAST_FAMILY, framework_memory, link_bandwidth, op_type_shares, queue_stats,
-                       step_means, summarize)
+from .analysis import bound, framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
 from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
                       setting_value, spread, step_totals, verdict_words)
-from .cluster import SLOW_RANK_SPREAD  # msprof-analyze's criterion, here applied to the mean step only
 from .model import Run
-from .render import mean_of_text
+from .render import BOUND_PART_LABELS, mean_of_text
+from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
+                           ms, pct, percent, run_color)
+from .views.format import speedup as format_speedup
+from .views.numbers import (FWD_BWD_OTHER_OPS, amp_families_apply, batchnorm_share, cast_share, communication,
+                            once_per_run, op_family, per_rank_parts, rank_parts, slow_ranks, step_split)
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.
@@ -44,32 +48,18 @@ MAX_LABELLED_RANKS = 32
 # The operator table ships at most this many instances to the browser (largest total time first); a real
 # run has tens of thousands of kernel rows, of which only the top few hundred are worth reading.
 MAX_TABLE_ROWS = 2000
+# Op types under this share print as 0.0 %: their bars are folded into "other types".
+SMALLEST_SHOWN_SHARE = 0.0005
+# Line dashes that tell ranks apart in a queue chart (all in the queue's colour).
+RANK_DASHES = ("solid", "dot", "dash", "longdash", "dashdot")
+# Queue charts spanning up to this many batches get a tick per batch.
+FEW_BATCH_TICKS = 12
+# A dataset op whose output queue is below this usage on average is starving its consumer (red in the chart).
+LOW_QUEUE_USAGE_PCT = 50
 
-# The op families the seed's engineer found at ~50 % of AI Core time (formats.md §3 lists the type names).
-
-STEP_SPLITS = (
-    # The step trace's split (legacy Ascend/GPU, derived CPU steps): data wait, compute, after-backward.
-    (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
-     ("tail_ms", "tail (optimizer, sync)")),
-    # The new layout's step_trace_time.csv has no fwd/bwd split, only the overlap analysis.
-    (("computing_ms", "computing"), ("comm_exposed_ms", "communication (not overlapped)"),
-     ("free_ms", "free (device idle)"), ("preparing_ms", "preparing")),
-)
-COLORS = {"interval_ms": "#f28e2b", "fwd_bwd_ms": "#4e79a7", "tail_ms": "#59a14f", "computing_ms": "#4e79a7",
-          "comm_exposed_ms": "#e15759", "free_ms": "#f28e2b", "preparing_ms": "#edc948", "total_ms": "#4e79a7",
-          "Cast": "#e15759", "BatchNorm": "#b07aa1", "other": "#a0b4c8", "capacity": "#7f7f7f",
-          "slow": "#e15759", "host": "#4e79a7", "device": "#f28e2b"}
-RUN_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
 FONT = dict(family="Inter, 'Segoe UI', Helvetica, Arial, sans-serif", size=13, color="#222")
-
-
-def op_family(op_type: str) -> str:
-    """'Cast', 'BatchNorm' or 'other': the families the op-type chart highlights."""
-    if CAST_FAMILY.match(op_type):
-        return "Cast"
-    if BATCHNORM_FAMILY.match(op_type):
-        return "BatchNorm"
-    return "other"
+# d3-format of ms in hover labels: the formatters' `1,421.820`.
+HOVER_MS = "%{y:" + NUMBER_SPEC + "} ms"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -104,13 +94,14 @@ def _style(fig: go.Figure, title: str, height: int = 380, **layout: Any) -> go.F
     return fig
 
 
-def pct(share: float | None) -> str:
-    """A 0-1 share as the dashboard prints it (one decimal)."""
-    return "n/a" if share is None or (isinstance(share, float) and math.isnan(share)) else f"{100 * share:.1f} %"
+def panel_content(panel, run: Run) -> go.Figure | pd.DataFrame:
+    """What a FIGURE or TABLE panel of perfkit.views.panels shows for this run."""
+    return globals()[panel.figure or panel.table](run, *panel.args)
 
 
-def ms(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:,.2f} ms"
+def has_content(content: go.Figure | pd.DataFrame) -> bool:
+    """A figure with data (not an `empty_state`) or a table with rows."""
+    return bool(len(content)) if isinstance(content, pd.DataFrame) else empty_message(content) is None
 
 
 def run_labels(runs: Sequence[Run]) -> list[str]:
@@ -139,64 +130,29 @@ def bucket(frame: pd.DataFrame, key: str, columns: Sequence[str], limit: int) ->
     return merged.reset_index(drop=True), per_bucket
 
 
-_MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
-
-
-def _once_per_run(compute):
-    """`compute(run)`, computed once per loaded run and forgotten with it. A page draws several panels from
-    the same summary, and on big runs one call costs seconds (summarize over 256 ranks ~1 s, the advisor over
-    a million op rows ~6 s). A run whose tables are replaced is computed afresh."""
-    def cached(run: Run):
-        key = (compute.__name__, id(run), *run.table_versions())
-        hit = _MEMO.get(key)
-        if hit is not None and hit[0]() is run:
-            return hit[1]
-        value = compute(run)
-        _MEMO[key] = (weakref.ref(run, lambda _ref, key=key: _MEMO.pop(key, None)), value)
-        return value
-    cached.__doc__ = compute.__doc__
-    cached.__name__ = compute.__name__
-    return cached
-
-
-summary_of = _once_per_run(summarize)
-settings_of = _once_per_run(run_settings)  # reads op names: once per run, not on every Compare page render
-
-
-def _step_split(steps: pd.DataFrame) -> tuple[tuple[str, str], ...]:
-    """The (column, label) parts this run's steps are split into; empty when only totals are known."""
-    for split in STEP_SPLITS:
-        parts = tuple(part for part in split if part[0] in steps and steps[part[0]].notna().any())
-        if parts:
-            return parts
-    return ()
+settings_of = once_per_run(run_settings)  # reads op names: once per run, not on every Compare page render
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Overview
 
 
-@dataclass(frozen=True)
-class Headline:
-    """The overview's numbers, each taken from `summarize(run)`."""
-
-    summary: dict[str, Any]
-    cast_share: float | None          # 0-1 of summed op time
-    batchnorm_share: float | None
-    split: tuple[tuple[str, str, float | None], ...]  # (column, label, mean ms) of the step split
-
-
-def headline(run: Run) -> Headline:
-    summary = summary_of(run)
-    shares = pd.DataFrame(summary["op_types"])
-    cast = bn = None
-    if len(shares) and shares["share"].notna().any():
-        families = shares["type"].map(op_family)
-        cast = float(shares.loc[families == "Cast", "share"].sum())
-        bn = float(shares.loc[families == "BatchNorm", "share"].sum())
-    steps = summary["steps"]
-    split = tuple((col, label, steps.get(col)) for col, label in _step_split(run.steps)) if steps else ()
-    return Headline(summary=summary, cast_share=cast, batchnorm_share=bn, split=split)
+def bound_figure(run: Run) -> go.Figure:
+    """What bounds the mean step (analysis.bound): one bar split into compute, exposed communication, pipeline
+    wait, data wait, host and unknown idle; the kind in the title, the evidence under it."""
+    where = bound(run)
+    if not where.parts_ms:
+        return empty_state("no step data: the step cannot be split into compute, communication and idle time")
+    total = sum(where.parts_ms.values())
+    fig = go.Figure()
+    for part, value in where.parts_ms.items():
+        if value > 0:
+            label = BOUND_PART_LABELS[part]
+            fig.add_bar(y=["mean step"], x=[value], orientation="h", name=label, marker_color=BOUND_COLORS[part],
+                        showlegend=True,
+                        hovertemplate=f"{label} %{{x:{NUMBER_SPEC}}} ms ({pct(value / total)})<extra></extra>")
+    title = f"Bound: {where.kind} (mean step {ms(total)})"
+    return _style(fig, title, height=220, barmode="stack", xaxis_title="ms", yaxis_visible=False)
 
 
 def step_trace_figure(run: Run) -> go.Figure:
@@ -204,36 +160,45 @@ def step_trace_figure(run: Run) -> go.Figure:
     means = step_means(run.steps)
     if not means:
         return empty_state("no step data: this run has no step trace (step_trace_raw / step_trace_time.csv)")
-    parts = _step_split(run.steps)
+    parts = step_split(run.steps)
     columns = [col for col, _ in parts] or ["total_ms"]
     per_step = run.steps.groupby("step", sort=True)[columns].mean().reset_index()
     per_step, merged = bucket(per_step, "step", columns, MAX_STEP_BARS)
     fig = go.Figure()
-    for col, label in (parts or (("total_ms", "step total"),)):
+    for col, label in (parts or (("total_ms", STEP_LABELS["total_ms"]),)):
         fig.add_bar(x=per_step["step"], y=per_step[col], name=label, marker_color=COLORS[col],
-                    hovertemplate=f"step %{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
+                    hovertemplate=f"step %{{x}}<br>{label} {HOVER_MS}<extra></extra>")
     split = "  ".join(f"{label.split(' (')[0]} {pct(means[col] / means['total_ms'])}" for col, label in parts
                       if means.get(col) is not None and means["total_ms"])
     title = (f"Step trace: mean step {ms(means['total_ms'])} over {mean_of_text(means, brief=True)}"
              + (f"  ({split})" if split else ""))
+    comm = communication(run)
+    if comm is not None and comm.source == "comm_ops":
+        # collective ops are only known summed over the run, not per step: said in words, not drawn per bar
+        title += (f"<br><sup>communication ops {ms(comm.mean_ms)} per step ({pct(comm.share)}), inside "
+                  "forward+backward; per-rank split on the Ranks page</sup>")
     ranks = run.steps["rank"].nunique()
     xlabel = "step" + (f" (mean of {merged} consecutive steps per bar)" if merged > 1 else "") + \
         (f", mean over {ranks} ranks" if ranks > 1 else "")
     fig = _style(fig, title, barmode="stack", xaxis_title=xlabel, yaxis_title="ms",
                  bargap=0.15 if len(per_step) > FEW_STEPS else 0.5)
+    if comm is not None and comm.source == "comm_ops":
+        fig.update_layout(margin=dict(t=80))
     if merged == 1:
         fig.update_xaxes(type="category")  # one bar per step number, even when steps are not 1..n
     return fig
 
 
 def op_share_figure(run: Run, top: int = TOP_OP_TYPES) -> go.Figure:
-    """Op types by share of op time, largest first; Cast and BatchNorm families highlighted, their share printed."""
+    """Op types by share of op time, largest first; Cast and BatchNorm families highlighted (their share printed
+    where mixed precision applies). Types beyond `top` and those under 0.05 % (0.0 % printed) are folded into
+    one "other types" bar."""
     shares = op_type_shares(run)
     if not len(shares) or not shares["share"].notna().any():
         return empty_state("no operator statistics in this run")
-    info = headline(run)
-    shown = shares.head(top).copy()
-    rest = shares.iloc[top:]
+    visible = shares["share"].fillna(0.0) >= SMALLEST_SHOWN_SHARE
+    shown = shares[visible].head(top).copy()
+    rest = shares.drop(shown.index)
     if len(rest):
         shown = pd.concat([shown, pd.DataFrame([{"type": f"other types ({len(rest)})",
                                                  "total_ms": rest["total_ms"].sum(), "count": rest["count"].sum(),
@@ -246,21 +211,22 @@ def op_share_figure(run: Run, top: int = TOP_OP_TYPES) -> go.Figure:
             continue
         fig.add_bar(y=part["type"].astype(str), x=100 * part["share"], orientation="h", name=label,
                     marker_color=COLORS[family], customdata=part[["total_ms", "count"]].to_numpy(),
-                    text=[f"{100 * s:.1f} %" for s in part["share"]], textposition="outside", cliponaxis=False,
-                    hovertemplate="%{y}: %{x:.2f} % of op time<br>%{customdata[0]:,.2f} ms, "
-                                  "%{customdata[1]} calls<extra></extra>")
+                    text=[pct(s) for s in part["share"]], textposition="outside", cliponaxis=False,
+                    hovertemplate="%{y}: %{x:.1f} % of op time<br>%{customdata[0]:" + NUMBER_SPEC + "} ms, "
+                                  "%{customdata[1]:,} calls (summed over steps and ranks)<extra></extra>")
     order = list(shown["type"].astype(str))
-    combined = (info.cast_share or 0.0) + (info.batchnorm_share or 0.0)
-    fig.add_annotation(text=f"<b>Cast + BatchNorm: {pct(combined)} of op time</b>  "
-                            f"(Cast {pct(info.cast_share)}, BatchNorm {pct(info.batchnorm_share)})",
-                       xref="paper", yref="paper", x=1.0, y=0.0, xanchor="right", yanchor="bottom",
-                       showarrow=False, bgcolor="rgba(255,255,255,0.9)", bordercolor="#b07aa1", borderpad=6,
-                       font=dict(size=14))
+    if amp_families_apply(run):
+        cast, bn = cast_share(run), batchnorm_share(run)
+        fig.add_annotation(text=f"<b>Cast + BatchNorm: {pct((cast or 0.0) + (bn or 0.0))} of op time</b>  "
+                                f"(Cast {pct(cast)}, BatchNorm {pct(bn)})",
+                           xref="paper", yref="paper", x=1.0, y=0.0, xanchor="right", yanchor="bottom",
+                           showarrow=False, bgcolor="rgba(255,255,255,0.9)", bordercolor=COLORS["BatchNorm"],
+                           borderpad=6, font=dict(size=14))
     height = max(320, 90 + 24 * len(shown))
-    fig = _style(fig, f"Op types by share of op time ({len(shares)} types)", height=height, barmode="overlay",
-                 xaxis_title="% of summed op time", bargap=0.25)
+    fig = _style(fig, f"Op types by share of op time ({len(shares)} types, summed over steps and ranks)",
+                 height=height, barmode="overlay", xaxis_title="% of summed op time", bargap=0.25)
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True)
-    fig.update_xaxes(range=[0, min(100.0, 100 * float(shown["share"].max()) * 1.18)])
+    fig.update_xaxes(range=[0, 100], ticksuffix=" %")
     return fig
 
 
@@ -286,7 +252,7 @@ def queue_figure(run: Run, which: str) -> go.Figure:
     fig = go.Figure()
     ranks = sorted(queue["rank"].unique())
     merged_max = 1
-    for rank in ranks:
+    for position, rank in enumerate(ranks):
         samples = queue[queue["rank"] == rank].assign(size=lambda q: q["size"].astype("float64"),
                                                       capacity=lambda q: pd.to_numeric(q["capacity"],
                                                                                        errors="coerce"))
@@ -295,18 +261,25 @@ def queue_figure(run: Run, which: str) -> go.Figure:
         suffix = f" rank {rank}" if len(ranks) > 1 else ""
         # a handful of samples (a 3-step profile) is invisible as a bare line: mark each one
         mode = "lines+markers" if len(points) <= FEW_QUEUE_SAMPLES else "lines"
+        # the queue's colour for every rank, told apart by the line's dash (a filled area would hide the others)
         fig.add_scatter(x=points["batch"], y=points["size"], mode=mode, name=f"size{suffix}",
-                        line=dict(width=1.5, shape="hv" if merged == 1 else "linear"), fill="tozeroy",
-                        hovertemplate="batch %{x}<br>size %{y}<extra></extra>")
+                        line=dict(width=1.5, shape="hv" if merged == 1 else "linear", color=COLORS[which],
+                                  dash=RANK_DASHES[position % len(RANK_DASHES)]),
+                        fill="tozeroy" if len(ranks) == 1 else None,
+                        hovertemplate=f"batch %{{x:,d}}{suffix}<br>size %{{y:,d}}<extra></extra>")
         if points["capacity"].notna().any():
             fig.add_scatter(x=points["batch"], y=points["capacity"], mode=mode, name=f"capacity{suffix}",
                             line=dict(width=1, dash="dash", color=COLORS["capacity"]), hoverinfo="skip")
-    title = (f"{QUEUE_NAMES[which]}<br><sup>empty {stats['empty_pct']:.1f} % · full {stats['full_pct']:.1f} % "
-             f"of {stats['samples']:,} samples</sup>")
+    title = (f"{QUEUE_NAMES[which]}<br><sup>empty {percent(stats['empty_pct'])} · full {percent(stats['full_pct'])} "
+             f"of {count(stats['samples'])} samples</sup>")
     xlabel = "batch" + (f" (mean of {merged_max} batches per point)" if merged_max > 1 else "")
     fig = _style(fig, title, height=340, xaxis_title=xlabel, yaxis_title="elements in queue",
                  yaxis_rangemode="tozero")
     fig.update_layout(margin=dict(t=80))
+    # batches are whole numbers: ticks every batch while that is readable, else plotly's integer steps
+    batches = queue["batch"].max() - queue["batch"].min()
+    fig.update_xaxes(tickformat=",d", dtick=1 if batches <= FEW_BATCH_TICKS else None)
+    fig.update_yaxes(tickformat=",d", rangemode="tozero")
     return fig
 
 
@@ -320,37 +293,22 @@ def pipeline_figure(run: Run) -> go.Figure:
     usage = 100 * first["queue_usage"]
     fig = go.Figure()
     fig.add_bar(y=labels, x=usage.fillna(0), orientation="h", marker_color=[
-        COLORS["slow"] if u < 50 else COLORS["host"] for u in usage.fillna(0)],
-        text=[("no queue" if math.isnan(u) else f"{u:.0f} %")
-              + (" · workers unknown" if pd.isna(w) else f" · {w} worker{'s' if w != 1 else ''}")
+        COLORS["slow"] if u < LOW_QUEUE_USAGE_PCT else COLORS["ok"] for u in usage.fillna(0)],
+        text=[("no queue" if math.isnan(u) else f"{u:.0f} %") + f" · {_workers(w)}"
               for u, w in zip(usage, first["workers"])], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}<br>output queue usage %{x:.1f} %<extra></extra>", showlegend=False)
-    fig = _style(fig, "Data pipeline: output queue usage per dataset op (root first; red < 50 %)",
-                 height=max(220, 100 + 38 * len(labels)), xaxis_title="mean output queue usage, %")
+    fig = _style(fig, f"Data pipeline: output queue usage per dataset op (root first; red < {LOW_QUEUE_USAGE_PCT} %)",
+                 height=max(220, 100 + 38 * len(labels)), xaxis_title="mean output queue usage")
     fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], automargin=True)
-    fig.update_xaxes(range=[0, 125])
+    fig.update_xaxes(range=[0, 100], ticksuffix=" %")
+    fig.update_layout(margin=dict(r=150))  # room for the text of a full queue's bar
     return fig
 
 
-@dataclass(frozen=True)
-class Findings:
-    items: list[dict[str, Any]]       # Finding.to_dict(), most important first
-    not_checked: dict[str, str]
-    note: str | None                  # why there is nothing to show, when items is empty
-
-
-@_once_per_run
-def findings(run: Run) -> Findings:
-    """`perfkit advise` for this run, or a note when the advisor is not installed or found nothing."""
-    try:
-        from .advisor import advise
-    except ImportError:
-        return Findings([], {}, "no findings: perfkit's advisor is not available in this install")
-    advice = advise(run)
-    items = [finding.to_dict() for finding in advice.findings]
-    not_checked = dict(getattr(advice, "not_checked", {}) or {})
-    note = None if items else "no findings: none of perfkit's rules found something to change in this run"
-    return Findings(items, not_checked, note)
+def _workers(workers) -> str:
+    if pd.isna(workers):
+        return "workers unknown"
+    return f"{int(workers)} worker{'s' if workers != 1 else ''}"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -361,9 +319,9 @@ def op_type_rows(run: Run) -> pd.DataFrame:
     """Op types largest first, as the operators table shows them (share in %)."""
     shares = op_type_shares(run)
     return pd.DataFrame({"type": shares["type"].astype(str), "family": shares["type"].astype(str).map(op_family),
-                         "total_ms": shares["total_ms"].astype(float).round(3),
+                         "total_ms": shares["total_ms"].astype(float),
                          "count": shares["count"].astype("int64"),
-                         "share_pct": (100 * shares["share"].astype(float)).round(2)})
+                         "share_pct": 100 * shares["share"].astype(float)})
 
 
 def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str = "",
@@ -383,8 +341,9 @@ def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str 
     top = ops.nlargest(limit, "total_ms") if matched > limit else ops.sort_values("total_ms", ascending=False)
     rows = pd.DataFrame({"rank": top["rank"].astype("int64"), "name": top["name"].astype(str),
                          "type": top["type"].astype(str), "pass": top["pass"].astype(str),
-                         "avg_ms": top["avg_ms"].astype(float).round(4), "count": top["count"].astype("int64"),
-                         "total_ms": top["total_ms"].astype(float).round(3)})
+                         "input_shapes": top["input_shapes"].astype("string").fillna(""),
+                         "avg_ms": top["avg_ms"].astype(float), "count": top["count"].astype("int64"),
+                         "total_ms": top["total_ms"].astype(float)})
     return rows.reset_index(drop=True), matched
 
 
@@ -406,17 +365,17 @@ def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
     if not any(means):
         return empty_state("no step data in any of these runs")
     fig = go.Figure()
-    split_parts = {part for run in runs for part in _step_split(run.steps)}
+    split_parts = {part for run in runs for part in step_split(run.steps)}
     ordered = [part for split in STEP_SPLITS for part in split if part in split_parts]
     for col, label in ordered:
         fig.add_bar(x=labels, y=[(m or {}).get(col) for m in means], name=label, marker_color=COLORS[col],
-                    hovertemplate=f"%{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
+                    hovertemplate=f"%{{x}}<br>{label} {HOVER_MS}<extra></extra>")
     if not ordered:
-        fig.add_bar(x=labels, y=[(m or {}).get("total_ms") for m in means], name="step total",
+        fig.add_bar(x=labels, y=[(m or {}).get("total_ms") for m in means], name=STEP_LABELS["total_ms"],
                     marker_color=COLORS["total_ms"])
     for label, mean, speedup in zip(labels, means, speedups(runs)):
         if mean and mean.get("total_ms") is not None:
-            text = f"{ms(mean['total_ms'])}<br><b>{speedup:.2f}x</b>" if speedup else ms(mean["total_ms"])
+            text = f"{ms(mean['total_ms'])}<br><b>{format_speedup(speedup)}</b>" if speedup else ms(mean["total_ms"])
             fig.add_annotation(x=label, y=mean["total_ms"], text=text, showarrow=False, yanchor="bottom",
                                yshift=4, font=dict(size=13))
     top = max((m or {}).get("total_ms") or 0 for m in means)
@@ -441,7 +400,7 @@ def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
     fig = go.Figure()
     for position, (label, values) in enumerate(zip(labels, totals)):
         fig.add_box(x=[label] * len(values), y=values, name=label, boxpoints="all", pointpos=0, jitter=0.3,
-                    marker_color=RUN_COLORS[position % len(RUN_COLORS)], showlegend=False,
+                    marker_color=run_color(position), showlegend=False,
                     hovertemplate=f"{label}<br>step total %{{y:,.2f}} ms<extra></extra>")
     for label, values, verdict in zip(labels, totals, step_verdicts(runs)):
         if len(values):
@@ -494,7 +453,7 @@ def compare_op_time_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES)
         label, values = labels[position], rows[labels[position]]
         share = [100 * float(shares[position].get(t, 0.0)) for t in types]
         fig.add_bar(y=types, x=values, name=label, orientation="h", customdata=share,
-                    marker_color=RUN_COLORS[position % len(RUN_COLORS)],
+                    marker_color=run_color(position),
                     text=[f"{v:,.1f}" if v else "" for v in values], textposition="outside", cliponaxis=False,
                     textfont=dict(size=11),
                     hovertemplate=f"{label}<br>%{{y}}: %{{x:,.2f}} ms per step · %{{customdata:.1f}} % of op time"
@@ -527,7 +486,7 @@ def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
     for which, values in stats.items():
         y = [s["empty_pct"] if s else None for s in values]
         fig.add_bar(x=labels, y=y, name=f"{which} queue empty", marker_color=COLORS[which],
-                    text=[f"{v:.1f} %" if v is not None else "no data" for v in y], textposition="outside",
+                    text=[percent(v) if v is not None else "no data" for v in y], textposition="outside",
                     cliponaxis=False, hovertemplate=f"%{{x}}<br>{which} queue empty %{{y:.1f}} %<extra></extra>")
     fig = _style(fig, "Queue emptiness: share of samples with an empty queue", height=380, barmode="group",
                  yaxis_title="% of samples empty")
@@ -539,82 +498,137 @@ def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
 # Ranks
 
 
-def slow_ranks(run: Run) -> list[int]:
-    """Ranks whose mean step exceeds the fastest rank's by more than SLOW_RANK_SPREAD of the mean step."""
-    per_rank = [(entry["rank"], entry["steps"]["total_ms"]) for entry in summary_of(run)["per_rank"]
-                if entry["steps"] and entry["steps"]["total_ms"] is not None]
-    if len(per_rank) < 2:
-        return []
-    totals = [total for _, total in per_rank]
-    fastest, mean = min(totals), sum(totals) / len(totals)
-    return [rank for rank, total in per_rank if mean > 0 and (total - fastest) / mean > SLOW_RANK_SPREAD]
-
-
 def ranks_figure(run: Run) -> go.Figure:
-    """Per-rank mean step split; slow ranks are marked."""
-    per_rank = [entry for entry in summary_of(run)["per_rank"] if entry["steps"]]
+    """Per-rank mean step split (communication ops carved out of forward+backward where that is how the run
+    measures communication); the slow ranks of `perfkit summary` / `perfkit ranks` are marked."""
+    per_rank = per_rank_parts(run)
     if len(per_rank) < 2:
         return empty_state("single-rank run: there are no other ranks to compare with")
     slow = set(slow_ranks(run))
-    labels = [f"rank {entry['rank']}" + (" (slow)" if entry["rank"] in slow else "") for entry in per_rank]
-    parts = _step_split(run.steps) or (("total_ms", "step total"),)
+    labels = [f"rank {row['rank']}" + (" (slow)" if row["rank"] in slow else "") for row in per_rank]
+    parts = rank_parts(run) or (("total_ms", STEP_LABELS["total_ms"]),)
     fig = go.Figure()
     for col, label in parts:
-        fig.add_bar(x=labels, y=[entry["steps"].get(col) for entry in per_rank], name=label,
-                    marker_color=COLORS[col], hovertemplate=f"%{{x}}<br>{label} %{{y:,.2f}} ms<extra></extra>")
-    for label, entry in zip(labels, per_rank):
-        total = entry["steps"]["total_ms"]
-        marked = entry["rank"] in slow
+        values = [row.get(col) for row in per_rank]
+        if label == FWD_BWD_OTHER_OPS:  # the communication ops' segment is drawn on top of the rest
+            values = [row[col] - row[COMM_OPS] if row[col] is not None else None for row in per_rank]
+        fig.add_bar(x=labels, y=values, name=label, marker_color=COLORS[col],
+                    hovertemplate=f"%{{x}}<br>{label} {HOVER_MS}<extra></extra>")
+    for label, row in zip(labels, per_rank):
+        total = row["total_ms"]
+        marked = row["rank"] in slow
         if total is not None and (marked or len(per_rank) <= MAX_LABELLED_RANKS):
             fig.add_annotation(x=label, y=total, text=("⚠ " if marked else "") + ms(total), showarrow=False,
                                yanchor="bottom", yshift=4,
                                font=dict(size=13, color=COLORS["slow"] if marked else "#222"))
-    top = max(entry["steps"]["total_ms"] or 0 for entry in per_rank)
-    verdict = (f"slow: {', '.join(f'rank {r}' for r in sorted(slow))}" if slow
-               else f"no rank slower than the fastest by > {100 * SLOW_RANK_SPREAD:.0f} % of the mean step")
+    top = max(row["total_ms"] or 0 for row in per_rank)
+    verdict = f"slow: {', '.join(f'rank {r}' for r in sorted(slow))}" if slow else "no slow rank"
     fig = _style(fig, f"Mean step per rank ({verdict})", height=420, barmode="stack", yaxis_title="ms per step",
                  bargap=0.35)
     fig.update_yaxes(range=[0, top * 1.18 if top else 1])
     return fig
 
 
-def headline_items(run: Run) -> list[tuple[str, str, str]]:
-    """The overview's number cards as (key, label, text): what the dashboard and the report print."""
-    info = headline(run)
-    steps, queues = info.summary["steps"], info.summary["queues"]
-    items = [("mean-step", f"mean step ({mean_of_text(steps, brief=True)})" if steps else "mean step",
-              ms(steps["total_ms"]) if steps else "unknown")]
-    for col, label, value in info.split:
-        share = value / steps["total_ms"] if value is not None and steps["total_ms"] else None
-        items.append((col.removesuffix("_ms").replace("_", "-"), label, f"{ms(value)} · {pct(share)}"))
-    items += [("cast-share", "Cast share of op time", pct(info.cast_share)),
-              ("batchnorm-share", "BatchNorm share of op time", pct(info.batchnorm_share))]
-    for which in ("host", "device"):
-        stats = queues[which]
-        items.append((f"{which}-empty", f"{which} queue empty",
-                      f"{stats['empty_pct']:.1f} %" if stats else "no data"))
-    return items
-
-
 def rank_rows(run: Run) -> pd.DataFrame:
-    """Per-rank mean step split (summary's per_rank) and how much slower than the fastest rank, in %."""
-    per_rank = [entry for entry in summary_of(run)["per_rank"] if entry["steps"]]
-    if not per_rank:
-        return pd.DataFrame(columns=["rank", "total_ms", "slower_than_fastest_pct"])
+    """Per-rank mean step split, how much slower than the fastest rank (in %), and whether the rank is slow."""
+    per_rank = per_rank_parts(run)
+    if len(per_rank) < 2:
+        return pd.DataFrame(columns=["rank", "total_ms", "slower_than_fastest_pct", "slow"])
     slow = set(slow_ranks(run))
-    columns = ["total_ms"] + [col for col, _ in _step_split(run.steps)]
-    frame = pd.DataFrame([{"rank": entry["rank"], **{col: entry["steps"].get(col) for col in columns}}
-                          for entry in per_rank])
+    frame = pd.DataFrame(per_rank)
     fastest = frame["total_ms"].min()
     frame["slower_than_fastest_pct"] = 100 * (frame["total_ms"] - fastest) / fastest if fastest else float("nan")
-    frame["slow"] = frame["rank"].isin(slow).map({True: "slow", False: ""})
-    return frame.round(3)
+    frame["slow"] = frame["rank"].isin(slow).map({True: "yes", False: "no"})
+    return frame
+
+
+# ---------------------------------------------------------------- timeline (perfkit.timeline windows)
+
+# Above this many bars a timeline is merged: plotly draws a few thousand SVG bars in well under a second,
+# and a 1,500 px plot cannot show more distinct bars anyway.
+MAX_TIMELINE_BARS = 4000
+# Events shorter than this share of the window (under a pixel at dashboard width) are merged with
+# adjacent tiny ones in their lane when the window has too many bars.
+TINY_EVENT_SHARE = 1 / 1500
+TIMELINE_COLORS = {"compute": "#4e79a7", "communication": "#e15759", "data": "#f28e2b", "host": "#59a14f",
+                   "idle": "#bab0ac"}
+TIMELINE_LANE_PX = 22
+
+
+def timeline_bars(events: pd.DataFrame, max_bars: int = MAX_TIMELINE_BARS) -> tuple[pd.DataFrame, int]:
+    """(bars to draw, events merged away): events with a duration, and above `max_bars`, each run of
+    adjacent tiny events in a lane merged into one bar named "N events"."""
+    bars = events[events["dur_us"].notna() & (events["ph"] == "X")].copy()
+    bars["count"] = 1
+    if len(bars) <= max_bars:
+        return bars, 0
+    window = (bars["start_us"] + bars["dur_us"]).max() - bars["start_us"].min()
+    tiny_us = window * TINY_EVENT_SHARE
+    bars = bars.sort_values(["rank", "lane_order", "start_us"], kind="stable")
+    tiny = (bars["dur_us"] < tiny_us).to_numpy()
+    lane = (bars["rank"].astype(str) + "/" + bars["lane_order"].astype(str)).to_numpy()
+    gap = bars["start_us"].to_numpy() - np.r_[-np.inf, (bars["start_us"] + bars["dur_us"]).to_numpy()[:-1]]
+    joins = tiny & np.r_[False, tiny[:-1]] & np.r_[False, lane[1:] == lane[:-1]] & (gap < tiny_us)
+    bars["group"] = np.cumsum(~joins)
+    merged = bars.groupby("group", sort=False).agg(
+        rank=("rank", "first"), process=("process", "first"), lane=("lane", "first"),
+        lane_order=("lane_order", "first"), name=("name", "first"), category=("category", "first"),
+        start_us=("start_us", "min"), shapes=("shapes", "first"),
+        count=("count", "sum"), ph=("ph", "first"))
+    ends = (bars["start_us"] + bars["dur_us"]).groupby(bars["group"], sort=False).max()
+    merged["dur_us"] = ends.to_numpy() - merged["start_us"].to_numpy()
+    several = merged["count"] > 1
+    merged.loc[several, "name"] = merged.loc[several, "count"].map(lambda n: f"{n} events")
+    merged.loc[several, "shapes"] = None
+    return merged.reset_index(drop=True), len(bars) - len(merged)
+
+
+def _lane_labels(events: pd.DataFrame) -> pd.Series:
+    return "rank " + events["rank"].astype(str) + " · " + events["process"].astype(str) + " · " + events["lane"].astype(str)
+
+
+def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_TIMELINE_BARS,
+                    highlight: str = "") -> go.Figure:
+    """Lanes as rows (rank, process, thread; in the profiler's order), events as bars coloured by category,
+    time in ms from the window's start; hover: name, duration, shapes. Zoom with the mouse. Events whose
+    name contains `highlight` are outlined and counted in the title."""
+    bars, merged_away = timeline_bars(events, max_bars)
+    if not len(bars):
+        return empty_state("no events with a duration in this window")
+    zero = bars["start_us"].min()
+    bars["label"] = _lane_labels(bars)
+    order = bars.sort_values(["rank", "lane_order"]).drop_duplicates("label")["label"].tolist()
+    fig = go.Figure()
+    for category, part in bars.groupby("category", sort=True):
+        shapes = part["shapes"].where(part["shapes"].notna(), "").astype(str).str.replace("\r\n", " ", regex=False)
+        fig.add_bar(y=part["label"], x=part["dur_us"] / 1000.0, base=(part["start_us"] - zero) / 1000.0,
+                    orientation="h", name=category, marker_color=TIMELINE_COLORS.get(category, "#9c755f"),
+                    marker_line_width=0, customdata=np.stack([part["name"].astype(str), shapes], axis=1),
+                    hovertemplate="%{customdata[0]}<br>%{x:.3f} ms at %{base:.3f} ms<br>%{customdata[1]}"
+                                  "<extra>" + category + "</extra>")
+    note = f" · {merged_away:,} tiny events merged into neighbours" if merged_away else ""
+    if highlight:
+        found = events[(events["ph"] == "X") & events["dur_us"].notna()
+                       & events["name"].astype(str).str.contains(highlight, regex=False)]
+        found = found.assign(label=_lane_labels(found))
+        fig.add_bar(y=found["label"], x=found["dur_us"] / 1000.0, base=(found["start_us"] - zero) / 1000.0,
+                    orientation="h", name=highlight[:40], marker=dict(color="rgba(0,0,0,0)",
+                                                                      line=dict(color="#111", width=2)),
+                    hoverinfo="skip")
+        note += f" · {len(found):,} of them {highlight}"
+    fig.update_layout(title=dict(text=f"{title}{len(events):,} events{note}", font=dict(size=14)), barmode="overlay",
+                      bargap=0.15, height=max(240, 80 + TIMELINE_LANE_PX * len(order)), font=FONT,
+                      plot_bgcolor="white", paper_bgcolor="white", margin=dict(l=20, r=20, t=50, b=40),
+                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+                      meta={"bars": len(bars), "merged": merged_away})
+    fig.update_xaxes(title="ms from the window's start", showgrid=True, gridcolor="#eee", zeroline=False)
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Memory and communication (the Memory page; the Ranks page's communication panels)
 
-MEMORY_COLORS = {"allocated_mb": "#4e79a7", "reserved_mb": "#f28e2b"}
 # Op names the top-ops-by-memory chart lists: beyond 20 the bars get too thin to read at dashboard height.
 TOP_MEMORY_OPS = 20
 # Communication op rows the Ranks page's table ships (longest first): a cluster run has thousands.
@@ -650,8 +664,8 @@ def memory_timeline_figure(run: Run) -> go.Figure:
                 continue
             name = f"{label} (rank {rank})" if len(ranks) > 1 else label
             fig.add_scatter(x=shown["time_ms"], y=shown[column], mode="lines", name=name, line_shape="hv",
-                            line=dict(color=MEMORY_COLORS[column], width=2, dash="solid" if rank == ranks[0] else "dot"),
-                            hovertemplate=f"{name}<br>%{{x:,.2f}} ms<br>%{{y:,.1f}} MB<extra></extra>")
+                            line=dict(color=COLORS[column], width=2, dash="solid" if rank == ranks[0] else "dot"),
+                            hovertemplate=f"{name}<br>%{{x:{NUMBER_SPEC}}} ms<br>%{{y:{MB_SPEC}}} MB<extra></extra>")
     starts = samples.dropna(subset=["step"]).groupby("step")["time_ms"].min()
     for step, start in starts.items():
         fig.add_vline(x=float(start), line=dict(color="#999", width=1, dash="dash"))
@@ -673,7 +687,7 @@ def top_op_memory_figure(run: Run, top: int = TOP_MEMORY_OPS) -> go.Figure:
               .reset_index().sort_values(["largest_mb", "name"], ascending=[False, True])  # ties by name
               .head(top).iloc[::-1].set_index("name"))
     fig = go.Figure(go.Bar(x=per_op["largest_mb"], y=per_op.index.astype(str), orientation="h",
-                           marker_color=MEMORY_COLORS["allocated_mb"], customdata=per_op[["total_mb", "blocks"]],
+                           marker_color=COLORS["allocated_mb"], customdata=per_op[["total_mb", "blocks"]],
                            hovertemplate="%{y}<br>largest block %{x:,.1f} MB<br>%{customdata[1]} blocks, "
                                          "%{customdata[0]:,.1f} MB in all<extra></extra>"))
     fig = _style(fig, f"Top {len(per_op)} operators by their largest memory block",

@@ -1,13 +1,16 @@
-"""Plain-text renderings of the summary for a terminal."""
+"""Plain-text renderings of the summary for a terminal.
+
+The summary's sections are the text forms of the view layer's panels (views.panels.PANELS, in that order),
+numbers through views.format. No pandas: this renders a summary dict, also one read back from the cache.
+"""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
-
-def _ms(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:,.3f} ms"
+from .views.format import STEP_LABELS, STEP_SPLITS, count, mb, ms, pct, percent
+from .views.panels import PANELS
 
 
 # Up to this many ranks the summary lists each one; beyond, it shows the spread and the outliers.
@@ -37,7 +40,7 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
         return entry["steps"]["total_ms"] if entry["steps"] else None
 
     def line(entry: dict[str, Any]) -> str:
-        return f"  rank {entry['rank']:<5}{_ms(total(entry)):>16}"
+        return f"  rank {entry['rank']:<5}{ms(total(entry)):>16}"
 
     if len(per_rank) <= LISTED_RANKS:
         return ["per rank (mean step total)"] + [line(entry) for entry in per_rank]
@@ -46,8 +49,8 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     if timed:
         totals = [total(entry) for entry in timed]
         middle = statistics.median(totals)
-        spread = f"   spread {100 * (totals[-1] - totals[0]) / middle:.1f} % of the median" if middle else ""
-        lines.append(f"  fastest {_ms(totals[0])}   median {_ms(middle)}   slowest {_ms(totals[-1])}{spread}")
+        spread = f"   spread {pct((totals[-1] - totals[0]) / middle)} of the median" if middle else ""
+        lines.append(f"  fastest {ms(totals[0])}   median {ms(middle)}   slowest {ms(totals[-1])}{spread}")
         lines.append(f"  slowest {min(OUTLIER_RANKS, len(timed))}:")
         lines += [line(entry) for entry in timed[::-1][:OUTLIER_RANKS]]
         fastest = [entry for entry in timed[:OUTLIER_RANKS] if entry not in timed[-OUTLIER_RANKS:]]
@@ -68,83 +71,138 @@ def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
     first = means.get("first_step_ms")
     if brief or mean_of["first_step"] is None:
         return covered
-    return covered + f"; first step{'' if first is None else f' {first:,.3f} ms'} {mean_of['first_step']}"
+    return covered + f"; first step{'' if first is None else f' {ms(first)}'} {mean_of['first_step']}"
 
 
-def _mb(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:,.1f} MB"
+# How the bound's parts are named in text (analysis.BOUND_PARTS).
+BOUND_PART_LABELS = {"compute": "device compute", "communication": "collective communication (exposed)",
+                     "pipeline": "pipeline wait (p2p, bubble)", "data": "data wait (queue evidence)",
+                     "host": "host-bound (launch, dispatch, transfer)", "unknown": "idle, cause unknown"}
 
 
-def _memory_communication_lines(summary: dict[str, Any]) -> list[str]:
-    """The framework allocator's peak and, per step, communication time, waiting and the slowest link."""
-    lines = []
-    memory, communication = summary.get("memory"), summary.get("communication")
-    if memory:
-        capacity = f" of {_mb(memory['capacity_mb'])}" if memory["capacity_mb"] is not None else ""
-        lines.append(f"memory   peak allocated {_mb(memory['peak_allocated_mb'])}{capacity}, "
-                     f"reserved {_mb(memory['peak_reserved_mb'])} (largest rank)")
-    if communication:
-        wait = communication["wait_ratio"]
-        lines.append(f"communication per step (mean over ranks)  collective {_ms(communication['collective_ms'])}"
-                     f"   p2p {_ms(communication['p2p_ms'])}"
-                     f"   waiting {'unknown' if wait is None else f'{100 * wait:.1f} %'} of transfer time")
-        link = communication["slowest_link"]
-        if link:
-            lines.append(f"  slowest link  {link['src']} -> {link['dst']} {link['link_type']}  "
-                         f"{link['bandwidth_gb_s']:.2f} GB/s ({_mb(link['size_mb'])})")
-    return [""] + lines if lines else []
+def bound_text(bound: dict[str, Any] | None) -> list[str]:
+    """The top-down breakdown (analysis.bound's dict): the bound kind, then each part of the mean step."""
+    if not bound or not bound.get("parts_ms"):
+        reason = "; ".join(bound["evidence"]) if bound else "no step times"
+        return [f"bound    unknown ({reason})"]
+    parts = bound["parts_ms"]
+    total = sum(parts.values())
+    lines = [f"bound    {bound['kind']}   (top-down split of the mean step)"]
+    lines += [f"  {BOUND_PART_LABELS[part]:<40}{ms(value):>16}  {pct(value / total):>7}"
+              for part, value in parts.items() if value > 0]
+    return lines
 
 
-def summary_text(summary: dict[str, Any], top: int = 10) -> str:
+def bound_lines(summary: dict[str, Any]) -> list[str]:
+    return bound_text(summary.get("bound"))
+
+
+def interval_label(bound: dict[str, Any] | None) -> str:
+    """The step interval is data wait only where the queues show the device starving (views.format's label
+    says device idle)."""
+    if bound and bound.get("parts_ms", {}).get("data", 0) > 0:
+        return "step interval (data wait)"
+    return STEP_LABELS["interval_ms"]
+
+
+def steps_lines(summary: dict[str, Any]) -> list[str]:
+    steps = summary["steps"]
+    if not steps:
+        return ["steps    unknown (no step trace in this run)"]
+    total = steps["total_ms"]
+    lines = [f"steps ({steps['count']} per rank), mean per step over {mean_of_text(steps)}"]
+    for split in STEP_SPLITS:
+        for key, label in split:
+            value = steps.get(key)
+            if value is None and key not in ("interval_ms", "fwd_bwd_ms", "tail_ms"):
+                continue  # the new layout's overlap columns only where measured; the classic split always
+            share = f"  {pct(value / total):>7}" if value is not None and total else ""
+            label = interval_label(summary.get("bound")) if key == "interval_ms" else label
+            lines.append(f"  {label:<32}{ms(value):>16}{share}")
+    if steps.get("comm_ms") is not None:  # on any stream, overlapped or not: not a part of the split
+        lines.append(f"  {'communication (any stream)':<32}{ms(steps['comm_ms']):>16}")
+    lines.append(f"  {'total':<32}{ms(total):>16}")
+    return lines
+
+
+def per_rank_lines(summary: dict[str, Any]) -> list[str]:
+    if len(summary["per_rank"]) < 2:
+        return []
+    lines = _per_rank_lines(summary["per_rank"])
+    if summary.get("slow_ranks"):
+        lines.append(f"  slow ranks {rank_ranges(summary['slow_ranks'])} (in step, data-wait or compute time; "
+                     "`perfkit ranks` says which and by how much)")
+    return lines
+
+
+def op_type_lines(summary: dict[str, Any], top: int = 10) -> list[str]:
+    if not summary["op_types"]:
+        return []
+    lines = [f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])}; "
+             "total and calls summed over steps and ranks)"]
+    for op in summary["op_types"][:top]:
+        share = "" if op["share"] is None else f"{pct(op['share']):>7}"
+        lines.append(f"  {op['type']:<34}{ms(op['total_ms']):>17}  {share}  x{count(op['count'])}")
+    return lines
+
+
+def queue_lines(summary: dict[str, Any], which: str) -> list[str]:
+    queue = summary["queues"][which]
+    if not queue:
+        return [f"{which} queue  no data"]
+    return [f"{which} queue  {count(queue['samples'])} samples, empty {percent(queue['empty_pct'])}, "
+            f"full {percent(queue['full_pct'])}"]
+
+
+def pipeline_lines(summary: dict[str, Any]) -> list[str]:
+    if not summary["pipeline"]:
+        return []
+    lines = ["data pipeline (op, workers, output queue usage)"]
+    for op in summary["pipeline"]:
+        workers = "?" if op["workers"] is None else op["workers"]
+        lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {pct(op['queue_usage'])}")
+    return lines
+
+
+def memory_lines(summary: dict[str, Any]) -> list[str]:
+    """The framework allocator's peak (largest rank)."""
+    memory = summary.get("memory")
+    if not memory:
+        return []
+    capacity = f" of {mb(memory['capacity_mb'])}" if memory["capacity_mb"] is not None else ""
+    return [f"memory   peak allocated {mb(memory['peak_allocated_mb'])}{capacity}, "
+            f"reserved {mb(memory['peak_reserved_mb'])} (largest rank)"]
+
+
+def communication_lines(summary: dict[str, Any]) -> list[str]:
+    """Per step: communication time, waiting and the slowest link."""
+    communication = summary.get("communication")
+    if not communication:
+        return []
+    lines = [f"communication per step (mean over ranks)  collective {ms(communication['collective_ms'])}"
+             f"   p2p {ms(communication['p2p_ms'])}"
+             f"   waiting {'unknown' if communication['wait_ratio'] is None else pct(communication['wait_ratio'])}"
+             " of transfer time"]
+    link = communication["slowest_link"]
+    if link:
+        lines.append(f"  slowest link  {link['src']} -> {link['dst']} {link['link_type']}  "
+                     f"{link['bandwidth_gb_s']:.2f} GB/s ({mb(link['size_mb'])})")
+    return lines
+
+
+def summary_text(summary: dict[str, Any]) -> str:
     meta = summary.get("meta", {})
     lines = [f"run      {summary['run']}",
              f"layout   {summary['layout']}   device {summary['device']}   ranks {_ranks_label(summary['ranks'])}",
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
              f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
-    steps = summary["steps"]
-    lines.append("")
-    if steps:
-        total = steps["total_ms"]
-        lines.append(f"steps ({steps['count']} per rank), mean per step over {mean_of_text(steps)}")
-        for key, label in (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
-                           ("tail_ms", "tail (optimizer, sync)"), ("total_ms", "total")):
-            value = steps[key]
-            share = f"  {100 * value / total:5.1f} %" if value is not None and total and key != "total_ms" else ""
-            lines.append(f"  {label:<26}{_ms(value):>16}{share}")
-        for key, label in (("comm_ms", "communication (any stream)"),
-                           ("comm_exposed_ms", "communication not overlapped"), ("free_ms", "free (device idle)")):
-            if steps.get(key) is not None:
-                lines.append(f"  {label:<26}{_ms(steps[key]):>16}")
-    else:
-        lines.append("steps    unknown (no step trace in this run)")
-    if len(summary["per_rank"]) > 1:
-        lines.append("")
-        lines.extend(_per_rank_lines(summary["per_rank"]))
-        if summary.get("slow_ranks"):
-            lines.append(f"  slow ranks {rank_ranges(summary['slow_ranks'])} (in step, data-wait or compute time; "
-                         "`perfkit ranks` says which and by how much)")
-    lines.extend(_memory_communication_lines(summary))
-    if summary["op_types"]:
-        lines.append("")
-        lines.append(f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])})")
-        for op in summary["op_types"][:top]:
-            share = "" if op["share"] is None else f"{100 * op['share']:5.1f} %"
-            lines.append(f"  {op['type']:<34}{op['total_ms']:>14,.3f} ms  {share}  x{op['count']}")
-    lines.append("")
-    for which in ("host", "device"):
-        queue = summary["queues"][which]
-        if queue:
-            lines.append(f"{which} queue  {queue['samples']} samples, empty {queue['empty_pct']:.1f} %, "
-                         f"full {queue['full_pct']:.1f} %")
-        else:
-            lines.append(f"{which} queue  no data")
-    if summary["pipeline"]:
-        lines.append("")
-        lines.append("data pipeline (op, workers, output queue usage)")
-        for op in summary["pipeline"]:
-            usage = "n/a" if op["queue_usage"] is None else f"{100 * op['queue_usage']:.1f} %"
-            workers = "?" if op["workers"] is None else op["workers"]
-            lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {usage}")
+    previous = None
+    for panel in PANELS:
+        section = globals()[panel.text](summary, *panel.args) if panel.text else []
+        if section:
+            # half-width panels side by side on a page are consecutive lines here (the two queues)
+            lines += ([] if panel.half and previous is not None and previous.half else [""]) + section
+            previous = panel
     if summary["warnings"]:
         lines.append("")
         lines.extend(f"warning: {w}" for w in summary["warnings"])
@@ -169,10 +227,13 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     listed = [row for row in per_rank if row["rank"] in slow] or per_rank[:shown]
     if fastest not in listed:
         listed.append(fastest)
-    lines.append(f"  {'rank':>6} {'steps':>6} {'total':>14} {'interval':>14} {'computing':>14} {'comm':>14}")
+    # the split `advise` weighs: computing, and communication not overlapped with it where the files measure it
+    lines.append(f"  {'rank':>6} {'steps':>6} {'total':>14} {'interval':>14} {'computing':>14} {'comm':>14}"
+                 f" {'comm exposed':>14}")
     for row in listed[:shown + 1]:
         lines.append(f"  {row['rank']:>6} {row['steps']:>6} " + " ".join(
-            f"{_ms(row[key]):>14}" for key in ("total_ms", "interval_ms", "computing_ms", "comm_ms")))
+            f"{ms(row.get(key)):>14}" for key in ("total_ms", "interval_ms", "computing_ms", "comm_ms",
+                                                   "comm_exposed_ms")))
     if len(per_rank) > len(listed[:shown + 1]):
         lines.append(f"  … {len(per_rank) - len(listed[:shown + 1])} more ranks (--format json lists all)")
     for warning in answer["warnings"]:

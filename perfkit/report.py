@@ -1,5 +1,7 @@
 """`perfkit report`: one self-contained HTML file with the dashboard's figures and findings.
 
+Each run's section shows the view layer's panels (views.panels.in_report), in their order.
+
 plotly.js is inlined once, so the file opens from disk (file://) with no network, e.g. as a CI artifact.
 """
 
@@ -16,6 +18,9 @@ from . import __version__, figures
 from .compare import verdict_words
 from .errors import PerfkitError
 from .model import Run
+from .views import numbers
+from .views.format import cell, column_spec, column_title, speedup
+from .views.panels import CARDS, FIGURE, FINDINGS, TABLE, WITH_DATA, Panel, in_report, rows
 
 # plotly.js's basic bundle (scatter, bar, pie: every trace perfkit.figures draws), same version as the plotly
 # package (tests/test_dashboard_first_page.py checks), MIT: vendor/plotly.js-LICENSE. A quarter of the full
@@ -53,12 +58,16 @@ main { padding: 16px 24px; max-width: 1500px; margin: 0 auto; }
 .finding .evidence { font-size: 13px; color: #444; margin: 4px 0; }
 table.plain { border-collapse: collapse; font-size: 13px; }
 table.plain th, table.plain td { border-bottom: 1px solid #e3e6ea; padding: 4px 10px; text-align: right; }
-table.plain th:first-child, table.plain td:first-child { text-align: left; }
+table.plain th.text, table.plain td.text { text-align: left; }
 .speedups { display: flex; flex-wrap: wrap; gap: 12px; }
 .controls { display: flex; flex-wrap: wrap; gap: 24px; align-items: center; margin-bottom: 12px; }
+.ag-layout-auto-height .ag-center-cols-viewport, .ag-layout-auto-height .ag-center-cols-container {
+  min-height: 0 !important; }
 """
 
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
+# A table in the report lists at most this many rows (the dashboard pages through all of them).
+REPORT_TABLE_ROWS = figures.TOP_OP_TYPES
 
 
 def _figure(fig: go.Figure) -> str:
@@ -72,63 +81,60 @@ def _card(title: str, body: str) -> str:
     return f'<div class="card"><h2>{html.escape(title)}</h2>{body}</div>'
 
 
-def _findings(run: Run) -> str:
-    result = figures.findings(run)
+def _findings(panel: Panel, run: Run) -> str:
+    result = numbers.findings(run)
     if not result.items:
-        return f'<p class="empty-state">{html.escape(result.note or "")}</p>'
-    parts = []
-    for item in result.items:
-        evidence = ", ".join(f"{html.escape(str(k))} = {html.escape(str(v))}" for k, v in item["evidence"].items())
-        gain = f" · up to {item['est_gain_pct']:.1f} % of step time" if item.get("est_gain_pct") is not None else ""
-        target = f" · {html.escape(str(item['target']))}" if item.get("target") else ""
-        parts.append(
-            f'<div class="finding sev-{html.escape(item["severity"])}"><span class="sev">'
-            f'{html.escape(item["severity"])}</span><span class="title">{html.escape(item["title"])}</span>'
-            f'<div class="evidence">{html.escape(item["id"])}{target}{gain} — {evidence}</div>'
-            f'<div>Change: <code>{html.escape(item["action"])}</code></div></div>')
-    return "".join(parts)
+        return _card(panel.title, f'<p class="empty-state">{html.escape(result.note or "")}</p>')
+    return _card(panel.title, "".join(
+        f'<div class="finding sev-{html.escape(item.severity)}"><span class="sev">{html.escape(item.severity)}</span>'
+        f'<span class="title">{html.escape(item.title)}</span>'
+        f'<div class="evidence">{html.escape(item.detail)}</div>'
+        f'<div>Change: <code>{html.escape(item.action)}</code></div></div>' for item in result.items))
 
 
-def _op_type_table(run: Run, top: int = figures.TOP_OP_TYPES) -> str:
-    rows = figures.op_type_rows(run).head(top)
-    if not len(rows):
-        return '<p class="empty-state">no operator statistics in this run</p>'
-    body = "".join(f"<tr><td>{html.escape(r.type)}</td><td>{r.total_ms:,.3f}</td><td>{r.count:,}</td>"
-                   f"<td>{r.share_pct:.2f}</td></tr>" for r in rows.itertuples(index=False))
-    return ('<table class="plain"><tr><th>op type</th><th>total ms</th><th>calls</th><th>share %</th></tr>'
-            f"{body}</table>")
+def _cards(panel: Panel, run: Run) -> str:
+    kpis = "".join(f'<div class="kpi"><div class="label">{html.escape(card.label)}</div>'
+                   f'<div class="value">{html.escape(card.value)}</div></div>' for card in numbers.headline_cards(run))
+    return f'<p class="meta">{html.escape(numbers.run_description(run))}</p><div class="kpis">{kpis}</div>'
+
+
+def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
+    note = getattr(numbers, panel.note)(run) if panel.note else ""
+    note_html = f'<p class="meta">{html.escape(note)}</p>' if note else ""
+    return _card(panel.title, note_html + _figure(fig))
+
+
+def _table_panel(panel: Panel, run: Run, frame) -> str:
+    if not len(frame):
+        return _card(panel.title, '<p class="empty-state">nothing to list in this run</p>')
+    shown = frame.head(REPORT_TABLE_ROWS)
+    # text columns left, numbers right (and formatted as everywhere: views.format)
+    align = {c: "" if column_spec(c) else ' class="text"' for c in shown.columns}
+    head = "".join(f"<th{align[c]}>{html.escape(column_title(c))}</th>" for c in shown.columns)
+    body = "".join("<tr>" + "".join(f"<td{align[c]}>{html.escape(cell(c, v))}</td>" for c, v in zip(shown.columns, row))
+                   + "</tr>" for row in shown.itertuples(index=False))
+    more = (f'<p class="meta">the first {len(shown):,} of {len(frame):,} rows</p>' if len(frame) > len(shown) else "")
+    return _card(panel.title, f'<table class="plain"><tr>{head}</tr>{body}</table>{more}')
+
+
+RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel}
 
 
 def _run_section(index: int, label: str, run: Run) -> str:
-    meta = run.meta
-    kpis = "".join(f'<div class="kpi"><div class="label">{html.escape(name)}</div>'
-                   f'<div class="value">{html.escape(value)}</div></div>'
-                   for _, name, value in figures.headline_items(run))
-    description = (f"{html.escape(run.path)} · device {html.escape(str(meta.device or 'unknown'))} · "
-                   f"layout {html.escape(str(meta.layout or 'unknown'))} · ranks {meta.ranks} · "
-                   f"data mode {html.escape(str(meta.data_mode or 'unknown'))}")
-    panels = [
-        _card("Findings (perfkit advise)", _findings(run)),
-        _card("Step trace", _figure(figures.step_trace_figure(run))),
-        _card("Operator types", _figure(figures.op_share_figure(run))),
-        '<div class="grid2">' + _card("Host queue", _figure(figures.queue_figure(run, "host")))
-        + _card("Device queue", _figure(figures.queue_figure(run, "device"))) + "</div>",
-        _card("Data pipeline", _figure(figures.pipeline_figure(run))),
-    ]
-    if len(run.ranks) > 1:
-        panels.append(_card("Ranks", _figure(figures.ranks_figure(run))))
-    if len(run.memory):
-        panels.append(_card("Memory", _figure(figures.memory_timeline_figure(run))))
-    if len(run.comm_links):
-        panels.append(_card("Link bandwidth", _figure(figures.link_heatmap_figure(run))))
-    panels.append(_card(f"Top {figures.TOP_OP_TYPES} op types", _op_type_table(run)))
-    return (f'<section id="run-{index}"><h2>{html.escape(label)}</h2><p class="meta">{description}</p>'
-            f'<div class="kpis">{kpis}</div>{"".join(panels)}</section>')
+    contents = {panel.id: figures.panel_content(panel, run) for panel in in_report() if panel.kind in (FIGURE, TABLE)}
+    shown = tuple(panel for panel in in_report()
+                  if panel.report != WITH_DATA or figures.has_content(contents[panel.id]))
+    parts = []
+    for row in rows(shown):
+        rendered = "".join(RENDERERS[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
+                           for panel in row)
+        parts.append(f'<div class="grid2">{rendered}</div>' if row[0].half else rendered)
+    return f'<section id="run-{index}"><h2>{html.escape(label)}</h2>{"".join(parts)}</section>'
 
 
 def _compare_section(runs: Sequence[Run], labels: list[str]) -> str:
     cards = "".join(f'<div class="kpi"><div class="label">{html.escape(label)}</div>'
-                    f'<div class="value">{"n/a" if s is None else f"{s:.2f}x"}</div>'
+                    f'<div class="value">{speedup(s)}</div>'
                     f'<div class="note">{html.escape("baseline" if i == 0 else verdict_words(verdict))}</div></div>'
                     for i, (label, s, verdict) in enumerate(zip(labels, figures.speedups(runs),
                                                                  figures.step_verdicts(runs))))

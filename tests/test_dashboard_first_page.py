@@ -47,7 +47,7 @@ def test_first_page_of_a_big_run_is_fully_drawn(big_run, tmp_path):
         run = perfkit.load(big_run)
         summary = summarize(run)
         # the page the last load drew stays in the browser after the server stopped
-        assert text_of(driver, "kpi-mean-step") == f"{summary['steps']['total_ms']:,.2f} ms"
+        assert text_of(driver, "kpi-mean-step") == f"{summary['steps']['total_ms']:,.3f} ms"
         bars = driver.find_elements("css selector", "#fig-steps .trace.bars .point")
         parts = driver.find_elements("css selector", "#fig-steps .trace.bars")
         assert 0 < len(bars) <= MAX_STEP_BARS * len(parts)

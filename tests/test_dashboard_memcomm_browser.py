@@ -41,7 +41,7 @@ def test_memory_page_shows_the_peak_per_rank_and_the_top_ops(driver, base_url, r
     run = runs["new_level1"]
     open_page(driver, f"{base_url}/memory?run={LABELS.index('new_level1')}", plots=2)
     memory = summarize(run)["memory"]
-    assert text_of(driver, "memory-peak").startswith(
+    assert text_of(driver, "fig-memory-note").startswith(
         f"peak allocated {memory['peak_allocated_mb']:,.1f} MB · peak reserved {memory['peak_reserved_mb']:,.1f} MB")
     legend = svg_texts(driver, "fig-memory")
     for rank in (0, 1):
@@ -90,9 +90,11 @@ def test_ranks_page_heat_map_and_op_table(driver, base_url, runs, shots):
     for (src, dst), row in cells.iterrows():  # each (src, dst) cell prints size / time over the run's transfers
         assert f"{row.size_mb / row.transit_ms:.1f}" in texts
         assert f"rank {src}" in texts and f"to {dst}" in texts
-    rows = driver.find_elements(By.CSS_SELECTOR, "#comm-op-table tr:has(td)")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#comm-op-table .ag-center-cols-container .ag-row")
     assert len(rows) == min(15, len(run.comm_ops))  # first page of the table
-    first = {c.get_attribute("data-dash-column"): c.text for c in rows[0].find_elements(By.TAG_NAME, "td")}
+    first = {c.get_attribute("col-id"): c.get_attribute("textContent").strip("\u2066\u2069")
+             for c in next(row for row in rows if row.get_attribute("row-index") == "0").find_elements(
+                 By.CSS_SELECTOR, ".ag-cell")}
     longest = run.comm_ops.loc[run.comm_ops["elapse_ms"].idxmax()]
-    assert first["name"] == longest["name"] and float(first["elapse_ms"]) == round(longest["elapse_ms"], 3)
+    assert first["name"] == longest["name"] and first["elapse_ms"] == f"{longest['elapse_ms']:,.3f}"
     screenshot(driver, "dash_ranks_communication", shots)

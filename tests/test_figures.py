@@ -11,6 +11,7 @@ import pytest
 from perfkit import figures
 from perfkit.analysis import summarize
 from perfkit.model import Meta, Run, table
+from perfkit.views import numbers
 
 OP_TOTALS = {"Conv2D": 40.0, "Cast": 30.0, "BNTrainingUpdate": 12.0, "BNTrainingReduceGrad": 8.0, "MatMul": 10.0}
 
@@ -56,7 +57,7 @@ def annotations(fig) -> str:
     ("BatchNormWithActivation", "BatchNorm"), ("Conv2D", "other"), ("BiasAdd", "other"), ("BNTrainingX", "other"),
     ("TransData", "other")])
 def test_op_families(op_type, family):
-    assert figures.op_family(op_type) == family
+    assert numbers.op_family(op_type) == family
 
 
 def test_op_share_figure_largest_first_with_families_and_their_share():
@@ -87,12 +88,12 @@ def test_op_share_figure_folds_the_tail_into_other_types():
 def test_step_trace_stacks_each_step_and_titles_the_mean():
     run = make_run(ranks=(0, 1), slow_factor=2.0, steps=3)
     fig = figures.step_trace_figure(run)
-    assert [t.name for t in fig.data] == ["step interval (data wait)", "forward+backward", "tail (optimizer, sync)"]
+    assert [t.name for t in fig.data] == ["step interval (device idle)", "forward+backward", "tail (optimizer, sync)"]
     # rank 1 is twice rank 0, so the per-step mean over ranks is 1.5x the base split
     assert list(fig.data[1].y) == pytest.approx([1.5 * 20.0] * 3)
     assert list(fig.data[0].y) == pytest.approx([(10.0 + s + 20.0 + s) / 2 for s in (1, 2, 3)])
     mean_total = float(run.steps["total_ms"].mean())
-    assert f"mean step {mean_total:,.2f} ms" in fig.layout.title.text
+    assert f"mean step {mean_total:,.3f} ms" in fig.layout.title.text
     assert fig.layout.barmode == "stack"
 
 
@@ -148,16 +149,23 @@ def test_empty_run_gives_sentences_not_axes():
     assert figures.op_type_rows(run).empty and figures.op_instance_rows(run)[1] == 0
 
 
-def test_headline_items_show_summary_numbers():
+def test_headline_cards_show_summary_numbers():
     run = make_run()
     summary = summarize(run)
-    items = {key: value for key, _, value in figures.headline_items(run)}
+    items = {card.key: card.value for card in numbers.headline_cards(run)}
     total = sum(OP_TOTALS.values())
     assert items["cast-share"] == f"{100 * OP_TOTALS['Cast'] / total:.1f} %"
     assert items["host-empty"] == f"{summary['queues']['host']['empty_pct']:.1f} %"
-    assert items["mean-step"] == f"{summary['steps']['total_ms']:,.2f} ms"
+    assert items["mean-step"] == f"{summary['steps']['total_ms']:,.3f} ms"
     interval = run.steps["interval_ms"].mean()
-    assert items["interval"] == f"{interval:,.2f} ms · {100 * interval / run.steps['total_ms'].mean():.1f} %"
+    assert items["interval"] == f"{interval:,.3f} ms · {100 * interval / run.steps['total_ms'].mean():.1f} %"
+
+
+def test_cast_share_is_shown_only_where_mixed_precision_applies():
+    cpu = make_run(device="CPU", data_mode="feed")
+    assert not {"cast-share", "batchnorm-share"} & {card.key for card in numbers.headline_cards(cpu)}
+    assert "Cast + BatchNorm" not in annotations(figures.op_share_figure(cpu))
+    assert "Cast + BatchNorm" in annotations(figures.op_share_figure(make_run(device="Ascend")))
 
 
 def test_speedups_are_mean_step_ratios_like_perfkit_compare():
@@ -170,11 +178,14 @@ def test_speedups_are_mean_step_ratios_like_perfkit_compare():
     assert f"{expected:.2f}x" in annotations(fig)
 
 
-def test_slow_ranks_use_the_five_percent_spread():
-    assert figures.slow_ranks(make_run(ranks=(0, 1, 2, 3), slow_factor=1.10)) == [3]
-    assert figures.slow_ranks(make_run(ranks=(0, 1, 2, 3), slow_factor=1.02)) == []
-    fig = figures.ranks_figure(make_run(ranks=(0, 1, 2, 3), slow_factor=1.10))
+def test_ranks_figure_marks_the_ranks_summary_names_slow():
+    slow_run = make_run(ranks=(0, 1, 2, 3), slow_factor=1.10)
+    assert numbers.slow_ranks(slow_run) == summarize(slow_run)["slow_ranks"] == [3]
+    assert numbers.slow_ranks(make_run(ranks=(0, 1, 2, 3), slow_factor=1.02)) == []
+    fig = figures.ranks_figure(slow_run)
     assert list(fig.data[0].x) == ["rank 0", "rank 1", "rank 2", "rank 3 (slow)"]
+    rows = figures.rank_rows(slow_run)
+    assert list(rows["slow"]) == ["no", "no", "no", "yes"]
 
 
 def test_op_instance_rows_filter_by_pass_and_search():
@@ -193,8 +204,10 @@ def test_run_labels_are_distinct():
 def test_findings_are_the_advisors():
     from perfkit.advisor import advise
     run = make_run(ranks=(0, 1, 2, 3), slow_factor=1.5)
-    result = figures.findings(run)
-    assert [item["id"] for item in result.items] == advise(run).ids()
+    result = numbers.findings(run)
+    advice = advise(run)
+    assert result.ids == advice.ids() and [item.action for item in result.items] == \
+        [finding.action for finding in advice.findings]
     assert result.items and result.note is None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import re
 
 import pytest
@@ -9,8 +11,11 @@ from click.testing import CliRunner
 
 from conftest import REPO
 from perfkit import PerfkitError, figures
+from perfkit.advisor import advise
 from perfkit.cli import main
 from perfkit.report import PLOTLY_BUNDLE, render_report
+from perfkit.views import numbers
+from perfkit.views.panels import FIGURE, WITH_DATA, in_report
 from test_figures import make_run
 
 SEED_RUNS = [REPO / "tests/runs/seed_1_feed_fp32", REPO / "tests/runs/seed_3_sink_o3"]
@@ -20,15 +25,28 @@ def plotly_divs(text: str) -> int:
     return len(re.findall(r'<div id="[0-9a-f-]+" class="plotly-graph-div"', text))
 
 
+def figure_panels(run) -> int:
+    """The figures the report draws for a run: the panel list's figure panels, less those it shows only with
+    data (ranks, memory, links) where this run has none."""
+    return sum(panel.kind == FIGURE
+               and (panel.report != WITH_DATA or figures.has_content(figures.panel_content(panel, run)))
+               for panel in in_report())
+
+
+# The compare section's figures (step split, step time spread, op time per step, queue emptiness).
+COMPARE_FIGURES = 4
+
+
 def test_report_is_self_contained():
-    text = render_report([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])
+    runs = [make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)]
+    text = render_report(runs)
     assert text.count(PLOTLY_BUNDLE.read_text(encoding="utf-8")[-300:]) == 1  # plotly.js (basic) inlined, once
     assert len(text) < 2 * 1024**2  # the basic bundle, not the full 4.8 MB one
     # nothing fetched from elsewhere: no external script, stylesheet or image
     assert not re.search(r'<(script|link|img)[^>]+(src|href)="(https?:)?//', text)
-    # compare: step split, step spread, op time, queues (4) + per run: steps, op types, host, device,
-    # pipeline (5) + ranks for the 2-rank run
-    assert plotly_divs(text) == 4 + 5 + 6
+    # the compare section + each run's figure panels (the 2-rank run adds the Ranks figure)
+    assert figure_panels(runs[1]) == figure_panels(runs[0]) + 1
+    assert plotly_divs(text) == COMPARE_FIGURES + sum(figure_panels(run) for run in runs)
     speedup = figures.speedups([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])[1]
     assert f"{speedup:.2f}x" in text
 
@@ -43,11 +61,12 @@ def test_report_says_what_is_missing_and_escapes_names():
 
 def test_report_lists_findings_with_evidence_and_action():
     run = make_run(ranks=(0, 1, 2, 3), slow_factor=1.5)
-    result = figures.findings(run)
+    result = numbers.findings(run)
     text = render_report([run])
-    for item in result.items:
-        assert item["action"].replace("'", "&#x27;") in text
-        assert f"{item['id']} · {item['target']}" in text
+    advice = advise(run)
+    for item, finding in zip(result.items, advice.findings, strict=True):
+        assert html.escape(item.action) in text
+        assert f"{finding.id} · {finding.target}" in text
 
 
 def test_report_command_writes_one_file(tmp_path):
@@ -57,7 +76,7 @@ def test_report_command_writes_one_file(tmp_path):
     result = CliRunner().invoke(main, ["report", *map(str, SEED_RUNS), "-o", str(out)])
     assert result.exit_code == 0, result.output
     text = out.read_text(encoding="utf-8")
-    assert plotly_divs(text) >= 3 + 2 * 4
+    assert plotly_divs(text) >= COMPARE_FIGURES + 2 * 4
     speedup = figures.speedups(runs)[1]
     assert f"{speedup:.2f}x" in text
 
@@ -89,9 +108,11 @@ def test_dash_command_binds_loopback_unless_told(monkeypatch, host, warned):
         served.update(host=host, port=port, runs=len(runs))
         ready()  # the app is built: now the URL is worth printing
     monkeypatch.setattr(dashboards.app, "serve", serve)
+    # 192.168.1.5 is not this machine's address: the port check would rightly refuse it
+    monkeypatch.setattr(dashboards.app, "check_port", lambda host, port: served.update(checked=(host, port)))
     result = CliRunner().invoke(main, ["dash", "a", "b", "--host", host, "--port", "8123"])
     assert result.exit_code == 0, result.output
-    assert served == {"host": host, "port": 8123, "runs": 2}
+    assert served == {"checked": (host, 8123), "host": host, "port": 8123, "runs": 2}
     assert ("warning: serving on" in result.output) is warned
     assert ":8123/  (Ctrl-C stops)" in result.output.splitlines()[-1]
 

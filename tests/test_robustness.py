@@ -308,6 +308,39 @@ def test_mutated_file_loads_or_raises_perfkit_error(fixture, relative, mutations
     EXAMPLES["count"] += 1
 
 
+# Traces are read only by the timeline index (`perfkit trace`, the Timeline page), not by load().
+TRACE_TARGETS = [(NEW, f"{NEW_OUT}/trace_view.json"), (LEGACY, "ascend_timeline_display_1.json")]
+
+
+@pytest.mark.parametrize("fixture,relative", TRACE_TARGETS, ids=[Path(r).name for _, r in TRACE_TARGETS])
+@settings(max_examples=int(os.environ.get("PERFKIT_HYPOTHESIS_EXAMPLES", "12")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutations=MUTATIONS)
+def test_mutated_trace_is_indexed_or_named(fixture, relative, mutations):
+    """`perfkit trace` on a damaged trace: the readable events (exit 0) or one line naming the file (exit 2);
+    never a traceback, never a write into the run."""
+    with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
+        patch.delenv("PERFKIT_NO_CACHE")  # the index lives in the cache
+        patch.setenv("PERFKIT_CACHE_DIR", str(Path(scratch) / "cache"))
+        run = broken.copy_run(FIXTURE_RUNS[fixture], Path(scratch) / "run")
+        target = run / relative
+        raw = target.read_bytes()
+        for op, a, b in mutations:
+            raw = _mutate(raw, op, a, b)
+        target.write_bytes(raw)
+        before = broken.folder_digest(run)
+        result = CliRunner().invoke(main, ["trace", str(run), "--start-ms", "0", "-o", str(Path(scratch) / "w.json")])
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        if result.exit_code == 2:
+            (line,) = [line for line in result.stderr.splitlines() if line.startswith("perfkit:")]
+            assert target.name in line, line
+        else:
+            assert result.exit_code == 0, result.output
+            assert isinstance(json.loads((Path(scratch) / "w.json").read_bytes()), list)
+        assert broken.folder_digest(run) == before
+    EXAMPLES["count"] += 1
+
+
 def test_zz_report_counts():
     """Printed with -s; runs last in file order so the counter is complete."""
     print(f"\nhypothesis examples run: {EXAMPLES['count']}")

@@ -1,0 +1,135 @@
+"""Number formatters, step-part labels and colours: one definition for the terminal, the report and the dashboard.
+
+Plain Python (no pandas, no plotly): `perfkit summary` renders through it on its fast path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# Milliseconds and other measured amounts: three decimals with thousands separators (`1,421.820`), as the
+# profiler's own CSVs give microsecond resolution. Python's format spec; d3-format (plotly hovers, the
+# dashboard's grid) reads the same spec.
+NUMBER_SPEC = ",.3f"
+# Percentages: one decimal, the precision the advisor's thresholds (5 %, 10 %) are stated in.
+PERCENT_SPEC = ".1f"
+COUNT_SPEC = ",d"
+# Memory in MB: one decimal (the allocator's records are in KB; a tenth of a MB is below any decision).
+MB_SPEC = ",.1f"
+
+
+def _unknown(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def number(value: float | None) -> str:
+    """`1421.82` -> `1,421.820`; None/NaN -> `unknown`."""
+    return "unknown" if _unknown(value) else format(float(value), NUMBER_SPEC)
+
+
+def ms(value: float | None) -> str:
+    """`1421.82` -> `1,421.820 ms`; None/NaN -> `unknown`."""
+    return "unknown" if _unknown(value) else f"{format(float(value), NUMBER_SPEC)} ms"
+
+
+def mb(value: float | None) -> str:
+    """`1234.56` -> `1,234.6 MB`; None/NaN -> `unknown`."""
+    return "unknown" if _unknown(value) else f"{format(float(value), MB_SPEC)} MB"
+
+
+def pct(share: float | None) -> str:
+    """A 0-1 share as a percentage: `0.1234` -> `12.3 %`; None/NaN -> `n/a`."""
+    return "n/a" if _unknown(share) else f"{format(100 * float(share), PERCENT_SPEC)} %"
+
+
+def percent(value: float | None) -> str:
+    """A value already in percent: `12.34` -> `12.3 %`; None/NaN -> `n/a`."""
+    return "n/a" if _unknown(value) else f"{format(float(value), PERCENT_SPEC)} %"
+
+
+def count(value: int | None) -> str:
+    """`1234` -> `1,234`."""
+    return "unknown" if _unknown(value) else format(int(value), COUNT_SPEC)
+
+
+def evidence(value: Any) -> str:
+    """A finding's evidence value: `1773.448` -> `1,773.448`, `25.0` -> `25`, `966` -> `966`."""
+    if isinstance(value, float):
+        return number(value).rstrip("0").rstrip(".")
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def speedup(value: float | None) -> str:
+    """A ratio of mean step times: `1.234` -> `1.23x`."""
+    return "n/a" if _unknown(value) else f"{value:.2f}x"
+
+
+def column_spec(column: str) -> str | None:
+    """The format spec of a table column by its name's unit suffix (`_ms`, `_pct`, `count`), None for text."""
+    if column.endswith(("_ms", "_ratio")):
+        return NUMBER_SPEC
+    if column.endswith("_mb"):
+        return MB_SPEC
+    if column.endswith("_pct"):
+        return PERCENT_SPEC
+    if column in ("count", "rank", "step", "steps", "calls"):
+        return COUNT_SPEC
+    return None
+
+
+def column_title(column: str) -> str:
+    """`total_ms` -> `total ms`, `share_pct` -> `share %`, `size_mb` -> `size MB`."""
+    return column.replace("_pct", " %").replace("_mb", " MB").replace("_", " ")
+
+
+def cell(column: str, value: Any) -> str:
+    """One table cell as text, formatted by its column's spec."""
+    spec = column_spec(column)
+    if spec is None or _unknown(value):
+        return "" if _unknown(value) else str(value)
+    return format(int(value) if spec == COUNT_SPEC else float(value), spec)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Step parts: each column of the steps table that splits a step, its label and its colour.
+
+# (column, label) of each way a layout splits a step, in drawing order.
+STEP_SPLITS = (
+    # The step trace's split (legacy Ascend/GPU, derived CPU steps): idle before forward (data wait only where
+    # the queues show it: analysis.bound, render.interval_label), compute, after-backward.
+    (("interval_ms", "step interval (device idle)"), ("fwd_bwd_ms", "forward+backward"),
+     ("tail_ms", "tail (optimizer, sync)")),
+    # The new layout's step_trace_time.csv has no fwd/bwd split, only the overlap analysis.
+    (("computing_ms", "computing"), ("comm_exposed_ms", "communication (not overlapped)"),
+     ("free_ms", "free (device idle)"), ("preparing_ms", "preparing")),
+)
+STEP_LABELS = {column: label for split in STEP_SPLITS for column, label in split} | {"total_ms": "step total"}
+# Communication measured from collective ops only (no per-step overlap columns): carved out of forward+backward.
+COMM_OPS = "comm_ops_ms"
+STEP_LABELS[COMM_OPS] = "communication ops (within forward+backward)"
+
+# One colour per meaning, on every page. Step parts: data wait orange, compute blue, tail green, communication
+# red, idle grey; op families and queues have their own hues, and runs (compare page) a palette of dark shades
+# that none of these meanings uses.
+COLORS = {
+    "interval_ms": "#f28e2b", "fwd_bwd_ms": "#4e79a7", "computing_ms": "#4e79a7", "tail_ms": "#59a14f",
+    "comm_exposed_ms": "#e15759", COMM_OPS: "#e15759", "free_ms": "#bab0ac", "preparing_ms": "#edc948",
+    "total_ms": "#5f6b7a",
+    "Cast": "#ff9da7", "BatchNorm": "#b07aa1", "other": "#a0b4c8",
+    "host": "#76b7b2", "device": "#9c755f", "capacity": "#7f7f7f",
+    "slow": "#d62728", "ok": "#76b7b2",
+    # memory: one hue, allocated dark, reserved (allocated + cached by the allocator) light
+    "allocated_mb": "#54278f", "reserved_mb": "#9e9ac8",
+}
+# The bound's parts (analysis.BOUND_PARTS) in the step parts' colours: compute blue, collective communication red,
+# point-to-point (pipeline) a light red, data wait orange, host the host queue's teal, unknown idle grey.
+BOUND_COLORS = {"compute": COLORS["fwd_bwd_ms"], "communication": COLORS["comm_exposed_ms"], "pipeline": "#f1a3a4",
+                "data": COLORS["interval_ms"], "host": COLORS["host"], "unknown": COLORS["free_ms"]}
+RUN_COLORS = ("#1d3557", "#7b2cbf", "#606c38", "#0b525b", "#6d597a", "#283618", "#3a0ca3", "#495057")
+# Table rows of a highlighted meaning (op family, slow rank): a light tint of its colour.
+ROW_TINTS = {"Cast": "#ffeef1", "BatchNorm": "#f3e8f1", "slow": "#fde8e8"}
+
+
+def run_color(position: int) -> str:
+    return RUN_COLORS[position % len(RUN_COLORS)]

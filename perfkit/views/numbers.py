@@ -1,0 +1,264 @@
+"""Derived numbers every view shows, each taken from `analysis` / `cluster` / `advisor`, computed once per run.
+
+The dashboard, the report and the terminal print these and nothing recomputed beside them: the slow ranks are
+`summarize(run)["slow_ranks"]` (cluster.of_steps, step + data-wait + compute time), the exposed communication
+is what the advisor's communication rule measures, the Cast share is shown where the advisor's AMP rule applies.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary, summarize
+from ..model import Run
+from ..render import mean_of_text
+from .format import COMM_OPS, STEP_LABELS, STEP_SPLITS, evidence, mb, ms, pct, percent
+
+_MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
+
+
+def once_per_run(compute: Callable[[Run], Any]) -> Callable[[Run], Any]:
+    """`compute(run)`, computed once per loaded run and forgotten with it. A page draws several panels from
+    the same summary, and on big runs one call costs seconds (summarize over 256 ranks ~1 s, the advisor over
+    a million op rows ~6 s). A run whose tables are replaced is computed afresh."""
+    def cached(run: Run):
+        key = (compute.__name__, id(run), *run.table_versions())
+        hit = _MEMO.get(key)
+        if hit is not None and hit[0]() is run:
+            return hit[1]
+        value = compute(run)
+        _MEMO[key] = (weakref.ref(run, lambda _ref, key=key: _MEMO.pop(key, None)), value)
+        return value
+    cached.__doc__ = compute.__doc__
+    cached.__name__ = compute.__name__
+    return cached
+
+
+summary_of = once_per_run(summarize)
+
+
+def op_family(op_type: str) -> str:
+    """'Cast', 'BatchNorm' or 'other': the families the op-type views highlight."""
+    if CAST_FAMILY.match(op_type):
+        return "Cast"
+    if BATCHNORM_FAMILY.match(op_type):
+        return "BatchNorm"
+    return "other"
+
+
+def step_split(steps: pd.DataFrame) -> tuple[tuple[str, str], ...]:
+    """The (column, label) parts this run's steps are split into; empty when only totals are known."""
+    for split in STEP_SPLITS:
+        parts = tuple(part for part in split if part[0] in steps and steps[part[0]].notna().any())
+        if parts:
+            return parts
+    return ()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Slow ranks, communication, AMP families
+
+
+def slow_ranks(run: Run) -> list[int]:
+    """The ranks `perfkit summary`, `perfkit ranks` and `perfkit advise` name slow (cluster.of_steps)."""
+    return list(summary_of(run)["slow_ranks"])
+
+
+def slow_ranks_note(run: Run) -> str:
+    """The Ranks page's verdict in words."""
+    if len(run.ranks) < 2:
+        return ""
+    slow = slow_ranks(run)
+    if not slow:
+        return "no slow rank (msprof-analyze's 5 % rule on step, data-wait and compute time)"
+    return (f"slow rank{'s' if len(slow) > 1 else ''}: {', '.join(map(str, slow))} "
+            "(in step, data-wait or compute time; `perfkit ranks` says which and by how much)")
+
+
+@dataclass(frozen=True)
+class Communication:
+    """Communication per step as the advisor's communication rule measures it."""
+
+    per_rank: pd.DataFrame   # index rank; comm_ms and total_ms, mean per step
+    source: str              # "comm_exposed", "comm" or "comm_ops": the step column or the collective ops
+    how: str                 # "not overlapped with compute", "op time", "ops (overlap with compute unknown)"
+
+    @property
+    def mean_ms(self) -> float:
+        return float(self.per_rank["comm_ms"].mean())
+
+    @property
+    def share(self) -> float | None:
+        total = float(self.per_rank["total_ms"].mean())
+        return self.mean_ms / total if total > 0 else None
+
+
+@once_per_run
+def communication(run: Run) -> Communication | None:
+    """The run's communication per step, None when it has neither communication columns nor collective ops."""
+    from ..advisor.rules import NEEDS, _comm_per_rank
+    has_comm, _ = NEEDS["comm"]
+    if not has_comm(run):
+        return None
+    per_rank, source, how = _comm_per_rank(run)
+    return Communication(per_rank=per_rank, source=source, how=how)
+
+
+def amp_families_apply(run: Run) -> bool:
+    """Whether the Cast / BatchNorm share means something here: the advisor's AMP rule applies (not on CPU,
+    which has no fast float16 kernels)."""
+    from ..advisor.rules import NEEDS
+    applies, _ = NEEDS["fp16_device"]
+    return bool(applies(run))
+
+
+# forward+backward less the communication ops inside it, as the per-rank bar draws it
+FWD_BWD_OTHER_OPS = "forward+backward (other ops)"
+
+
+def rank_parts(run: Run) -> tuple[tuple[str, str], ...]:
+    """The per-rank bar's parts: the step split, with communication carved out of forward+backward when the
+    run measures it only from collective ops (their time lies inside forward+backward)."""
+    parts = step_split(run.steps)
+    comm = communication(run)
+    if comm is not None and comm.source == "comm_ops" and _comm_within_fwd_bwd(run, comm):
+        carved = []
+        for col, label in parts:
+            carved += [(col, FWD_BWD_OTHER_OPS), (COMM_OPS, STEP_LABELS[COMM_OPS])] \
+                if col == "fwd_bwd_ms" else [(col, label)]
+        return tuple(carved)
+    return parts
+
+
+def _comm_within_fwd_bwd(run: Run, comm: Communication) -> bool:
+    """Each rank's collective-op time fits in its forward+backward (else the ops are not all inside it)."""
+    fwd_bwd = {entry["rank"]: (entry["steps"] or {}).get("fwd_bwd_ms") for entry in summary_of(run)["per_rank"]}
+    return all(fwd_bwd.get(rank) is not None and comm_ms <= fwd_bwd[rank]
+               for rank, comm_ms in comm.per_rank["comm_ms"].items())
+
+
+def per_rank_parts(run: Run) -> list[dict[str, Any]]:
+    """Per rank with step data: rank, total_ms and the summary's mean ms of each of `rank_parts` (forward+backward
+    whole: the communication ops' time is inside it)."""
+    parts = rank_parts(run)
+    comm = communication(run)
+    rows = []
+    for entry in summary_of(run)["per_rank"]:
+        if not entry["steps"]:
+            continue
+        row = {"rank": entry["rank"], "total_ms": entry["steps"]["total_ms"]}
+        row |= {col: entry["steps"].get(col) for col, _ in parts if col != COMM_OPS}
+        if any(col == COMM_OPS for col, _ in parts):
+            row[COMM_OPS] = float(comm.per_rank["comm_ms"].get(entry["rank"], 0.0))
+        rows.append(row)
+    return rows
+
+
+def memory_peak_note(run: Run) -> str:
+    """The Memory page's peak in words: the largest rank's allocated and reserved peak, against the capacity."""
+    memory = memory_summary(memory_peaks(run))
+    if memory is None:
+        return ""
+    capacity = memory["capacity_mb"]
+    used = f" · {pct((memory['peak_reserved_mb'] or 0) / capacity)} of {mb(capacity)}" if capacity else ""
+    return (f"peak allocated {mb(memory['peak_allocated_mb'])} · peak reserved "
+            f"{mb(memory['peak_reserved_mb'] or 0)}{used} (largest rank)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Headline cards
+
+
+@dataclass(frozen=True)
+class Card:
+    key: str     # stable id (the dashboard's kpi-<key>)
+    label: str
+    value: str
+
+
+def _family_share(run: Run, family: str) -> float | None:
+    shares = summary_of(run)["op_types"]
+    if not shares or all(op["share"] is None for op in shares):
+        return None
+    return sum(op["share"] or 0.0 for op in shares if op_family(op["type"]) == family)
+
+
+def cast_share(run: Run) -> float | None:
+    """Cast's share of summed op time (0-1), None without op statistics."""
+    return _family_share(run, "Cast")
+
+
+def batchnorm_share(run: Run) -> float | None:
+    return _family_share(run, "BatchNorm")
+
+
+def headline_cards(run: Run) -> list[Card]:
+    """The overview's number cards: mean step and its split, communication, Cast/BatchNorm share where the
+    AMP story applies, queue emptiness."""
+    summary = summary_of(run)
+    steps, queues = summary["steps"], summary["queues"]
+    total = steps["total_ms"] if steps else None
+    cards = [Card("mean-step", f"mean step ({mean_of_text(steps, brief=True)})" if steps else "mean step", ms(total))]
+    split = step_split(run.steps) if steps else ()
+    for col, label in split:
+        value = steps.get(col)
+        share = value / total if value is not None and total else None
+        cards.append(Card(col.removesuffix("_ms").replace("_", "-"), label, f"{ms(value)} · {pct(share)}"))
+    comm = communication(run)
+    if comm is not None and not any(col == "comm_exposed_ms" for col, _ in split):
+        cards.append(Card("communication", f"communication {comm.how}", f"{ms(comm.mean_ms)} · {pct(comm.share)}"))
+    if amp_families_apply(run):
+        cards += [Card("cast-share", "Cast share of op time", pct(cast_share(run))),
+                  Card("batchnorm-share", "BatchNorm share of op time", pct(batchnorm_share(run)))]
+    for which in ("host", "device"):
+        stats = queues[which]
+        value = percent(stats["empty_pct"]) if stats else "no data"
+        cards.append(Card(f"{which}-empty", f"{which} queue empty", value))
+    return cards
+
+
+def run_description(run: Run) -> str:
+    meta = run.meta
+    return (f"{run.path} · device {meta.device or 'unknown'} · layout {meta.layout or 'unknown'} · "
+            f"ranks {len(run.ranks)} · data mode {meta.data_mode or 'unknown'}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Findings
+
+
+@dataclass(frozen=True)
+class FindingView:
+    """One finding as every view prints it."""
+
+    severity: str
+    title: str
+    detail: str      # id · target · gain — evidence
+    action: str
+
+
+@dataclass(frozen=True)
+class Findings:
+    items: list[FindingView]          # most important first
+    ids: list[str]
+    note: str | None                  # why there is nothing to show, when items is empty
+
+
+@once_per_run
+def findings(run: Run) -> Findings:
+    """`perfkit advise` for this run, worded once for the dashboard and the report."""
+    from ..advisor import advise
+    advice = advise(run)
+    items = []
+    for finding in advice.findings:
+        numbers_shown = ", ".join(f"{key} = {evidence(value)}" for key, value in finding.evidence.items())
+        gain = f" · up to {percent(finding.est_gain_pct)} of step time" if finding.est_gain_pct is not None else ""
+        target = f" · {finding.target}" if finding.target else ""
+        items.append(FindingView(finding.severity, finding.title, f"{finding.id}{target}{gain} — {numbers_shown}",
+                                 finding.action))
+    note = None if items else "no findings: none of perfkit's rules found something to change in this run"
+    return Findings(items, advice.ids(), note)

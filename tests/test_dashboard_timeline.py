@@ -1,0 +1,122 @@
+"""The Timeline page in headless Chromium: the index builds on the first visit, bars are drawn, the step
+picker switches steps, hovering a bar names its op. Screenshot: docs/dash_timeline.png with
+PERFKIT_SCREENSHOT_DIR=docs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import broken
+from conftest import FIXTURE_RUNS, REPO
+from test_dashboard_browser import make_driver, screenshot, start_server, wait_for
+
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+import perfkit  # noqa: E402
+from perfkit import figures, timeline  # noqa: E402
+
+pytestmark = pytest.mark.browser
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory) -> Path:
+    """The real new-layout rank with its trace repeated for 3 steps by the benchmark generator (the fixture
+    profiled one step; the step picker needs several): each copy shifted in time, its marker renumbered."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from generate import write_trace_view
+    folder = broken.copy_run(FIXTURE_RUNS["new_level1_rank0"], tmp_path_factory.mktemp("run") / "rank0_ascend_pt")
+    trace = folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    size = trace.stat().st_size
+    assert write_trace_view(trace, size * (STEPS - 1) + 1, first_step=1) == STEPS
+    return folder
+
+
+@pytest.fixture(scope="module")
+def page(run_folder, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("PERFKIT_CACHE_DIR", str(cache))
+    patch.delenv("PERFKIT_NO_CACHE", raising=False)
+    from dashboards import create_app
+    url, stop = start_server(create_app([perfkit.load(run_folder)]))
+    driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver, url
+    driver.quit()
+    stop()
+    patch.undo()
+
+
+def bars(driver) -> int:
+    return driver.execute_script("return document.querySelectorAll('#timeline-graph .trace.bars path').length")
+
+
+def title(driver) -> str:
+    return driver.execute_script("const t = document.querySelector('#timeline-graph .gtitle');"
+                                 "return t ? t.textContent : '';")
+
+
+def test_timeline_page_draws_picks_steps_and_hovers(page, run_folder, tmp_path_factory):
+    driver, url = page
+    driver.get(f"{url}/timeline?run=0")
+    wait_for(driver, lambda d: bars(d) > 0, "timeline bars (after the index is built)")
+    first = timeline.timeline(run_folder, step=1)
+    assert title(driver).startswith(f"step 1 · {len(first):,} events")
+    drawn, merged = figures.timeline_bars(first)
+    assert merged > 0 and "tiny events merged" in title(driver)  # 4,363 complete events > MAX_TIMELINE_BARS
+    wait_for(driver, lambda d: bars(d) == len(drawn), f"{len(drawn)} bars")
+
+    # The step picker: choose step 2, the figure follows.
+    driver.find_element(By.CSS_SELECTOR, "#timeline-step").click()
+    option = wait_for(driver, lambda d: [e for e in d.find_elements(By.XPATH, "//*[@role='option']")
+                                         if e.text.strip() == "2"], "step options")[0]
+    option.click()
+    second = timeline.timeline(run_folder, step=2)
+    wait_for(driver, lambda d: title(d).startswith(f"step 2 · {len(second):,} events"), "step 2 drawn")
+
+    # Hover: the longest bar on the Ascend Hardware lanes names its op.
+    hardware = second[(second["process"] == "Ascend Hardware") & (second["ph"] == "X")]
+    longest = hardware.sort_values("dur_us").iloc[-1]
+    target = driver.execute_script(
+        "const gd = document.getElementById('timeline-graph').querySelector('.js-plotly-plot');"
+        "let best = null, width = -1;"
+        "gd.querySelectorAll('.trace.bars path').forEach(p => {const w = p.getBBox().width;"
+        "  if (w > width) {width = w; best = p;}});"
+        "return best;")
+    ActionChains(driver).move_to_element(target).perform()
+    hover = wait_for(driver, lambda d: d.execute_script(
+        "const h = document.querySelector('#timeline-graph .hoverlayer .hovertext');"
+        "return h ? h.textContent : '';"), "a hover label")
+    longest_any = second[second["ph"] == "X"].sort_values("dur_us").iloc[-1]
+    assert longest_any["name"] in hover and "ms" in hover
+    assert len(longest["name"]) > 0
+    screenshot(driver, "dash_timeline", tmp_path_factory.mktemp("shots"))
+
+
+def test_op_link_outlines_its_occurrences(page, run_folder):
+    driver, url = page
+    name = "aten::empty"
+    driver.get(f"{url}/timeline?run=0&step=3&op={name}")
+    events = timeline.timeline(run_folder, step=3)
+    count = int(((events["ph"] == "X") & events["name"].str.contains(name, regex=False)).sum())
+    wait_for(driver, lambda d: f"{count:,} of them {name}" in title(d), "the op's occurrences counted")
+
+
+def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page, run_folder):
+    driver, url = page
+    driver.get(f"{url}/operators?run=0")
+    cell = wait_for(driver, lambda d: d.find_elements(
+        By.CSS_SELECTOR, "#op-table .ag-center-cols-container .ag-row[row-index='0'] .ag-cell[col-id='name']"),
+        "op instance table")[0]
+    name = cell.get_attribute("textContent").strip().strip("\u2066\u2069")  # the grid isolates names (bidi)
+    cell.click()
+    wait_for(driver, lambda d: "/timeline" in d.current_url, "the timeline page")
+    assert "op=" in driver.current_url
+    events = timeline.timeline(run_folder, step=1)  # no step in the link: the page opens the first
+    count = int(((events["ph"] == "X") & events["name"].str.contains(name, regex=False)).sum())
+    assert count > 0, name  # the Operators page's names are the trace's kernel names
+    wait_for(driver, lambda d: title(d).endswith(f"{count:,} of them {name}"), "the op outlined and counted")

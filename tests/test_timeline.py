@@ -1,0 +1,340 @@
+"""The timeline index, windows and Chrome-trace export, on the real trace fixtures, checked against json.load."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import shutil
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import perfkit
+from perfkit import timeline as tl
+from perfkit.cli import main
+from perfkit.errors import FileFormatError, PerfkitError
+from perfkit.formats import trace_json
+
+import broken
+from conftest import FIXTURE_RUNS
+
+NEW_RANK0 = FIXTURE_RUNS["new_level1_rank0"]
+TRACES = {  # run -> {rank: trace file}, as the profiler wrote them
+    "new_level1": {r: FIXTURE_RUNS["new_level1"] / f"rank{r}_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+                   for r in (0, 1)},
+    "cpu_2_10": {0: next(FIXTURE_RUNS["cpu_2_10"].glob("*_ascend_ms")) / "ASCEND_PROFILER_OUTPUT/trace_view.json"},
+    "legacy_run_2": {1: FIXTURE_RUNS["legacy_run_2"] / "ascend_timeline_display_1.json"},
+}
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
+
+
+@pytest.fixture(params=["one block", "many blocks"])
+def block_size(request, monkeypatch):
+    """Small fixtures fit the first block, which the standard library decodes; small blocks send
+    them through the Arrow path as a 1 GB trace goes."""
+    if request.param == "many blocks":
+        monkeypatch.setattr(trace_json, "FIRST_BLOCK_BYTES", 20_000)
+        monkeypatch.setattr(trace_json, "BLOCK_BYTES", 100_000)
+    return request.param
+
+
+def _expected(path: Path) -> tuple[int, dict[tuple[str, str], float]]:
+    """Independently: (events with a time, total duration of complete events per (pid, tid) lane)."""
+    events = json.load(open(path))
+    timed = [e for e in events if e.get("ph") != "M" and "ts" in e]
+    totals: dict[tuple[str, str], float] = defaultdict(float)
+    for event in timed:
+        if event.get("ph") == "X":
+            totals[(str(event["pid"]), str(event["tid"]))] += float(event["dur"])
+    return len(timed), dict(totals)
+
+
+@pytest.mark.parametrize("run", sorted(TRACES))
+def test_events_and_lane_totals_match_json_load(run, block_size):
+    events = tl.timeline(FIXTURE_RUNS[run], start_ms=0)
+    for rank, path in TRACES[run].items():
+        count, totals = _expected(path)
+        mine = events[events["rank"] == rank]
+        assert len(mine) == count
+        complete = mine[mine["ph"] == "X"]
+        got = complete.groupby(["pid", "tid"])["dur_us"].sum().to_dict()
+        assert got.keys() == totals.keys()
+        for lane, total in totals.items():
+            assert got[lane] == pytest.approx(total, rel=1e-9), lane
+
+
+def test_lanes_follow_the_profilers_sort_indexes():
+    events = tl.timeline(NEW_RANK0, step=50)
+    raw = json.load(open(TRACES["new_level1"][0]))
+    sort = {e["pid"]: e["args"]["sort_index"] for e in raw if e.get("name") == "process_sort_index"}
+    names = {e["pid"]: e["args"]["name"] for e in raw if e.get("name") == "process_name"}
+    lanes = events.drop_duplicates(["pid", "tid"]).sort_values("lane_order")
+    shown = list(dict.fromkeys(lanes["process"]))
+    assert shown == sorted(shown, key=lambda name: sort[next(p for p, n in names.items() if n == name)])
+    assert lanes["lane_order"].is_monotonic_increasing and lanes["lane_order"].is_unique
+
+
+def test_step_window_holds_the_events_meeting_the_step_marker():
+    raw = json.load(open(TRACES["new_level1"][0]))
+    (marker,) = [e for e in raw if e.get("name") == "ProfilerStep#50"]
+    start, end = float(marker["ts"]), float(marker["ts"]) + marker["dur"]
+    meeting = [e for e in raw if e.get("ph") != "M" and "ts" in e
+               and float(e["ts"]) < end and (float(e["ts"]) + float(e.get("dur", 0)) > start or float(e["ts"]) >= start)]
+    events = tl.timeline(NEW_RANK0, step=50)
+    assert len(events) == len(meeting)
+    assert (events["step"] == 50).all()
+
+
+def test_index_is_reused_and_rebuilt_when_the_trace_changes(tmp_path):
+    run = broken.copy_run(FIXTURE_RUNS["legacy_run_2"], tmp_path / "run")
+    first = tl.index(run)
+    assert tl.index(run).folder == first.folder
+    trace = run / "ascend_timeline_display_1.json"
+    events = json.loads(trace.read_text())
+    trace.write_text(json.dumps(events[:50]))
+    second = tl.index(run)
+    assert second.folder != first.folder and not first.folder.exists()
+    assert len(tl.timeline(run, start_ms=0)) == 50
+    assert not any(path.is_relative_to(run) for path in [second.folder])
+
+
+@pytest.mark.parametrize("damage", ["index.json cut", "part deleted", "part garbage"])
+def test_corrupt_index_is_rebuilt_never_used(damage):
+    found = tl.index(NEW_RANK0)
+    part = found.folder / found.ranks[0]["parts"][0]["file"]
+    if damage == "index.json cut":
+        text = (found.folder / tl.INDEX_FILE).read_text()
+        (found.folder / tl.INDEX_FILE).write_text(text[: len(text) // 2])
+    elif damage == "part deleted":
+        part.unlink()
+    else:
+        part.write_bytes(b"PAR1 not really")
+    events = tl.timeline(NEW_RANK0, start_ms=0)
+    assert len(events) == _expected(TRACES["new_level1"][0])[0]
+
+
+def test_full_disk_while_indexing_is_one_error_and_leaves_nothing(monkeypatch, tmp_path):
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(tl.pq, "write_table", no_space)
+    result = CliRunner().invoke(main, ["trace", str(NEW_RANK0), "--step", "50", "-o", str(tmp_path / "s.json")])
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("perfkit:")]
+    assert len(lines) == 1 and "No space left" in lines[0] and "Traceback" not in result.output
+    timeline_cache = tmp_path / "cache" / "timeline"
+    assert not [p for p in timeline_cache.rglob("*") if p.is_file()]
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_step_the_run_lacks_lists_the_steps_it_has(tmp_path):
+    result = CliRunner().invoke(main, ["trace", str(NEW_RANK0), "--step", "7", "-o", str(tmp_path / "s.json")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1].endswith("rank 0 has no step 7: it has steps 50")
+
+
+def _valid_chrome_trace(events: list) -> None:
+    assert isinstance(events, list) and events
+    timed = [e for e in events if e["ph"] != "M"]
+    for event in events:
+        assert {"ph", "name", "pid", "tid"} <= event.keys()
+        assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
+    for event in timed:
+        assert isinstance(event["ts"], float) and math.isfinite(event["ts"])
+        if event["ph"] == "X":
+            assert event["dur"] >= 0
+    assert [e["ts"] for e in timed] == sorted(e["ts"] for e in timed)
+    assert events[: len(events) - len(timed)] == [e for e in events if e["ph"] == "M"]  # metadata first
+
+
+def test_exported_trace_is_valid_and_round_trips_through_the_index(tmp_path):
+    out = tmp_path / "step50.json"
+    result = CliRunner().invoke(main, ["trace", str(FIXTURE_RUNS["new_level1"]), "--step", "50", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    exported = json.loads(out.read_text())
+    _valid_chrome_trace(exported)
+    window = tl.timeline(FIXTURE_RUNS["new_level1"], step=50)
+    names = {e["pid"]: e["args"]["name"] for e in exported if e["name"] == "process_name"}
+    assert {name.split(":")[0] for name in names.values()} == {"rank 0", "rank 1"}  # ranks side by side
+    # Read back by the index's own parser: the same events, times and durations.
+    back = pd.concat(t.to_pandas() for t in trace_json.read_blocks(out))
+    back = back[back["ph"] != "M"]
+    key = lambda frame, ts, dur: Counter(zip(frame["name"], frame[ts].round(3), frame[dur].fillna(0).round(3),  # noqa: E731
+                                            frame["ph"]))
+    assert key(back, "ts", "dur") == key(window, "start_us", "dur_us")
+
+
+def test_parquet_export_is_the_events_table(tmp_path):
+    out = tmp_path / "step50.parquet"
+    result = CliRunner().invoke(main, ["trace", str(NEW_RANK0), "--step", "50", "--format", "parquet", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_parquet(out)
+    assert list(table.columns) == tl.EVENT_COLUMNS
+    assert len(table) == len(tl.timeline(NEW_RANK0, step=50))
+
+
+# ---------------------------------------------------------------- bad input (crafted from the real trace)
+
+def _run_with_trace(tmp_path: Path, mutate) -> tuple[Path, Path]:
+    run = broken.copy_run(NEW_RANK0, tmp_path / "run")
+    trace = run / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    mutate(trace)
+    return run, trace
+
+
+def _trace_cli(run: Path, tmp_path: Path, *args: str):
+    return CliRunner().invoke(main, ["trace", str(run), *args, "-o", str(tmp_path / "out.json")])
+
+
+def test_trace_cut_in_half_gives_the_events_before_the_cut_with_a_warning(tmp_path, block_size):
+    run, trace = _run_with_trace(tmp_path, broken.cut_in_half)
+    raw = trace.read_bytes()
+    complete = json.JSONDecoder()
+    text, position, count = raw.decode()[1:], 0, 0
+    while True:  # independently: the whole events before the cut
+        try:
+            event, position = complete.raw_decode(text, position)
+        except json.JSONDecodeError:
+            break
+        count += event.get("ph") != "M" and "ts" in event
+        position = len(text) - len(text[position:].lstrip(" ,"))
+    found = tl.index(run)
+    assert any("JSON stops at byte" in w and "trace_view.json" in w for w in found.warnings)
+    assert len(tl.timeline(run, start_ms=0)) == count
+    result = _trace_cli(run, tmp_path, "--start-ms", "0")
+    assert result.exit_code == 0 and "perfkit: warning:" in result.stderr and "JSON stops at byte" in result.stderr
+
+
+@pytest.mark.parametrize("content, problem", [(b'{"traceEvents": []}', "not a JSON array"), (b"", "is empty"),
+                                              (b"[{\"ph\": \"X\", \"na", "holds no whole event")])
+def test_unreadable_trace_is_one_line_exit_2(tmp_path, content, problem):
+    run, trace = _run_with_trace(tmp_path, lambda p: p.write_bytes(content))
+    result = _trace_cli(run, tmp_path, "--start-ms", "0")
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("perfkit:")]
+    assert str(trace) in line and problem in line
+
+
+def _edit_events(edit):
+    def mutate(path: Path) -> None:
+        events = json.loads(path.read_text())
+        path.write_text(json.dumps([edit(dict(e)) if e.get("ph") == "X" else e for e in events]))
+    return mutate
+
+
+def test_events_without_ts_or_dur_are_counted_in_a_warning(tmp_path):
+    def drop(event):
+        event.pop("ts" if event["name"].startswith("aten::") else "dur", None)
+        return event
+    run, trace = _run_with_trace(tmp_path, _edit_events(drop))
+    raw = json.loads(trace.read_text())
+    no_ts = sum(1 for e in raw if e.get("ph") == "X" and "ts" not in e)
+    no_dur = sum(1 for e in raw if e.get("ph") == "X" and "ts" in e and "dur" not in e)
+    found = tl.index(run)
+    assert any(f"{no_ts:,} events without a time" in w for w in found.warnings)
+    assert any(f"{no_dur:,} complete events without a duration" in w for w in found.warnings)
+
+
+@pytest.mark.parametrize("bad", ["abc", float("nan")])
+def test_string_and_nan_times_are_unknown_not_numbers(tmp_path, bad, block_size):
+    def spoil(event):
+        if event["name"].startswith("aten::"):
+            event["dur"] = bad
+        return event
+    run, trace = _run_with_trace(tmp_path, _edit_events(spoil))  # json.dumps writes NaN for float("nan")
+    spoiled = sum(1 for e in json.load(open(trace)) if e.get("ph") == "X" and e["name"].startswith("aten::"))
+    events = tl.timeline(run, start_ms=0)
+    aten = events[events["name"].str.startswith("aten::") & (events["ph"] == "X")]
+    assert len(aten) == spoiled and aten["dur_us"].isna().all()
+    assert any(f"{spoiled:,} times that are not numbers" in w for w in tl.index(run).warnings)
+
+
+def test_a_20_mb_event_is_read(tmp_path, block_size):
+    def huge(path: Path) -> None:
+        events = json.loads(path.read_text())
+        events[5]["args"]["Call stack"] = "x" * 20_000_000
+        path.write_text(json.dumps(events))
+    run, trace = _run_with_trace(tmp_path, huge)
+    assert len(tl.timeline(run, start_ms=0)) == _expected(trace)[0]
+
+
+def test_a_nested_event_separator_does_not_split_an_event(tmp_path, block_size):
+    """`},{` inside an event (a list of objects in args, or a string) is not between events."""
+    def nested(path: Path) -> None:
+        events = json.loads(path.read_text())
+        for event in events[::7]:
+            event.setdefault("args", {})["inputs"] = [{"shape": "1,2"}, {"shape": "},{"}]
+        path.write_text(json.dumps(events, separators=(",", ":")))
+    run, trace = _run_with_trace(tmp_path, nested)
+    assert len(tl.timeline(run, start_ms=0)) == _expected(trace)[0]
+
+
+def test_summary_never_reads_the_trace(tmp_path):
+    run, _ = _run_with_trace(tmp_path, lambda p: p.write_bytes(b"not json at all"))
+    result = CliRunner().invoke(main, ["summary", str(run), "--format", "json"])
+    assert result.exit_code == 0 and "trace_view" not in result.output
+
+
+def test_run_without_a_trace_says_so(tmp_path):
+    run = broken.copy_run(NEW_RANK0, tmp_path / "run")
+    (run / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").unlink()
+    with pytest.raises(FileFormatError, match="holds no trace file"):
+        tl.index(run)
+
+
+def test_index_never_lives_in_the_run(tmp_path, monkeypatch):
+    run = broken.copy_run(NEW_RANK0, tmp_path / "run")
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(run / "cache"))
+    with pytest.raises(PerfkitError, match="cache folder"):
+        tl.index(run)
+    assert not (run / "cache").exists()
+
+
+@pytest.mark.parametrize("run", sorted(TRACES))
+def test_blocks_go_through_arrow_not_the_slow_decoder(run, monkeypatch):
+    """After the first block (whose types it learns from) and a block per type first seen later, every
+    block of a real trace is parsed by Arrow: the path that makes a 1 GB trace take seconds."""
+    monkeypatch.setattr(trace_json, "FIRST_BLOCK_BYTES", 20_000)
+    monkeypatch.setattr(trace_json, "BLOCK_BYTES", 50_000)
+    for path in TRACES[run].values():
+        stats = trace_json.Stats()
+        blocks = list(trace_json.read_blocks(path, stats))
+        assert sum(len(block) for block in blocks) == len(json.load(open(path)))
+        assert stats.slow_blocks <= 3 and (len(blocks) > 10 or path.stat().st_size < 500_000), stats
+
+
+def test_cpu_steps_are_the_loaders_steps_and_hold_each_op_once():
+    """The CPU trace has no step markers: step k is the k-th run of every op, as the CPU reader derives
+    its steps (from cpu_op_execute_timestamp, another file)."""
+    run = FIXTURE_RUNS["cpu_2_10"]
+    assert tl.index(run).steps() == perfkit.load(run).steps["step"].tolist()
+    raw = json.load(open(TRACES["cpu_2_10"][0]))
+    ops = {e["name"] for e in raw if e.get("ph") == "X" and e.get("args", {}).get("type")}
+    for step in tl.index(run).steps():
+        events = tl.timeline(run, step=step)
+        kernels = events[events["op_type"].notna() & (events["ph"] == "X")]
+        assert len(kernels) == len(ops) and set(kernels["name"]) == ops
+
+
+def test_one_odd_event_costs_a_small_piece_of_slow_decoding(tmp_path, monkeypatch):
+    """A block Arrow rejects is halved until the piece holding the odd event is small: only that piece is
+    decoded event by event. The odd event (crafted: no real trace has one) holds `},{` in a nested list."""
+    monkeypatch.setattr(trace_json, "FIRST_BLOCK_BYTES", 20_000)
+    monkeypatch.setattr(trace_json, "BLOCK_BYTES", 1_000_000)
+    monkeypatch.setattr(trace_json, "SLOW_BYTES", 30_000)
+    events = json.load(open(TRACES["new_level1"][0]))
+    events[len(events) // 2].setdefault("args", {})["inputs"] = [{"shape": "1"}, {"shape": "2"}]
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(events, separators=(",", ":")))
+    stats = trace_json.Stats()
+    read = pd.concat(block.to_pandas() for block in trace_json.read_blocks(path, stats))
+    assert list(read["name"]) == [e["name"] for e in events]
+    assert stats.slow_bytes < 20_000 + 2 * 30_000 + 100_000, stats  # first block + the odd piece (and a cut)
