@@ -33,8 +33,8 @@ def figure_panels(run) -> int:
                for panel in in_report())
 
 
-# The compare section's figures (step split, op-type shares, queue emptiness).
-COMPARE_FIGURES = 3
+# The compare section's figures (step split, step time spread, op time per step, queue emptiness).
+COMPARE_FIGURES = 4
 
 
 def test_report_is_self_contained():
