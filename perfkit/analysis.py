@@ -100,15 +100,64 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
     return result
 
 
+# Ranks "run different ops" when one op type's share of a rank's op time is more than this apart between two
+# ranks. Data-parallel ranks run one graph, so their shares agree within a few points (the real 2-rank fixtures
+# msinsight_level1 and msinsight_db_level1: 0.3 and 0.2 points); ranks that run other ops move a type's share by
+# tens of points (msinsight_2023: rank 1 runs no FlashAttentionScore, hcom_broadcast_ 15 % vs 82 %: 68 points),
+# and so does a pipeline stage that runs other layers or waits on point-to-point transfers. At a 10-point gap the
+# pooled share is off by 5 points or more for at least one of two ranks, enough to misread what a rank should tune.
+OP_MIX_GAP = 0.10
+# Op types listed per rank (`summary --format json` per_rank[].op_types and the terminal) when ranks differ.
+PER_RANK_TOP_OP_TYPES = 5
+
+
+def _type_shares(op_types: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Op types summed within each `by` group: type, total_ms, count, share (of the group's summed op time)."""
+    grouped = (op_types.groupby([*by, "type"], observed=True, sort=False)
+               .agg(total_ms=("total_ms", "sum"), count=("count", "sum")).reset_index())
+    total = (grouped.groupby(by)["total_ms"].transform("sum") if by
+             else pd.Series(grouped["total_ms"].sum(), index=grouped.index))
+    grouped["share"] = (grouped["total_ms"] / total).where(total > 0)
+    return grouped.sort_values([*by, "total_ms"], ascending=[True] * len(by) + [False],
+                               kind="stable").reset_index(drop=True)
+
+
 def op_type_shares(run: Run) -> pd.DataFrame:
     """Op types over all ranks, largest first: type, total_ms, count, share (of summed op time)."""
     if not len(run.op_types):
         return pd.DataFrame(columns=["type", "total_ms", "count", "share"])
-    grouped = (run.op_types.groupby("type", observed=True, sort=False)
-               .agg(total_ms=("total_ms", "sum"), count=("count", "sum")).reset_index())
-    total = grouped["total_ms"].sum()
-    grouped["share"] = grouped["total_ms"] / total if total > 0 else float("nan")
-    return grouped.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)
+    return _type_shares(run.op_types, [])
+
+
+def op_type_shares_by_rank(run: Run) -> pd.DataFrame:
+    """Op types per rank, each rank's largest first: rank, type, total_ms, count, share (of that rank's op time)."""
+    if not len(run.op_types):
+        return pd.DataFrame(columns=["rank", "type", "total_ms", "count", "share"])
+    return _type_shares(run.op_types, ["rank"])
+
+
+def op_mix_gap(by_rank: pd.DataFrame) -> float | None:
+    """The largest gap (0..1) between two ranks' shares of one op type (op_type_shares_by_rank); None under two
+    ranks with op data.
+
+    A type a rank does not run has share 0 there, so a type only some ranks run counts fully.
+    """
+    if by_rank["rank"].nunique() < 2:
+        return None
+    shares = by_rank.pivot_table(index="rank", columns="type", values="share", aggfunc="sum",
+                                 observed=True, fill_value=0.0)
+    return float((shares.max() - shares.min()).max())
+
+
+def ranks_run_different_ops(by_rank: pd.DataFrame) -> bool:
+    """Whether pooling op types over ranks hides what a rank runs (a gap over OP_MIX_GAP)."""
+    gap = op_mix_gap(by_rank)
+    return gap is not None and gap > OP_MIX_GAP
+
+
+def _op_type_items(shares: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{"type": str(row.type), "total_ms": float(row.total_ms), "share": _number(row.share),
+             "count": int(row.count)} for row in shares.itertuples(index=False)]
 
 
 def queue_stats(queue: pd.DataFrame) -> dict[str, Any] | None:
@@ -437,6 +486,11 @@ def summarize(run: Run) -> dict[str, Any]:
         entry["memory"] = peaks.get(entry["rank"])
         entry["communication"] = communication.get(entry["rank"])
     shares = op_type_shares(run)
+    by_rank = op_type_shares_by_rank(run)
+    if ranks_run_different_ops(by_rank):  # added only then, so runs whose ranks agree keep their JSON
+        for entry in per_rank:
+            mine = by_rank[by_rank["rank"] == entry["rank"]]
+            entry["op_types"] = _op_type_items(mine.head(PER_RANK_TOP_OP_TYPES))
     pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
     first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline
     return {
@@ -449,8 +503,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "steps": step_means(run.steps),
         "per_rank": per_rank,
         "slow_ranks": _slow_ranks(run),
-        "op_types": [{"type": str(row.type), "total_ms": float(row.total_ms), "share": _number(row.share),
-                      "count": int(row.count)} for row in shares.itertuples(index=False)],
+        "op_types": _op_type_items(shares),
         "queues": {"host": queue_stats(run.host_queue), "device": queue_stats(run.device_queue)},
         "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": None if pd.isna(row.workers) else int(row.workers),
                       "queue_usage": _number(row.queue_usage)}

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import bound, framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
+from .analysis import (bound, framework_memory, link_bandwidth, op_type_shares, op_type_shares_by_rank, queue_stats,
+                       ranks_run_different_ops, step_means)
 from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
                       setting_value, spread, step_totals, verdict_words)
 from .model import Run
@@ -316,12 +317,24 @@ def _workers(workers) -> str:
 
 
 def op_type_rows(run: Run) -> pd.DataFrame:
-    """Op types largest first, as the operators table shows them (share in %)."""
+    """Op types largest first, as the operators table shows them (share in %).
+
+    Where ranks run different op-type mixes (analysis.ranks_run_different_ops), one more column per rank:
+    the type's share of that rank's op time (0 where the rank does not run it), so the pooled share is not
+    read as any one rank's.
+    """
     shares = op_type_shares(run)
-    return pd.DataFrame({"type": shares["type"].astype(str), "family": shares["type"].astype(str).map(op_family),
+    rows = pd.DataFrame({"type": shares["type"].astype(str), "family": shares["type"].astype(str).map(op_family),
                          "total_ms": shares["total_ms"].astype(float),
                          "count": shares["count"].astype("int64"),
                          "share_pct": 100 * shares["share"].astype(float)})
+    by_rank = op_type_shares_by_rank(run)
+    if not ranks_run_different_ops(by_rank):
+        return rows
+    per_rank = (100 * by_rank.assign(type=by_rank["type"].astype(str))
+                .pivot_table(index="type", columns="rank", values="share", aggfunc="sum", fill_value=0.0))
+    per_rank.columns = [f"rank{rank}_share_pct" for rank in per_rank.columns]
+    return rows.join(per_rank, on="type")
 
 
 def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str = "",

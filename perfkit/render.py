@@ -140,10 +140,24 @@ def op_type_lines(summary: dict[str, Any], top: int = 10) -> list[str]:
         return []
     lines = [f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])}; "
              "total and calls summed over steps and ranks)"]
-    for op in summary["op_types"][:top]:
-        share = "" if op["share"] is None else f"{pct(op['share']):>7}"
-        lines.append(f"  {op['type']:<34}{ms(op['total_ms']):>17}  {share}  x{count(op['count'])}")
+    lines += _op_type_rows(summary["op_types"][:top], indent="  ")
+    by_rank = [entry for entry in summary["per_rank"] if "op_types" in entry]
+    if by_rank:  # analysis.ranks_run_different_ops: the pooled shares above describe no single rank
+        lines.append("  ranks run different op-type mixes: the pooled table above mixes them; per rank (top "
+                     f"{max(len(entry['op_types']) for entry in by_rank)}, share of the rank's op time):")
+        for entry in by_rank:
+            lines.append(f"  rank {entry['rank']}" + ("" if entry["op_types"] else ": no op data"))
+            lines += _op_type_rows(entry["op_types"], indent="    ")
     return lines
+
+
+def _op_type_rows(op_types: list[dict[str, Any]], indent: str) -> list[str]:
+    """One line per op type: type, total ms, share, calls (columns aligned whatever the indent)."""
+    rows = []
+    for op in op_types:
+        share = "" if op["share"] is None else f"{pct(op['share']):>7}"
+        rows.append(f"{indent}{op['type']:<{36 - len(indent)}}{ms(op['total_ms']):>17}  {share}  x{count(op['count'])}")
+    return rows
 
 
 def queue_lines(summary: dict[str, Any], which: str) -> list[str]:
