@@ -275,8 +275,8 @@ def _parsed(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
     decoding, not a block."""
     try:
         return _fast(body, stats), len(body)
-    except msgspec.DecodeError:  # also ValidationError: a value of a type the structs do not take
-        pass
+    except (msgspec.DecodeError, ValueError):  # ValidationError (a value of a type the structs do not
+        pass                                      # take) is a DecodeError; bytes not UTF-8 a ValueError
     gap = EVENT_GAP.search(body, len(body) // 2) if len(body) > SLOW_BYTES else None
     if gap is None:
         return _slow(body, stats)
