@@ -252,13 +252,15 @@ def index_workers() -> int:
 def _index_block(staging: Path, rank: int, number: int, block: pa.Table) -> dict:
     """One block of a trace (in a worker process): its events sorted by start into one Parquet part;
     what the index needs from it (lane metadata, step markers, counts of events without times)."""
+    # (filters only where they drop something: each copies the block)
     is_meta = pc.equal(block.column("ph"), "M").fill_null(False)
-    metadata = block.filter(is_meta).select(["name", "pid", "tid", "args"]).to_pylist() \
-        if pc.any(is_meta).as_py() else []
-    events = block.filter(pc.invert(is_meta))
-    has_ts = pc.is_valid(events.column("ts"))
-    missing_ts = len(events) - (pc.sum(has_ts.cast(pa.int64())).as_py() or 0)
-    events = events.filter(has_ts)
+    metadata, events = [], block
+    if pc.any(is_meta).as_py():
+        metadata = block.filter(is_meta).select(["name", "pid", "tid", "args"]).to_pylist()
+        events = block.filter(pc.invert(is_meta))
+    missing_ts = events.column("ts").null_count
+    if missing_ts:
+        events = events.filter(pc.is_valid(events.column("ts")))
     answer = {"metadata": metadata, "markers": [], "missing_ts": missing_ts, "missing_dur": 0, "part": None}
     if not len(events):
         return answer
@@ -285,8 +287,7 @@ def _events_table(events: pa.Table) -> pa.Table:
         "pid": events.column("pid"), "tid": events.column("tid"),
         "ph": events.column("ph"), "name": events.column("name"), "cat": events.column("cat"),
         "start_us": events.column("ts"), "dur_us": events.column("dur"),
-        "shapes": pc.coalesce(field("Input Shapes"), field("Input Dims")),
-        "op_type": pc.coalesce(field("type"), field("Task Type")),
+        "shapes": field("shapes"), "op_type": field("op_type"),
         "flow_id": events.column("id"),
     })
 

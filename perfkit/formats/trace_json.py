@@ -31,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, BinaryIO, Callable, Iterator, Optional, Union
 
 import msgspec
 import pyarrow as pa
@@ -51,20 +51,21 @@ GAP_BYTES = 67
 # Worker processes decoding blocks: one per core, at most this many (each holds ~8x a block in memory:
 # the bytes, the decoded structs, the columns).
 MAX_WORKERS = 4
-# args that the timeline shows or needs: lane names and order (M events), shapes, op type.
-ARGS = {"name": pa.string(), "sort_index": pa.int64(), "Input Dims": pa.string(), "Input Shapes": pa.string(),
-        "Task Type": pa.string(), "type": pa.string()}
+# args that the timeline shows or needs, each the first of its keys that the event has (not null): lane
+# names and order (M events), shapes, op type (CPU ops: type; device tasks: Task Type).
+ARGS = {"name": (("name",), pa.string()), "sort_index": (("sort_index",), pa.int64()),
+        "shapes": (("Input Shapes", "Input Dims"), pa.string()), "op_type": (("type", "Task Type"), pa.string())}
 # What every block comes out as, whatever the file spelled.
 OUTPUT = pa.schema([("ph", pa.string()), ("name", pa.string()), ("cat", pa.string()), ("pid", pa.string()),
                     ("tid", pa.string()), ("ts", pa.float64()), ("dur", pa.float64()), ("id", pa.string()),
-                    ("args", pa.struct([(key, kind) for key, kind in ARGS.items()]))])
+                    ("args", pa.struct([(key, kind) for key, (_, kind) in ARGS.items()]))])
 BETWEEN_EVENTS = frozenset(b" \t\r\n,")
 
 # The decoded shape of an event: only these keys become Python objects, the rest are skipped. gc=False:
 # millions of them, never in a reference cycle, so the garbage collector need not track them.
 class _Args(msgspec.Struct, gc=False, frozen=True):
-    """The args of ARGS, in its order: strings as any JSON value (a list of shapes becomes its JSON text);
-    an integer arg as an integer only (another type sends the block to the slow path, which drops it)."""
+    """The keys of ARGS: strings as any JSON value (a list of shapes becomes its JSON text); an integer arg
+    as an integer only (another type sends the block to the slow path, which drops it)."""
     name: Any = None
     sort_index: Optional[int] = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
@@ -130,19 +131,18 @@ def map_blocks(path: Path, each: Callable[[int, pa.Table], Any], stats: Stats | 
     """
     stats = stats if stats is not None else Stats()
     with open(path, "rb") as file:
-        descriptor = file.fileno()
-        size = os.fstat(descriptor).st_size
-        first = _array_start(descriptor, size, path)
+        size = os.fstat(file.fileno()).st_size
+        first = _array_start(file, size, path)
         if workers > 1 and (size - first <= BLOCK_BYTES or "fork" not in multiprocessing.get_all_start_methods()):
             workers = 1
-        results = _decoded(_spans(descriptor, first, size), path, each, workers)
+        results = _decoded(_spans(file, first, size), path, each, workers)
         carry = None  # where the bytes that the last block left unread start (an event cut by a wrong gap)
         try:
             for number, ((start, end, last), decoded) in enumerate(results):
                 base = start
                 if carry is not None:  # decoded from `start` on, which is inside an event: decode it again
                     base = carry
-                    decoded = _decode(_body(descriptor, carry, end, last), number, each)
+                    decoded = _decode(_body(file, carry, end, last), number, each)
                 found, used, length, value = decoded
                 stats.add(found)
                 if found.events:
@@ -155,16 +155,21 @@ def map_blocks(path: Path, each: Callable[[int, pa.Table], Any], stats: Stats | 
                     stats.truncated_at = base + used
                     break
                 else:
-                    carry = _next_event(descriptor, base + used, size)
+                    carry = _next_event(file, base + used, size)
         finally:
             results.close()
     if not stats.events and stats.truncated_at is not None:
         raise FileFormatError(f"is not valid JSON from byte {stats.truncated_at} on, and holds no whole event", path)
 
 
-def _array_start(descriptor: int, size: int, path: Path) -> int:
+def _read_at(file: BinaryIO, offset: int, size: int) -> bytes:
+    file.seek(offset)
+    return file.read(size)
+
+
+def _array_start(file: BinaryIO, size: int, path: Path) -> int:
     """The offset just after the opening `[`."""
-    head = os.pread(descriptor, min(size, HEAD_BYTES), 0)
+    head = _read_at(file, 0, HEAD_BYTES)
     start = len(head) - len(head.lstrip())
     if head[start:start + 1] != b"[":
         what = "is empty" if not head.strip() else "is not a JSON array of trace events"
@@ -172,12 +177,12 @@ def _array_start(descriptor: int, size: int, path: Path) -> int:
     return start + 1
 
 
-def _spans(descriptor: int, first: int, size: int) -> Iterator[tuple[int, int, bool]]:
+def _spans(file: BinaryIO, first: int, size: int) -> Iterator[tuple[int, int, bool]]:
     """(start, end, last) of the file's blocks: from `first` on, about BLOCK_BYTES each, each cut at the
     first gap between two events after that; the last runs to the end of the file."""
     start = first
     while True:
-        gap = _next_gap(descriptor, start + BLOCK_BYTES, size)
+        gap = _next_gap(file, start + BLOCK_BYTES, size)
         if gap is None:
             yield start, size, True
             return
@@ -185,11 +190,11 @@ def _spans(descriptor: int, first: int, size: int) -> Iterator[tuple[int, int, b
         start = gap[1]
 
 
-def _next_gap(descriptor: int, offset: int, size: int) -> tuple[int, int] | None:
+def _next_gap(file: BinaryIO, offset: int, size: int) -> tuple[int, int] | None:
     """(end of the event before, start of the event after) of the first gap between events at or after
     `offset`; None when there is none before the end of the file."""
     while offset < size:
-        window = os.pread(descriptor, PROBE_BYTES, offset)
+        window = _read_at(file, offset, PROBE_BYTES)
         found = EVENT_GAP.search(window)
         if found:
             return offset + found.start() + 1, offset + found.end() - 1
@@ -199,10 +204,10 @@ def _next_gap(descriptor: int, offset: int, size: int) -> tuple[int, int] | None
     return None
 
 
-def _next_event(descriptor: int, offset: int, size: int) -> int:
+def _next_event(file: BinaryIO, offset: int, size: int) -> int:
     """`offset` moved past the comma and spaces before the next event."""
     while offset < size:
-        window = os.pread(descriptor, 4096, offset)
+        window = _read_at(file, offset, 4096)
         skipped = len(window) - len(window.lstrip(b" \t\r\n,"))
         offset += skipped
         if skipped < len(window):
@@ -210,14 +215,18 @@ def _next_event(descriptor: int, offset: int, size: int) -> int:
     return offset
 
 
-def _body(descriptor: int, start: int, end: int, last: bool) -> bytes:
-    """The file's bytes [start, end); for the last block without the closing `]`."""
-    body = os.pread(descriptor, end - start, start)
+def _body(file: BinaryIO, start: int, end: int, last: bool) -> bytearray:
+    """`[` + the file's bytes [start, end) + `]`, read in place (a block is decoded as one JSON array, and
+    a copy of 16 MB costs as much as a tenth of its decoding); for the last block without the closing `]`."""
+    array = bytearray(end - start + 2)
+    file.seek(start)
+    read = file.readinto(memoryview(array)[1:-1])
     if last:
-        body = body.rstrip()
-        if body.endswith(b"]"):
-            body = body[:-1]
-    return body
+        body = bytes(array[1:read + 1]).rstrip()
+        return bytearray(b"[" + (body[:-1] if body.endswith(b"]") else body) + b"]")
+    del array[read + 1:-1]  # the file shrank while read
+    array[0], array[-1] = ord("["), ord("]")
+    return array
 
 
 def _decoded(spans: Iterator[tuple[int, int, bool]], path: Path, each: Callable, workers: int) -> Iterator:
@@ -258,15 +267,24 @@ def _decoded_in_workers(numbered: Iterator, path: Path, each: Callable, workers:
 
 def _decode_span(path: Path, start: int, end: int, last: bool, number: int, each: Callable) -> tuple:
     with open(path, "rb") as file:
-        return _decode(_body(file.fileno(), start, end, last), number, each)
+        return _decode(_body(file, start, end, last), number, each)
 
 
-def _decode(body: bytes, number: int, each: Callable) -> tuple[Stats, int, int, Any]:
-    """(what was found, bytes of `body` decoded, bytes of `body`, each(number, events) or None)."""
+def _decode(array: bytearray, number: int, each: Callable) -> tuple[Stats, int, int, Any]:
+    """(what was found, bytes of the events decoded, bytes of events in `array` (a JSON array: `[` + events
+    + `]`), each(number, events) or None)."""
     stats = Stats()
-    table, used = _parsed(body, stats)
+    try:
+        table, used = _fast(array, stats), len(array) - 2
+    except _REJECTED:
+        table, used = _halves(bytes(array[1:-1]), stats)
     stats.events = len(table)
-    return stats, used, len(body), each(number, table) if len(table) else None
+    return stats, used, len(array) - 2, each(number, table) if len(table) else None
+
+
+# What msgspec raises for a block it cannot take: ValidationError (a value of a type the structs do not
+# take) is a DecodeError; bytes that are not UTF-8 a ValueError.
+_REJECTED = (msgspec.DecodeError, ValueError)
 
 
 def _parsed(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
@@ -274,9 +292,13 @@ def _parsed(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
     events) down to SLOW_BYTES, which the standard library decodes; so one odd event costs ~1 MB of slow
     decoding, not a block."""
     try:
-        return _fast(body, stats), len(body)
-    except (msgspec.DecodeError, ValueError):  # ValidationError (a value of a type the structs do not
-        pass                                      # take) is a DecodeError; bytes not UTF-8 a ValueError
+        return _fast(b"[" + body + b"]", stats), len(body)
+    except _REJECTED:
+        return _halves(body, stats)
+
+
+def _halves(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
+    """As _parsed, for a `body` that msgspec rejected."""
     gap = EVENT_GAP.search(body, len(body) // 2) if len(body) > SLOW_BYTES else None
     if gap is None:
         return _slow(body, stats)
@@ -289,15 +311,16 @@ def _parsed(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
     return pa.concat_tables([left, right]), start + right_used
 
 
-def _fast(body: bytes, stats: Stats) -> pa.Table:
-    """`body` (whole events separated by commas) through msgspec, into the columns of OUTPUT."""
-    events = _DECODER.decode(b"[" + body + b"]")
+def _fast(array: bytes | bytearray, stats: Stats) -> pa.Table:
+    """`array` (a JSON array of events) through msgspec, into the columns of OUTPUT."""
+    events = _DECODER.decode(array)
     # One list comprehension per field: the fastest way found to turn structs into columns (~4 ms per
     # 100,000 events; operator.attrgetter and msgspec.structs.astuple + zip are 2-10x slower).
     args = [event.args for event in events]
-    arg_values = ([arg.name for arg in args], [arg.sort_index for arg in args], [arg.input_dims for arg in args],
-                  [arg.input_shapes for arg in args], [arg.task_type for arg in args], [arg.type for arg in args])
-    arg_columns = [_arg_column(values, kind) for values, kind in zip(arg_values, ARGS.values())]
+    arg_values = ([arg.name for arg in args], [arg.sort_index for arg in args],
+                  [arg.input_dims if arg.input_shapes is None else arg.input_shapes for arg in args],
+                  [arg.task_type if arg.type is None else arg.type for arg in args])
+    arg_columns = [_arg_column(values, kind) for values, (_, kind) in zip(arg_values, ARGS.values())]
     columns = {
         "ph": _text_column([event.ph for event in events]),
         "name": _text_column([event.name for event in events]),
@@ -398,7 +421,8 @@ def _row(event: dict, stats: Stats) -> dict:
     row["ts"], row["dur"] = _float(event.get("ts"), stats), _float(event.get("dur"), stats)
     args = event.get("args")
     args = args if isinstance(args, dict) else {}
-    row["args"] = {key: _arg(args.get(key), kind) for key, kind in ARGS.items()}
+    row["args"] = {name: _arg(next((args[key] for key in keys if args.get(key) is not None), None), kind)
+                   for name, (keys, kind) in ARGS.items()}
     return row
 
 
