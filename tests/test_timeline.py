@@ -43,6 +43,7 @@ def block_size(request, monkeypatch):
     worker processes (one per core) as a 1 GB trace goes."""
     if request.param == "many blocks":
         monkeypatch.setattr(trace_json, "BLOCK_BYTES", 100_000)
+        monkeypatch.setattr(tl, "index_workers", lambda: 2)  # forked workers even on a 1-core machine
     return request.param
 
 
@@ -195,21 +196,37 @@ def _trace_cli(run: Path, tmp_path: Path, *args: str):
 
 def test_trace_cut_in_half_gives_the_events_before_the_cut_with_a_warning(tmp_path, block_size):
     run, trace = _run_with_trace(tmp_path, broken.cut_in_half)
-    raw = trace.read_bytes()
+    found = tl.index(run)
+    assert any("JSON stops at byte" in w and "trace_view.json" in w for w in found.warnings)
+    assert len(tl.timeline(run, start_ms=0)) == _timed_events_before_the_break(trace.read_bytes())
+    result = _trace_cli(run, tmp_path, "--start-ms", "0")
+    assert result.exit_code == 0 and "perfkit: warning:" in result.stderr and "JSON stops at byte" in result.stderr
+
+
+def _timed_events_before_the_break(raw: bytes) -> int:
+    """Independently: the whole events with a time before the JSON breaks."""
     complete = json.JSONDecoder()
-    text, position, count = raw.decode()[1:], 0, 0
-    while True:  # independently: the whole events before the cut
+    text, position, count = raw.decode(errors="replace")[1:], 0, 0
+    while True:
         try:
             event, position = complete.raw_decode(text, position)
         except json.JSONDecodeError:
-            break
+            return count
         count += event.get("ph") != "M" and "ts" in event
         position = len(text) - len(text[position:].lstrip(" ,"))
+
+
+def test_garbage_in_the_middle_gives_the_events_before_it_and_no_stray_part(tmp_path, block_size):
+    """Workers decode blocks ahead of the reader: those after the break (crafted: garbage bytes in the
+    middle of the file) are dropped with their parts."""
+    def spoil(path: Path) -> None:
+        raw = path.read_bytes()
+        path.write_bytes(raw[: len(raw) // 2] + b"\"]]\"" + raw[len(raw) // 2:])  # breaks a string or a value
+    run, trace = _run_with_trace(tmp_path, spoil)
     found = tl.index(run)
-    assert any("JSON stops at byte" in w and "trace_view.json" in w for w in found.warnings)
-    assert len(tl.timeline(run, start_ms=0)) == count
-    result = _trace_cli(run, tmp_path, "--start-ms", "0")
-    assert result.exit_code == 0 and "perfkit: warning:" in result.stderr and "JSON stops at byte" in result.stderr
+    assert any("JSON stops at byte" in w for w in found.warnings)
+    assert len(tl.timeline(run, start_ms=0)) == _timed_events_before_the_break(trace.read_bytes())
+    _only_listed_parts(found)
 
 
 @pytest.mark.parametrize("content, problem", [(b'{"traceEvents": []}', "not a JSON array"), (b"", "is empty"),
@@ -274,6 +291,13 @@ def test_a_nested_event_separator_does_not_split_an_event(tmp_path, block_size):
         path.write_text(json.dumps(events, separators=(",", ":")))
     run, trace = _run_with_trace(tmp_path, nested)
     assert len(tl.timeline(run, start_ms=0)) == _expected(trace)[0]
+    _only_listed_parts(tl.index(run))
+
+
+def _only_listed_parts(found: tl.Index) -> None:
+    """Parts that workers wrote for blocks the reader then re-read or never reached are not left behind."""
+    listed = {part["file"] for info in found.ranks.values() for part in info["parts"]}
+    assert {path.name for path in found.folder.glob("*.parquet")} == listed
 
 
 def test_summary_never_reads_the_trace(tmp_path):
