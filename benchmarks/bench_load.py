@@ -9,6 +9,7 @@ on the new-layout runs, with a time limit and an RSS limit that protects the sha
 a run that hits either is reported as such, never as a time.
 
     python benchmarks/generate.py && python benchmarks/bench_load.py --out benchmarks/results/load.txt
+    python benchmarks/generate_db.py && python benchmarks/bench_load.py twin_text twin_db --out benchmarks/results/db.txt
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ RUNS = {
     "big_rank": ("big_rank/rank0_ascend_pt", True, (30, 2, 3 * 1024**3)),
     "legacy_10k_steps": ("legacy_10k_steps", False, (10, 1, None)),
     "ranks_256": ("ranks_256", True, (None, None, None)),
+    # generate_db.py: one ~2 M kernel rank as the text export and as the database export (the same rows)
+    "twin_text": ("big_rank_twins/text/rank0_ascend_pt", False, (None, None, None)),
+    "twin_db": ("big_rank_twins/db/rank0_ascend_pt", False, (None, None, None)),
 }
+TWINS = ("twin_text", "twin_db")
 SLOW_RANK_TARGETS = (60, 5)  # cold, warm seconds
 
 
@@ -51,6 +56,8 @@ class Measured:
     peak_rss: int
     status: str          # "ok", "exit N", "timeout", "rss limit"
     output: str = ""
+    cpu_seconds: float = 0.0  # user + system, the process and the children it waited for (a loaded machine's
+                              # wall time is mostly waiting for a core; this is not)
 
     def time_text(self) -> str:
         prefix = "" if self.status == "ok" else ">" if self.status in ("timeout", "rss limit") else "failed "
@@ -66,12 +73,13 @@ def measure(command: list[str], env: dict | None = None, timeout: float = PERFKI
     with tempfile.TemporaryFile() as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         root = psutil.Process(process.pid)
-        peak, status, exit_code = 0, None, None
+        peak, status, exit_code, cpu = 0, None, None, 0.0
         while True:
             pid, wait_status, usage = os.wait4(process.pid, os.WNOHANG)
             if pid:
                 exit_code = os.waitstatus_to_exitcode(wait_status)
                 peak = max(peak, usage.ru_maxrss * 1024)
+                cpu = usage.ru_utime + usage.ru_stime
                 break
             try:
                 tree = [root] + root.children(recursive=True)
@@ -95,7 +103,7 @@ def measure(command: list[str], env: dict | None = None, timeout: float = PERFKI
         output = out.read().decode(errors="replace")
     if status is None:
         status = "ok" if exit_code == 0 else f"exit {exit_code}"
-    return Measured(seconds, peak, status, output)
+    return Measured(seconds, peak, status, output, cpu)
 
 
 def perfkit_env(cache: Path) -> dict:
@@ -139,7 +147,7 @@ def run_size(folder: Path) -> str:
 def median(runs: list[Measured]) -> Measured:
     """The run with the median time, carrying the largest peak RSS of all of them."""
     middle = sorted(runs, key=lambda m: m.seconds)[len(runs) // 2]
-    return Measured(middle.seconds, max(m.peak_rss for m in runs), middle.status, middle.output)
+    return Measured(middle.seconds, max(m.peak_rss for m in runs), middle.status, middle.output, middle.cpu_seconds)
 
 
 def cold_and_warm(command: list[str], cache: Path, repeat: int) -> tuple[Measured, Measured]:
@@ -163,7 +171,8 @@ def bench(name: str, peer: bool, repeat: int, peer_timeout: float, report) -> No
         for phase, target in (("cold", cold_target), ("warm", warm_target)):
             measured = results[phase]
             report(f"perfkit load+summary {phase}: {measured.time_text():>12}   peak RSS {gb(measured.peak_rss)}"
-                   f"   load avg {os.getloadavg()[0]:.2f}{verdict(measured.seconds, target)}"
+                   f"   CPU {measured.cpu_seconds:.1f} s   load avg {os.getloadavg()[0]:.2f}"
+                   f"{verdict(measured.seconds, target)}"
                    + (verdict(measured.peak_rss / 1024**3, rss_target / 1024**3)
                       if phase == "cold" and rss_target else ""))
             if measured.status != "ok":
@@ -219,6 +228,34 @@ def bench(name: str, peer: bool, repeat: int, peer_timeout: float, report) -> No
             report("    " + " | ".join(measured.output.strip().splitlines()[-3:]))
 
 
+def bench_twins(repeat: int, report) -> None:
+    """The text and database twins (generate_db.py) measured in turns, each cold run followed by a warm one, so
+    that both meet the same load on a shared machine; medians side by side. Target: the database export
+    loads as fast as the text one (within 10 % of its wall time)."""
+    pairs: dict[str, list[tuple[Measured, Measured]]] = {name: [] for name in TWINS}
+    with tempfile.TemporaryDirectory(prefix="perfkit-bench-") as scratch:
+        for _ in range(repeat):
+            for name in TWINS:
+                summary = [PYTHON, "-m", "perfkit", "summary", "--format", "json", str(GENERATED / RUNS[name][0])]
+                pairs[name].append(cold_and_warm(summary, Path(scratch) / "cache", 1))
+    medians = {name: {phase: median([pair[index] for pair in runs]) for index, phase in enumerate(("cold", "warm"))}
+               for name, runs in pairs.items()}
+    for name in TWINS:
+        report(f"\n## {name}: {RUNS[name][0]}  ({run_size(GENERATED / RUNS[name][0])})")
+        for phase, measured in medians[name].items():
+            report(f"perfkit load+summary {phase}: {measured.time_text():>12}   peak RSS {gb(measured.peak_rss)}"
+                   f"   CPU {measured.cpu_seconds:.1f} s")
+    text, database = (medians[name] for name in TWINS)
+    report("")
+    for phase in ("cold", "warm"):
+        if database[phase].status != "ok" or text[phase].status != "ok":
+            report(f"database / text export, {phase}: not compared (a run failed)")
+            continue
+        report(f"database / text export, {phase}: {database[phase].seconds / text[phase].seconds:.2f}x the wall time, "
+               f"{database[phase].cpu_seconds / text[phase].cpu_seconds:.2f}x the CPU time  [target <= 1.1x the wall "
+               f"time: {'met' if database[phase].seconds <= text[phase].seconds * 1.1 else 'MISSED'}]")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", default=list(RUNS), help=f"which runs (default: {' '.join(RUNS)})")
@@ -240,8 +277,14 @@ def main() -> None:
         report(line)
     for name in args.runs:
         if not (GENERATED / RUNS[name][0]).is_dir():
-            sys.exit(f"{GENERATED / RUNS[name][0]} missing: run benchmarks/generate.py first")
-        bench(name, not args.no_peer, args.repeat, args.peer_timeout, report)
+            generator = "generate_db.py" if name in TWINS else "generate.py"
+            sys.exit(f"{GENERATED / RUNS[name][0]} missing: run benchmarks/{generator} first")
+    twins = set(TWINS) <= set(args.runs)
+    for name in args.runs:
+        if not (twins and name in TWINS):
+            bench(name, not args.no_peer, args.repeat, args.peer_timeout, report)
+    if twins:
+        bench_twins(args.repeat, report)
     report(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -92,10 +92,10 @@ def callback_body(dependency: dict, values: dict, changed: Sequence[str]) -> byt
     output = dependency["output"]
     outputs = [dict(zip(("id", "property"), part.split(".", 1)))
                for part in (output[2:-2].split("...") if output.startswith("..") else [output])]
-    inputs = [{"id": i["id"], "property": i["property"], "value": values[f"{i['id']}.{i['property']}"]}
-              for i in dependency["inputs"]]
+    inputs, state = ([{"id": i["id"], "property": i["property"], "value": values[f"{i['id']}.{i['property']}"]}
+                      for i in dependency.get(kind, [])] for kind in ("inputs", "state"))
     return json.dumps({"output": output, "outputs": outputs if output.startswith("..") else outputs[0],
-                       "inputs": inputs, "changedPropIds": list(changed),
+                       "inputs": inputs, "state": state, "changedPropIds": list(changed),
                        "parsedChangedPropsIds": list(changed)}).encode()
 
 

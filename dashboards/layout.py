@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from perfkit import figures
+from perfkit.compare import verdict_words
 from perfkit.model import PASSES, Run
 from perfkit.views import numbers
 from perfkit.views.format import COUNT_SPEC, ROW_TINTS, column_spec, column_title, speedup
@@ -27,7 +28,8 @@ ROW_STYLES = {"styleConditions": [
     {"condition": "params.data.family === 'BatchNorm'", "style": {"backgroundColor": ROW_TINTS["BatchNorm"]}},
     {"condition": "params.data.slow === 'yes'", "style": {"backgroundColor": ROW_TINTS["slow"]}}]}
 # Rows per grid page.
-PAGE_ROWS = {ids.OP_TYPES_TABLE: 15, ids.OP_TABLE: 20, ids.RANK_TABLE: 16, ids.COMM_OP_TABLE: 15}
+PAGE_ROWS = {ids.OP_TYPES_TABLE: 15, ids.OP_TABLE: 20, ids.RANK_TABLE: 16, ids.COMM_OP_TABLE: 15,
+             ids.COMPARE_OP_TABLE: 12}
 
 
 def empty(message: str) -> html.P:
@@ -89,7 +91,9 @@ def grid(grid_id: str, frame: pd.DataFrame) -> dag.AgGrid:
                                      "autoHeaderHeight": True},
                       dashGridOptions={"pagination": True, "paginationPageSize": PAGE_ROWS.get(grid_id, 20),
                                        "paginationPageSizeSelector": False, "domLayout": "autoHeight",
-                                       "tooltipShowDelay": 300, "enableCellTextSelection": True},
+                                       "tooltipShowDelay": 300, "enableCellTextSelection": True,
+                                       # columns named after runs may hold a dot ("exp1.5"): not a nested field
+                                       "suppressFieldDotNotation": True},
                       getRowStyle=ROW_STYLES, style={"height": None})
 
 
@@ -170,11 +174,23 @@ def compare_body(runs: Sequence[Run]) -> list:
     if len(runs) < 2:
         return [card("Compare", empty("pick two or more runs to compare"))]
     labels = figures.run_labels(runs)
-    speedups = [html.Div([html.Div(label, className="label"),
-                          html.Div(speedup(s), className="value", id=f"speedup-{i}")],
-                         className="kpi") for i, (label, s) in enumerate(zip(labels, figures.speedups(runs)))]
-    return [card(f"Speedup over {labels[0]} (mean step time ratio)", html.Div(speedups, className="speedups")),
+    kpis = []
+    for i, (label, ratio, verdict) in enumerate(zip(labels, figures.speedups(runs), figures.step_verdicts(runs))):
+        note = "baseline" if i == 0 else verdict_words(verdict)
+        kpis.append(html.Div([html.Div(label, className="label"),
+                              html.Div(speedup(ratio), className="value", id=f"speedup-{i}"),
+                              html.Div(note, className="note", id=f"verdict-{i}")], className="kpi"))
+    settings = figures.compare_setting_rows(runs)
+    # ms per step: the grid formats a column by its unit suffix
+    op_rows = figures.compare_op_rows(runs).rename(columns=lambda c: c if c == "type" else f"{c}_ms")
+    return [card(f"Speedup over {labels[0]} (mean step time ratio) and whether it is beyond the noise",
+                 html.Div(kpis, className="speedups")),
+            card("What differed between the runs",
+                 grid(ids.COMPARE_SETTINGS, settings) if len(settings)
+                 else empty("nothing the runs' files record differs (device, network, batch, config, env, versions)")),
+            card("Step time spread", graph(figures.compare_step_spread_figure(runs), "fig-compare-spread")),
             html.Div([card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
                       card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))],
                      className="grid2"),
-            card("Op-type shares", graph(figures.compare_op_shares_figure(runs), "fig-compare-ops"))]
+            card("Op time per step", graph(figures.compare_op_time_figure(runs), "fig-compare-ops"),
+                 grid(ids.COMPARE_OP_TABLE, op_rows) if len(op_rows) else empty("no operator statistics"))]

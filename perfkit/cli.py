@@ -140,18 +140,40 @@ def ranks(run: str, fmt: str) -> None:
 @main.command()
 @click.argument("run_a", type=click.Path())
 @click.argument("run_b", type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def compare(run_a: str, run_b: str, fmt: str) -> None:
-    """Before/after: step times, speedup (A/B), op-type share changes, resolved and new findings.
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
+@click.option("--fail-if-slower", type=click.FloatRange(min=0), default=None, metavar="PCT",
+              help="Exit 1 when B's mean step is more than PCT % slower than A's and beyond the noise (for CI). "
+                   "Runs of different devices, networks or batch sizes are refused (exit 2).")
+@click.option("--fail-on-new", type=click.Choice(["high", "medium"]), default=None,
+              help="Exit 1 when B has a finding A had not, at or above this severity (for CI).")
+@click.pass_context
+def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower: float | None,
+            fail_on_new: str | None) -> None:
+    """Before/after: step times with their spread, whether B is faster beyond the noise, what differed between
+    the runs, op types in ms per step, resolved and new findings. A is the baseline.
 
     \b
     Example:
       perfkit compare profiler_v1 profiler_v2
-      perfkit compare cpu_default cpu_avx2 --format json | jq .speedup
+      perfkit compare cpu_default cpu_avx2 --format json | jq .noise.verdict
+      perfkit compare baseline candidate --fail-if-slower 5 --fail-on-new high --format markdown  # CI gate
     """
-    from .compare import compare as compare_runs, compare_text
+    from .compare import compare as compare_runs, compare_markdown, compare_text, gate
     result = compare_runs(_load(run_a), _load(run_b))
-    click.echo(_json(result) if fmt == "json" else compare_text(result))
+    gating = fail_if_slower is not None or fail_on_new is not None
+    verdict = gate(result, fail_if_slower, fail_on_new) if gating else None
+    if fmt == "json":
+        click.echo(_json({**result, "gate": verdict} if gating else result))
+    elif fmt == "markdown":
+        click.echo(compare_markdown(result, verdict))
+    else:
+        click.echo(compare_text(result))
+    if verdict is not None:
+        for note in verdict["notes"]:
+            click.echo(f"perfkit: gate: {note}", err=True)
+        if verdict["failed"]:
+            click.echo(f"perfkit: gate failed: {'; '.join(verdict['reasons'])}", err=True)
+            ctx.exit(1)
 
 
 class ProfileCommand(click.Command):

@@ -29,6 +29,9 @@ SLOW_RANK_SPREAD = 0.05
 # the slow one. A rank with more communication is usually waiting for a slow peer, so it is reported
 # (as msprof-analyze does, max and min rank) but does not make that rank slow.
 DIMENSIONS = {"total_ms": True, "interval_ms": True, "computing_ms": True, "comm_ms": False}
+# Shown beside them, not judged: the communication not overlapped with compute, which `advise` weighs
+# (analysis.rank_parts) where the step files measure it.
+SHOWN = ("comm_exposed_ms",)
 
 
 @dataclass
@@ -63,7 +66,7 @@ def of_steps(path: str, steps: pd.DataFrame, warnings: list[str] | None = None) 
     """The slow-rank answer from a steps table (the Run's, or the step files' alone): per-rank means over
     the steady-state steps (steady.steady_steps), `steps` counting every profiled one."""
     means = (steady_steps(steps).groupby("rank", sort=True)
-             .agg(**{column: (column, "mean") for column in DIMENSIONS}))
+             .agg(**{column: (column, "mean") for column in (*DIMENSIONS, *SHOWN) if column in steps}))
     per_rank = (steps.groupby("rank", sort=True).agg(steps=("step", "size")).join(means).reset_index())
     return SlowRanks(path=path, per_rank=per_rank, findings=_findings(per_rank), warnings=list(warnings or []))
 

@@ -18,14 +18,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
+from .analysis import bound, framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
+from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
+                      setting_value, spread, step_totals, verdict_words)
 from .model import Run
-from .render import mean_of_text
-from .views.format import (COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count, ms, pct, percent,
-                           run_color)
+from .render import BOUND_PART_LABELS, mean_of_text
+from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
+                           ms, pct, percent, run_color)
 from .views.format import speedup as format_speedup
 from .views.numbers import (FWD_BWD_OTHER_OPS, amp_families_apply, batchnorm_share, cast_share, communication,
-                            op_family, per_rank_parts, rank_parts, slow_ranks, step_split)
+                            once_per_run, op_family, per_rank_parts, rank_parts, slow_ranks, step_split)
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.
@@ -128,8 +130,29 @@ def bucket(frame: pd.DataFrame, key: str, columns: Sequence[str], limit: int) ->
     return merged.reset_index(drop=True), per_bucket
 
 
+settings_of = once_per_run(run_settings)  # reads op names: once per run, not on every Compare page render
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Overview
+
+
+def bound_figure(run: Run) -> go.Figure:
+    """What bounds the mean step (analysis.bound): one bar split into compute, exposed communication, pipeline
+    wait, data wait, host and unknown idle; the kind in the title, the evidence under it."""
+    where = bound(run)
+    if not where.parts_ms:
+        return empty_state("no step data: the step cannot be split into compute, communication and idle time")
+    total = sum(where.parts_ms.values())
+    fig = go.Figure()
+    for part, value in where.parts_ms.items():
+        if value > 0:
+            label = BOUND_PART_LABELS[part]
+            fig.add_bar(y=["mean step"], x=[value], orientation="h", name=label, marker_color=BOUND_COLORS[part],
+                        showlegend=True,
+                        hovertemplate=f"{label} %{{x:{NUMBER_SPEC}}} ms ({pct(value / total)})<extra></extra>")
+    title = f"Bound: {where.kind} (mean step {ms(total)})"
+    return _style(fig, title, height=220, barmode="stack", xaxis_title="ms", yaxis_visible=False)
 
 
 def step_trace_figure(run: Run) -> go.Figure:
@@ -362,30 +385,94 @@ def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
     return fig
 
 
-def compare_op_shares_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> go.Figure:
-    """Share of op time of each run's top op types, runs side by side."""
+def step_verdicts(runs: Sequence[Run]) -> list[dict[str, Any] | None]:
+    """Each run's noise verdict against the first (perfkit compare's `noise`); None for the first run."""
+    base = step_totals(runs[0].steps) if runs else None
+    return [None] + [noise_verdict(base, step_totals(run.steps)) for run in runs[1:]]
+
+
+def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
+    """Every step's total per run (a box and its points), with the noise verdict against the first run."""
     labels = run_labels(runs)
-    shares = [op_type_shares(run) for run in runs]
-    if not any(len(s) for s in shares):
-        return empty_state("no operator statistics in any of these runs")
+    totals = [step_totals(run.steps) for run in runs]
+    if not any(len(t) for t in totals):
+        return empty_state("no step totals in any of these runs")
+    fig = go.Figure()
+    for position, (label, values) in enumerate(zip(labels, totals)):
+        fig.add_box(x=[label] * len(values), y=values, name=label, boxpoints="all", pointpos=0, jitter=0.3,
+                    marker_color=run_color(position), showlegend=False,
+                    hovertemplate=f"{label}<br>step total %{{y:,.2f}} ms<extra></extra>")
+    for label, values, verdict in zip(labels, totals, step_verdicts(runs)):
+        if len(values):
+            spread_ = spread(values)
+            std = "" if spread_["std_ms"] is None else f" ± {spread_['std_ms']:,.1f}"
+            text = f"{spread_['mean_ms']:,.1f}{std} ms<br>n = {spread_['n']} steps"
+            if verdict is not None:
+                text += f"<br><b>{verdict_words(verdict)}</b>"
+            fig.add_annotation(x=label, y=float(values.max()), text=text, showarrow=False, yanchor="bottom",
+                               yshift=6, font=dict(size=12))
+    top = max(float(t.max()) for t in totals if len(t))
+    fig = _style(fig, f"Step time per step (mean ± std) and the verdict against {labels[0]}", height=420,
+                 yaxis_title="ms per step")
+    fig.update_yaxes(range=[0, top * 1.3])
+    return fig
+
+
+def compare_op_rows(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> pd.DataFrame:
+    """Op types in ms per step (and rank) of each run, with the change of each later run against the first:
+    the union of each run's top types, the largest change first."""
+    labels = run_labels(runs)
+    tables = [op_type_ms_per_step(run) for run in runs]
     types: list[str] = []
-    for frame in shares:
-        types += [str(t) for t in frame["type"].head(top) if str(t) not in types]
+    for frame in tables:
+        types += [str(t) for t in frame.sort_values("ms_per_step", ascending=False, kind="stable")["type"].head(top)
+                  if str(t) not in types]
+    rows = pd.DataFrame({"type": types})
+    for label, frame in zip(labels, tables):
+        by_type = frame.set_index(frame["type"].astype(str))
+        rows[label] = pd.Series([ms_per_step_of(by_type, t) for t in types], dtype=float)  # no steps: NaN
+    for label in labels[1:]:
+        rows[f"{label} - {labels[0]}"] = rows[label] - rows[labels[0]]
+    if len(labels) > 1:
+        change = rows[[f"{label} - {labels[0]}" for label in labels[1:]]].abs().max(axis=1)
+        rows = rows.iloc[change.fillna(0).sort_values(ascending=False, kind="stable").index]
+    return rows.round(3).reset_index(drop=True)
+
+
+def compare_op_time_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> go.Figure:
+    """Op time per step of each run's top op types, runs side by side: which ops got faster."""
+    labels = run_labels(runs)
+    rows = compare_op_rows(runs, top)
+    if not len(rows) or rows[labels].isna().all().all():
+        return empty_state("no operator statistics with step times in any of these runs")
+    types = list(rows["type"])
+    shares = [op_type_ms_per_step(run).set_index("type")["share"] for run in runs]
     fig = go.Figure()
     # Horizontal groups stack the first trace at the bottom: add runs last-first so the first run is on top.
-    for position, label, frame in reversed(list(zip(range(len(labels)), labels, shares))):
-        by_type = frame.set_index(frame["type"].astype(str))["share"]
-        values = [100 * float(by_type.get(t, 0.0)) for t in types]
-        fig.add_bar(y=types, x=values, name=label, orientation="h",
-                    marker_color=run_color(position), text=[percent(v) if v else "" for v in values],
-                    textposition="outside", cliponaxis=False, textfont=dict(size=11),
-                    hovertemplate=f"{label}<br>%{{y}}: %{{x:.1f}} % of op time<extra></extra>")
-    fig = _style(fig, "Op-type share of op time (each run's top types)", barmode="group",
-                 height=max(360, 120 + 14 * len(types) * len(runs)), xaxis_title="% of summed op time",
+    for position in reversed(range(len(labels))):
+        label, values = labels[position], rows[labels[position]]
+        share = [100 * float(shares[position].get(t, 0.0)) for t in types]
+        fig.add_bar(y=types, x=values, name=label, orientation="h", customdata=share,
+                    marker_color=run_color(position),
+                    text=[f"{v:,.1f}" if v else "" for v in values], textposition="outside", cliponaxis=False,
+                    textfont=dict(size=11),
+                    hovertemplate=f"{label}<br>%{{y}}: %{{x:,.2f}} ms per step · %{{customdata:.1f}} % of op time"
+                                  "<extra></extra>")
+    fig = _style(fig, "Op time per step (ms), largest changes first", barmode="group",
+                 height=max(360, 120 + 14 * len(types) * len(runs)), xaxis_title="ms per step and rank",
                  bargap=0.25, bargroupgap=0.05, uniformtext=dict(minsize=10, mode="show"))
     fig.update_layout(legend_traceorder="reversed")
     fig.update_yaxes(categoryorder="array", categoryarray=types[::-1], automargin=True)
     return fig
+
+
+def compare_setting_rows(runs: Sequence[Run]) -> pd.DataFrame:
+    """The settings that differ between the runs (perfkit compare's `differences`): setting, one column per run."""
+    labels = run_labels(runs)
+    rows = differences([settings_of(run) for run in runs])
+    return pd.DataFrame([{"setting": row["setting"], **{label: setting_value(value)
+                                                       for label, value in zip(labels, row["values"])}}
+                         for row in rows], columns=["setting", *labels])
 
 
 def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:

@@ -20,8 +20,8 @@ import pandas as pd
 
 from . import cache, model
 from .errors import FileFormatError, LayoutError
-from .formats import BY_NAME, READERS
-from .formats.base import RUN_WIDE, Parts, Reader, screened
+from .formats import BY_NAME, READERS, db
+from .formats.base import RUN_WIDE, Parts, Reader, merged_stages, screened
 from .formats.steps import derive_steps, steps_from_times
 from .model import Meta, Run
 from .parallel import map_folders
@@ -167,6 +167,7 @@ def assemble(root: Path, jobs: list[Job], results: list) -> Run:
         readers = [reader for entries in by_rank.values() for reader, _, _ in entries]
         meta.layout = next((reader.name for reader in readers if _gives_run_tables(reader)), readers[0].name)
     warnings += _step_coverage(tables["steps"], by_rank)
+    warnings += _op_coverage(tables["op_types"], by_rank)
     frames = {name: _combine(name, pieces) for name, pieces in tables.items()}
     return Run(path=str(root), meta=meta, warnings=_worded(warnings), **frames)
 
@@ -191,10 +192,10 @@ def _require_data(root: Path, by_rank: dict[int, list[Entry]], failures: list[Fi
         return
     if failures:
         raise failures[0]  # nothing else to show: the broken folder is the answer
-    raise LayoutError(
+    raise LayoutError(db.raw_data_hint(root) or (
         "no MindSpore profiler files found (looked for aicore_intermediate_*, step_trace_raw_*, "
-        "ASCEND_PROFILER_OUTPUT/, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, perfkit_run.json)",
-        root)
+        "ASCEND_PROFILER_OUTPUT/ text or database export, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, "
+        "perfkit_run.json)" + db.unusable_note(root)), root)
 
 
 def _gives_run_tables(reader: Reader) -> bool:
@@ -220,6 +221,9 @@ def _derive_steps(rank: int, tables: dict[str, pd.DataFrame], meta_fields: dict)
             return [(".", f"rank {rank}: steps unknown: {how}")]
         tables["steps"] = steps
         meta_fields.setdefault("step_source", how)
+        if how == "first_op_timestamps":
+            return [(".", f"rank {rank}: steps derived from op launch times (the k-th run of the first op starts "
+                          "step k; ops ran different numbers of times): totals only, no interval/compute split")]
         return []
     if "step_times" in tables:
         tables["steps"] = steps_from_times(tables["step_times"])
@@ -227,6 +231,17 @@ def _derive_steps(rank: int, tables: dict[str, pd.DataFrame], meta_fields: dict)
         return [(".", f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step "
                       "times are the ones perfkit profile recorded, their split is unknown")]
     return []
+
+
+def _op_coverage(op_types: list[tuple[int, pd.DataFrame]], by_rank: dict) -> list[Warning]:
+    """A warning naming the ranks without op data when others have it: op-type totals and shares pool the
+    ranks that have them, which may not stand for the rest (a pipeline stage, a rank whose files are missing)."""
+    with_ops = {rank for rank, frame in op_types if len(frame)}
+    without = sorted(set(by_rank) - with_ops)
+    if not with_ops or not without:
+        return []
+    return [(".", f"op statistics only on rank(s) {sorted(with_ops)}; none on rank(s) {without}: op types are "
+                  "over the ranks that have them")]
 
 
 def _step_coverage(steps: list[tuple[int, pd.DataFrame]], by_rank: dict) -> list[Warning]:
@@ -256,6 +271,8 @@ def _merge_meta(into: dict, new: dict) -> None:
             continue
         if key in ("env", "config"):
             into.setdefault(key, {}).update(value)
+        elif key == "pipeline_stages" and key in into:
+            into[key] = merged_stages(into[key], value)
         else:
             into.setdefault(key, value)
 

@@ -28,7 +28,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     # One row per operator instance (full scope name); pass is forward/backward/other.
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
-            "input_shapes": "string", "input_dtypes": "string"},
+            "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64"},
     # One row per profiled step. interval = waiting for data/host before forward starts,
     # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail).
     # comm_ms = time inside the step covered by communication (the union of its intervals, never above
@@ -82,7 +82,7 @@ SCHEMA: dict[str, dict[str, str]] = {
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "op_types": {"share", "file_share"},
-    "ops": {"input_shapes", "input_dtypes"},
+    "ops": {"input_shapes", "input_dtypes", "max_ms"},  # max_ms: longest single call, where calls are timed
     "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "comm_receive_ms",
               "comm_collective_ms", "free_ms", "preparing_ms", "bubble_ms", "warmup"},
     "memory": {"active_mb", "component", "device", "step"},
@@ -139,16 +139,20 @@ class Meta:
     """What is known about how the run was made. None means the files do not tell."""
 
     device: str | None = None            # "Ascend" | "GPU" | "CPU"
-    layout: str | None = None            # "legacy" | "ascend_ms" | "cpu" | "gpu" | "minddata" | "manifest"
+    layout: str | None = None            # "legacy" | "ascend_ms" | "ascend_db" | "cpu" | "gpu" | "minddata" | "manifest"
     ms_version: str | None = None
     mode: str | None = None              # "graph" | "pynative"
     ranks: list[int] = field(default_factory=list)
     data_mode: str | None = None         # "feed" | "sink"
     amp_level: str | None = None         # recorded by `perfkit profile`, else inferred from dtypes
-    compute_dtype: str | None = None     # "float32" | "float16" | "mixed", from op input dtypes
+    compute_dtype: str | None = None     # "float32" | "float16" | "bfloat16" | "mixed", from op input dtypes
     step_source: str | None = None       # where the step split came from, e.g. "step_trace"
+    export: str | None = None            # "text" | "db": which export of an ASCEND_PROFILER_OUTPUT/ was read
+    chip: str | None = None              # e.g. "Ascend910B" (NPU_INFO of the database export)
     synthetic_data: bool | None = None
     status: str | None = None            # manifest status: ok / interrupted / failed
+    framework: str | None = None         # "mindspore" | "torch_npu" (`*_ascend_pt` folders): the wording of actions
+    pipeline_stages: list[list[int]] | None = None  # global ranks of each pipeline stage, where the files tell
     memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)

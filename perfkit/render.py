@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .views.format import STEP_SPLITS, count, mb, ms, pct, percent
+from .views.format import STEP_LABELS, STEP_SPLITS, count, mb, ms, pct, percent
 from .views.panels import PANELS
 
 
@@ -74,6 +74,37 @@ def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
     return covered + f"; first step{'' if first is None else f' {ms(first)}'} {mean_of['first_step']}"
 
 
+# How the bound's parts are named in text (analysis.BOUND_PARTS).
+BOUND_PART_LABELS = {"compute": "device compute", "communication": "collective communication (exposed)",
+                     "pipeline": "pipeline wait (p2p, bubble)", "data": "data wait (queue evidence)",
+                     "host": "host-bound (launch, dispatch, transfer)", "unknown": "idle, cause unknown"}
+
+
+def bound_text(bound: dict[str, Any] | None) -> list[str]:
+    """The top-down breakdown (analysis.bound's dict): the bound kind, then each part of the mean step."""
+    if not bound or not bound.get("parts_ms"):
+        reason = "; ".join(bound["evidence"]) if bound else "no step times"
+        return [f"bound    unknown ({reason})"]
+    parts = bound["parts_ms"]
+    total = sum(parts.values())
+    lines = [f"bound    {bound['kind']}   (top-down split of the mean step)"]
+    lines += [f"  {BOUND_PART_LABELS[part]:<40}{ms(value):>16}  {pct(value / total):>7}"
+              for part, value in parts.items() if value > 0]
+    return lines
+
+
+def bound_lines(summary: dict[str, Any]) -> list[str]:
+    return bound_text(summary.get("bound"))
+
+
+def interval_label(bound: dict[str, Any] | None) -> str:
+    """The step interval is data wait only where the queues show the device starving (views.format's label
+    says device idle)."""
+    if bound and bound.get("parts_ms", {}).get("data", 0) > 0:
+        return "step interval (data wait)"
+    return STEP_LABELS["interval_ms"]
+
+
 def steps_lines(summary: dict[str, Any]) -> list[str]:
     steps = summary["steps"]
     if not steps:
@@ -86,6 +117,7 @@ def steps_lines(summary: dict[str, Any]) -> list[str]:
             if value is None and key not in ("interval_ms", "fwd_bwd_ms", "tail_ms"):
                 continue  # the new layout's overlap columns only where measured; the classic split always
             share = f"  {pct(value / total):>7}" if value is not None and total else ""
+            label = interval_label(summary.get("bound")) if key == "interval_ms" else label
             lines.append(f"  {label:<32}{ms(value):>16}{share}")
     if steps.get("comm_ms") is not None:  # on any stream, overlapped or not: not a part of the split
         lines.append(f"  {'communication (any stream)':<32}{ms(steps['comm_ms']):>16}")
@@ -195,10 +227,13 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     listed = [row for row in per_rank if row["rank"] in slow] or per_rank[:shown]
     if fastest not in listed:
         listed.append(fastest)
-    lines.append(f"  {'rank':>6} {'steps':>6} {'total':>14} {'interval':>14} {'computing':>14} {'comm':>14}")
+    # the split `advise` weighs: computing, and communication not overlapped with it where the files measure it
+    lines.append(f"  {'rank':>6} {'steps':>6} {'total':>14} {'interval':>14} {'computing':>14} {'comm':>14}"
+                 f" {'comm exposed':>14}")
     for row in listed[:shown + 1]:
         lines.append(f"  {row['rank']:>6} {row['steps']:>6} " + " ".join(
-            f"{ms(row[key]):>14}" for key in ("total_ms", "interval_ms", "computing_ms", "comm_ms")))
+            f"{ms(row.get(key)):>14}" for key in ("total_ms", "interval_ms", "computing_ms", "comm_ms",
+                                                   "comm_exposed_ms")))
     if len(per_rank) > len(listed[:shown + 1]):
         lines.append(f"  … {len(per_rank) - len(listed[:shown + 1])} more ranks (--format json lists all)")
     for warning in answer["warnings"]:

@@ -15,6 +15,7 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from . import __version__, figures
+from .compare import verdict_words
 from .errors import PerfkitError
 from .model import Run
 from .views import numbers
@@ -44,6 +45,7 @@ main { padding: 16px 24px; max-width: 1500px; margin: 0 auto; }
        min-width: 150px; }
 .kpi .label { font-size: 12px; color: #666; text-transform: uppercase; letter-spacing: .03em; }
 .kpi .value { font-size: 20px; font-weight: 600; margin-top: 4px; }
+.kpi .note { font-size: 12px; color: #444; margin-top: 2px; }
 .grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; align-items: start; }
 @media (max-width: 1100px) { .grid2 { grid-template-columns: 1fr; } }
 .empty-state { color: #666; font-size: 15px; font-style: italic; padding: 18px 8px; margin: 0; }
@@ -132,13 +134,16 @@ def _run_section(index: int, label: str, run: Run) -> str:
 
 def _compare_section(runs: Sequence[Run], labels: list[str]) -> str:
     cards = "".join(f'<div class="kpi"><div class="label">{html.escape(label)}</div>'
-                    f'<div class="value">{speedup(s)}</div></div>'
-                    for label, s in zip(labels, figures.speedups(runs)))
+                    f'<div class="value">{speedup(s)}</div>'
+                    f'<div class="note">{html.escape("baseline" if i == 0 else verdict_words(verdict))}</div></div>'
+                    for i, (label, s, verdict) in enumerate(zip(labels, figures.speedups(runs),
+                                                                 figures.step_verdicts(runs))))
     return ('<section id="compare"><h2>Compare</h2>'
             f'<p class="meta">speedup over {html.escape(labels[0])} (mean step time ratio)</p>'
             f'<div class="speedups">{cards}</div>'
             + _card("Step split", _figure(figures.compare_steps_figure(runs)))
-            + _card("Op-type shares", _figure(figures.compare_op_shares_figure(runs)))
+            + _card("Step time spread", _figure(figures.compare_step_spread_figure(runs)))
+            + _card("Op time per step", _figure(figures.compare_op_time_figure(runs)))
             + _card("Queue emptiness", _figure(figures.compare_queues_figure(runs))) + "</section>")
 
 

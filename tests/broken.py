@@ -122,3 +122,27 @@ def huge_line(path: Path, size: int = 20 * 1024 * 1024) -> None:
 def symlink_loop(path: Path) -> None:
     path.unlink()
     path.symlink_to(path.name)
+
+
+def not_sqlite(path: Path) -> None:
+    """A file with a database's name holding text (a copy gone wrong, a download's error page)."""
+    path.write_bytes(b"<html><body>502 Bad Gateway</body></html>\n")
+
+
+def _edit_database(path: Path, *statements: str) -> None:
+    import sqlite3
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA journal_mode=DELETE")  # the fixture copy is in WAL mode: leave no -wal behind
+    for statement in statements:
+        connection.execute(statement)
+    connection.commit()
+    connection.close()
+
+
+def drop_table(path: Path, table: str) -> None:
+    _edit_database(path, f'DROP TABLE "{table}"')
+
+
+def rename_column(path: Path, table: str, old: str, new: str) -> None:
+    """A schema version perfkit does not know: a column under another name."""
+    _edit_database(path, f'ALTER TABLE "{table}" RENAME COLUMN "{old}" TO "{new}"')

@@ -20,6 +20,8 @@ FIXTURE_RUNS = {
     "new_level1": FIXTURES / "new_format/msinsight_level1",
     "new_level1_rank0": FIXTURES / "new_format/msinsight_level1/rank0_ascend_pt",
     "new_level1_rank0_output": FIXTURES / "new_format/msinsight_level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT",
+    "new_db_level1": FIXTURES / "new_format/msinsight_db_level1",
+    "new_db_level1_rank0": FIXTURES / "new_format/msinsight_db_level1/rank0_ascend_pt",
     "new_2023": FIXTURES / "new_format/msinsight_2023",
     "new_2023_rank1": FIXTURES / "new_format/msinsight_2023/test_rank_1",
     "minddata_job1": FIXTURES / "minddata_raw/mindspore_ut/JOB1",

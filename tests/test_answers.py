@@ -66,9 +66,12 @@ def test_changed_code_is_a_new_answer(run, cache_dir, computed, monkeypatch):
     assert len(computed) == 2
 
 
-def test_exit_codes_are_kept_and_errors_never_cached(run, cache_dir, computed, tmp_path):
-    first = invoke("advise", str(run), "--fail-on", "low")
-    second = invoke("advise", str(run), "--fail-on", "low")
+def test_exit_codes_are_kept_and_errors_never_cached(cache_dir, computed, tmp_path):
+    # the seed's feed-mode run: sink_mode is high (run_2's low findings are all-clears, which never fail a gate)
+    run = tmp_path / "seed_1"
+    shutil.copytree(Path(__file__).parent / "runs" / "seed_1_feed_fp32", run)
+    first = invoke("advise", str(run), "--fail-on", "high")
+    second = invoke("advise", str(run), "--fail-on", "high")
     assert first.exit_code == second.exit_code == 1 and second.output == first.output and len(computed) == 1
     missing = invoke("summary", str(tmp_path / "nope"))
     assert missing.exit_code == 2 and len(computed) == 1

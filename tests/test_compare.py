@@ -6,13 +6,15 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from perfkit import load
 from perfkit.advisor import advise
+from perfkit.analysis import step_means
 from perfkit.cli import main
-from perfkit.compare import compare
+from perfkit.compare import MIN_EFFECT_PCT, TOO_FEW_STEPS, compare, compare_text, noise_verdict, welch_test
 
 from conftest import FIXTURE_RUNS
 from test_advisor import make_run, queue_rows, seed_feed_run, step_rows, type_rows
@@ -45,6 +47,8 @@ def test_compare_reports_speedup_step_changes_and_op_share_deltas():
     for delta, (_, value) in zip(result["op_type_deltas"], expected):
         assert delta["delta"] == pytest.approx(value)
         assert delta["share_b"] - delta["share_a"] == pytest.approx(delta["delta"])
+    conv = next(d for d in result["op_type_deltas"] if d["type"] == "Conv2D")  # 8 ms over 3 steps in both
+    assert conv["ms_per_step_a"] == pytest.approx(8 / 3) and conv["delta_ms_per_step"] == pytest.approx(0.0)
     assert result["queues"]["host"] == {"empty_pct_a": 0.0, "empty_pct_b": 60.0}
     assert result["queues"]["device"] == {"empty_pct_a": None, "empty_pct_b": 0.0}
     assert result["resolved"] == ["amp_level", "sink_mode"]
@@ -61,7 +65,9 @@ def test_compare_names_new_findings():
 def test_compare_without_steps_has_no_speedup():
     result = compare(make_run(op_types=type_rows(Conv2D=1.0)), make_run(op_types=type_rows(Conv2D=2.0, Cast=2.0)))
     assert result["a"] is None and result["speedup"] is None
-    assert result["op_type_deltas"][0] == {"type": "Cast", "share_a": 0.0, "share_b": 0.5, "delta": 0.5}
+    assert result["op_type_deltas"][0] == {"type": "Cast", "share_a": 0.0, "share_b": 0.5, "delta": 0.5,
+                                           "ms_per_step_a": None, "ms_per_step_b": None, "delta_ms_per_step": None}
+    assert result["noise"] is None and result["spread_a"] is None
 
 
 @pytest.fixture
@@ -75,7 +81,9 @@ def test_compare_cli_json_and_text(crafted_cli):
     result = crafted_cli.invoke(main, ["compare", "before", "after", "--format", "json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
-    assert {"a", "b", "speedup", "op_type_deltas", "queues", "resolved", "new"} <= set(payload)
+    assert {"a", "b", "speedup", "op_type_deltas", "queues", "resolved", "new", "spread_a", "spread_b", "noise",
+            "differences", "settings_a", "settings_b", "new_findings"} <= set(payload)
+    assert "gate" not in payload  # only when a gate option is given
     assert payload["speedup"] == pytest.approx(20.0 / 6.8)
     text = crafted_cli.invoke(main, ["compare", "before", "after"])
     assert text.exit_code == 0
@@ -143,3 +151,145 @@ def test_compare_reports_kernel_efficiency_resolved_when_conv_kernels_recover():
     assert "kernel_efficiency" in result["resolved"] and "kernel_efficiency" not in result["new"]
     mean_ms = real.steps["total_ms"].mean()  # steps with a known total
     assert result["speedup"] == pytest.approx((mean_ms + added_ms / len(real.steps)) / mean_ms)
+
+
+# --- noise: per-step spread and the verdict --------------------------------------------------------------
+
+SAMPLES = REPO / "sample_runs"
+
+
+def manifest_step_ms(folder: Path) -> np.ndarray:
+    """Recorded step times straight from perfkit_run.json: per step, the mean over the rank folders' manifests."""
+    manifests = [folder / "perfkit_run.json"] if (folder / "perfkit_run.json").is_file() else []
+    ranks = sorted(folder.glob("rank_*/perfkit_run.json")) or manifests
+    per_rank = [[(s["end_ns"] - s["begin_ns"]) / 1e6 for s in json.loads(m.read_text())["steps"]] for m in ranks]
+    return np.mean(np.array(per_rank), axis=0)
+
+
+def needs_samples(*names):
+    return pytest.mark.skipif(not all((SAMPLES / n).is_dir() for n in names), reason="sample_runs not made")
+
+
+def test_welch_p_value_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")  # installed with mindspore (the test extra)
+    rng = np.random.default_rng(7)
+    cases = [(rng.normal(100, 5, 3), rng.normal(104, 9, 3)), (rng.normal(10, 1, 40), rng.normal(10.2, 3, 7)),
+             (np.array([1.0, 2.0]), np.array([30.0, 31.0, 29.5])), (rng.normal(5, 0.1, 200), rng.normal(5, 0.1, 200))]
+    for a, b in cases:
+        ours = welch_test(a, b)
+        theirs = stats.ttest_ind(b, a, equal_var=False)
+        assert ours["t"] == pytest.approx(theirs.statistic) and ours["p"] == pytest.approx(theirs.pvalue, rel=1e-9)
+
+
+@needs_samples("cpu_default", "cpu_avx2")
+def test_same_settings_within_noise_is_no_significant_change_not_a_speedup():
+    """cpu_default and cpu_avx2 run the same kernels on this host (both oneDNN AVX2, sample_runs/README.md): the
+    5 % apart means are within their per-step spread."""
+    stats = pytest.importorskip("scipy.stats")
+    default, avx2 = load(SAMPLES / "cpu_default"), load(SAMPLES / "cpu_avx2")
+    steps_a, steps_b = manifest_step_ms(SAMPLES / "cpu_default"), manifest_step_ms(SAMPLES / "cpu_avx2")
+    result = compare(default, avx2)
+    assert result["spread_a"]["n"] == len(steps_a) and result["spread_b"]["n"] == len(steps_b)
+    assert result["spread_a"]["mean_ms"] == pytest.approx(steps_a.mean())
+    assert result["spread_a"]["median_ms"] == pytest.approx(np.median(steps_a))
+    assert result["spread_a"]["std_ms"] == pytest.approx(np.std(steps_a, ddof=1))
+    assert result["spread_b"]["iqr_ms"] == pytest.approx(np.subtract(*np.percentile(steps_b, [75, 25])))
+    expected_p = stats.ttest_ind(np.log(steps_b), np.log(steps_a), equal_var=False).pvalue
+    assert expected_p > 0.05  # the premise: the pair is within the noise
+    noise = result["noise"]
+    assert noise["p_value"] == pytest.approx(expected_p) and noise["verdict"] == "no significant change"
+    assert noise["change_pct"] == pytest.approx(100 * (steps_b.mean() / steps_a.mean() - 1))
+    text = compare_text(result)
+    assert "verdict      no significant change" in text and "(within the noise)" in text
+    assert "faster" not in text
+
+
+def test_the_same_run_twice_is_no_significant_change():
+    run = load(FIXTURE_RUNS["cpu_2_10"])
+    result = compare(run, run)
+    assert result["noise"]["verdict"] == "no significant change" and result["noise"]["p_value"] == 1.0
+    assert result["differences"] == []
+
+
+def test_a_significant_change_under_the_minimum_effect_is_no_change():
+    """Crafted: 200 steps each (no real run here has that many), B 1 % slower with tiny jitter; p is far below
+    0.05, but 1 % is under MIN_EFFECT_PCT."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(100.0, 0.2, 200), rng.normal(101.0, 0.2, 200)
+    noise = noise_verdict(a, b)
+    assert noise["p_value"] < 1e-6 and noise["change_pct"] == pytest.approx(100 * (b.mean() / a.mean() - 1))
+    assert abs(noise["change_pct"]) < MIN_EFFECT_PCT and noise["verdict"] == "no significant change"
+    assert noise_verdict(a, b * 1.05)["verdict"] == "slower" and noise_verdict(a * 1.05, b)["verdict"] == "faster"
+
+
+def test_one_step_runs_have_no_noise_to_judge_by():
+    one_step = load(FIXTURE_RUNS["legacy_run_3"])
+    assert len(one_step.steps) == 1
+    result = compare(one_step, one_step)
+    assert result["noise"]["verdict"] == TOO_FEW_STEPS and result["spread_a"]["std_ms"] is None
+    assert TOO_FEW_STEPS in compare_text(result) and "within the noise" not in compare_text(result)
+
+
+# --- what differed ----------------------------------------------------------------------------------------
+
+@needs_samples("cpu_workers1", "cpu_workers4")
+def test_runs_that_differ_in_workers_list_workers_and_nothing_else():
+    manifests = [json.loads((SAMPLES / n / "perfkit_run.json").read_text()) for n in ("cpu_workers1", "cpu_workers4")]
+    differing = {k for k in manifests[0]["config"] if manifests[0]["config"][k] != manifests[1]["config"][k]}
+    assert differing == {"workers", "output"}  # the premise, from the files; output is a path, not a setting
+    result = compare(load(SAMPLES / "cpu_workers1"), load(SAMPLES / "cpu_workers4"))
+    assert result["differences"] == [{"setting": "workers", "a": 1, "b": 4}]
+    assert "  workers                 1 -> 4" in compare_text(result)
+
+
+@needs_samples("cpu_default", "cpu_avx2")
+def test_env_difference_is_listed_from_the_manifest():
+    result = compare(load(SAMPLES / "cpu_default"), load(SAMPLES / "cpu_avx2"))
+    assert result["differences"] == [{"setting": "env.ONEDNN_MAX_CPU_ISA", "a": None, "b": "AVX2"}]
+    assert result["settings_a"]["network"] == "ResNet50" and result["settings_a"]["batch_size"] == 32
+
+
+def test_settings_inferred_without_a_manifest():
+    """No manifest: the network from the op scopes, the batch from Conv2D inputs (first dimension)."""
+    run = load(FIXTURE_RUNS["legacy_run_2"])
+    names = run.ops["name"].astype(str)
+    assert names.str.contains("_backbone-AlexNet/").any()
+    first_dims = run.ops.loc[run.ops["type"] == "Conv2D", "input_shapes"].str.split(",").str[0].astype(int)
+    settings = compare(run, run)["settings_a"]
+    assert settings["network"] == "AlexNet" and settings["batch_size"] == first_dims.mode()[0]
+    assert settings["device"] == "Ascend"
+
+
+# --- op types in ms per step -----------------------------------------------------------------------------
+
+@needs_samples("cpu_default", "cpu_ranks2")
+def test_op_types_compared_in_ms_per_step_and_rank():
+    single, double = load(SAMPLES / "cpu_default"), load(SAMPLES / "cpu_ranks2")
+    result = compare(single, double)
+    steps_single = len(json.loads((SAMPLES / "cpu_default" / "perfkit_run.json").read_text())["steps"])
+    steps_double = len(manifest_step_ms(SAMPLES / "cpu_ranks2"))
+    conv_a = single.op_types.loc[single.op_types["type"] == "Conv2D", "total_ms"].sum() / steps_single
+    conv_b = double.op_types.loc[double.op_types["type"] == "Conv2D", "total_ms"].sum() / (2 * steps_double)
+    conv = next(d for d in result["op_type_deltas"] if d["type"] == "Conv2D")
+    assert conv["ms_per_step_a"] == pytest.approx(conv_a) and conv["ms_per_step_b"] == pytest.approx(conv_b)
+    assert conv["delta_ms_per_step"] == pytest.approx(conv_b - conv_a)
+    allreduce = next(d for d in result["op_type_deltas"] if d["type"] == "AllReduce")
+    assert allreduce["ms_per_step_a"] == 0.0 and allreduce["ms_per_step_b"] > 0  # absent in A: 0 ms, not unknown
+    text = compare_text(result)
+    ms_lines = text.split("op types, ms per step")[1].splitlines()
+    assert ms_lines[2].split()[0] == "AllReduce"  # the largest change in ms per step first
+
+
+@pytest.mark.parametrize("name", ["legacy_misc", "cpu_2_10"])
+def test_spread_covers_the_steps_the_means_cover(name):
+    """legacy_misc: MindSpore's average leaves its first step out; cpu_2_10: the first step's start is unknown.
+    The spread and the noise test use the same steps as the mean step (steps 2..n here)."""
+    run = load(FIXTURE_RUNS[name])
+    means = step_means(run.steps)
+    assert means["mean_of"]["first"] == 2 and means["mean_of"]["first_step"]  # the premise
+    later = run.steps[run.steps["step"] >= 2]
+    expected = later.groupby("step")["total_ms"].mean().to_numpy()
+    spread = compare(run, run)["spread_a"]
+    assert spread["n"] == len(expected) == means["mean_of"]["count"]
+    assert spread["mean_ms"] == pytest.approx(expected.mean())
+    assert spread["std_ms"] == pytest.approx(np.std(expected, ddof=1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +155,41 @@ def test_pages_are_built_once_per_run_and_the_first_overview_before_serving(monk
     assert built == [runs[0].name]
     assert page(client, "/", "?run=1").status_code == 200 and built == [runs[0].name, runs[1].name]
     assert create_app(runs).server and built == [runs[0].name, runs[1].name]  # no prebuild unless asked
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
+
+
+@pytest.mark.skipif(not (SAMPLES / "cpu_avx2").is_dir(), reason="sample_runs not made")
+def test_compare_page_shows_spread_verdict_differences_and_op_time(monkeypatch, tmp_path):
+    from perfkit import load
+    from perfkit.compare import compare, verdict_words
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
+    runs = [load(SAMPLES / "cpu_default"), load(SAMPLES / "cpu_avx2")]
+    client = create_app(runs).server.test_client()
+    response = update(client, "compare-body.children", {"id": "compare-body", "property": "children"},
+                      [("compare-runs", "value", [0, 1])])
+    text = response.get_data(as_text=True)
+    result = compare(*runs)
+    assert response.status_code == 200
+    assert verdict_words(result["noise"]) in text and "no significant change" in text  # not called a speedup
+    tables = {}
+
+    def collect(node):  # the grids in the returned component tree, by id
+        if isinstance(node, dict):
+            if node.get("type") == "AgGrid":
+                tables[node["props"]["id"]] = node["props"]["rowData"]
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+
+    collect(json.loads(text))
+    assert tables["compare-settings"] == [{"setting": "env.ONEDNN_MAX_CPU_ISA", "cpu_default": "-",
+                                           "cpu_avx2": "AVX2"}]
+    assert "fig-compare-spread" in text and "Op time per step" in text
+    conv = next(d for d in result["op_type_deltas"] if d["type"] == "Conv2D")
+    conv_row = next(row for row in tables["compare-op-table"] if row["type"] == "Conv2D")
+    assert conv_row["cpu_default_ms"] == pytest.approx(conv["ms_per_step_a"], abs=1e-3)
+    assert conv_row["cpu_avx2 - cpu_default_ms"] == pytest.approx(conv["delta_ms_per_step"], abs=1e-3)

@@ -34,6 +34,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
 import perfkit  # noqa: E402
 from perfkit import figures  # noqa: E402
 from perfkit.analysis import step_means, summarize  # noqa: E402
+from perfkit.compare import compare, verdict_words  # noqa: E402
 from perfkit.report import write_report  # noqa: E402
 from perfkit.views import numbers  # noqa: E402
 from perfkit.views.panels import FIGURE, in_report, panels_on  # noqa: E402
@@ -297,6 +298,8 @@ def test_compare_shows_speedup(driver, base_url, loaded, shots):
     for position, label in enumerate(labels):
         expected = base_total / step_means(loaded.run(label).steps)["total_ms"]
         assert text_of(driver, f"speedup-{position}") == f"{expected:.2f}x"
+        verdict = compare(loaded.run(labels[0]), loaded.run(label))["noise"] if position else None
+        assert text_of(driver, f"verdict-{position}") == ("baseline" if verdict is None else verdict_words(verdict))
         assert f"{expected:.2f}x" in svg_texts(driver, "fig-compare-steps")
     screenshot(driver, "dash_compare", shots)
 

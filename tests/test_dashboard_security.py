@@ -122,11 +122,15 @@ def test_the_app_adds_no_route_to_dashs_own(app):
 
 
 def test_callbacks_take_no_state_and_no_file_input(app):
-    """Every callback input is a URL part or a control value (the dynamic test sends paths to each)."""
+    """Every callback input is a URL part or a control value, every state a URL part (the dynamic test sends
+    paths to each)."""
     inputs = {f"{i['id']}.{i['property']}" for callback in app.callback_map.values() for i in callback["inputs"]}
     assert inputs == {"url.pathname", "url.search", "run-select.value", "compare-runs.value", "op-passes.value",
-                      "op-search.value"}
-    assert all(not callback["state"] for callback in app.callback_map.values())
+                      "op-search.value", "op-table.cellClicked", "timeline-step.value", "timeline-ranks.value",
+                      "timeline-poll.n_intervals"}
+    # State is read only from the URL, which the dynamic test below sends paths in like any input
+    states = {f"{s['id']}.{s['property']}" for callback in app.callback_map.values() for s in callback["state"]}
+    assert states <= {"url.search", "url.pathname"}
 
 
 def test_paths_in_urls_open_nothing(app, base, watch, probe_paths):
@@ -157,13 +161,14 @@ def test_paths_in_callback_inputs_open_nothing(base, watch, probe_paths):
     strings, values = probe_paths
     dependencies = {d["output"]: d for d in json.loads(fetch(base, Request("", "GET", "/_dash-dependencies"))[1])}
     defaults = {"url.pathname": "/", "url.search": "?run=0", "run-select.value": 0, "compare-runs.value": [0, 1],
-                "op-passes.value": ["forward"], "op-search.value": ""}
+                "op-passes.value": ["forward"], "op-search.value": "", "op-table.cellClicked": None,
+                "timeline-step.value": 1, "timeline-ranks.value": [0], "timeline-poll.n_intervals": 0}
     page = dependencies["page.children"]
     watch(strings)
     replies = []
     for value in values:
         for dependency in dependencies.values():  # each input of each callback in turn carries the path
-            for item in dependency["inputs"]:
+            for item in dependency["inputs"] + dependency.get("state", []):
                 key = f"{item['id']}.{item['property']}"
                 for sent in (value, f"?run={value}", [value]):
                     body = callback_body(dependency, {**defaults, key: sent}, [key])

@@ -88,7 +88,7 @@ def test_op_share_figure_folds_the_tail_into_other_types():
 def test_step_trace_stacks_each_step_and_titles_the_mean():
     run = make_run(ranks=(0, 1), slow_factor=2.0, steps=3)
     fig = figures.step_trace_figure(run)
-    assert [t.name for t in fig.data] == ["step interval (data wait)", "forward+backward", "tail (optimizer, sync)"]
+    assert [t.name for t in fig.data] == ["step interval (device idle)", "forward+backward", "tail (optimizer, sync)"]
     # rank 1 is twice rank 0, so the per-step mean over ranks is 1.5x the base split
     assert list(fig.data[1].y) == pytest.approx([1.5 * 20.0] * 3)
     assert list(fig.data[0].y) == pytest.approx([(10.0 + s + 20.0 + s) / 2 for s in (1, 2, 3)])
@@ -138,7 +138,8 @@ def test_empty_run_gives_sentences_not_axes():
     run = Run(path="/runs/empty", meta=Meta(device="Ascend", data_mode="feed"))
     built = [figures.step_trace_figure(run), figures.op_share_figure(run), figures.queue_figure(run, "host"),
              figures.queue_figure(run, "device"), figures.pipeline_figure(run), figures.ranks_figure(run),
-             figures.compare_steps_figure([run, run]), figures.compare_op_shares_figure([run, run]),
+             figures.compare_steps_figure([run, run]), figures.compare_op_time_figure([run, run]),
+             figures.compare_step_spread_figure([run, run]),
              figures.compare_queues_figure([run, run])]
     for fig in built:
         message = figures.empty_message(fig)
@@ -214,3 +215,37 @@ def test_figures_and_report_do_not_import_dash():
     code = "import sys, perfkit.figures, perfkit.report; print('dash' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_compare_op_rows_are_ms_per_step_and_rank_largest_change_first():
+    before = make_run("v1", steps=4)
+    after = make_run("v2", ranks=(0, 1), steps=5, op_totals={**OP_TOTALS, "Cast": 3.0, "Conv2D": 44.0})
+    rows = figures.compare_op_rows([before, after]).set_index("type")
+    # each rank of `after` has the totals given: per step and rank that is the total / 5; `before`: / 4
+    for op_type, total in OP_TOTALS.items():
+        assert rows.loc[op_type, "v1"] == pytest.approx(total / 4, abs=1e-3)
+    assert rows.loc["Cast", "v2"] == pytest.approx(3.0 / 5, abs=1e-3)
+    assert rows.loc["Cast", "v2 - v1"] == pytest.approx(3.0 / 5 - 30.0 / 4, abs=1e-3)
+    assert list(rows.index)[0] == "Cast"  # the largest change in ms per step
+    fig = figures.compare_op_time_figure([before, after])
+    first_run_bar = next(trace for trace in fig.data if trace.name == "v1")
+    assert list(first_run_bar.y) == list(rows.index) and list(first_run_bar.x) == list(rows["v1"])
+
+
+def test_step_spread_figure_shows_each_step_and_the_verdict_of_perfkit_compare():
+    from perfkit.compare import compare, verdict_words
+    steady, slower = make_run("v1"), make_run("v2", step_ms=(10.0, 30.0, 2.0))
+    fig = figures.compare_step_spread_figure([steady, slower])
+    assert sorted(fig.data[1].y) == sorted(slower.steps["total_ms"])
+    noise = compare(steady, slower)["noise"]
+    assert figures.step_verdicts([steady, slower]) == [None, noise]
+    assert noise["verdict"] == "slower" and verdict_words(noise) in annotations(fig)
+    std = np.std(steady.steps["total_ms"], ddof=1)
+    assert f"{steady.steps['total_ms'].mean():,.1f} ± {std:,.1f} ms<br>n = 4 steps" in annotations(fig)
+
+
+def test_compare_setting_rows_list_only_what_differs():
+    cpu, ascend = make_run("v1", device="CPU"), make_run("v2", device="Ascend")
+    rows = figures.compare_setting_rows([cpu, ascend, make_run("v3", device="CPU")])
+    assert rows.to_dict("records") == [{"setting": "device", "v1": "CPU", "v2": "Ascend", "v3": "CPU"}]
+    assert figures.compare_setting_rows([cpu, cpu]).empty

@@ -249,18 +249,27 @@ def test_every_cpu_file_broken_and_nothing_else_raises_naming_them(tmp_path):
     assert result.exit_code == 2 and "Traceback" not in result.output
 
 
-def test_pynative_names_give_mode_and_no_pass_or_step_split():
+def test_pynative_names_give_mode_and_no_pass_and_steps_from_the_first_op_only():
     framework = next(PYNATIVE_RUN.glob("*_ascend_ms")) / "FRAMEWORK"
-    runs_per_op = {line.split(";")[0]: len(line.split(";")[2].split())
-                   for line in (framework / "cpu_op_execute_timestamp_0.txt").read_text().splitlines()}
-    assert len(set(runs_per_op.values())) > 1  # the k-th run of an op is not step k here
+    runs = {}
+    for line in (framework / "cpu_op_execute_timestamp_0.txt").read_text().splitlines():
+        runs.setdefault(line.split(";")[0], []).extend(
+            (int(start), float(dur)) for start, dur, _ in (r.split(",") for r in line.split(";")[2].split()))
+    assert len({len(r) for r in runs.values()}) > 1  # the k-th run of an op is not step k here
     run = perfkit.load(PYNATIVE_RUN)
     assert run.meta.mode == "pynative"
     assert set(run.ops["pass"]) == {"other"}
     assert any("PyNative" in w for w in run.warnings)
-    assert not len(run.steps)
+    # independently: the op that starts the window ran as often as the least-run op; its k-th start is step k
+    first = min(runs, key=lambda name: min(start for start, _ in runs[name]))
+    starts = sorted(start for start, _ in runs[first])
+    assert len(starts) == min(len(r) for r in runs.values()) == len(run.steps)
+    end = max(start + round(dur * 1e6) for r in runs.values() for start, dur in r)  # int ns: epoch exceeds float
+    expected = [(b - a) / 1e6 for a, b in zip(starts, starts[1:] + [end])]
+    assert run.steps["total_ms"].tolist() == pytest.approx(expected, rel=1e-9)
+    assert run.steps["interval_ms"].isna().all() and run.meta.step_source == "first_op_timestamps"
     _, how = derive_steps(run_events(framework), None)
-    assert how.startswith("unknown") and "different numbers of times" in how
+    assert how == "first_op_timestamps"
 
 
 def run_events(framework: Path):

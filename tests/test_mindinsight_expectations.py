@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import perfkit
-from perfkit.analysis import queue_stats, step_means
+from perfkit.analysis import MIN_QUEUE_SAMPLES, host_cpu_busy, queue_stats, step_means
 
 from conftest import FIXTURE_RUNS
 
@@ -265,20 +265,18 @@ def test_proposals_of_misc_rank_0():
     run = perfkit.load(MISC)
     advice = perfkit.advise(run)
     ids = advice.ids()
-    # ...::test_propose_compose: minddata_cpu_utilization [90]: 100 - mean idle (10 %) > 80
-    cpu = next(f for f in advice.findings if f.id == "host_cpu")
-    idle = json.loads((MISC / "minddata_cpu_utilization_0.json").read_text())["device_info"]["idle_utilization"]
-    assert cpu.evidence["host_cpu_busy_pct"] == 100 - sum(idle) / len(idle) == 90
-    assert cpu.evidence["host_cpu_user_pct"] + cpu.evidence["host_cpu_sys_pct"] == 40  # beside it, not it
-    # ...: minddata_device_queue [1, 1, 0, 1] and empty_rate 100.0 over the 30 % threshold
-    feed = next(f for f in advice.findings if f.id == "dataset_workers")
-    assert feed.evidence["host_queue_empty_pct"] == 100.0 and feed.evidence["host_queue_full_pct"] == 0.0
+    # ...::test_propose_compose: minddata_cpu_utilization [90]: 100 - mean idle (10 %) > 80, and
+    # minddata_device_queue [1, 1, 0, 1] (empty_rate 100.0 over the 30 % threshold). Difference by definition
+    # (issue 14): that empty rate is one host-queue sample, and perfkit does not advise from fewer than
+    # MIN_QUEUE_SAMPLES (one sample once gave two contradicting findings): dataset_workers and host_cpu say
+    # why they did not look, and the 90 % busy host is still computed as MindInsight does.
+    host = json.loads((MISC / "minddata_cpu_utilization_0.json").read_text())["device_info"]["idle_utilization"]
+    assert host_cpu_busy(run.cpu_util[run.cpu_util["rank"] == 0])["busy_pct"] == 100 - sum(host) / len(host) == 90
+    assert len(run.host_queue) == 1 and len(run.host_queue) < MIN_QUEUE_SAMPLES and not len(run.device_queue)
+    for rule_id in ("dataset_workers", "host_cpu"):
+        assert rule_id not in ids and "fewer than 3 data queue samples" in advice.not_checked[rule_id]
     # ...: step_trace-iter_interval ['0.5'] (mean interval above 0.5 ms). Difference by definition: the run
-    # already sinks (device_queue_profiling_0.txt), so perfkit does not propose sink mode; the interval is
-    # reported as the data wait of the dataset_workers finding, over the steady-state steps.
+    # already sinks (device_queue_profiling_0.txt), so perfkit does not propose sink mode; the ~90 ms interval is
+    # device idle whose cause the files do not show (no data evidence): the bound says "unknown".
     assert "sink_mode" not in ids and run.meta.data_mode == "sink"
-    assert feed.evidence["interval_share_pct"] == pytest.approx(
-        100 * step_means(run.steps)["interval_ms"] / step_means(run.steps)["total_ms"], abs=0.01)
-    # ...: minddata_pipeline-dataset_op ['TFReader_3/TFReader_2'] (source ops under 0.6 usage in the CSV).
-    # Difference: perfkit judges the JSON's pipeline (see the warning above), whose slowest op is ImageFolder.
-    assert feed.target == "ImageFolder"
+    assert advice.bound["kind"] == "unknown" and advice.bound["parts_ms"]["data"] == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import re
 
 import pytest
@@ -31,8 +33,8 @@ def figure_panels(run) -> int:
                for panel in in_report())
 
 
-# The compare section's figures (step split, op-type shares, queue emptiness).
-COMPARE_FIGURES = 3
+# The compare section's figures (step split, step time spread, op time per step, queue emptiness).
+COMPARE_FIGURES = 4
 
 
 def test_report_is_self_contained():
@@ -63,7 +65,7 @@ def test_report_lists_findings_with_evidence_and_action():
     text = render_report([run])
     advice = advise(run)
     for item, finding in zip(result.items, advice.findings, strict=True):
-        assert item.action.replace("'", "&#x27;") in text
+        assert html.escape(item.action) in text
         assert f"{finding.id} · {finding.target}" in text
 
 

@@ -29,6 +29,7 @@ from conftest import FIXTURE_RUNS, REPO
 LEGACY = "legacy_run_2"
 NEW = "new_level1_rank0"
 CPU = "cpu_2_10"
+DB = "new_db_level1_rank0"
 CPU_FW = "vm_10569_20261122103128064_ascend_ms/FRAMEWORK"
 NEW_OUT = "ASCEND_PROFILER_OUTPUT"
 # A real CPU run with MindSpore's memory record (profile_memory=True), which no shared fixture has.
@@ -90,6 +91,18 @@ CASES = {
     "multi_rank_one_rank_missing_files": ("new_level1", f"rank1_ascend_pt/{NEW_OUT}/step_trace_time.csv",
                                           lambda p: p.unlink()),
     "multi_rank_one_rank_empty": ("new_level1", f"rank1_ascend_pt/{NEW_OUT}/kernel_details.csv", broken.empty),
+    "db_cut_in_half": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", broken.cut_in_half),
+    "db_not_sqlite": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", broken.not_sqlite),
+    "db_empty": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", broken.empty),
+    "db_missing_table": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db",
+                         lambda p: broken.drop_table(p, "COMPUTE_TASK_INFO")),
+    "db_renamed_column": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db",
+                          lambda p: broken.rename_column(p, "TASK", "startNs", "beginNs")),
+    "analysis_db_cut_in_half": (DB, f"{NEW_OUT}/analysis.db", broken.cut_in_half),
+    "analysis_db_renamed_column": (DB, f"{NEW_OUT}/analysis.db",
+                                   lambda p: broken.rename_column(p, "StepTraceTime", "computing", "compute")),
+    "db_one_rank_not_sqlite": ("new_db_level1", f"rank1_ascend_pt/{NEW_OUT}/ascend_pytorch_profiler_1.db",
+                               broken.not_sqlite),
     # memory and communication (issue 15)
     "memory_record_negative_size": (NEW, f"{NEW_OUT}/memory_record.csv",
                                     lambda p: broken.set_column(p, "Total Reserved(MB)", "-2109.6")),
@@ -247,6 +260,9 @@ MUTATION_TARGETS = [
     ("new_level1_rank0_output", "kernel_details.csv"),
     (CPU, f"{CPU_FW}/cpu_op_type_info_0.csv"),
     (CPU, f"{CPU_FW}/cpu_op_execute_timestamp_0.txt"),
+    # binary: truncation and flipped bytes are the ways a database breaks (pages cut off, bits rotted)
+    (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db"),
+    (DB, f"{NEW_OUT}/analysis.db"),
     (NEW, f"{NEW_OUT}/memory_record.csv"),
     (NEW, f"{NEW_OUT}/operator_memory.csv"),
     (NEW, f"{NEW_OUT}/communication.json"),

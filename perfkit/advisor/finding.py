@@ -52,5 +52,10 @@ def rank_key(finding: Finding) -> tuple:
     return (SEVERITIES.index(finding.severity), -gain, finding.id)
 
 
+# Findings that say where things stand rather than what is wrong: they never fail a CI gate (`--fail-on low`).
+INFORMATIONAL = frozenset({"data_pipeline_ok", "compute_bound"})
+
+
 def at_or_above(finding: Finding, severity: str) -> bool:
-    return SEVERITIES.index(finding.severity) <= SEVERITIES.index(severity)
+    """Whether `finding` is a problem at `severity` or worse (informational findings never are)."""
+    return finding.id not in INFORMATIONAL and SEVERITIES.index(finding.severity) <= SEVERITIES.index(severity)

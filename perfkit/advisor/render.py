@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..render import bound_text
 from . import Advice
 from ..views.format import evidence
 from .finding import Finding
@@ -16,7 +17,10 @@ def _evidence(finding: Finding, sep: str) -> str:
 
 
 def advice_text(advice: Advice) -> str:
-    lines = [f"run     {advice.run}", f"device  {advice.device or 'unknown'}", ""]
+    lines = [f"run     {advice.run}", f"device  {advice.device or 'unknown'}"]
+    if advice.caveat:
+        lines.insert(0, f"WARNING: {advice.caveat}")
+    lines += ["", *bound_text(advice.bound), ""]
     if not advice.findings:
         lines.append("no findings")
     else:
@@ -28,6 +32,8 @@ def advice_text(advice: Advice) -> str:
                   f"   {_evidence(finding, '   ')}",
                   f"   {finding.title}",
                   f"   do: {finding.action}"]
+    if advice.passed:
+        lines += ["", f"checked, nothing found: {', '.join(advice.passed)}"]
     if advice.not_checked:
         lines.append("")
         lines += [f"not checked: {rule_id}: {reason}" for rule_id, reason in advice.not_checked.items()]
@@ -36,6 +42,10 @@ def advice_text(advice: Advice) -> str:
 
 def advice_markdown(advice: Advice) -> str:
     lines = [f"### perfkit advise: `{advice.run}` ({advice.device or 'device unknown'})", ""]
+    if advice.caveat:
+        lines += [f"**Warning: {advice.caveat}**", ""]
+    if advice.bound:
+        lines += [f"Bound: **{advice.bound['kind']}**", ""]
     if not advice.findings:
         lines.append("No findings.")
     else:

@@ -16,11 +16,10 @@ from typing import Callable
 
 import pandas as pd
 
-from ..analysis import (BATCHNORM_FAMILY, NETWORK_LINK_TYPES, communication_by_rank, framework_memory, host_cpu_busy,
-                        memory_peaks, queue_stats, step_means)
-from ..cluster import of_steps
+from ..analysis import (BATCHNORM_FAMILY, MIN_QUEUE_SAMPLES, NETWORK_LINK_TYPES, QUEUE_EMPTY_PCT,
+                        bound, comm_kind, communication_by_rank, framework_memory, host_cpu_busy, memory_peaks,
+                        op_type_shares, queue_stats, rank_parts, slow_rank_answers, step_means)
 from ..model import Run
-from ..steady import steady_steps
 from .finding import Finding, NotChecked, severity_for
 
 # ---------------------------------------------------------------------------------------------------------
@@ -32,6 +31,7 @@ def _has_steps(run: Run) -> bool:
 
 
 NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
+    "steps": (_has_steps, "no step times"),
     "device": (lambda run: bool(run.meta.device), "device unknown"),
     "sinkable_device": (lambda run: _device(run) != "CPU",
                         "CPU cannot sink datasets (MindSpore falls back to feed mode)"),
@@ -50,7 +50,7 @@ NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
     "cpu_util": (lambda run: bool(len(run.cpu_util)), "no host CPU utilisation (minddata_cpu_utilization)"),
     "comm": (lambda run: _has_steps(run) and (
         any(col in run.steps and run.steps[col].notna().any() for col in ("comm_exposed_ms", "comm_ms"))
-        or run.op_types["type"].astype(str).str.contains(COLLECTIVE_OP).any()),
+        or any(comm_kind(str(t)) for t in run.op_types["type"].unique())),
         "no communication times in the step data and no collective ops"),
     "ranks": (lambda run: _has_steps(run) and run.steps["rank"].nunique() > 1, "single-rank run"),
     "memory": (lambda run: bool(len(framework_memory(run.memory))) and run.memory["allocated_mb"].notna().any(),
@@ -89,6 +89,11 @@ def rule(rule_id: str, needs: tuple[str, ...] = ()):
 
 def _device(run: Run) -> str:
     return (run.meta.device or "").upper()
+
+
+def _torch(run: Run) -> bool:
+    """A torch_npu run (`*_ascend_pt`): its actions are PyTorch's, not MindSpore's."""
+    return run.meta.framework == "torch_npu"
 
 
 def _pct(value: float) -> float:
@@ -141,7 +146,8 @@ def sink_mode(run: Run) -> list[Finding]:
     gain = _pct(share)
     return [Finding(
         id="sink_mode", severity=severity_for(gain),
-        title=f"Feed mode: the step interval (data wait) is {gain:.1f} % of the step",
+        title=f"Feed mode: the step interval (device idle before forward: the per-step batch transfer) is "
+              f"{gain:.1f} % of the step",
         evidence={"interval_share_pct": gain, **_known_ms(interval_ms=steps["interval_ms"],
                                                           fwd_bwd_ms=steps["fwd_bwd_ms"], step_ms=steps["total_ms"])},
         action="model.train(..., dataset_sink_mode=True)",
@@ -167,10 +173,11 @@ def _is_batchnorm(op_type: str) -> bool:
 def amp_level(run: Run) -> list[Finding]:
     device = _device(run)
     level = (run.meta.amp_level or "").upper()
-    if level == "O3" or (not level and run.meta.compute_dtype == "float16"):
+    if level == "O3" or (not level and run.meta.compute_dtype in ("float16", "bfloat16")):
         return []
-    if not level and run.meta.compute_dtype is None:
-        raise NotChecked("precision unknown (no amp_level recorded and no op input dtypes)")
+    # Precision unknown (no amp_level recorded, no op dtypes: the seed's own files): the Cast + BatchNorm share
+    # alone is the evidence the seed's engineer concluded O3 from; the finding says it is conditional.
+    known = bool(level) or run.meta.compute_dtype is not None
     per_type = run.op_types.groupby("type", observed=True)["total_ms"].sum()
     op_ms = float(per_type.sum())
     cast_ms = float(per_type.get("Cast", 0.0))
@@ -194,22 +201,28 @@ def amp_level(run: Run) -> list[Finding]:
         evidence["fp32_conv_matmul_share_of_device_pct"] = _pct(compute_ms / op_ms)
     suggested = "O2" if device == "GPU" else "O3"  # O3 on GPU risks fp16 BatchNorm accuracy; O2 keeps it fp32
     biggest = max((("Cast", cast_ms), ("BatchNorm", bn_ms), ("Conv2D/MatMul", compute_ms)), key=lambda p: p[1])[0]
+    precision = level or run.meta.compute_dtype
+    title = (f"Precision {precision}: Cast and fp32 ops AMP would move take {_pct(share):.1f} % of device time"
+             if known else f"Cast and BatchNorm take {_pct(share):.1f} % of device time: if the network is not "
+                           f"already at amp_level {suggested}, AMP would move most of it (precision not recorded)")
+    if _torch(run):
+        action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16): around the forward pass "
+                  "(or torch.float16 with torch.npu.amp.GradScaler), keeping BatchNorm in float32")
+    else:
+        action = f'Model(net, loss_fn, optimizer, amp_level="{suggested}")'
     return [Finding(
         id="amp_level", severity=severity_for(gain),
-        title=f"Precision {level or run.meta.compute_dtype}: Cast and fp32 ops AMP would move take "
-              f"{_pct(share):.1f} % of device time",
-        evidence=evidence,
-        action=f'Model(net, loss_fn, optimizer, amp_level="{suggested}")',
+        title=title, evidence=evidence, action=action if known else f"if not already {suggested}: {action}",
         target=biggest, est_gain_pct=gain)]
 
 
 # ---------------------------------------------------------------------------------------------------------
 # dataset_workers, data_pipeline_ok, host_cpu
 
-# MindInsight: host queue empty in > 30 % of batches -> data processing is the bottleneck. Applied to the queue
-# the device reads from (device GetNext when recorded, else the host queue), as the seed does: an often empty
-# host queue next to a full device queue means the device takes batches as fast as they come, not starvation.
-QUEUE_EMPTY_PCT = 30.0
+# QUEUE_EMPTY_PCT (analysis, MindInsight's 30 %) is applied to the queue the device reads from (device GetNext
+# when recorded, else the host queue), as the seed does: an often empty host queue next to a full device queue
+# means the device takes batches as fast as they come, not starvation. A queue with fewer than
+# MIN_QUEUE_SAMPLES samples is not judged (one sample once gave two contradicting findings).
 # MindInsight's pipeline rules: an op whose child's output queue usage exceeds its own by > 0.1 is the bottleneck;
 # a source op with usage < 0.6 is slow; all queues >= 0.8 -> the root (batch) op is slow.
 PIPELINE_USAGE_GAP = 0.1
@@ -231,7 +244,11 @@ class _DataFeed:
 
 def _data_feed(run: Run) -> _DataFeed:
     device_stats, host_stats = queue_stats(run.device_queue), queue_stats(run.host_queue)
-    feeding, name = (device_stats, "device") if device_stats else (host_stats, "host")
+    judged = [(stats, name) for stats, name in ((device_stats, "device"), (host_stats, "host"))
+              if stats and stats["samples"] >= MIN_QUEUE_SAMPLES]
+    if not judged:
+        raise NotChecked(f"fewer than {MIN_QUEUE_SAMPLES} data queue samples: too few to judge the data pipeline")
+    feeding, name = judged[0]
     wait_share, wait_key = None, None
     step_ms = _run_step_ms(run)
     if step_ms and len(run.device_queue) and run.device_queue["wait_ms"].notna().any():
@@ -346,7 +363,8 @@ def dataset_workers(run: Run) -> list[Finding]:
             title=f"Data is not the bottleneck: the {feed.queue} queue was empty in only "
                   f"{feed.empty_pct:.1f} % of samples",
             evidence=_feed_evidence(feed),
-            action="none for the data pipeline: look at the compute findings", target=None, est_gain_pct=None)]
+            action="none for the data pipeline: the step's bound (perfkit summary, first lines) says where the "
+                   "time goes", target=None, est_gain_pct=None)]
     op, usage_evidence = _bottleneck(run.pipeline)
     op_type = _dataset_op_name(str(op.op_type)) if op is not None else None
     # an unknown worker count is taken as 1, so the advice is at least 2 workers
@@ -398,45 +416,111 @@ def host_cpu(run: Run) -> list[Finding]:
 COMM_MIN_SHARE = 0.05
 
 
-# Collective op types (MindSpore, HCCL kernel names), for runs whose step data has no communication columns.
-COLLECTIVE_OP = re.compile(
-    r"all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|^(?:hcom_?)?(?:send|receive|recv)", re.IGNORECASE)
+COMM_SOURCE_LABEL = {"exposed": ("comm_exposed", "not overlapped with compute"),
+                     "step_trace_overlap_unknown": ("comm", "step-trace op time, overlap with compute unknown"),
+                     "ops_overlap_unknown": ("comm_ops", "op time, overlap with compute unknown")}
 
 
 def _comm_per_rank(run: Run) -> tuple[pd.DataFrame, str, str]:
-    """Per rank: mean communication ms per step and mean step total; evidence name; how it was measured."""
-    for column, label in (("comm_exposed_ms", "not overlapped with compute"), ("comm_ms", "op time")):
-        if column in run.steps and run.steps[column].notna().any():
-            per_rank = steady_steps(run.steps).groupby("rank")[[column, "total_ms"]].mean()
-            return per_rank.rename(columns={column: "comm_ms"}), column.removesuffix("_ms"), label
-    collective = run.op_types[run.op_types["type"].astype(str).str.contains(COLLECTIVE_OP)]
-    per_rank = run.steps.groupby("rank")["total_ms"].agg(["mean", "size"])
-    comm_ms = collective.groupby("rank")["total_ms"].sum().reindex(per_rank.index, fill_value=0.0) / per_rank["size"]
-    return (pd.DataFrame({"comm_ms": comm_ms, "total_ms": per_rank["mean"]}), "comm_ops",
-            "ops (overlap with compute unknown)")
+    """Per rank: exposed communication (collective and point-to-point) and the step total, mean ms per step, as
+    analysis.rank_parts splits the step; the measure's name (comm_exposed / comm / comm_ops) and how it was
+    measured. The view layer's communication card and per-rank bars use it."""
+    parts = rank_parts(run).set_index("rank")
+    per_rank = pd.DataFrame({"comm_ms": parts["communication"] + parts["pipeline"], "total_ms": parts["total"]})
+    name, how = COMM_SOURCE_LABEL[parts["comm_source"].iloc[0] if len(parts) else "exposed"]
+    return per_rank, name, how
 
 
 @rule("communication", needs=("comm",))
 def communication(run: Run) -> list[Finding]:
-    per_rank, name, label = _comm_per_rank(run)
-    per_rank["share"] = per_rank["comm_ms"] / per_rank["total_ms"]
-    share = float(per_rank["comm_ms"].mean() / per_rank["total_ms"].mean())
+    """Exposed collective communication (analysis.rank_parts): point-to-point waits are pipeline_stage_imbalance's."""
+    per_rank = rank_parts(run).set_index("rank")
+    if not len(per_rank):
+        return []
+    per_rank["share"] = per_rank["communication"] / per_rank["total"]
+    share = float(per_rank["communication"].mean() / per_rank["total"].mean())
     if share < COMM_MIN_SHARE:
         return []
     worst = int(per_rank["share"].idxmax())
+    name, label = COMM_SOURCE_LABEL[per_rank.loc[worst, "comm_source"]]
     gain = _pct(share)
-    evidence = {f"{name}_share_pct": gain, f"{name}_ms": _ms(per_rank["comm_ms"].mean()),
-                "step_ms": _ms(per_rank["total_ms"].mean())}
+    # the evidence keeps its names (scripts read them); the values are the collective part alone now
+    evidence = {f"{name}_share_pct": gain, f"{name}_ms": _ms(per_rank["communication"].mean()),
+                "step_ms": _ms(per_rank["total"].mean())}
+    if per_rank["pipeline"].sum() > 0:
+        evidence["p2p_exposed_ms"] = _ms(per_rank["pipeline"].mean())
     if len(per_rank) > 1:
         evidence["worst_rank"] = worst
         evidence["worst_rank_share_pct"] = _pct(per_rank.loc[worst, "share"])
+    if _torch(run):
+        action = ("DistributedDataParallel(model, bucket_cap_mb=...) with larger buckets so gradient all-reduces "
+                  "overlap backward (Megatron: --overlap-grad-reduce); a larger per-device batch hides more of it")
+    else:
+        action = ('ms.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "auto", "config": None}}) '
+                  "to fuse gradient all-reduces so they overlap backward; a larger per-device batch hides more of it")
     return [Finding(
         id="communication", severity=severity_for(gain),
-        title=f"Communication {label}: {gain:.1f} % of the step",
-        evidence=evidence,
-        action='ms.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "auto", "config": None}}) '
-               "to fuse gradient all-reduces so they overlap backward; a larger per-device batch hides more of it",
+        title=f"Collective communication {label}: {gain:.1f} % of the step",
+        evidence=evidence, action=action,
         target=f"rank {worst}" if len(per_rank) > 1 else None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pipeline_stage_imbalance
+
+# A stage is imbalanced when its compute per step differs from the slowest stage's by more than msprof-analyze's
+# slow-rank spread (5 % of the step, cluster.SLOW_RANK_SPREAD's rule applied to stages)...
+STAGE_SPREAD = 0.05
+# ...and a pipeline wait (p2p, bubble) worth a finding is 5 % of the step (msprof-analyze: an issue from 5 %).
+PIPELINE_MIN_SHARE = 0.05
+
+
+def stage_of_rank(run: Run) -> dict[int, int]:
+    """Global rank -> pipeline stage, from the run's meta (profiler_metadata pp groups, stage_num, cluster file)."""
+    return {rank: stage for stage, ranks in enumerate(run.meta.pipeline_stages or []) for rank in ranks}
+
+
+@rule("pipeline_stage_imbalance", needs=("steps",))
+def pipeline_stage_imbalance(run: Run) -> list[Finding]:
+    parts = rank_parts(run)
+    stages = stage_of_rank(run)
+    parts["stage"] = parts["rank"].map(stages)
+    known = parts[parts["stage"].notna()]
+    wait_share = float(parts["pipeline"].mean() / parts["total"].mean()) if len(parts) else 0.0
+    if known["stage"].nunique() < 2:
+        if not stages and wait_share == 0:
+            return []  # no sign of pipeline parallelism
+        if wait_share < PIPELINE_MIN_SHARE:
+            return []
+        stage_text, evidence = "", {}
+    else:
+        per_stage = known.groupby("stage")[["compute", "pipeline", "total"]].mean()
+        spread = float(per_stage["compute"].max() - per_stage["compute"].min()) / float(per_stage["total"].max())
+        if spread <= STAGE_SPREAD and wait_share < PIPELINE_MIN_SHARE:
+            return []
+        slowest = int(per_stage["compute"].idxmax())
+        evidence = {f"stage{int(stage)}_compute_ms": _ms(row["compute"]) for stage, row in per_stage.iterrows()}
+        evidence |= {f"stage{int(stage)}_pipeline_wait_ms": _ms(row["pipeline"]) for stage, row in per_stage.iterrows()}
+        evidence["compute_spread_pct_of_step"] = _pct(spread)
+        stage_text = (f"stage {slowest} computes {_ms(per_stage['compute'].max())} ms per step against "
+                      f"{_ms(per_stage['compute'].min())} ms on stage {int(per_stage['compute'].idxmin())}; ")
+    evidence["pipeline_wait_share_pct"] = _pct(wait_share)
+    evidence["step_ms"] = _ms(parts["total"].mean())
+    gain = _pct(wait_share)
+    if _torch(run):
+        action = ("Move layers from the slowest stage to the others (Megatron: --decoder-first-pipeline-num-layers / "
+                  "--decoder-last-pipeline-num-layers, or --num-layers-per-virtual-pipeline-stage for an interleaved "
+                  "schedule) and use more micro-batches per step (a larger global batch over the same "
+                  "--micro-batch-size) so the bubble is a smaller part")
+    else:
+        action = ("Rebalance layers across stages (cell.pipeline_stage = k for each cell, "
+                  "ms.set_auto_parallel_context(pipeline_stages=N)) so each stage computes about as long, and raise "
+                  "the micro-batch count (nn.PipelineCell(net, micro_size=M) with a larger M) so the bubble shrinks")
+    return [Finding(
+        id="pipeline_stage_imbalance", severity=severity_for(gain),
+        title=f"Pipeline stages wait on each other: {stage_text}point-to-point wait and bubble are "
+              f"{gain:.1f} % of the step",
+        evidence=evidence, action=action, target=None, est_gain_pct=gain)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -449,7 +533,7 @@ SLOW_RANK_ADVICE = {
     "total_ms": ("step time",
                  "Compare the named ranks' op time with the others (perfkit summary RUN per rank): a slower device, "
                  "an unbalanced pipeline stage (set_auto_parallel_context(pipeline_stages=...)) or host load"),
-    "interval_ms": ("step interval (data wait)",
+    "interval_ms": ("step interval (device idle)",
                     "The named ranks wait longer for data: check their dataset shard size and host "
                     "(dataset.map(..., num_parallel_workers=N), local disk)"),
     # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
@@ -463,7 +547,11 @@ SLOW_RANK_ADVICE = {
 
 @rule("slow_rank", needs=("ranks",))
 def slow_rank(run: Run) -> list[Finding]:
-    answer = of_steps(run.path, run.steps)
+    """Slow ranks among ranks that should match (analysis.rank_groups: within each pipeline stage)."""
+    return [finding for answer in slow_rank_answers(run) for finding in _slow_rank_findings(answer)]
+
+
+def _slow_rank_findings(answer) -> list[Finding]:
     per_rank = answer.per_rank.set_index("rank")
     findings = []
     for spread_finding in answer.findings:
@@ -517,6 +605,166 @@ def tail(run: Run) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# host_bound
+
+# "The device is idle most of the step span with no data-queue evidence" (issue 14): half the step.
+HOST_BOUND_MIN_SHARE = 0.5
+
+
+def _top_cell(run: Run) -> str | None:
+    """The network cell the op scope names start with (`Default/network-WithLossCell/...` -> network-WithLossCell)."""
+    if not len(run.ops):
+        return None
+    heads = run.ops["name"].astype(str).str.split("/").str[1].dropna()
+    return str(heads.mode().iloc[0]) if len(heads) else None
+
+
+@rule("host_bound", needs=("steps",))
+def host_bound(run: Run) -> list[Finding]:
+    parts = rank_parts(run)
+    if not len(parts):
+        return []
+    host_ms = float((parts["host"] - parts["transfer"]).mean())  # the feed-mode transfer is sink_mode's
+    total = float(parts["total"].mean())
+    if parts["data"].sum() > 0 or host_ms / total < HOST_BOUND_MIN_SHARE:
+        return []
+    share = _pct(host_ms / total)
+    pynative = run.meta.mode == "pynative"
+    busy_ms = float(parts["compute"].mean())
+    evidence = {"host_idle_share_pct": share, **_known_ms(host_idle_ms=host_ms, device_busy_ms=busy_ms, step_ms=total)}
+    if _torch(run):
+        title = f"Host-bound: the device is idle {share:.1f} % of the step while ops are dispatched one by one"
+        action = ("model = torch.compile(model) (torch_npu: the torchair backend) so the step runs as a graph; "
+                  "a larger batch gives each launched kernel more work")
+    elif pynative:
+        cell = _top_cell(run)
+        title = (f"PyNative: the device is idle {share:.1f} % of the step while Python dispatches each op")
+        action = ("ms.set_context(mode=ms.GRAPH_MODE), or decorate the step function (the one calling "
+                  f"{cell or 'the network'}, its loss, grad and optimizer) with @ms.jit so it compiles to one graph")
+    else:
+        kind = "launch-bound" if _device(run) == "GPU" else "host-bound"
+        title = (f"{kind[0].upper()}{kind[1:]}: the {run.meta.device or 'device'} runs ops only "
+                 f"{_pct(busy_ms / total):.1f} % of the step; it waits for the host to launch the next one")
+        action = ("a larger batch so each kernel does more work per launch; model.train(..., dataset_sink_mode=True) "
+                  "so whole steps run on the device without a launch from Python each")
+    return [Finding(id="host_bound", severity=severity_for(share), title=title, evidence=evidence, action=action,
+                    target=_top_cell(run) if pynative else None, est_gain_pct=share)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compile_or_first_call
+
+# MindSpore's own step average leaves the first step out (it carries graph compilation); a first step longer
+# than 1.5x the median of the rest is that compilation or warm-up inside the profiled window (issue 13's rule).
+FIRST_STEP_OUTLIER = 1.5
+# One op instance called once that takes a fifth of all op time in a multi-step window is a one-off: a first
+# call (kernel compile, autotune, allocation), not the op type's steady cost.
+FIRST_CALL_MIN_SHARE = 0.2
+
+
+def _first_step_outliers(run: Run) -> dict[int, tuple[float, float]]:
+    """rank -> (first step ms, median of the other steps) where the first step is an outlier."""
+    outliers = {}
+    for rank, steps in run.steps[run.steps["total_ms"].notna()].groupby("rank"):
+        steps = steps.sort_values("step")
+        if len(steps) < 3:
+            continue
+        first, rest = float(steps["total_ms"].iloc[0]), float(steps["total_ms"].iloc[1:].median())
+        if rest > 0 and first > FIRST_STEP_OUTLIER * rest:
+            outliers[int(rank)] = (first, rest)
+    return outliers
+
+
+# A call this many times longer than the same op's other calls is not its steady cost.
+FIRST_CALL_OUTLIER = 10.0
+
+
+def _one_off_calls(run: Run) -> pd.DataFrame:
+    """Op calls that take FIRST_CALL_MIN_SHARE of their rank's op time in a multi-step window, alone: an op
+    run once (where the files count calls: 1.x detail files have no count, every op reads as run once), or
+    one call (`max_ms`, where calls are timed) FIRST_CALL_OUTLIER times the op's other calls. Adds `call_ms`."""
+    ops = run.ops
+    if not len(ops) or not _has_steps(run) or run.steps.groupby("rank")["step"].nunique().max() < 2:
+        return ops.iloc[:0].assign(call_ms=pd.Series(dtype="float64"))
+    op_ms = ops.groupby("rank")["total_ms"].transform("sum")
+    once = (ops["count"] <= 1) & (ops["count"].median() >= 2)
+    others_ms = (ops["total_ms"] - ops["max_ms"]) / (ops["count"] - 1).clip(lower=1)
+    outlier = (ops["count"] >= 2) & (ops["max_ms"] > FIRST_CALL_OUTLIER * others_ms)
+    call_ms = ops["total_ms"].where(once, ops["max_ms"])
+    found = (once | outlier.fillna(False)) & (call_ms >= FIRST_CALL_MIN_SHARE * op_ms)
+    return ops[found].assign(call_ms=call_ms[found])
+
+
+@rule("compile_or_first_call", needs=("steps",))
+def compile_or_first_call(run: Run) -> list[Finding]:
+    steps, calls = _first_step_outliers(run), _one_off_calls(run)
+    if not steps and not len(calls):
+        return []
+    evidence: dict[str, float] = {}
+    said = []
+    if steps:
+        rank, (first, rest) = max(steps.items(), key=lambda item: item[1][0] / item[1][1])
+        evidence |= {"first_step_ms": _ms(first), "median_other_steps_ms": _ms(rest), "rank": rank}
+        said.append(f"the first profiled step takes {first / rest:.1f}x the others ({_ms(first)} ms)")
+    target = None
+    if len(calls):
+        call = calls.loc[calls["call_ms"].idxmax()]
+        op_ms = float(run.ops.loc[run.ops["rank"] == call["rank"], "total_ms"].sum())
+        evidence |= {"one_call_ms": _ms(call["call_ms"]), "one_call_share_of_op_time_pct":
+                     _pct(call["call_ms"] / op_ms)}
+        target = str(call["name"])
+        said.append(f"one call of {call['type']} is {_pct(call['call_ms'] / op_ms):.1f} % of all op time")
+    # The outlier is not a cost of every step: step means and op-type shares that include it mislead.
+    if _torch(run):
+        action = ("profile after warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("
+                  "wait=1, warmup=1, active=N)) and prof.step() each step")
+    else:
+        action = ("profile after warm-up: mindspore.Profiler(schedule=mindspore.profiler.schedule(wait=1, warmup=1, "
+                  "active=N)) with profiler.step() each step, or `perfkit profile --warmup 1`; then judge the op "
+                  "types on the steady steps")
+    return [Finding(
+        id="compile_or_first_call", severity="medium",
+        title="Compilation or first calls inside the profiled window: " + "; ".join(said),
+        evidence=evidence, action=action, target=target, est_gain_pct=None)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compute_bound
+
+# The op types named: the largest ones until they cover this share of op time, at most COMPUTE_TOP_TYPES.
+COMPUTE_TYPES_COVER = 0.5
+COMPUTE_TOP_TYPES = 5
+
+
+@rule("compute_bound", needs=("steps", "op_types"))
+def compute_bound(run: Run) -> list[Finding]:
+    """Where the step's bound is compute: which op types take the time, and what to try on this device."""
+    where = bound(run)
+    if where.kind != "compute":
+        return []
+    shares = op_type_shares(run)
+    covered = shares["share"].cumsum()
+    top = shares[(covered.shift(fill_value=0.0) < COMPUTE_TYPES_COVER)].head(COMPUTE_TOP_TYPES)
+    device = _device(run)
+    if _torch(run):
+        action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16) if the model runs float32; "
+                  "check the top types' shapes (channels in multiples of 16)")
+    elif device == "CPU":
+        action = ("ONEDNN_MAX_CPU_ISA set to the best ISA the CPU has; a larger batch per step; the ops above "
+                  "are where a smaller or fused network gains")
+    else:
+        action = ("ms.set_context(enable_graph_kernel=True) to fuse small ops; amp_level O2/O3 if the network runs "
+                  "float32; channels in multiples of 16 for the top types")
+    listed = ", ".join(f"{row.type} {_pct(row.share):.1f} %" for row in top.itertuples())
+    return [Finding(
+        id="compute_bound", severity="low",
+        title=f"Compute-bound ({_pct(where.share('compute')):.1f} % of the step computes): {listed} of op time",
+        evidence={"compute_share_of_step_pct": _pct(where.share("compute")),
+                  **{f"{row.type}_share_pct": _pct(row.share) for row in top.itertuples()}},
+        action=action, target=str(top["type"].iloc[0]) if len(top) else None, est_gain_pct=None)]
+
+
+# ---------------------------------------------------------------------------------------------------------
 # kernel_efficiency
 
 # Op types whose FLOPs follow from their input shapes, grouped into families whose members do comparable work:
@@ -535,6 +783,14 @@ KERNEL_SLOW_RATIO = 0.1
 KERNEL_MIN_TIME_SHARE = 0.05
 # ...and a reference group must do this share of its family's FLOPs, so a tiny op's lucky timing sets no bar.
 KERNEL_MIN_REFERENCE_FLOPS_SHARE = 0.05
+# A call under 10 MFLOP takes ~0.1 ms at CPU speeds, where the ~10-50 us a kernel launch or oneDNN primitive
+# lookup costs is a large part: its rate measures overhead, not the kernel.
+KERNEL_MIN_CALL_FLOPS = 1e7
+# A conv whose multiply-adds per output (Cin/groups * kh * kw) are fewer than this does not fill a vector unit
+# (a first layer on 3 colour channels: 27); oneDNN and cuDNN run it far below their peak by design.
+KERNEL_MIN_REDUCTION = 32
+# One op instance, called once, holding more than half of a group's time is a first call or a compile.
+KERNEL_ONE_CALL_SHARE = 0.5
 
 
 def _parse_shapes(text) -> tuple[tuple[int, ...], ...]:
@@ -616,14 +872,18 @@ def _conv_flops(rows: pd.DataFrame) -> dict[str, tuple[float, str]]:
             if len(candidates) == 1:
                 layers[name] = (first, next(iter(candidates)))
     flops = {}
-    for name, ((n, c_out, h_out, w_out), (_, c_in_per_group, kh, kw)) in layers.items():
-        flops[name] = (2.0 * n * c_out * h_out * w_out * c_in_per_group * kh * kw, f"{kh}x{kw}")
+    for name, (dout, weight) in layers.items():
+        (n, c_out, h_out, w_out), (_, c_in_per_group, kh, kw) = dout, weight
+        flops[name] = (2.0 * n * c_out * h_out * w_out * c_in_per_group * kh * kw, f"{kh}x{kw}",
+                       f"{dout}|{weight}", c_in_per_group * kh * kw)
     return flops
 
 
 def op_flops(ops: pd.DataFrame) -> pd.DataFrame:
     """FLOPs over the run for each op whose work follows from its input shapes:
-    name, type, group (type and kernel size), family (which groups are comparable), flops, total_ms."""
+    name, type, group (type and kernel size), family (which groups are comparable), flops, total_ms,
+    layer (the work's identity: a conv layer's forward and gradient kernels share it), reduction (a conv's
+    multiply-adds per output element), calls."""
     rows = ops[ops["type"].isin(DENSE_TYPES + tuple(BATCHNORM_FLOPS_PER_ELEMENT))]
     conv = _conv_flops(rows[rows["type"].str.startswith("Conv2D")])
     out = []
@@ -631,22 +891,27 @@ def op_flops(ops: pd.DataFrame) -> pd.DataFrame:
     for name, op_type, shapes, count, total_ms in zip(*(rows[c].tolist() for c in (
             "name", "type", "input_shapes", "count", "total_ms"))):
         inputs = _parse_shapes(shapes)
+        reduction = math.nan
         if op_type in BATCHNORM_FLOPS_PER_ELEMENT:
             if not inputs or not inputs[0]:
                 continue
             flops = float(math.prod(inputs[0])) * BATCHNORM_FLOPS_PER_ELEMENT[op_type]
-            group, family = op_type, "batchnorm"
+            group, family, layer = op_type, "batchnorm", str(inputs[0])
         elif op_type == "MatMul":
-            flops, group, family = _matmul_flops(inputs), "MatMul", "dense"
+            flops, group, family, layer = _matmul_flops(inputs), "MatMul", "dense", str(sorted(inputs[:2]))
         elif name in conv:
-            flops, kernel = conv[name]
+            flops, kernel, layer, reduction = conv[name]
             group, family = f"{op_type} {kernel}", "dense"
         else:
             continue
         if flops:
             out.append({"name": name, "type": op_type, "group": group, "family": family,
-                        "flops": flops * count, "total_ms": total_ms})
-    return pd.DataFrame(out, columns=["name", "type", "group", "family", "flops", "total_ms"])
+                        "flops": flops * count, "total_ms": total_ms, "layer": layer, "reduction": reduction,
+                        "calls": count})
+    return pd.DataFrame(out, columns=OP_FLOPS_COLUMNS)
+
+
+OP_FLOPS_COLUMNS = ["name", "type", "group", "family", "flops", "total_ms", "layer", "reduction", "calls"]
 
 
 def _kernel_action(run: Run, group: str) -> str:
@@ -657,38 +922,69 @@ def _kernel_action(run: Run, group: str) -> str:
             "(float16), GPU tensor cores float16 with channels in multiples of 8")
 
 
+def _comparable(work: pd.DataFrame) -> pd.DataFrame:
+    """The ops whose speed says something about their kernel: not tiny calls, not convs too shallow to fill
+    the vector units."""
+    per_call = work["flops"] / work["calls"].clip(lower=1)
+    shallow = work["reduction"].notna() & (work["reduction"] < KERNEL_MIN_REDUCTION)
+    return work[(per_call >= KERNEL_MIN_CALL_FLOPS) & ~shallow]
+
+
+def _dominated_by_one_call(group: pd.DataFrame) -> bool:
+    """One op instance called once holds most of the group's time: a first call or compile, not a slow kernel
+    (compile_or_first_call's finding)."""
+    once = group[group["calls"] <= 1]
+    return bool(len(once)) and float(once["total_ms"].max()) > KERNEL_ONE_CALL_SHARE * float(group["total_ms"].sum())
+
+
+def _rate(ops: pd.DataFrame) -> float:
+    return float(ops["flops"].sum()) / float(ops["total_ms"].sum()) / 1e6  # GFLOP/s
+
+
 @rule("kernel_efficiency", needs=("op_shapes",))
 def kernel_efficiency(run: Run) -> list[Finding]:
+    """A kernel group far slower than the same work done by another group: the same layers (a conv layer's
+    forward and its two gradients do the same multiply-adds; BatchNorm and its gradient read the same tensor)."""
     work = op_flops(run.ops)
     work = work[work["total_ms"] > 0]
     if not len(work):
         raise NotChecked("no Conv2D / MatMul / BatchNorm op with usable input shapes")
     op_ms = float(run.ops["total_ms"].sum())
-    groups = work.groupby(["family", "group"]).agg(flops=("flops", "sum"), total_ms=("total_ms", "sum"),
-                                                   ops=("name", "count")).reset_index()
-    groups["gflops_per_s"] = groups["flops"] / groups["total_ms"] / 1e6
+    work = _comparable(work)
     findings = []
-    for _, family in groups.groupby("family"):
-        references = family[family["flops"] >= KERNEL_MIN_REFERENCE_FLOPS_SHARE * family["flops"].sum()]
-        if len(references) < 2:
-            continue
-        best = references.loc[references["gflops_per_s"].idxmax()]
-        for _, slow in family.iterrows():
-            ratio = slow["gflops_per_s"] / best["gflops_per_s"]
-            if ratio >= KERNEL_SLOW_RATIO or slow["total_ms"] / op_ms < KERNEL_MIN_TIME_SHARE:
+    for _, family in work.groupby("family"):
+        family_flops = float(family["flops"].sum())
+        groups = dict(tuple(family.groupby("group")))
+        for name, slow in groups.items():
+            slow_ms = float(slow["total_ms"].sum())
+            if slow_ms / op_ms < KERNEL_MIN_TIME_SHARE or _dominated_by_one_call(slow):
                 continue
-            saved_ms = slow["total_ms"] * (1.0 - ratio)  # its time at the reference group's rate
-            gain = _gain_pct(run, saved_ms, op_ms)
+            best = None  # (ratio, reference name, slow rate, reference rate) on the layers both groups run
+            for reference_name, reference in groups.items():
+                if reference_name == name:
+                    continue
+                layers = set(slow["layer"]) & set(reference["layer"])
+                mine, theirs = slow[slow["layer"].isin(layers)], reference[reference["layer"].isin(layers)]
+                if not layers or theirs["flops"].sum() < KERNEL_MIN_REFERENCE_FLOPS_SHARE * family_flops:
+                    continue
+                ratio = _rate(mine) / _rate(theirs)
+                if best is None or ratio < best[0]:
+                    best = (ratio, reference_name, _rate(mine), _rate(theirs))
+            if best is None or best[0] >= KERNEL_SLOW_RATIO:
+                continue
+            ratio, reference_name, rate, reference_rate = best
+            saved_ms = slow_ms * (1.0 - ratio)  # its time at the reference group's rate
+            # never more than the share these ops take (of the step, and of all op time)
+            gain = min(_gain_pct(run, saved_ms, op_ms), _pct(slow_ms / op_ms))
             findings.append(Finding(
                 id="kernel_efficiency", severity=severity_for(gain),
-                title=f"{slow['group']} runs at {slow['gflops_per_s']:.2f} GFLOP/s, {1 / ratio:.0f}x slower than "
-                      f"{best['group']} ({best['gflops_per_s']:.2f} GFLOP/s) on comparable work",
-                evidence={"gflops_per_s": round(float(slow["gflops_per_s"]), 3),
-                          "reference_gflops_per_s": round(float(best["gflops_per_s"]), 3),
+                title=f"{name} runs at {rate:.2f} GFLOP/s, {1 / ratio:.0f}x slower than "
+                      f"{reference_name} ({reference_rate:.2f} GFLOP/s) on the same layers' work",
+                evidence={"gflops_per_s": round(rate, 3), "reference_gflops_per_s": round(reference_rate, 3),
                           "ratio_to_reference": round(float(ratio), 4),
-                          "share_of_op_time_pct": _pct(slow["total_ms"] / op_ms),
-                          "total_ms": _ms(slow["total_ms"]), "ops": int(slow["ops"])},
-                action=_kernel_action(run, slow["group"]), target=slow["group"], est_gain_pct=gain))
+                          "share_of_op_time_pct": _pct(slow_ms / op_ms),
+                          "total_ms": _ms(slow_ms), "ops": int(len(slow))},
+                action=_kernel_action(run, name), target=name, est_gain_pct=gain))
     return findings
 
 

@@ -9,13 +9,14 @@ Adding a layout: one module with its READER, one line below, and its test file.
 
 from __future__ import annotations
 
-from . import ascend_ms, communication, cpu, gpu, legacy, manifest, memory, minddata
+from . import ascend_ms, communication, cpu, db, gpu, legacy, manifest, memory, minddata
 from .base import RUN_WIDE, Parts, Reader
 
 # Order is priority: when two readers give the same table for a rank, the earlier one wins.
 READERS: tuple[Reader, ...] = (
     manifest.READER,
     ascend_ms.READER,
+    db.READER,
     cpu.READER,
     gpu.READER,
     legacy.READER,

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
-from .base import Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object
+from .base import (Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object, stages_from_count,
+                   stages_from_pp_groups)
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -67,11 +68,14 @@ DATASET_TYPES = {"operation": pa.string(), "stage": pa.string()}
 # Ops whose input dtype says what precision the network computes in (AMP casts exactly these).
 PRECISION_OP_TYPES = re.compile(r"^(Conv2D|Conv3D|MatMul|BatchMatMul|BNTraining|BNInfer|BatchNorm)")
 NORM_OP_TYPES = re.compile(r"^(BNTraining|BNInfer|BatchNorm)")
-FLOAT16_DTYPES = {"FLOAT16", "DT_FLOAT16", "FP16", "BF16", "BFLOAT16", "DT_BF16"}
+# float16 and bfloat16 are kept apart: AMP advice and the precision shown differ between them.
+FLOAT16_DTYPES = {"FLOAT16", "DT_FLOAT16", "FP16"}
+BFLOAT16_DTYPES = {"BF16", "BFLOAT16", "DT_BF16", "DT_BFLOAT16"}
 FLOAT32_DTYPES = {"FLOAT", "FLOAT32", "DT_FLOAT", "FP32"}
 # dataset.csv stages run by the device-queue thread, which exists only in dataset sink mode.
 SINK_STAGES = {"PushToAscend", "WaitForAscend"}
 SINK_OP_TYPES = {"GetNext", "GetNextFromQueue", "DynamicGetNext"}
+METADATA = "profiler_metadata.json"
 CONTEXT_MODES = {0: "graph", 1: "pynative", "graph": "graph", "graph_mode": "graph",
                  "pynative": "pynative", "pynative_mode": "pynative"}
 
@@ -83,8 +87,9 @@ def detect(folder: Path) -> bool:
 
 def read(folder: Path) -> dict[int, Parts]:
     output = folder / OUTPUT_DIR
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "framework": _framework(folder), "export": "text"})
     rank = _read_profiler_info(folder, parts)
+    _read_metadata(folder, parts)
 
     def load(name, aliases, required, types):
         return guarded(parts, output / name, lambda p: read_csv_table(p, aliases, required, types, parts.warnings))
@@ -96,6 +101,9 @@ def read(folder: Path) -> dict[int, Parts]:
         raise FileFormatError("has no readable step_trace_time.csv, kernel_details.csv or op_statistic.csv ("
                               + "; ".join(parts.warnings) + ")", output)
     kernels = _Kernels(kernel_table, output / KERNELS) if kernel_table is not None else None
+    if kernels is not None and kernels.types_from_names:
+        parts.warnings.append(f"{KERNELS}: no op types (Level0 collection): types derived from kernel names "
+                              "(`Conv2D1` -> Conv2D, `aclnnInplaceRelu_Relu_Relu` -> Relu)")
     if kernels is not None:
         parts.tables["ops"] = _ops(kernels)
         parts.meta.update(_precision(kernels, mindspore="ms_version" in parts.meta))
@@ -115,7 +123,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     """Only the steps, from step_trace_time.csv alone: for questions across many ranks (slow ranks),
     where reading every kernel table would cost 15 ms a rank. fwd_bwd_ms and tail_ms need the
     kernels and stay unknown."""
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms"})
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "text"})
     rank = _read_profiler_info(folder, parts)
     trace = guarded(parts, folder / OUTPUT_DIR / STEP_TRACE,
                     lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,
@@ -125,6 +133,22 @@ def read_steps(folder: Path) -> dict[int, Parts]:
         unknown = np.full(len(times["step"]), np.nan)
         parts.tables["steps"] = pd.DataFrame({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
     return {rank: parts}
+
+
+def _framework(folder: Path) -> str:
+    """torch_npu names its folders `*_ascend_pt`, MindSpore `*_ascend_ms`: the layout is shared, the API is not."""
+    return "torch_npu" if folder.name.endswith("_ascend_pt") else "mindspore"
+
+
+def _read_metadata(folder: Path, parts: Parts) -> None:
+    """Pipeline stages from profiler_metadata.json's parallel_group_info (torch_npu/Megatron runs)."""
+    path = folder / METADATA
+    if not path.is_file():
+        return
+    metadata = guarded(parts, path, read_json_object)
+    stages = stages_from_pp_groups(metadata.get("parallel_group_info")) if isinstance(metadata, dict) else None
+    if stages:
+        parts.meta["pipeline_stages"] = stages
 
 
 def _read_profiler_info(folder: Path, parts: Parts) -> int:
@@ -148,6 +172,11 @@ def _read_profiler_info(folder: Path, parts: Parts) -> int:
                     if type(scope.get("rank_id")) is int and scope["rank_id"] >= 0), None)
     if isinstance(info.get("ms_version"), str) and info["ms_version"]:
         parts.meta["ms_version"] = info["ms_version"]
+    stage_num = next((scope["stage_num"] for scope in [info, *nested] if "stage_num" in scope), None)
+    rank_size = next((scope["rank_size"] for scope in [info, *nested] if "rank_size" in scope), None)
+    stages = stages_from_count(stage_num, rank_size)
+    if stages:
+        parts.meta["pipeline_stages"] = stages
     mode = next((scope["context_mode"] for scope in [info, *nested] if "context_mode" in scope), None)
     if isinstance(mode, str):
         mode = mode.strip().lower()
@@ -184,6 +213,13 @@ class _Kernels:
         self.step = _floats(table.column("step")) if "step" in table.column_names else None
         self.name, self.names = _codes(table.column("name"))
         self.type, self.types = _codes(table.column("type"))
+        # Level0 collects no op type (`N/A` in every row): the type is in the kernel name (formats.md §3)
+        self.types_from_names = not pc.any(pc.and_(pc.is_valid(self.types),
+                                                   pc.not_equal(self.types, "N/A"))).as_py()
+        if self.types_from_names:
+            derived = pa.array([type_from_kernel_name(name) for name in self.names.to_pylist()])
+            codes, self.types = _codes(pa.chunked_array([derived]))
+            self.type = codes[self.name]
         self.strings = {column: _codes(table.column(column))
                         for column in ("input_shapes", "input_dtypes") if column in table.column_names}
         self.name_passes = op_passes(self.names)  # per distinct name
@@ -197,6 +233,19 @@ class _Kernels:
         per_type = np.append(pc.is_in(self.types, pa.array(sorted(SINK_OP_TYPES))).to_numpy(zero_copy_only=False),
                              False)
         return per_type[self.type]  # code -1 (no type) picks the trailing False
+
+
+# A Level0 kernel name: `Conv2D1`, `trans_TransData_0`, `aclnnInplaceRelu_Relu_Relu`,
+# `aclnnMaxPool2dWithMask_MaxPoolWithArgmaxV1AiCore_MaxPoolWithArgmaxV1`, `hcom_allReduce__586_0_1`.
+TRAILING_IDS = re.compile(r"(_+\d+)+$")
+TRAILING_NUMBER = re.compile(r"(?<![Vv])\d+$")  # `Conv2D1` -> Conv2D; `MatMulV2` keeps its version
+
+
+def type_from_kernel_name(name: str) -> str:
+    """The op type a Level0 kernel name carries: its last `_` part, without the id appended to it."""
+    stem = TRAILING_IDS.sub("", name)
+    last = next((part for part in reversed(stem.split("_")) if part), stem)
+    return TRAILING_NUMBER.sub("", last) or last
 
 
 def _floats(column: pa.ChunkedArray) -> np.ndarray:
@@ -362,27 +411,32 @@ def _precision(kernels: _Kernels, mindspore: bool) -> dict:
     known = (kernels.type >= 0) & (dtype_codes >= 0)
     pairs = pd.unique(kernels.type[known].astype(np.int64) * len(dtypes) + dtype_codes[known])
     types = kernels.types.to_pylist()
-    first_dtypes = pc.utf8_upper(_unquoted(dtypes)).to_pylist()
-    precision = [(bool(NORM_OP_TYPES.match(types[op_type])), first_dtypes[dtype].split(";")[0])
-                 for op_type, dtype in zip((pairs // len(dtypes)).tolist(), (pairs % len(dtypes)).tolist())
-                 if PRECISION_OP_TYPES.match(types[op_type])]
+    upper_dtypes = pc.utf8_upper(_unquoted(dtypes)).to_pylist()
+    return precision_of([(types[op_type], upper_dtypes[dtype])
+                         for op_type, dtype in zip((pairs // len(dtypes)).tolist(), (pairs % len(dtypes)).tolist())],
+                        mindspore)
+
+
+def precision_of(type_dtypes: list[tuple[str, str]], mindspore: bool) -> dict:
+    """compute_dtype (and AMP level) from distinct (op type, upper-case input dtypes `A;B`) pairs."""
+    precision = [(bool(NORM_OP_TYPES.match(op_type)), dtypes.split(";")[0]) for op_type, dtypes in type_dtypes
+                 if PRECISION_OP_TYPES.match(op_type)]
     if not precision:
         return {}
-    half = np.array([dtype in FLOAT16_DTYPES for _, dtype in precision])
+    fp16 = np.array([dtype in FLOAT16_DTYPES for _, dtype in precision])
+    bf16 = np.array([dtype in BFLOAT16_DTYPES for _, dtype in precision])
     single = np.array([dtype in FLOAT32_DTYPES for _, dtype in precision])
-    if not half.any() and not single.any():
+    kinds = [name for name, seen in (("float16", fp16), ("bfloat16", bf16), ("float32", single)) if seen.any()]
+    if not kinds:
         return {}
     is_norm = np.array([norm for norm, _ in precision])
-    if half.any() and single.any():
-        result = {"compute_dtype": "mixed"}
-    else:
-        result = {"compute_dtype": "float16" if half.any() else "float32"}
+    result = {"compute_dtype": kinds[0] if len(kinds) == 1 else "mixed"}
     if mindspore:
         # MindSpore AMP: O0 keeps everything fp32, O3 casts everything (batch norm too) to fp16;
         # O1 and O2 differ in lists the dtypes alone cannot tell apart, so they stay unnamed.
         if single.all():
             result["amp_level"] = "O0"
-        elif half.all() and is_norm.any():
+        elif fp16.all() and is_norm.any():  # O3 casts to float16; bfloat16 is a custom AMP dtype
             result["amp_level"] = "O3"
     return result
 

@@ -7,22 +7,21 @@ steps (see steps.py), with the step times `perfkit profile` recorded when there 
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
 from .base import Parts, Reader, guarded, has_match, op_passes, ranks_in, read_csv, read_text
+from .steps import longest_call_ms, read_execute_timestamps
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
 DETAIL_FILE = "cpu_op_detail_info_{}.csv"
 TIMESTAMP_FILE = "cpu_op_execute_timestamp_{}.txt"
+CPU_EXECUTION_FIELDS = ("start_ns", "dur_ms", "tid")  # DataSaver::WriteOpTimestamp, op_side "cpu"
 SHAPE_FILE = "cpu_framework_{}.txt"
 
 # Header aliases, {canonical: accepted headers}; times are ms and percent a 0-1 fraction.
@@ -70,7 +69,7 @@ def _read_rank(framework: Path, rank: int) -> Parts:
                                                   TYPE_TYPES, parts.warnings))
     details = load(DETAIL_FILE, lambda p: read_csv(p, DETAIL_COLUMNS, ("type", "name", "count", "total_ms"),
                                                    DETAIL_TYPES, parts.warnings))
-    events = load(TIMESTAMP_FILE, lambda p: _read_timestamps(p, parts.warnings))
+    events = load(TIMESTAMP_FILE, lambda p: read_execute_timestamps(p, parts.warnings, CPU_EXECUTION_FIELDS))
     shapes = load(SHAPE_FILE, lambda p: _read_shapes(p, parts.warnings))
     if op_types is None and details is None and events is None:
         raise FileFormatError(f"has no readable {TYPE_FILE.format(rank)}, {DETAIL_FILE.format(rank)} or "
@@ -104,48 +103,6 @@ def _mode_from_names(names: pd.Series) -> str | None:
     if (unique.str.startswith("Gradients/") | (unique.str.count("/") >= 2)).any():
         return "graph"
     return "pynative"
-
-
-def _read_timestamps(path: Path, warnings: list[str]) -> pd.DataFrame:
-    """`full_op_name;HostCpuOps;start_ns,dur_ms,tid start_ns,dur_ms,tid ...` -> one row per execution.
-
-    Lines are split in Python (one per op, not per execution); the executions are parsed as one
-    CSV by pyarrow, a few times faster than converting 100k+ Python strings.
-    """
-    names: list[str] = []
-    counts: list[int] = []
-    records: list[str] = []
-    bad_lines = 0
-    for line in read_text(path).splitlines():
-        fields = line.split(";", 2)
-        if len(fields) < 3:
-            bad_lines += line.strip() != ""
-            continue
-        executions = fields[2].split()
-        if not executions or fields[2].count(",") != 2 * len(executions):
-            bad_lines += 1
-            continue
-        names.append(fields[0])
-        counts.append(len(executions))
-        records.append("\n".join(executions))
-    if bad_lines:
-        warnings.append(f"{path.name}: skipped {bad_lines} malformed line(s)")
-    if not names:
-        raise FileFormatError("has no op execution records", path)
-    try:
-        table = pacsv.read_csv(
-            io.BytesIO("\n".join(records).encode()),
-            read_options=pacsv.ReadOptions(column_names=["start_ns", "dur_ms", "tid"]),
-            convert_options=pacsv.ConvertOptions(include_columns=["start_ns", "dur_ms"],
-                                                 column_types={"start_ns": pa.int64(), "dur_ms": pa.float64()}))
-    except pa.ArrowInvalid:
-        raise FileFormatError("has a start time or duration that is not a number", path) from None
-    start_ns = table.column("start_ns").to_numpy()
-    dur_ms = table.column("dur_ms").to_numpy()
-    line_codes, unique_names = pd.factorize(pd.Index(names))  # an op may have several lines
-    return pd.DataFrame({
-        "name": pd.Categorical.from_codes(np.repeat(line_codes, counts), categories=unique_names),
-        "start_ns": start_ns, "dur_ms": dur_ms})
 
 
 def _read_shapes(path: Path, warnings: list[str]) -> pd.DataFrame:
@@ -184,6 +141,8 @@ def _ops(details: pd.DataFrame, events: pd.DataFrame | None, shapes: pd.DataFram
     ops["pass"] = op_passes(ops["name"])
     if shapes is not None:
         ops["input_shapes"] = ops["name"].map(_shapes_by_full_name(events, shapes, shape_file, warnings))
+    if events is not None:
+        ops["max_ms"] = ops["name"].map(longest_call_ms(events))
     return ops.drop(columns="op_name")
 
 

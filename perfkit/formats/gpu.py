@@ -7,7 +7,9 @@ Op types and ops from `gpu_op_type_info_{r}.csv` / `gpu_op_detail_info_{r}.csv` 
   - per step (`WriteStepTraceAsyncLaunchKernel`, async kernel launch): one line per step,
     `iter_start_op,ts fp_op,ts bp_end_op,ts iter_end_op,ts [comm_op,start,end ...]`, in ns.
 Step bounds follow MindSpore's GpuStepTraceParser: in the per-marker shape a step starts where the
-previous one ended (the first at its fp start); bp is the bp_end op's end.
+previous one ended (the first at its fp start); bp is the bp_end op's end. Where the step trace has no steps
+(PyNative), the op launches in `gpu_op_execute_timestamp_{r}.txt` (`name;GpuOps;start_ns,dur_ms ...`) mark
+them (formats/steps.py). `profiler_info_{r}.json` gives the MindSpore version and mode.
 The MindData files in the same folder are read by minddata.py.
 """
 
@@ -21,11 +23,16 @@ import pyarrow as pa
 
 from ..errors import FileFormatError
 from .base import Parts, Reader, guarded, has_match, op_passes, op_types_of, ranks_in, read_csv, read_text
+from .legacy import read_profiler_info
+from .steps import longest_call_ms, read_execute_timestamps
 
 TYPE_FILE = "gpu_op_type_info_{}.csv"
 DETAIL_FILE = "gpu_op_detail_info_{}.csv"
 STEP_FILE = "step_trace_profiling_{}.txt"
+TIMESTAMP_FILE = "gpu_op_execute_timestamp_{}.txt"
+PROFILER_INFO_FILE = "profiler_info_{}.json"
 RANK_PATTERNS = ("gpu_op_type_info_*.csv", "gpu_op_detail_info_*.csv", "step_trace_profiling_*.txt")
+GPU_EXECUTION_FIELDS = ("start_ns", "dur_ms")  # DataSaver::WriteOpTimestamp, op_side "gpu": `start,duration`
 
 # Header aliases, {canonical: accepted headers}; times in these files are µs, shares 0-1.
 TYPE_COLUMNS = {
@@ -78,7 +85,18 @@ def _read_rank(folder: Path, rank: int) -> Parts:
     details = load(DETAIL_FILE, lambda p: read_csv(p, DETAIL_COLUMNS, ("name", "avg_us"), DETAIL_TYPES,
                                                    parts.warnings))
     steps = load(STEP_FILE, _read_steps)
-    if op_types is None and details is None and steps is None:
+    info = load(PROFILER_INFO_FILE, read_profiler_info)
+    if info:
+        parts.meta.update(info)
+    if steps is None:
+        # PyNative runs leave the step trace empty; every op launch is still recorded: loader derives the
+        # steps from them (formats/steps.py, as for CPU), and says so.
+        events = load(TIMESTAMP_FILE, lambda p: read_execute_timestamps(p, parts.warnings, GPU_EXECUTION_FIELDS))
+        if events is not None:
+            parts.tables["op_events"] = events
+            parts.warnings.append(f"{STEP_FILE.format(rank)} has no steps: steps come from "
+                                  f"{TIMESTAMP_FILE.format(rank)}")
+    if op_types is None and details is None and steps is None and "op_events" not in parts.tables:
         names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, STEP_FILE))
         raise FileFormatError(f"has none of {names} readable ({'; '.join(parts.warnings)})", folder)
     if op_types is not None:
@@ -89,6 +107,8 @@ def _read_rank(folder: Path, rank: int) -> Parts:
         parts.tables["op_types"] = op_types
     if details is not None:
         parts.tables["ops"] = _ops(details)
+        if "op_events" in parts.tables:
+            parts.tables["ops"]["max_ms"] = parts.tables["ops"]["name"].map(longest_call_ms(parts.tables["op_events"]))
     if steps is not None:
         parts.tables["steps"] = steps
         parts.meta["step_source"] = "step_trace"
@@ -158,4 +178,4 @@ def _frame(start, fp, bp, end, comm, ticks_per_ms: float) -> pd.DataFrame:
     return steps
 
 
-READER = Reader(name="gpu", provides=frozenset({"steps", "op_types", "ops"}), detect=detect, read=read)
+READER = Reader(name="gpu", provides=frozenset({"steps", "op_types", "ops", "op_events"}), detect=detect, read=read)

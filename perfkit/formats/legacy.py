@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ..errors import FileFormatError
 from .base import (Parts, Reader, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
-                   read_json_object, read_text)
+                   read_json_object, read_text, stages_from_cluster_file)
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -145,7 +145,8 @@ def _data_mode(folder: Path) -> str | None:
 
 
 def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
-    parts = Parts(meta={"device": "Ascend", "layout": "legacy", "data_mode": data_mode})
+    parts = Parts(meta={"device": "Ascend", "layout": "legacy", "data_mode": data_mode, "framework": "mindspore",
+                        "pipeline_stages": stages_from_cluster_file(folder)})
 
     def load(pattern, reader):
         return guarded(parts, folder / pattern.format(rank), reader)
@@ -155,7 +156,7 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
                                                    parts.warnings))
     framework = load(FRAMEWORK_FILE, lambda p: _read_framework(p, parts.warnings))
     steps = load(STEP_FILE, lambda p: _read_steps(p, parts.warnings))
-    info = load(PROFILER_INFO_FILE, _read_profiler_info)
+    info = load(PROFILER_INFO_FILE, read_profiler_info)
     if op_types is None and details is None and framework is None and steps is None:
         names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE))
         raise FileFormatError(f"has none of {names} readable for rank {rank} ("
@@ -368,7 +369,8 @@ def _with_cluster_times(steps: pd.DataFrame, folder: Path, rank: int, parts: Par
     return steps
 
 
-def _read_profiler_info(path: Path) -> dict:
+def read_profiler_info(path: Path) -> dict:
+    """ms_version and mode from `profiler_info_{r}.json` (legacy Ascend and GPU write the same keys)."""
     info = read_json_object(path)
     meta = {}
     if info.get("ms_version"):

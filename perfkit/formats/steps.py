@@ -7,10 +7,16 @@ optimizer, all-reduce tail). Forward/backward come from the ops' scope names (ba
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
-from .base import op_passes
+from ..errors import FileFormatError
+from .base import op_passes, read_text
 
 NS_PER_MS = 1e6
 STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms"]
@@ -96,9 +102,7 @@ def _from_step_times(events: pd.DataFrame, step_times: pd.DataFrame, origin: int
 def _from_occurrences(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     per_op = events.groupby("name").size()
     if per_op.min() != per_op.max():
-        return (pd.DataFrame(columns=STEP_COLUMNS),
-                f"unknown: ops ran different numbers of times ({per_op.min()} to {per_op.max()}), so the k-th "
-                f"run of an op is not step k (PyNative or control flow); record step times with `perfkit profile`")
+        return _from_first_op(events, per_op)
     ordered = events.sort_values("start", kind="stable")
     step = ordered.groupby("name").cumcount().to_numpy() + 1
     bounds = _bounds(ordered, step)
@@ -113,3 +117,77 @@ def _from_occurrences(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         "total_ms": (bounds["last_end"] - previous_end) / NS_PER_MS,
     })
     return steps.reset_index(drop=True).astype({c: "float64" for c in STEP_COLUMNS[1:]}), "op_timestamps"
+
+
+# The step's first op must start at least this many steps for its runs to mark steps (one run is one window).
+MIN_FIRST_OP_STEPS = 2
+
+
+def _from_first_op(events: pd.DataFrame, per_op: pd.Series) -> tuple[pd.DataFrame, str]:
+    """Steps where ops run different numbers of times (PyNative, control flow): the k-th run of the op that
+    starts the window, when it is among the least-run ops, starts step k (formats.md, GPU: what MindSpore's own GPU step parser relies on), and
+    the last step ends with the last op. Only the totals are known: no step-trace markers split them."""
+    first_name = events.loc[events["start"].idxmin(), "name"]
+    starts = np.sort(events.loc[events["name"] == first_name, "start"].to_numpy())
+    # An op run more often than the least-run op runs several times a step: its runs do not mark steps.
+    if len(starts) < MIN_FIRST_OP_STEPS or len(starts) != per_op.min():
+        return (pd.DataFrame(columns=STEP_COLUMNS),
+                f"unknown: ops ran different numbers of times ({per_op.min()} to {per_op.max()}) and the first op "
+                f"ran {len(starts)} time(s), so no op marks the steps (PyNative or control flow); record step "
+                "times with `perfkit profile`")
+    ends = np.append(starts[1:], events["end"].max())
+    unknown = np.full(len(starts), np.nan)
+    steps = pd.DataFrame({"step": np.arange(1, len(starts) + 1, dtype="int64"), "interval_ms": unknown,
+                          "fwd_bwd_ms": unknown, "tail_ms": unknown, "total_ms": (ends - starts) / NS_PER_MS})
+    return steps, "first_op_timestamps"
+
+
+def longest_call_ms(op_events: pd.DataFrame) -> pd.Series:
+    """Op name -> its longest single execution (ms): a first call or compile hides in an op's mean."""
+    return op_events.groupby("name", observed=True)["dur_ms"].max()
+
+
+def read_execute_timestamps(path: Path, warnings: list[str], fields: tuple[str, ...]) -> pd.DataFrame:
+    """`{cpu,gpu}_op_execute_timestamp_{r}.txt` -> name, start_ns, dur_ms: one row per execution.
+
+    MindSpore's DataSaver::WriteOpTimestamp writes `full_op_name;HostCpuOps;start_ns,dur_ms,tid ...` on CPU
+    and `full_op_name;GpuOps;start_ns,dur_ms ...` on GPU: `fields` names one execution's fields.
+
+    Lines are split in Python (one per op, not per execution); the executions are parsed as one
+    CSV by pyarrow, a few times faster than converting 100k+ Python strings.
+    """
+    names: list[str] = []
+    counts: list[int] = []
+    records: list[str] = []
+    bad_lines = 0
+    columns = list(fields)
+    for line in read_text(path).splitlines():
+        fields = line.split(";", 2)
+        if len(fields) < 3:
+            bad_lines += line.strip() != ""
+            continue
+        executions = fields[2].split()
+        if not executions or fields[2].count(",") != (len(columns) - 1) * len(executions):
+            bad_lines += 1
+            continue
+        names.append(fields[0])
+        counts.append(len(executions))
+        records.append("\n".join(executions))
+    if bad_lines:
+        warnings.append(f"{path.name}: skipped {bad_lines} malformed line(s)")
+    if not names:
+        raise FileFormatError("has no op execution records", path)
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO("\n".join(records).encode()),
+            read_options=pacsv.ReadOptions(column_names=columns),
+            convert_options=pacsv.ConvertOptions(include_columns=["start_ns", "dur_ms"],
+                                                 column_types={"start_ns": pa.int64(), "dur_ms": pa.float64()}))
+    except pa.ArrowInvalid:
+        raise FileFormatError("has a start time or duration that is not a number", path) from None
+    start_ns = table.column("start_ns").to_numpy()
+    dur_ms = table.column("dur_ms").to_numpy()
+    line_codes, unique_names = pd.factorize(pd.Index(names))  # an op may have several lines
+    return pd.DataFrame({
+        "name": pd.Categorical.from_codes(np.repeat(line_codes, counts), categories=unique_names),
+        "start_ns": start_ns, "dur_ms": dur_ms})

@@ -96,8 +96,9 @@ def cell(column: str, value: Any) -> str:
 
 # (column, label) of each way a layout splits a step, in drawing order.
 STEP_SPLITS = (
-    # The step trace's split (legacy Ascend/GPU, derived CPU steps): data wait, compute, after-backward.
-    (("interval_ms", "step interval (data wait)"), ("fwd_bwd_ms", "forward+backward"),
+    # The step trace's split (legacy Ascend/GPU, derived CPU steps): idle before forward (data wait only where
+    # the queues show it: analysis.bound, render.interval_label), compute, after-backward.
+    (("interval_ms", "step interval (device idle)"), ("fwd_bwd_ms", "forward+backward"),
      ("tail_ms", "tail (optimizer, sync)")),
     # The new layout's step_trace_time.csv has no fwd/bwd split, only the overlap analysis.
     (("computing_ms", "computing"), ("comm_exposed_ms", "communication (not overlapped)"),
@@ -121,6 +122,10 @@ COLORS = {
     # memory: one hue, allocated dark, reserved (allocated + cached by the allocator) light
     "allocated_mb": "#54278f", "reserved_mb": "#9e9ac8",
 }
+# The bound's parts (analysis.BOUND_PARTS) in the step parts' colours: compute blue, collective communication red,
+# point-to-point (pipeline) a light red, data wait orange, host the host queue's teal, unknown idle grey.
+BOUND_COLORS = {"compute": COLORS["fwd_bwd_ms"], "communication": COLORS["comm_exposed_ms"], "pipeline": "#f1a3a4",
+                "data": COLORS["interval_ms"], "host": COLORS["host"], "unknown": COLORS["free_ms"]}
 RUN_COLORS = ("#1d3557", "#7b2cbf", "#606c38", "#0b525b", "#6d597a", "#283618", "#3a0ca3", "#495057")
 # Table rows of a highlighted meaning (op family, slow rank): a light tint of its colour.
 ROW_TINTS = {"Cast": "#ffeef1", "BatchNorm": "#f3e8f1", "slow": "#fde8e8"}

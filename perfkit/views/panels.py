@@ -58,6 +58,7 @@ class Panel:
 PANELS = (
     Panel("kpis", "", "/", CARDS),
     Panel("findings", "Findings (perfkit advise)", "/", FINDINGS),
+    Panel("fig-bound", "What bounds the step", "/", FIGURE, figure="bound_figure", text="bound_lines"),
     Panel("fig-steps", "Step trace", "/", FIGURE, figure="step_trace_figure", text="steps_lines"),
     Panel("fig-ranks", "Ranks", "/ranks", FIGURE, figure="ranks_figure", text="per_rank_lines",
           note="slow_ranks_note", report=WITH_DATA),
