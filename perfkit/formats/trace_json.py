@@ -3,14 +3,14 @@
 Not a Run reader: only the timeline index (perfkit/timeline.py) reads traces, so `summary` stays fast.
 
 Why not one `orjson.loads`: a 1 GB trace holds ~5 million events, and building a Python dict for each
-takes ~20 s and several GB (benchmarks/results/timeline.txt). Instead the file is cut into blocks of
-~32 MB between two events (`},{`, spaces allowed), and each block is decoded by msgspec into small
+takes ~25 s and 7.6 GB (benchmarks/results/timeline.txt). Instead the file is cut into blocks of
+~16 MB between two events (`},{`, spaces allowed), and each block is decoded by msgspec into small
 structs holding only the fields the timeline uses (every other key is skipped without building an
 object), then turned into Arrow columns. Blocks are independent, so the index decodes them in forked
 worker processes, one per core (map_blocks); memory is bounded by the blocks in flight, not the trace.
-Measured (benchmarks/results/timeline.txt): this is ~2x less CPU than Arrow's JSON reader on the
-one-event-a-line rewrite of each block that it replaced, and leaves no type guessing: msgspec takes
-`ts` as a number or a string of µs, and ids as numbers or strings, event by event.
+This takes about half the CPU of the design it replaced (each block rewritten one event a line for
+Arrow's JSON reader: ~20 s of CPU per GB), and needs no type guessing: msgspec takes `ts` as a number
+or a string of µs, and ids as numbers or strings, event by event.
 
 A block msgspec rejects (NaN, a field of an unexpected JSON type, bytes that are not UTF-8, a cut that
 fell inside an event because `},{` appeared in a nested list or a string, a cut-off file) is halved
