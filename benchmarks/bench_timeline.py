@@ -7,7 +7,7 @@ share with it are counted in each, so this overstates the memory used):
   duckdb     DuckDB's read_json of the fields the index keeps (args as raw JSON text) into one Parquet file:
              the comparison point issue 16 quotes; only when duckdb is importable (it is no dependency)
   build      perfkit.timeline.index(run) into an empty cache (msgspec block decoder -> Parquet parts), with
-             one worker process per core, then with none (the blocks decoded one after the other)
+             no worker process (the blocks decoded one after the other), then 3 times with one per core
   windows    perfkit.timeline(run, step=N) for 3 steps: the first call of a new process (cold) and the
              median of 5 more calls (warm); then the same steps through the figure the page draws
   cli        `perfkit trace RUN --step N -o step.json` end to end (index warm), wall time of the command
@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -157,15 +158,20 @@ def main() -> None:
             lines.append(f"duckdb read_json -> Parquet: {duck['wall_s']:5.1f} s wall  {duck['cpu_s']:6.1f} s CPU  "
                          f"{duck['rss_mb']:6.0f} MB peak RSS  (raw columns: ts as text, args as JSON text, "
                          "not sorted)")
-        for mode in ("serial", "parallel"):  # the parallel build makes the index the windows read
+        # The worker build 3 times (the other agents' load changes by the minute): each line is one build,
+        # into an empty cache; the last makes the index the windows read.
+        for mode in ("serial", "parallel", "parallel", "parallel"):
             with tempfile.TemporaryDirectory() as own_cache:
-                where = own_cache if mode == "serial" else cache
+                where = cache if mode == "parallel" else own_cache
+                if mode == "parallel":
+                    shutil.rmtree(Path(cache) / "timeline", ignore_errors=True)
+                load = os.getloadavg()[0]
                 built = run_python(BUILD, str(RUN), mode, env={**env, "PERFKIT_CACHE_DIR": where})
             answer = built["answer"]
             how = "one block at a time" if mode == "serial" else f"{os.cpu_count()} worker processes"
             lines.append(f"perfkit index build, {how:>20}: {built['wall_s']:5.1f} s wall  {built['cpu_s']:6.1f} s CPU  "
-                         f"{built['rss_mb']:6.0f} MB peak RSS  ({answer['events']:,} events in {answer['parts']} "
-                         f"Parquet parts, {answer['steps']} steps)   target <= {TARGETS['build_s']} s, "
+                         f"{built['rss_mb']:6.0f} MB peak RSS  (load {load:.1f}; {answer['events']:,} events in "
+                         f"{answer['parts']} Parquet parts, {answer['steps']} steps)   target <= {TARGETS['build_s']} s, "
                          f"<= {TARGETS['build_rss_mb']} MB")
         windows = run_python(WINDOWS, str(RUN), *map(str, STEPS), env=env)
         lines.append(f"windows (one process; cold = its first query; peak RSS {windows['rss_mb']:.0f} MB):")
