@@ -58,6 +58,7 @@ def test_the_real_database_fixture_loads(run):
     assert run.ranks == list(RANKS)
     assert (run.meta.layout, run.meta.export, run.meta.device, run.meta.chip) == ("ascend_db", "db", "Ascend",
                                                                                   "Ascend910B")
+    assert run.meta.framework == "torch_npu"  # ascend_pytorch_profiler_{r}.db: actions in PyTorch terms
     for table in ("steps", "op_types", "ops"):
         assert sorted(getattr(run, table)["rank"].unique()) == list(RANKS), table
     code, out, err = summary(RUN)

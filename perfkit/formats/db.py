@@ -275,11 +275,19 @@ def _rank(folder: Path, profiler: Path | None, database: Database | None, parts:
     return 0
 
 
+def _framework(folder: Path, profiler_path: Path | None) -> str:
+    """torch_npu writes ascend_pytorch_profiler_{r}.db in `*_ascend_pt` folders; MindSpore its own name."""
+    torch = folder.name.endswith("_ascend_pt") or (profiler_path is not None
+                                                    and profiler_path.name.startswith("ascend_pytorch_profiler"))
+    return "torch_npu" if torch else "mindspore"
+
+
 # ---------------------------------------------------------------- reading
 
 def read(folder: Path) -> dict[int, Parts]:
     parts = Parts(meta={"device": "Ascend", "layout": LAYOUT, "export": "db"})
     profiler_path, analysis_path = _files(folder, parts)
+    parts.meta["framework"] = _framework(folder, profiler_path)
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
     scoped = False
     try:
