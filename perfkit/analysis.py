@@ -384,26 +384,22 @@ NETWORK_LINK_TYPES = ("HCCS", "PCIE", "RDMA", "SIO")
 
 
 def framework_memory(memory: pd.DataFrame) -> pd.DataFrame:
-    """Each rank's samples of its framework allocator: the first of FRAMEWORK_COMPONENTS the rank has."""
+    """Each rank's samples of its framework allocator: the first of FRAMEWORK_COMPONENTS the rank has.
+    One pass over all ranks (a cluster run has hundreds: a loop per rank cost a second there)."""
     if not len(memory):
         return memory
-    chosen = []
-    for _, samples in memory.groupby("rank", sort=True):
-        present = set(samples["component"].dropna())
-        component = next((name for name in FRAMEWORK_COMPONENTS if name in present), None)
-        if component is not None:
-            chosen.append(samples[samples["component"] == component])
-    return pd.concat(chosen, ignore_index=True) if chosen else memory.iloc[:0]
+    priority = memory["component"].map({name: position for position, name in enumerate(FRAMEWORK_COMPONENTS)})
+    priority = pd.to_numeric(priority, errors="coerce")
+    chosen = priority.notna() & (priority == priority.groupby(memory["rank"]).transform("min"))
+    return memory[chosen].sort_values("rank", kind="stable").reset_index(drop=True)
 
 
 def memory_peaks(run: Run) -> dict[int, dict[str, Any]]:
     """Per rank: the framework allocator's peak allocated and reserved MB over the run, and the capacity."""
-    result = {}
-    for rank, samples in framework_memory(run.memory).groupby("rank", sort=True):
-        result[int(rank)] = {"peak_allocated_mb": _number(samples["allocated_mb"].max()),
-                             "peak_reserved_mb": _number(samples["reserved_mb"].max()),
-                             "capacity_mb": _number(run.meta.memory_capacity_mb)}
-    return result
+    peaks = framework_memory(run.memory).groupby("rank", sort=True)[["allocated_mb", "reserved_mb"]].max()
+    capacity = _number(run.meta.memory_capacity_mb)
+    return {int(rank): {"peak_allocated_mb": _number(row.allocated_mb), "peak_reserved_mb": _number(row.reserved_mb),
+                        "capacity_mb": capacity} for rank, row in zip(peaks.index, peaks.itertuples(index=False))}
 
 
 def link_bandwidth(links: pd.DataFrame) -> pd.DataFrame:
@@ -416,25 +412,30 @@ def link_bandwidth(links: pd.DataFrame) -> pd.DataFrame:
     return summed
 
 
-def _comm_steps(ops: pd.DataFrame) -> int:
-    """Steps a rank's communication covers (a file without step numbers covers one)."""
-    return max(1, int(ops["step"].nunique()))
-
-
 def communication_by_rank(run: Run) -> dict[int, dict[str, Any]]:
     """Per rank, per step: collective and p2p op time (ms), the share of transfer time spent waiting
-    (msprof-analyze's Wait Time Ratio: wait / (wait + transit)) and the slowest network link."""
-    result = {}
+    (msprof-analyze's Wait Time Ratio: wait / (wait + transit)) and the slowest network link.
+    Grouped over all ranks at once (hundreds of ranks: a loop per rank cost a second)."""
+    ops = run.comm_ops
+    if not len(ops):
+        return {}
+    grouped = ops.groupby("rank", sort=True)
+    # the steps a rank's communication covers; a file without step numbers covers one
+    steps = grouped["step"].nunique().clip(lower=1)
+    wait, transit = grouped["wait_ms"].sum(), grouped["transit_ms"].sum()
+    by_kind = ops.groupby(["rank", "kind"], observed=True)["elapse_ms"].sum().unstack(fill_value=0.0)
     bandwidth = link_bandwidth(run.comm_links)
-    for rank, ops in run.comm_ops.groupby("rank", sort=True):
-        steps = _comm_steps(ops)
-        wait, transit = ops["wait_ms"].sum(), ops["transit_ms"].sum()
-        links = bandwidth[(bandwidth["rank"] == rank) & bandwidth["bandwidth_gb_s"].notna()]
+    measured = bandwidth[bandwidth["bandwidth_gb_s"].notna()]
+    slowest = measured.loc[measured.groupby("rank")["bandwidth_gb_s"].idxmin()].set_index("rank")
+    result = {}
+    for rank in steps.index:
+        def per_step(kind: str) -> float | None:
+            return _number((by_kind.at[rank, kind] if kind in by_kind else 0.0) / steps[rank])
+        moved = wait[rank] + transit[rank]
         result[int(rank)] = {
-            "collective_ms": _number(ops.loc[ops["kind"] == "collective", "elapse_ms"].sum() / steps),
-            "p2p_ms": _number(ops.loc[ops["kind"] == "p2p", "elapse_ms"].sum() / steps),
-            "wait_ratio": _number(wait / (wait + transit)) if wait + transit > 0 else None,
-            "slowest_link": _link_dict(links.loc[links["bandwidth_gb_s"].idxmin()]) if len(links) else None,
+            "collective_ms": per_step("collective"), "p2p_ms": per_step("p2p"),
+            "wait_ratio": _number(wait[rank] / moved) if moved > 0 else None,
+            "slowest_link": _link_dict(slowest.loc[rank]) if rank in slowest.index else None,
         }
     return result
 

@@ -20,6 +20,7 @@ reader's rule); times are µs as the trace writes them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -43,7 +44,7 @@ from . import __version__, cache
 from .errors import FileFormatError, PerfkitError
 from .formats import ascend_ms
 from .formats.base import Parts, rank_of
-from .formats.trace_json import Stats, read_blocks
+from .formats.trace_json import MAX_WORKERS, Stats, map_blocks
 from .loader import discover
 
 # Bump when the layout of an index on disk changes; old indexes are then simply never found.
@@ -56,6 +57,7 @@ ROW_GROUP_ROWS = 16 * 1024
 PACKAGE = Path(__file__).resolve().parent
 CODE = (PACKAGE / "timeline.py", PACKAGE / "formats" / "trace_json.py")
 STEP_MARKER = re.compile(r"ProfilerStep#(\d+)")
+STEP_PREFIX = "ProfilerStep#"
 LEGACY_TRACES = ("ascend_timeline_display_*.json", "gpu_timeline_display_*.json")
 NEW_LAYOUT_TRACE = Path("ASCEND_PROFILER_OUTPUT") / "trace_view.json"
 KERNEL_DETAILS = Path("ASCEND_PROFILER_OUTPUT") / "kernel_details.csv"
@@ -215,29 +217,20 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
     stats = Stats()
     parts, metadata, markers = [], [], []
     missing_ts = missing_dur = 0
-    for number, block in enumerate(read_blocks(file.path, stats, advance)):
-        is_meta = pc.equal(block.column("ph"), "M").fill_null(False)
-        if pc.any(is_meta).as_py():
-            metadata.extend(block.filter(is_meta).select(["name", "pid", "tid", "args"]).to_pylist())
-        events = block.filter(pc.invert(is_meta))
-        has_ts = pc.is_valid(events.column("ts"))
-        missing_ts += len(events) - pc.sum(has_ts.cast(pa.int64())).as_py() if len(events) else 0
-        events = events.filter(has_ts)
-        if not len(events):
-            continue
-        complete = pc.equal(events.column("ph"), "X").fill_null(False)
-        missing_dur += pc.sum(pc.and_(complete, pc.is_null(events.column("dur"))).cast(pa.int64())).as_py() or 0
-        table = _events_table(events)
-        table = table.take(pc.sort_indices(table.column("start_us")))
-        name = f"rank{file.rank}-{number:05d}.parquet"
-        pq.write_table(table, staging / name, row_group_size=ROW_GROUP_ROWS)
-        starts = table.column("start_us")
-        ends = pc.add(starts, pc.fill_null(table.column("dur_us"), 0.0))
-        parts.append({"file": name, "rows": len(table), "min_start": pc.min(starts).as_py(),
-                      "max_end": pc.max(ends).as_py(),
-                      "max_dur": pc.max(pc.fill_null(table.column("dur_us"), 0.0)).as_py()})
-        is_marker = pc.and_(complete, pc.match_substring_regex(table.column("name"), STEP_MARKER.pattern))
-        markers.extend(table.filter(is_marker).select(["name", "start_us", "dur_us"]).to_pylist())
+    each = functools.partial(_index_block, staging, file.rank)
+    for block in map_blocks(file.path, each, stats, advance, workers=index_workers()):
+        metadata.extend(block["metadata"])
+        markers.extend(block["markers"])
+        missing_ts += block["missing_ts"]
+        missing_dur += block["missing_dur"]
+        if block["part"] is not None:
+            parts.append(block["part"])
+    # Workers decode blocks ahead of the reader: a block it then re-read (an event cut in two) or never
+    # reached (the JSON stops before it) may have left a part that the index does not list.
+    listed = {part["file"] for part in parts}
+    for stray in staging.glob(f"rank{file.rank}-*.parquet"):
+        if stray.name not in listed:
+            stray.unlink()
     warnings = []
     if stats.truncated_at is not None:
         warnings.append(f"{file.path}: the JSON stops at byte {stats.truncated_at} (cut off or corrupt): "
@@ -251,6 +244,42 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
             "steps": _steps(markers, file.folder, [staging / part["file"] for part in parts]), "warnings": warnings}
 
 
+def index_workers() -> int:
+    """Processes decoding a trace's blocks at once: one per core this process may use."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
+def _index_block(staging: Path, rank: int, number: int, block: pa.Table) -> dict:
+    """One block of a trace (in a worker process): its events sorted by start into one Parquet part;
+    what the index needs from it (lane metadata, step markers, counts of events without times)."""
+    # (filters only where they drop something: each copies the block)
+    is_meta = pc.equal(block.column("ph"), "M").fill_null(False)
+    metadata, events = [], block
+    if pc.any(is_meta).as_py():
+        metadata = block.filter(is_meta).select(["name", "pid", "tid", "args"]).to_pylist()
+        events = block.filter(pc.invert(is_meta))
+    missing_ts = events.column("ts").null_count
+    if missing_ts:
+        events = events.filter(pc.is_valid(events.column("ts")))
+    answer = {"metadata": metadata, "markers": [], "missing_ts": missing_ts, "missing_dur": 0, "part": None}
+    if not len(events):
+        return answer
+    complete = pc.equal(events.column("ph"), "X").fill_null(False)
+    answer["missing_dur"] = pc.sum(pc.and_(complete, pc.is_null(events.column("dur"))).cast(pa.int64())).as_py() or 0
+    table = _events_table(events)
+    table = table.take(pc.sort_indices(table.column("start_us")))
+    name = f"rank{rank}-{number:05d}.parquet"
+    pq.write_table(table, staging / name, row_group_size=ROW_GROUP_ROWS)
+    starts = table.column("start_us")
+    durations = pc.fill_null(table.column("dur_us"), 0.0)
+    answer["part"] = {"file": name, "rows": len(table), "min_start": pc.min(starts).as_py(),
+                      "max_end": pc.max(pc.add(starts, durations)).as_py(), "max_dur": pc.max(durations).as_py()}
+    is_marker = pc.and_(pc.equal(table.column("ph"), "X").fill_null(False),
+                        pc.match_substring(table.column("name"), STEP_PREFIX))  # _steps matches them fully
+    answer["markers"] = table.filter(is_marker).select(["name", "start_us", "dur_us"]).to_pylist()
+    return answer
+
+
 def _events_table(events: pa.Table) -> pa.Table:
     args = events.column("args")
     field = lambda name: pc.struct_field(args, name)  # noqa: E731
@@ -258,8 +287,7 @@ def _events_table(events: pa.Table) -> pa.Table:
         "pid": events.column("pid"), "tid": events.column("tid"),
         "ph": events.column("ph"), "name": events.column("name"), "cat": events.column("cat"),
         "start_us": events.column("ts"), "dur_us": events.column("dur"),
-        "shapes": pc.coalesce(field("Input Shapes"), field("Input Dims")),
-        "op_type": pc.coalesce(field("type"), field("Task Type")),
+        "shapes": field("shapes"), "op_type": field("op_type"),
         "flow_id": events.column("id"),
     })
 
