@@ -87,20 +87,25 @@ def usable_root(run_root: Path) -> Path | None:
 
 # ---------------------------------------------------------------- keys
 
-def _files_under(folder: Path, depth: int = 0) -> Iterable[tuple[str, int, int]]:
+def _files_under(folder: Path, max_depth: int, skip: tuple[str, ...] = (), depth: int = 0
+                 ) -> Iterable[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every file under `folder` down to `max_depth` folders, leaving out folders
+    whose names start with `skip`, not following links into folders (a link loop cannot trap the walk); a
+    linked file counts by its target, a broken link as (-1, -1): its state is part of what a key says."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
         return
     for entry in entries:
         try:
-            if entry.is_file(follow_symlinks=True):
+            if entry.is_dir(follow_symlinks=False):
+                if depth < max_depth and not entry.name.startswith(skip):
+                    yield from _files_under(Path(entry.path), max_depth, skip, depth + 1)
+            else:
                 stat = entry.stat()
                 yield entry.path, stat.st_size, stat.st_mtime_ns
-            elif entry.is_dir(follow_symlinks=False) and depth < FINGERPRINT_DEPTH:
-                yield from _files_under(Path(entry.path), depth + 1)
         except OSError:
-            continue  # vanished or unreadable: the reader will say so
+            yield entry.path, -1, -1
 
 
 @functools.lru_cache(maxsize=4)
@@ -123,7 +128,7 @@ def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path]) -> Path
     digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{run_root}\0".encode())
     for reader_name, folder in jobs:
         digest.update(f"{reader_name}\0{folder}\0".encode())
-        for path, size, mtime_ns in _files_under(folder):
+        for path, size, mtime_ns in _files_under(folder, FINGERPRINT_DEPTH):
             digest.update(f"{os.path.relpath(path, folder)}\0{size}\0{mtime_ns}\0".encode())
     place = hashlib.sha256(str(run_root).encode()).hexdigest()[:24]
     return root / "runs" / place / digest.hexdigest()[:32]
@@ -258,25 +263,6 @@ def _remove_siblings(entry: Path) -> None:
 
 # ---------------------------------------------------------------- answers
 
-def _answer_files(folder: Path, depth: int = 0) -> Iterable[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of every file under a run that a reader may read, not following links
-    into folders (a link loop cannot trap the walk); a linked file counts by its target."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                if depth < ANSWER_DEPTH and not entry.name.startswith(ANSWER_SKIP_DIRS):
-                    yield from _answer_files(Path(entry.path), depth + 1)
-            else:
-                stat = entry.stat()
-                yield entry.path, stat.st_size, stat.st_mtime_ns
-        except OSError:
-            yield entry.path, -1, -1  # a broken link: its state is part of what the answer said
-
-
 def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Sequence[Path]) -> Path | None:
     """Where the answer to `question` (command and options) about the run at `run_path` is kept, for the
     run's files and perfkit's `code` as they are now; None when there is no usable cache or no such folder."""
@@ -293,7 +279,7 @@ def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Seq
     asked = "\0".join(question)
     digest = hashlib.sha256(f"{ANSWER_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{root}\0{asked}\0"
                             .encode())
-    for path, size, mtime_ns in _answer_files(root):
+    for path, size, mtime_ns in _files_under(root, ANSWER_DEPTH, ANSWER_SKIP_DIRS):
         digest.update(f"{os.path.relpath(path, root)}\0{size}\0{mtime_ns}\0".encode())
     place = hashlib.sha256(f"{root}\0{asked}".encode()).hexdigest()[:24]
     return cache / "answers" / place / f"{digest.hexdigest()[:32]}.json"
@@ -334,7 +320,7 @@ def trim(root: Path, keep: set[Path]) -> None:
                 used = (entry / META_FILE).stat().st_mtime
             except OSError:
                 continue
-            entries.append((used, sum(size for _, size, _ in _files_under(entry)), entry))
+            entries.append((used, sum(max(size, 0) for _, size, _ in _files_under(entry, FINGERPRINT_DEPTH)), entry))
     total = sum(size for _, size, _ in entries)
     for _, size, entry in sorted(entries):
         if total <= max_bytes():

@@ -300,6 +300,17 @@ MUTATIONS = st.lists(
     min_size=1, max_size=3)
 
 
+def mutated_copy(source: Path, relative: str, mutations, scratch: Path) -> tuple[Path, object]:
+    """A copy of the run `source` with its file `relative` mutated, and the copy's digest before anything reads it."""
+    run = broken.copy_run(source, scratch / "run")
+    target = run / relative
+    raw = target.read_bytes()
+    for op, a, b in mutations:
+        raw = _mutate(raw, op, a, b)
+    target.write_bytes(raw)
+    return run, broken.folder_digest(run)
+
+
 @pytest.mark.parametrize("fixture,relative", MUTATION_TARGETS, ids=[Path(r).name for _, r in MUTATION_TARGETS])
 # Derandomized so CI sees the same examples every run; PERFKIT_HYPOTHESIS_EXAMPLES=200 explores further.
 @settings(max_examples=int(os.environ.get("PERFKIT_HYPOTHESIS_EXAMPLES", "12")), deadline=None, derandomize=True,
@@ -307,13 +318,7 @@ MUTATIONS = st.lists(
 @given(mutations=MUTATIONS)
 def test_mutated_file_loads_or_raises_perfkit_error(fixture, relative, mutations):
     with tempfile.TemporaryDirectory() as scratch:
-        run = broken.copy_run(RUNS[fixture], Path(scratch) / "run")
-        target = run / relative
-        raw = target.read_bytes()
-        for op, a, b in mutations:
-            raw = _mutate(raw, op, a, b)
-        target.write_bytes(raw)
-        before = broken.folder_digest(run)
+        run, before = mutated_copy(RUNS[fixture], relative, mutations, Path(scratch))
         try:
             loaded = perfkit.load(run)
         except PerfkitError as exc:
@@ -338,18 +343,12 @@ def test_mutated_trace_is_indexed_or_named(fixture, relative, mutations):
     with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
         patch.delenv("PERFKIT_NO_CACHE")  # the index lives in the cache
         patch.setenv("PERFKIT_CACHE_DIR", str(Path(scratch) / "cache"))
-        run = broken.copy_run(FIXTURE_RUNS[fixture], Path(scratch) / "run")
-        target = run / relative
-        raw = target.read_bytes()
-        for op, a, b in mutations:
-            raw = _mutate(raw, op, a, b)
-        target.write_bytes(raw)
-        before = broken.folder_digest(run)
+        run, before = mutated_copy(FIXTURE_RUNS[fixture], relative, mutations, Path(scratch))
         result = CliRunner().invoke(main, ["trace", str(run), "--start-ms", "0", "-o", str(Path(scratch) / "w.json")])
         assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
         if result.exit_code == 2:
             (line,) = [line for line in result.stderr.splitlines() if line.startswith("perfkit:")]
-            assert target.name in line, line
+            assert Path(relative).name in line, line
         else:
             assert result.exit_code == 0, result.output
             assert isinstance(json.loads((Path(scratch) / "w.json").read_bytes()), list)
