@@ -421,16 +421,6 @@ COMM_SOURCE_LABEL = {"exposed": ("comm_exposed", "not overlapped with compute"),
                      "ops_overlap_unknown": ("comm_ops", "op time, overlap with compute unknown")}
 
 
-def _comm_per_rank(run: Run) -> tuple[pd.DataFrame, str, str]:
-    """Per rank: exposed communication (collective and point-to-point) and the step total, mean ms per step, as
-    analysis.rank_parts splits the step; the measure's name (comm_exposed / comm / comm_ops) and how it was
-    measured. The view layer's communication card and per-rank bars use it."""
-    parts = rank_parts(run).set_index("rank")
-    per_rank = pd.DataFrame({"comm_ms": parts["communication"] + parts["pipeline"], "total_ms": parts["total"]})
-    name, how = COMM_SOURCE_LABEL[parts["comm_source"].iloc[0] if len(parts) else "exposed"]
-    return per_rank, name, how
-
-
 @rule("communication", needs=("comm",))
 def communication(run: Run) -> list[Finding]:
     """Exposed collective communication (analysis.rank_parts): point-to-point waits are pipeline_stage_imbalance's."""

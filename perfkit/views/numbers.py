@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from .. import analysis
 from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary, summarize
 from ..model import Run
 from ..render import mean_of_text
@@ -100,11 +101,14 @@ class Communication:
 @once_per_run
 def communication(run: Run) -> Communication | None:
     """The run's communication per step, None when it has neither communication columns nor collective ops."""
-    from ..advisor.rules import NEEDS, _comm_per_rank
+    from ..advisor.rules import COMM_SOURCE_LABEL, NEEDS
     has_comm, _ = NEEDS["comm"]
     if not has_comm(run):
         return None
-    per_rank, source, how = _comm_per_rank(run)
+    # exposed communication (collective and point-to-point) as the advisor's communication rule splits the step
+    parts = analysis.rank_parts(run).set_index("rank")  # not this module's rank_parts: the bound split
+    per_rank = pd.DataFrame({"comm_ms": parts["communication"] + parts["pipeline"], "total_ms": parts["total"]})
+    source, how = COMM_SOURCE_LABEL[parts["comm_source"].iloc[0] if len(parts) else "exposed"]
     return Communication(per_rank=per_rank, source=source, how=how)
 
 
