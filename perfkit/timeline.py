@@ -217,6 +217,7 @@ def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float],
     for stale in entry.parent.iterdir():  # indexes of earlier versions of the run's files
         if stale != entry and not stale.name.startswith(".tmp-"):
             shutil.rmtree(stale, ignore_errors=True)
+    cache.trim(entry.parents[2], keep={entry})  # an index counts towards $PERFKIT_CACHE_MAX_MB like a run entry
     progress("indexed", 1.0)
     found = _fetch(entry)
     if found is None:

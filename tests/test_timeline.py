@@ -220,6 +220,18 @@ def test_a_warm_index_is_found_without_walking_the_readers(tmp_path, monkeypatch
     assert tl.index(run).folder != first.folder and len(walks) == 2
 
 
+def test_indexes_count_towards_the_cache_limit_least_recently_used_first(monkeypatch):
+    first = tl.index(FIXTURE_RUNS["legacy_run_2"])
+    size = sum(part.stat().st_size for part in first.folder.iterdir())
+    monkeypatch.setenv("PERFKIT_CACHE_MAX_MB", str(size / 2 / 1024**2))  # room for no index but the newest
+    second = tl.index(NEW_RANK0)
+    assert second.folder.is_dir() and not first.folder.exists()
+    perfkit.load(FIXTURE_RUNS["legacy_run_3"])  # a load's trim counts indexes too: the older one goes
+    assert not second.folder.exists()
+    again = tl.index(NEW_RANK0)  # its kept location names a removed index: rebuilt, not an error
+    assert again.folder.is_dir() and len(tl.timeline(NEW_RANK0, step=50)) > 0
+
+
 # ---------------------------------------------------------------- bad input (crafted from the real trace)
 
 def _run_with_trace(tmp_path: Path, mutate) -> tuple[Path, Path]:
