@@ -25,11 +25,13 @@ HostCpuOps, as trace_view.json has it, else the op type from the name); each lan
 (process_name, thread_name, thread_sort_index) in the first table that holds one of its runs.
 
 The file is read in chunks of whole lines and each chunk is parsed column-wise by Arrow (split on the
-separators, numbers checked by a regular expression, then cast), so memory is bounded by a chunk (or by
-the longest line, one op's runs) and no Python object is made per run. What does not parse is skipped
-and counted in `stats.bad_values` (a line without its fields, a run or row whose times are not numbers
-or whose fields are missing); a last line without its newline is cut: `stats.truncated_at` is where the
-unread part starts (a runs line keeps the runs before its last space, each of which is complete).
+separators, each time column cast at once; only where that cast fails does a regular expression pick
+out the numbers), so memory is bounded by a chunk (or by the longest line, one op's runs) and no
+Python object is made per run: ~0.7 s and ~80 MB above the interpreter for a 50 MB CPU file of 1.6
+million runs here. What does not parse is skipped and counted in `stats.bad_values` (a line without its
+fields, a run or row with a field too many or too few, or a time that is not a finite number >= 0); a
+last line without its newline is cut: `stats.truncated_at` is where the unread part starts (a runs line
+keeps the runs before its last space, each of which is complete). `stats.events` counts op runs.
 
 No pandas here: the timeline's fast path (perfkit trace) must not import it.
 """
@@ -45,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import FileFormatError
-from .formats.trace_json import OUTPUT, Stats
+from .trace_json import OUTPUT, Stats
 
 # Glob patterns of a rank folder's text timelines, in order of preference for a rank (device ops first).
 TEXT_TRACES = ("output_timeline_data_*.txt", "gpu_op_execute_timestamp_*.txt",
