@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from . import __version__, cache
 from .errors import FileFormatError, PerfkitError
 from .trace_json import MAX_WORKERS, Stats, map_blocks
+from .trace_text import LEGACY_ASCEND, TEXT_TRACES, text_trace_blocks, text_traces
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,7 +57,7 @@ INDEX_FILE = "index.json"
 ROW_GROUP_ROWS = 16 * 1024
 # The code an index depends on.
 PACKAGE = Path(__file__).resolve().parent
-CODE = (PACKAGE / "timeline.py", PACKAGE / "trace_json.py")
+CODE = (PACKAGE / "timeline.py", PACKAGE / "trace_json.py", PACKAGE / "trace_text.py")
 # The kept answer "where is this run's index" (cache answers: keyed by every file under the run): a warm
 # call finds its index without walking the readers' detection (which needs the reader registry).
 LOCATION_QUESTION = ("timeline-index",)
@@ -65,6 +66,8 @@ STEP_PREFIX = "ProfilerStep#"
 LEGACY_TRACES = ("ascend_timeline_display_*.json", "gpu_timeline_display_*.json")
 NEW_LAYOUT_TRACE = Path("ASCEND_PROFILER_OUTPUT") / "trace_view.json"
 KERNEL_DETAILS = Path("ASCEND_PROFILER_OUTPUT") / "kernel_details.csv"
+# The legacy step trace: its start/end points are on the clock of output_timeline_data_{r}.txt.
+LEGACY_STEP_TRACE = "step_trace_raw_{}_detail_time.csv"
 # Metadata events naming and ordering the lanes (Chrome trace format).
 LANE_METADATA = ("process_name", "thread_name", "process_sort_index", "thread_sort_index")
 # Categories a bar is coloured by, from its process (lane group) and name; first match wins.
@@ -86,7 +89,7 @@ class TraceFile:
 
 
 def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
-    """The run's root and its trace files, one per rank."""
+    """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text)."""
     from .formats import ascend_ms
     from .formats.base import Parts, rank_of
     from .loader import discover
@@ -102,10 +105,22 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
                 for file in sorted(folder.glob(pattern)):
                     rank = rank_of(file.name)
                     found.setdefault(rank if rank is not None else 0, TraceFile(rank or 0, file, folder))
+    for reader, folder in jobs:  # ranks without a JSON timeline: the op times MindSpore wrote as text
+        if reader.name in ("ascend_ms", "cpu", "legacy", "gpu"):
+            for rank, file in text_traces(folder).items():
+                found.setdefault(rank, TraceFile(rank, file, folder))
     if not found:
-        raise FileFormatError("holds no trace file (trace_view.json or *_timeline_display_*.json): "
-                              "profile with the timeline on to see one", root)
+        raise FileFormatError("holds no trace file (trace_view.json, *_timeline_display_*.json, or the op times "
+                              "as text: " + ", ".join(TEXT_TRACES) + "): profile with the timeline on to see one",
+                              root)
     return root, [found[rank] for rank in sorted(found)]
+
+
+def _step_files(file: TraceFile) -> list[Path]:
+    """The files the steps of `file`'s index come from besides the trace itself (_steps)."""
+    if file.path.name.startswith(LEGACY_ASCEND.prefix):
+        return [file.folder / LEGACY_STEP_TRACE.format(file.rank)]
+    return [file.folder / KERNEL_DETAILS]
 
 
 # ---------------------------------------------------------------- the index on disk
@@ -125,8 +140,8 @@ def index_path(root: Path, files: list[TraceFile]) -> Path | None:
         return None
     digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
     for file in files:
-        digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{_fingerprint(file.folder / KERNEL_DETAILS)}\0"
-                      .encode())
+        steps = "\0".join(_fingerprint(step_file) for step_file in _step_files(file))
+        digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{steps}\0".encode())
     place = hashlib.sha256(str(root).encode()).hexdigest()[:24]
     return base / "timeline" / place / digest.hexdigest()[:32]
 
@@ -231,7 +246,11 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
     parts, metadata, markers = [], [], []
     missing_ts = missing_dur = 0
     each = functools.partial(_index_block, staging, file.rank)
-    for block in map_blocks(file.path, each, stats, advance, workers=index_workers()):
+    text = file.path.suffix == ".txt"
+    # A text timeline is parsed column-wise by Arrow (trace_text: ~0.7 s for 50 MB), in this process.
+    blocks = ((each(number, table) for number, table in enumerate(text_trace_blocks(file.path, stats, advance)))
+              if text else map_blocks(file.path, each, stats, advance, workers=index_workers()))
+    for block in blocks:
         metadata.extend(block["metadata"])
         markers.extend(block["markers"])
         missing_ts += block["missing_ts"]
@@ -246,15 +265,17 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
             stray.unlink()
     warnings = []
     if stats.truncated_at is not None:
-        warnings.append(f"{file.path}: the JSON stops at byte {stats.truncated_at} (cut off or corrupt): "
-                        f"the {stats.events:,} events before it are shown")
+        warnings.append(f"{file.path}: the {'file' if text else 'JSON'} stops at byte {stats.truncated_at} "
+                        f"(cut off or corrupt): the {stats.events:,} events before it are shown")
     if missing_ts:
         warnings.append(f"{file.path}: {missing_ts:,} events without a time (ts) are left out")
-    if missing_dur or stats.bad_values:
+    if text and stats.bad_values:
+        warnings.append(f"{file.path}: {stats.bad_values:,} lines or runs that do not parse are left out")
+    elif missing_dur or stats.bad_values:
         warnings.append(f"{file.path}: {missing_dur:,} complete events without a duration and "
                         f"{stats.bad_values:,} times that are not numbers (shown as unknown)")
     return {"source": str(file.path), "parts": parts, "lanes": _lanes(metadata),
-            "steps": _steps(markers, file.folder, [staging / part["file"] for part in parts]), "warnings": warnings}
+            "steps": _steps(markers, file, [staging / part["file"] for part in parts]), "warnings": warnings}
 
 
 def index_workers() -> int:
@@ -323,9 +344,9 @@ def _lanes(metadata: list[dict]) -> dict:
     return {"processes": processes, "threads": threads}
 
 
-def _steps(markers: list[dict], folder: Path, parts: list[Path]) -> list[list]:
-    """[[step, start_us, end_us], ...]: from the trace's step markers, else kernel_details.csv, else the
-    k-th run of every op (the CPU reader's rule, formats/steps.py) over the trace's complete events."""
+def _steps(markers: list[dict], file: TraceFile, parts: list[Path]) -> list[list]:
+    """[[step, start_us, end_us], ...]: from the trace's step markers, else its step file (kernel_details.csv;
+    the legacy step trace for output_timeline_data), else the op runs (the loader's rules, formats/steps.py)."""
     bounds: dict[int, list[float]] = {}
     for marker in markers:
         step = int(STEP_MARKER.fullmatch(marker["name"]).group(1)) if STEP_MARKER.fullmatch(marker["name"]) else None
@@ -335,10 +356,21 @@ def _steps(markers: list[dict], folder: Path, parts: list[Path]) -> list[list]:
         known = bounds.setdefault(step, [start, end])
         known[0], known[1] = min(known[0], start), max(known[1], end)
     if not bounds:
-        bounds = _kernel_step_bounds(folder / KERNEL_DETAILS)
+        bounds = _step_file_bounds(file)
     if not bounds:
         bounds = _occurrence_step_bounds(parts)
     return sorted([step, start, end] for step, (start, end) in bounds.items())
+
+
+def _step_file_bounds(file: TraceFile) -> dict[int, list[float]]:
+    (path,) = _step_files(file)
+    if path.name != KERNEL_DETAILS.name:
+        from .formats import legacy
+        try:
+            return legacy.step_bounds_us(path) if path.is_file() else {}
+        except FileFormatError:
+            return {}
+    return _kernel_step_bounds(path)
 
 
 def _kernel_step_bounds(path: Path) -> dict[int, list[float]]:
@@ -366,8 +398,11 @@ def _kernel_step_bounds(path: Path) -> dict[int, list[float]]:
 
 
 def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
-    """Step k = the k-th run of every op, when every op ran equally often (graph mode; as the CPU reader
-    derives steps from the same ops, formats/steps.py): per step [first start, last end] in µs."""
+    """Per step [start, end] in µs from the op runs, by the loader's rules (formats/steps.py): step k = the
+    k-th run of every op when every op ran equally often (graph mode), [its first start, last end]; else
+    (PyNative: GPU op launches) the k-th run of the first op starts step k, when that op is among the
+    least-run ones, and the last step ends with the last op."""
+    from .formats.steps import MIN_FIRST_OP_STEPS
     if not parts:
         return {}
     events = pa.concat_tables(pq.read_table(part, columns=["ph", "name", "op_type", "start_us", "dur_us"])
@@ -378,11 +413,18 @@ def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
         return {}
     events = events.to_pandas()
     runs = events.groupby("name").size()
-    if runs.min() != runs.max() or runs.min() < 2:
+    events["end_us"] = events["start_us"] + events["dur_us"].fillna(0.0)
+    if runs.min() != runs.max():
+        first = events.loc[events["start_us"].idxmin(), "name"]
+        starts = sorted(events.loc[events["name"] == first, "start_us"])
+        if len(starts) < MIN_FIRST_OP_STEPS or len(starts) != runs.min():
+            return {}
+        ends = [*starts[1:], events["end_us"].max()]
+        return {step: [float(start), float(end)] for step, (start, end) in enumerate(zip(starts, ends), start=1)}
+    if runs.min() < 2:
         return {}
     events = events.sort_values("start_us", kind="stable")
     events["step"] = events.groupby("name").cumcount() + 1
-    events["end_us"] = events["start_us"] + events["dur_us"].fillna(0.0)
     grouped = events.groupby("step").agg(start=("start_us", "min"), end=("end_us", "max"))
     return {int(step): [float(row.start), float(row.end)] for step, row in grouped.iterrows()}
 

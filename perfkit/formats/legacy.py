@@ -78,6 +78,7 @@ FRAMEWORK_TYPES = {"name": pa.string(), "op_type": pa.dictionary(pa.int32(), pa.
 
 # Step trace times are 10 ns ticks.
 TICKS_PER_MS = 1e5
+TICKS_PER_US = 100.0
 # The last step-trace row is the average over steps, marked by one of these step numbers.
 AVERAGE_STEP_MARKS = ("-", "0")
 # 1.x writes percent 0-100, 2.0-2.2 a 0-1 fraction: fractions of one run cannot sum past 1
@@ -256,8 +257,9 @@ def _ops(details: pd.DataFrame, framework: pd.DataFrame | None) -> pd.DataFrame:
     return ops
 
 
-def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
-    """One row per step in ms; the average row at the end is dropped."""
+def _step_rows(path: Path) -> tuple[pd.DataFrame, dict[str, str | None], pd.Series]:
+    """(the step rows as text, STEP_COLUMNS -> the file's header, step numbers): the average row at the end
+    and rows that are not a positive step dropped."""
     text = read_text(path)
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, skip_blank_lines=True, on_bad_lines="skip")
@@ -278,6 +280,25 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     frame = frame[step.notna() & (step > 0)]
     if not len(frame):
         raise FileFormatError("has no step rows (only a header or the average row)", path)
+    return frame, found, step
+
+
+def step_bounds_us(path: Path) -> dict[int, list[float]]:
+    """Per step, [start_point, end_point] in µs: the device clock output_timeline_data_{r}.txt's op times are
+    on (the timeline of a legacy run without its JSON timeline, perfkit/timeline.py)."""
+    frame, found, step = _step_rows(path)
+    if found["start"] is None or found["end"] is None:
+        return {}
+    start = pd.to_numeric(frame[found["start"]].str.strip(), errors="coerce") / TICKS_PER_US
+    end = pd.to_numeric(frame[found["end"]].str.strip(), errors="coerce") / TICKS_PER_US
+    known = start.notna() & end.notna() & (end >= start)
+    return {int(number): [float(first), float(last)]
+            for number, first, last in zip(step[frame.index][known], start[known], end[known])}
+
+
+def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
+    """One row per step in ms; the average row at the end is dropped."""
+    frame, found, step = _step_rows(path)
 
     def ticks(column: str | None) -> pd.Series:
         if column is None:
