@@ -17,7 +17,7 @@ Everything lives under the user's cache dir ($PERFKIT_CACHE_DIR, else $XDG_CACHE
 into place, so a reader never sees half an entry; one that cannot be read back is deleted and the run is
 read cold. A cache that cannot be written (read-only home, full disk) only costs speed. PERFKIT_NO_CACHE=1
 turns it off. The cache is kept under $PERFKIT_CACHE_MAX_MB (default 2 GB) by dropping the least recently
-used run entries.
+used entries: runs, answers and timeline indexes alike.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ DEFAULT_MAX_BYTES = 2 * 1024**3
 ANSWER_SKIP_DIRS = ("PROF_", "logs", "__pycache__")
 ANSWER_DEPTH = 8
 ANSWER_FORMAT = 1
+# What the cache holds, one folder each under its root, as <kind>/<place>/<entry>: run entries (this
+# module), kept answers (this module) and timeline indexes (perfkit/timeline.py). trim() counts them all.
+ENTRY_KINDS = ("runs", "answers", "timeline")
 
 Job = tuple[str, Path]  # (reader name, folder)
 
@@ -289,6 +292,7 @@ def fetch_answer(entry: Path) -> tuple[str, int] | None:
     """(output, exit code) kept at `entry`, or None."""
     try:
         answer = json.loads(entry.read_text())
+        os.utime(entry)  # last use, for trim()
         return str(answer["output"]), int(answer["exit_code"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -310,24 +314,42 @@ def store_answer(entry: Path, output: str, exit_code: int) -> None:
 # ---------------------------------------------------------------- size
 
 def trim(root: Path, keep: set[Path]) -> None:
-    """Remove the least recently used entries until the cache fits in max_bytes(); never those in `keep`."""
+    """Remove the least recently used entries of every kind (ENTRY_KINDS) until the cache fits in
+    max_bytes(); never those in `keep`. An entry's last use is the newest mtime of its files: whoever reads
+    an entry touches one of them (fetch, fetch_answer, the timeline's index.json)."""
     entries = []
-    for place in _subfolders(root / "runs"):
-        for entry in _subfolders(place):
-            if entry.name.startswith(".tmp-"):
-                continue  # being written by another process
+    for kind in ENTRY_KINDS:
+        for place in _subfolders(root / kind):
             try:
-                used = (entry / META_FILE).stat().st_mtime
+                found = list(os.scandir(place))
             except OSError:
                 continue
-            entries.append((used, sum(max(size, 0) for _, size, _ in _files_under(entry, FINGERPRINT_DEPTH)), entry))
+            for entry in found:
+                if entry.name.startswith(".tmp-"):
+                    continue  # being written by another process
+                files = (list(_files_under(Path(entry.path), FINGERPRINT_DEPTH))
+                         if entry.is_dir(follow_symlinks=False) else [(entry.path, *_size_and_mtime(entry))])
+                if files:
+                    entries.append((max(mtime for _, _, mtime in files), sum(max(size, 0) for _, size, _ in files),
+                                    Path(entry.path)))
     total = sum(size for _, size, _ in entries)
     for _, size, entry in sorted(entries):
         if total <= max_bytes():
             break
         if entry not in keep:
-            shutil.rmtree(entry, ignore_errors=True)
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
             total -= size
+
+
+def _size_and_mtime(entry: os.DirEntry) -> tuple[int, int]:
+    try:
+        stat = entry.stat()
+        return stat.st_size, stat.st_mtime_ns
+    except OSError:
+        return -1, -1
 
 
 def _subfolders(folder: Path) -> list[Path]:

@@ -359,17 +359,18 @@ def trace(run: str, step: int | None, start_ms: float | None, end_ms: float | No
       perfkit trace profiler_v1 --step 3 -o step3.json        # open in https://ui.perfetto.dev
       perfkit trace cluster_run --step 3 --ranks 0,7 --format parquet -o step3.parquet
     """
-    from .timeline import timeline, write_window
+    from .timeline import pyarrow_without_pandas, window, write_window
+    pyarrow_without_pandas()
     if step is None and start_ms is None and end_ms is None:
         raise click.UsageError("give --step N, or --start-ms/--end-ms")
     try:
         chosen = [int(rank) for rank in ranks.split(",")] if ranks else None
     except ValueError:
         raise click.UsageError(f"--ranks takes comma-separated numbers, not {ranks!r}") from None
-    events = timeline(run, step=step, start_ms=start_ms, end_ms=end_ms, ranks=chosen,
-                      progress=lambda message, fraction: click.echo(f"\r{message}: {fraction:.0%}", err=True,
-                                                                    nl=fraction >= 1.0))
-    for warning in events.attrs["warnings"]:
+    events, warnings = window(run, step=step, start_ms=start_ms, end_ms=end_ms, ranks=chosen,
+                              progress=lambda message, fraction: click.echo(f"\r{message}: {fraction:.0%}", err=True,
+                                                                            nl=fraction >= 1.0))
+    for warning in warnings:
         click.echo(f"perfkit: warning: {warning}", err=True)
     write_window(events, output, fmt)
     click.echo(f"wrote {output}: {len(events):,} events", err=True)

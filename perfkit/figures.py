@@ -28,7 +28,7 @@ from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC,
                            ms, pct, percent, run_color)
 from .views.format import speedup as format_speedup
 from .views.numbers import (FWD_BWD_OTHER_OPS, OpTarget, amp_families_apply, batchnorm_share, cast_share,
-                            communication, once_per_run, op_family, per_rank_parts, rank_parts, slow_ranks,
+                            communication, once_per_run, op_family, per_rank_parts, rank_bar_segments, slow_ranks,
                             step_split)
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
@@ -520,7 +520,7 @@ def ranks_figure(run: Run) -> go.Figure:
         return empty_state("single-rank run: there are no other ranks to compare with")
     slow = set(slow_ranks(run))
     labels = [f"rank {row['rank']}" + (" (slow)" if row["rank"] in slow else "") for row in per_rank]
-    parts = rank_parts(run) or (("total_ms", STEP_LABELS["total_ms"]),)
+    parts = rank_bar_segments(run) or (("total_ms", STEP_LABELS["total_ms"]),)
     fig = go.Figure()
     for col, label in parts:
         values = [row.get(col) for row in per_rank]

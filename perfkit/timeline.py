@@ -31,21 +31,22 @@ import types
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from . import __version__, cache
 from .errors import FileFormatError, PerfkitError
-from .formats import ascend_ms
-from .formats.base import Parts, rank_of
-from .formats.trace_json import MAX_WORKERS, Stats, map_blocks
-from .loader import discover
+from .trace_json import MAX_WORKERS, Stats, map_blocks
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Imported where used, not here: pandas and the reader registry (which imports pandas) cost ~0.4 s, and
+# `perfkit trace` on an indexed run answers without them (trace_files and the step fallbacks need them;
+# the warm window and its export are Arrow alone).
 
 # Bump when the layout of an index on disk changes; old indexes are then simply never found.
 INDEX_FORMAT = 1
@@ -55,7 +56,10 @@ INDEX_FILE = "index.json"
 ROW_GROUP_ROWS = 16 * 1024
 # The code an index depends on.
 PACKAGE = Path(__file__).resolve().parent
-CODE = (PACKAGE / "timeline.py", PACKAGE / "formats" / "trace_json.py")
+CODE = (PACKAGE / "timeline.py", PACKAGE / "trace_json.py")
+# The kept answer "where is this run's index" (cache answers: keyed by every file under the run): a warm
+# call finds its index without walking the readers' detection (which needs the reader registry).
+LOCATION_QUESTION = ("timeline-index",)
 STEP_MARKER = re.compile(r"ProfilerStep#(\d+)")
 STEP_PREFIX = "ProfilerStep#"
 LEGACY_TRACES = ("ascend_timeline_display_*.json", "gpu_timeline_display_*.json")
@@ -83,6 +87,9 @@ class TraceFile:
 
 def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     """The run's root and its trace files, one per rank."""
+    from .formats import ascend_ms
+    from .formats.base import Parts, rank_of
+    from .loader import discover
     root, jobs = discover(path)
     found: dict[int, TraceFile] = {}
     for reader, folder in jobs:
@@ -145,15 +152,20 @@ def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None
     `progress(message, fraction)` is called while building. Raises PerfkitError when the run has no
     trace, a trace has no readable event, or the index cannot be written.
     """
+    location = cache.answer_entry(path, LOCATION_QUESTION, CODE)
+    kept = cache.fetch_answer(location) if location is not None else None
+    found = _fetch(Path(kept[0])) if kept is not None else None
+    if found is not None:
+        return found
     root, files = trace_files(path)
     entry = index_path(root, files)
     if entry is None:
         raise PerfkitError("the timeline needs a cache folder to keep its index in: unset PERFKIT_NO_CACHE, or "
                            "set PERFKIT_CACHE_DIR to a writable folder outside the run")
-    found = _fetch(entry)
-    if found is not None:
-        return found
-    return _build(entry, files, progress or (lambda message, fraction: None))
+    found = _fetch(entry) or _build(entry, files, progress or (lambda message, fraction: None))
+    if location is not None:
+        cache.store_answer(location, str(found.folder), 0)
+    return found
 
 
 def _fetch(entry: Path) -> Index | None:
@@ -205,6 +217,7 @@ def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float],
     for stale in entry.parent.iterdir():  # indexes of earlier versions of the run's files
         if stale != entry and not stale.name.startswith(".tmp-"):
             shutil.rmtree(stale, ignore_errors=True)
+    cache.trim(entry.parents[2], keep={entry})  # an index counts towards $PERFKIT_CACHE_MAX_MB like a run entry
     progress("indexed", 1.0)
     found = _fetch(entry)
     if found is None:
@@ -269,7 +282,8 @@ def _index_block(staging: Path, rank: int, number: int, block: pa.Table) -> dict
     table = _events_table(events)
     table = table.take(pc.sort_indices(table.column("start_us")))
     name = f"rank{rank}-{number:05d}.parquet"
-    pq.write_table(table, staging / name, row_group_size=ROW_GROUP_ROWS)
+    # Statistics of start_us alone: windows choose row groups by it; the others' cost a third of the write.
+    pq.write_table(table, staging / name, row_group_size=ROW_GROUP_ROWS, write_statistics=["start_us"])
     starts = table.column("start_us")
     durations = pc.fill_null(table.column("dur_us"), 0.0)
     answer["part"] = {"file": name, "rows": len(table), "min_start": pc.min(starts).as_py(),
@@ -331,6 +345,8 @@ def _kernel_step_bounds(path: Path) -> dict[int, list[float]]:
     """Per Step ID: [first kernel start, last kernel end] in µs, from kernel_details.csv."""
     if not path.is_file():
         return {}
+    import pandas as pd
+    import pyarrow.csv as pacsv
     try:
         names = pacsv.open_csv(path).schema.names
         step = next(name for name in names if name.lower() == "step id")
@@ -358,9 +374,9 @@ def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
                               for part in parts)
     # Ops carry their type (CPU: args.type HostCpuOps); the other lanes hold cell scopes, which nest.
     events = events.filter(pc.and_(pc.equal(events.column("ph"), "X"), pc.is_valid(events.column("op_type"))))
-    events = events.to_pandas()
     if not len(events):
         return {}
+    events = events.to_pandas()
     runs = events.groupby("name").size()
     if runs.min() != runs.max() or runs.min() < 2:
         return {}
@@ -382,19 +398,28 @@ def timeline(run, step: int | None = None, start_ms: float | None = None, end_ms
     `.attrs["warnings"]`: what was wrong in the chosen ranks' traces (cut off, events without times).
     Raises PerfkitError for a step the run does not have (naming the ones it has).
     """
+    table, warnings = window(run, step, start_ms, end_ms, ranks, progress)
+    events = table.to_pandas()
+    events["step"] = events["step"].astype("Int64")
+    events.attrs["warnings"] = warnings
+    return events
+
+
+def window(run, step: int | None = None, start_ms: float | None = None, end_ms: float | None = None,
+           ranks: Iterable[int] | None = None, progress: Callable[[str, float], None] | None = None
+           ) -> tuple[pa.Table, list[str]]:
+    """As `timeline`, as an Arrow table (schema EVENTS) and the warnings: what `perfkit trace` writes,
+    without importing pandas."""
     found = index(getattr(run, "path", run), progress)
     chosen = _chosen_ranks(found, ranks)
-    frames = [_window(found, rank, *_bounds(found, rank, step, start_ms, end_ms)) for rank in chosen]
-    frames = [frame for frame in frames if len(frame)]
-    if not frames:
-        events = pd.DataFrame({column: pd.Series(dtype="object") for column in EVENT_COLUMNS})
-    else:
-        events = pd.concat(frames, ignore_index=True)
-        if step is not None:
-            events["step"] = step
-        events = events.sort_values(["rank", "lane_order", "start_us"], kind="stable").reset_index(drop=True)
-    events.attrs["warnings"] = [warning for rank in chosen for warning in found.ranks[rank]["warnings"]]
-    return events
+    tables = [_window(found, rank, *_bounds(found, rank, step, start_ms, end_ms)) for rank in chosen]
+    events = pa.concat_tables(tables) if tables else EVENTS.empty_table()
+    if step is not None:
+        events = events.set_column(events.schema.get_field_index("step"), "step",
+                                   pa.array([step] * len(events), pa.int64()))
+    # Sorted by rank, lane, start (Arrow's sort is stable: events starting together keep the file's order).
+    events = events.sort_by([("rank", "ascending"), ("lane_order", "ascending"), ("start_us", "ascending")])
+    return events, [warning for rank in chosen for warning in found.ranks[rank]["warnings"]]
 
 
 def _chosen_ranks(found: Index, ranks: Iterable[int] | None) -> list[int]:
@@ -440,8 +465,17 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(spans)
 
 
-def _window(found: Index, rank: int, start: float, end: float) -> pd.DataFrame:
-    """Events of `rank` overlapping [start, end)."""
+# The columns of a window (EVENT_COLUMNS): the part's columns plus where each event is drawn.
+EVENTS = pa.schema([("rank", pa.int64()), ("process", pa.string()), ("lane", pa.string()),
+                    ("lane_order", pa.int64()), ("pid", pa.string()), ("tid", pa.string()), ("ph", pa.string()),
+                    ("name", pa.string()), ("cat", pa.string()), ("category", pa.string()),
+                    ("start_us", pa.float64()), ("dur_us", pa.float64()), ("step", pa.int64()),
+                    ("shapes", pa.string()), ("op_type", pa.string()), ("flow_id", pa.string())])
+assert EVENTS.names == EVENT_COLUMNS
+
+
+def _window(found: Index, rank: int, start: float, end: float) -> pa.Table:
+    """Events of `rank` overlapping [start, end), schema EVENTS."""
     info = found.ranks[rank]
     tables = []
     for part in info["parts"]:
@@ -454,25 +488,29 @@ def _window(found: Index, rank: int, start: float, end: float) -> pd.DataFrame:
         ends = pc.add(starts, pc.fill_null(table.column("dur_us"), 0.0))
         tables.append(table.filter(pc.and_(pc.and_(pc.greater_equal(starts, earliest), pc.less(starts, end)),
                                            pc.or_(pc.greater(ends, start), pc.greater_equal(starts, start)))))
-    if not tables:
-        return pd.DataFrame()
-    events = pa.concat_tables(tables).to_pandas()
-    if not len(events):
-        return events
-    events.insert(0, "rank", rank)
+    events = pa.concat_tables(tables) if tables else None
+    if events is None or not len(events):
+        return EVENTS.empty_table()
+    # Lanes: named and ordered once per distinct (pid, tid), then spread to the events by position.
+    lane_keys = pc.binary_join_element_wise(pc.fill_null(events.column("pid"), ""),
+                                            pc.fill_null(events.column("tid"), ""), "/")
+    distinct = pc.unique(lane_keys).to_pylist()
     processes, threads = info["lanes"]["processes"], info["lanes"]["threads"]
-    lanes = events[["pid", "tid"]].drop_duplicates()
-    process_names = [processes.get(pid, [None])[0] or f"process {pid}" for pid in lanes["pid"]]
-    lane_names = [threads.get(f"{pid}/{tid}", [None])[0] or f"thread {tid}" for pid, tid in zip(lanes["pid"], lanes["tid"])]
-    keys = [(_sort_key(processes.get(pid, [None, None])[1], pid), _sort_key(threads.get(f"{pid}/{tid}", [None, None])[1], tid))
-            for pid, tid in zip(lanes["pid"], lanes["tid"])]
-    lanes = lanes.assign(process=process_names, lane=lane_names, key=keys)
-    lanes["lane_order"] = lanes["key"].rank(method="dense").astype("int64") - 1 if len(lanes) else []
-    lanes = lanes.drop(columns="key")
-    events = events.merge(lanes, on=["pid", "tid"], how="left")
-    events["step"] = pd.array([pd.NA] * len(events), dtype="Int64")
-    events["category"] = _categories(events)
-    return events[EVENT_COLUMNS]
+    pids = [key.split("/", 1)[0] for key in distinct]
+    tids = [key.split("/", 1)[1] for key in distinct]
+    keys = [(_sort_key(processes.get(pid, [None, None])[1], pid), _sort_key(threads.get(key, [None, None])[1], tid))
+            for key, pid, tid in zip(distinct, pids, tids)]
+    order = {key: number for number, key in enumerate(sorted(set(keys)))}
+    lane_of = pc.index_in(lane_keys, value_set=pa.array(distinct, pa.string()))
+    process = pa.array([processes.get(pid, [None])[0] or f"process {pid}" for pid in pids], pa.string())
+    lane = pa.array([threads.get(key, [None])[0] or f"thread {tid}" for key, tid in zip(distinct, tids)], pa.string())
+    lane_order = pa.array([order[key] for key in keys], pa.int64())
+    columns = {"rank": pa.array([rank] * len(events), pa.int64()), "process": process.take(lane_of),
+               "lane": lane.take(lane_of), "lane_order": lane_order.take(lane_of),
+               "step": pa.nulls(len(events), pa.int64())}
+    columns["category"] = _categories(columns["process"], columns["lane"], events.column("name"))
+    return pa.table([columns[name] if name in columns else events.column(name) for name in EVENT_COLUMNS],
+                    schema=EVENTS)
 
 
 def _row_groups_between(path: Path, start: float, end: float) -> pa.Table:
@@ -489,19 +527,20 @@ def _row_groups_between(path: Path, start: float, end: float) -> pa.Table:
 
 def _sort_key(sort_index, fallback: str) -> tuple:
     """Sort index first (the profiler's order), then the id as a number where it is one."""
-    number = pd.to_numeric(fallback, errors="coerce")
+    try:
+        number = float(fallback)
+    except ValueError:
+        number = float("nan")
     return (sort_index if sort_index is not None else float("inf"),
-            number if not pd.isna(number) else float("inf"), str(fallback))
+            number if number == number else float("inf"), str(fallback))
 
 
-def _categories(events: pd.DataFrame) -> np.ndarray:
+def _categories(process: pa.Array, lane: pa.Array, name: pa.ChunkedArray) -> pa.Array:
     """compute / communication / data / host per event, decided once per distinct (process, lane, name)."""
-    keys = ["process", "lane", "name"]
-    codes = events.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-    distinct = events[keys].drop_duplicates()
-    categories = np.array([_category(str(p), str(l), str(n)) for p, l, n in distinct.itertuples(index=False)],
-                          dtype=object)
-    return categories[codes] if len(codes) else np.array([], dtype=object)
+    joined = pc.binary_join_element_wise(process, lane, pc.fill_null(name, ""), "\x1f")
+    distinct = pc.unique(joined)
+    decided = pa.array([_category(*key.split("\x1f", 2)) for key in distinct.to_pylist()], pa.string())
+    return decided.take(pc.index_in(joined, value_set=distinct))
 
 
 def _category(process: str, lane: str, name: str) -> str:
@@ -515,56 +554,58 @@ def _category(process: str, lane: str, name: str) -> str:
 
 # ---------------------------------------------------------------- export
 
-def chrome_trace(events: pd.DataFrame) -> list[dict]:
-    """A Chrome trace (the JSON array Perfetto and chrome://tracing open) of `events`: each rank's processes
-    side by side as processes named "rank R: <process>", lanes as threads, events sorted by time."""
+def chrome_trace(events: pa.Table) -> list[dict]:
+    """A Chrome trace (the JSON array Perfetto and chrome://tracing open) of a window (schema EVENTS): each
+    rank's processes side by side as processes named "rank R: <process>", lanes as threads, events sorted by
+    time."""
     if not len(events):
         return []
-    lanes = events[["rank", "process", "pid", "lane", "tid", "lane_order"]].drop_duplicates(["rank", "pid", "tid"])
-    processes = lanes.drop_duplicates(["rank", "pid"]).reset_index(drop=True)
-    process_ids = {(row.rank, row.pid): number + 1 for number, row in enumerate(processes.itertuples())}
+    rows = {name: events.column(name).to_pylist() for name in EVENT_COLUMNS}
+    process_ids: dict[tuple, int] = {}
+    thread_ids: dict[tuple, int] = {}
     metadata = []
-    for row in processes.itertuples():
-        pid = process_ids[(row.rank, row.pid)]
-        metadata += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                      "args": {"name": f"rank {row.rank}: {row.process}"}},
-                     {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}]
-    thread_ids = {}
-    for row in lanes.itertuples():
-        pid = process_ids[(row.rank, row.pid)]
-        tid = pd.to_numeric(row.tid, errors="coerce")
-        thread_ids[(row.rank, row.pid, row.tid)] = int(tid) if not pd.isna(tid) else int(row.lane_order)
-        metadata += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": thread_ids[(row.rank, row.pid, row.tid)],
-                      "args": {"name": row.lane}},
-                     {"ph": "M", "name": "thread_sort_index", "pid": pid,
-                      "tid": thread_ids[(row.rank, row.pid, row.tid)], "args": {"sort_index": int(row.lane_order)}}]
-    ordered = events.sort_values("start_us", kind="stable")
+    for rank, process, pid, lane, tid, lane_order in sorted(
+            set(zip(rows["rank"], rows["process"], rows["pid"], rows["lane"], rows["tid"], rows["lane_order"])),
+            key=lambda lane_: (lane_[0], lane_[5], str(lane_[2]), str(lane_[4]))):
+        if (rank, pid) not in process_ids:
+            number = process_ids[(rank, pid)] = len(process_ids) + 1
+            metadata += [{"ph": "M", "name": "process_name", "pid": number, "tid": 0,
+                          "args": {"name": f"rank {rank}: {process}"}},
+                         {"ph": "M", "name": "process_sort_index", "pid": number, "tid": 0,
+                          "args": {"sort_index": number}}]
+        number = process_ids[(rank, pid)]
+        numeric = tid is not None and tid.lstrip("-").isdigit()
+        thread = thread_ids[(rank, pid, tid)] = int(tid) if numeric else lane_order
+        metadata += [{"ph": "M", "name": "thread_name", "pid": number, "tid": thread, "args": {"name": lane}},
+                     {"ph": "M", "name": "thread_sort_index", "pid": number, "tid": thread,
+                      "args": {"sort_index": lane_order}}]
     body = []
-    for row in ordered.itertuples():
-        event = {"ph": row.ph, "name": row.name, "pid": process_ids[(row.rank, row.pid)],
-                 "tid": thread_ids[(row.rank, row.pid, row.tid)], "ts": float(row.start_us)}
-        if row.cat is not None and not pd.isna(row.cat):
-            event["cat"] = row.cat
-        if row.ph == "X":
-            event["dur"] = float(row.dur_us) if not pd.isna(row.dur_us) else 0.0
-        if row.flow_id is not None and not pd.isna(row.flow_id):
-            event["id"] = row.flow_id
-            if row.ph == "f":
+    for row in sorted(range(len(events)), key=rows["start_us"].__getitem__):  # stable: ties keep lane order
+        rank, pid, tid, ph = rows["rank"][row], rows["pid"][row], rows["tid"][row], rows["ph"][row]
+        event = {"ph": ph, "name": rows["name"][row], "pid": process_ids[(rank, pid)],
+                 "tid": thread_ids[(rank, pid, tid)], "ts": rows["start_us"][row]}
+        if rows["cat"][row] is not None:
+            event["cat"] = rows["cat"][row]
+        if ph == "X":
+            event["dur"] = rows["dur_us"][row] if rows["dur_us"][row] is not None else 0.0
+        if rows["flow_id"][row] is not None:
+            event["id"] = rows["flow_id"][row]
+            if ph == "f":
                 event["bp"] = "e"
-        args = {key: value for key, value in (("shapes", row.shapes), ("type", row.op_type))
-                if value is not None and not pd.isna(value)}
+        args = {key: value for key, value in (("shapes", rows["shapes"][row]), ("type", rows["op_type"][row]))
+                if value is not None}
         if args:
             event["args"] = args
         body.append(event)
     return metadata + body
 
 
-def write_window(events: pd.DataFrame, target: str | os.PathLike, fmt: str = "json") -> Path:
-    """Write `events` as a Chrome trace JSON or a Parquet table; the path written."""
+def write_window(events: pa.Table, target: str | os.PathLike, fmt: str = "json") -> Path:
+    """Write a window (`window`'s table) as a Chrome trace JSON or a Parquet table; the path written."""
     target = Path(target)
     try:
         if fmt == "parquet":
-            events.to_parquet(target, index=False)
+            pq.write_table(events, target)
         else:
             import orjson
             target.write_bytes(orjson.dumps(chrome_trace(events)))
@@ -573,12 +614,37 @@ def write_window(events: pd.DataFrame, target: str | os.PathLike, fmt: str = "js
     return target
 
 
+class _NoPandas:
+    """An import finder that fails `import pandas` (see pyarrow_without_pandas)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            raise ImportError("pandas hidden from pyarrow's first look (perfkit.timeline.pyarrow_without_pandas)")
+        return None
+
+
+def pyarrow_without_pandas() -> None:
+    """For a process that needs no DataFrame (`perfkit trace`): spare it pandas' import (~0.4 s of ~0.7 s).
+
+    pyarrow (26) imports pandas the first time it converts any Python value, only to ask whether the value
+    is a pandas object. Here that first look finds no pandas, so pyarrow stops asking; it still imports
+    pandas when a DataFrame is asked for (to_pandas retries the import). Nothing once pandas is loaded."""
+    if "pandas" in sys.modules:
+        return
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(finder)
+
+
 class _CallableModule(types.ModuleType):
     """`perfkit.timeline(run, step=N)` is the window function, and `perfkit.timeline.index` etc. stay
     reachable: the module itself is callable (imported lazily by perfkit/__init__.py, so `summary` never
     loads it)."""
 
-    def __call__(self, *args, **kwargs) -> pd.DataFrame:
+    def __call__(self, *args, **kwargs) -> "pd.DataFrame":
         return timeline(*args, **kwargs)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import os
 import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -17,10 +18,11 @@ import perfkit
 from perfkit import timeline as tl
 from perfkit.cli import main
 from perfkit.errors import FileFormatError, PerfkitError
-from perfkit.formats import trace_json
+from perfkit import trace_json
 
 import broken
 from conftest import FIXTURE_RUNS
+from test_architecture import imported, run_perfkit
 
 NEW_RANK0 = FIXTURE_RUNS["new_level1_rank0"]
 TRACES = {  # run -> {rank: trace file}, as the profiler wrote them
@@ -179,6 +181,55 @@ def test_parquet_export_is_the_events_table(tmp_path):
     table = pd.read_parquet(out)
     assert list(table.columns) == tl.EVENT_COLUMNS
     assert len(table) == len(tl.timeline(NEW_RANK0, step=50))
+
+
+def test_warm_trace_command_imports_no_pandas_and_writes_what_a_cold_one_does(tmp_path):
+    """`perfkit trace` on an indexed run answers in a fresh process without pandas (its import is half the
+    command's time): the same bytes as the cold call that built the index and as the in-process command."""
+    cache = tmp_path / "cache"
+    run = FIXTURE_RUNS["new_level1"]
+    outputs = {name: tmp_path / f"{name}.{fmt}" for name in ("cold", "warm") for fmt in ("json",)}
+    cold = run_perfkit("trace", str(run), "--step", "50", "-o", str(outputs["cold"]), cache=cache)
+    warm = run_perfkit("trace", str(run), "--step", "50", "-o", str(outputs["warm"]), cache=cache)
+    assert cold.returncode == 0 and warm.returncode == 0, cold.stderr + warm.stderr
+    assert "pandas" in imported(cold) and "pandas" not in imported(warm)
+    in_process = CliRunner().invoke(main, ["trace", str(run), "--step", "50", "-o", str(tmp_path / "lib.json")])
+    assert in_process.exit_code == 0
+    assert outputs["cold"].read_bytes() == outputs["warm"].read_bytes() == (tmp_path / "lib.json").read_bytes()
+    parquet = run_perfkit("trace", str(run), "--step", "50", "--format", "parquet", "-o", str(tmp_path / "w.parquet"),
+                          cache=cache)
+    assert parquet.returncode == 0 and "pandas" not in imported(parquet)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "w.parquet"), tl.timeline(run, step=50),
+                                  check_dtype=False)
+
+
+def test_a_warm_index_is_found_without_walking_the_readers(tmp_path, monkeypatch):
+    """The run's index is found through a kept answer keyed by every file under the run: the readers'
+    detection (and the pandas it imports) is skipped until a file changes."""
+    run = broken.copy_run(NEW_RANK0, tmp_path / "run")
+    first = tl.index(run)
+    walks = []
+    real = tl.trace_files
+    monkeypatch.setattr(tl, "trace_files", lambda path: walks.append(path) or real(path))
+    assert tl.index(run).folder == first.folder and not walks
+    other = run / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv"  # not a file the index depends on
+    os.utime(other, ns=(other.stat().st_atime_ns, other.stat().st_mtime_ns + 10**9))
+    assert tl.index(run).folder == first.folder and len(walks) == 1
+    trace = run / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    os.utime(trace, ns=(trace.stat().st_atime_ns, trace.stat().st_mtime_ns + 10**9))
+    assert tl.index(run).folder != first.folder and len(walks) == 2
+
+
+def test_indexes_count_towards_the_cache_limit_least_recently_used_first(monkeypatch):
+    first = tl.index(FIXTURE_RUNS["legacy_run_2"])
+    size = sum(part.stat().st_size for part in first.folder.iterdir())
+    monkeypatch.setenv("PERFKIT_CACHE_MAX_MB", str(size / 2 / 1024**2))  # room for no index but the newest
+    second = tl.index(NEW_RANK0)
+    assert second.folder.is_dir() and not first.folder.exists()
+    perfkit.load(FIXTURE_RUNS["legacy_run_3"])  # a load's trim counts indexes too: the older one goes
+    assert not second.folder.exists()
+    again = tl.index(NEW_RANK0)  # its kept location names a removed index: rebuilt, not an error
+    assert again.folder.is_dir() and len(tl.timeline(NEW_RANK0, step=50)) > 0
 
 
 # ---------------------------------------------------------------- bad input (crafted from the real trace)

@@ -106,7 +106,7 @@ def communication(run: Run) -> Communication | None:
     if not has_comm(run):
         return None
     # exposed communication (collective and point-to-point) as the advisor's communication rule splits the step
-    parts = analysis.rank_parts(run).set_index("rank")  # not this module's rank_parts: the bound split
+    parts = analysis.rank_parts(run).set_index("rank")
     per_rank = pd.DataFrame({"comm_ms": parts["communication"] + parts["pipeline"], "total_ms": parts["total"]})
     source, how = COMM_SOURCE_LABEL[parts["comm_source"].iloc[0] if len(parts) else "exposed"]
     return Communication(per_rank=per_rank, source=source, how=how)
@@ -124,8 +124,8 @@ def amp_families_apply(run: Run) -> bool:
 FWD_BWD_OTHER_OPS = "forward+backward (other ops)"
 
 
-def rank_parts(run: Run) -> tuple[tuple[str, str], ...]:
-    """The per-rank bar's parts: the step split, with communication carved out of forward+backward when the
+def rank_bar_segments(run: Run) -> tuple[tuple[str, str], ...]:
+    """The per-rank bar's segments (column, label): the step split, with communication carved out of forward+backward when the
     run measures it only from collective ops (their time lies inside forward+backward)."""
     parts = step_split(run.steps)
     comm = communication(run)
@@ -146,9 +146,9 @@ def _comm_within_fwd_bwd(run: Run, comm: Communication) -> bool:
 
 
 def per_rank_parts(run: Run) -> list[dict[str, Any]]:
-    """Per rank with step data: rank, total_ms and the summary's mean ms of each of `rank_parts` (forward+backward
+    """Per rank with step data: rank, total_ms and the summary's mean ms of each of `rank_bar_segments` (forward+backward
     whole: the communication ops' time is inside it)."""
-    parts = rank_parts(run)
+    parts = rank_bar_segments(run)
     comm = communication(run)
     rows = []
     for entry in summary_of(run)["per_rank"]:

@@ -1,6 +1,7 @@
 """Chrome trace JSON arrays (`trace_view.json`, `*_timeline_display_{r}.json`) as Arrow tables, block by block.
 
-Not a Run reader: only the timeline index (perfkit/timeline.py) reads traces, so `summary` stays fast.
+Not a Run reader (so not under formats/, whose registry imports pandas): only the timeline index
+(perfkit/timeline.py) reads traces, so `summary` stays fast, and `perfkit trace` never needs pandas.
 
 Why not one `orjson.loads`: a 1 GB trace holds ~5 million events, and building a Python dict for each
 takes ~25 s and 7.6 GB (benchmarks/results/timeline.txt). Instead the file is cut into blocks of
@@ -37,7 +38,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import FileFormatError
+from .errors import FileFormatError
 
 BLOCK_BYTES = 16 * 1024 * 1024
 # A block msgspec rejects is halved down to this size before the standard library decodes it.
