@@ -63,8 +63,9 @@ def gpu_pynative(folder: Path, mode: str = "pynative") -> Path:
         for name, _, offset_ms, dur_ms in GPU_OPS:
             dur = FIRST_CALL_MS if (step == 0 and name == "Default/Conv2D-op1") else dur_ms
             calls.setdefault(name, []).append((GPU_EPOCH_NS + step * GPU_STEP_NS + int(offset_ms * 1e6), dur))
-    (folder / "gpu_op_execute_timestamp_0.txt").write_text("".join(
-        f"{name};GpuOps;" + " ".join(f"{start},{dur}" for start, dur in runs) + " \n" for name, runs in calls.items()))
+    (folder / "gpu_op_execute_timestamp_0.txt").write_text("".join(  # durations in µs, as GPUProfiler stores them
+        f"{name};GpuOps;" + " ".join(f"{start},{dur * 1000:g}" for start, dur in runs) + " \n"
+        for name, runs in calls.items()))
     (folder / "step_trace_profiling_0.txt").write_text("")
     (folder / "profiler_info_0.json").write_text(json.dumps(
         {"ms_version": "2.2.14", "context_mode": mode, "rank_id": 0, "device_target": "GPU"}))

@@ -8,7 +8,7 @@ Op types and ops from `gpu_op_type_info_{r}.csv` / `gpu_op_detail_info_{r}.csv` 
     `iter_start_op,ts fp_op,ts bp_end_op,ts iter_end_op,ts [comm_op,start,end ...]`, in ns.
 Step bounds follow MindSpore's GpuStepTraceParser: in the per-marker shape a step starts where the
 previous one ended (the first at its fp start); bp is the bp_end op's end. Where the step trace has no steps
-(PyNative), the op launches in `gpu_op_execute_timestamp_{r}.txt` (`name;GpuOps;start_ns,dur_ms ...`) mark
+(PyNative), the op launches in `gpu_op_execute_timestamp_{r}.txt` (`name;GpuOps;start_ns,dur_us ...`) mark
 them (formats/steps.py). `profiler_info_{r}.json` gives the MindSpore version and mode.
 The MindData files in the same folder are read by minddata.py.
 """
@@ -32,7 +32,8 @@ STEP_FILE = "step_trace_profiling_{}.txt"
 TIMESTAMP_FILE = "gpu_op_execute_timestamp_{}.txt"
 PROFILER_INFO_FILE = "profiler_info_{}.json"
 RANK_PATTERNS = ("gpu_op_type_info_*.csv", "gpu_op_detail_info_*.csv", "step_trace_profiling_*.txt")
-GPU_EXECUTION_FIELDS = ("start_ns", "dur_ms")  # DataSaver::WriteOpTimestamp, op_side "gpu": `start,duration`
+# DataSaver::WriteOpTimestamp, op_side "gpu": `start,duration`, the duration in µs (steps.read_execute_timestamps)
+GPU_EXECUTION_FIELDS = ("start_ns", "dur_us")
 
 # Header aliases, {canonical: accepted headers}; times in these files are µs, shares 0-1.
 TYPE_COLUMNS = {

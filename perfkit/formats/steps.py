@@ -147,11 +147,17 @@ def longest_call_ms(op_events: pd.DataFrame) -> pd.Series:
     return op_events.groupby("name", observed=True)["dur_ms"].max()
 
 
+# An execution's duration field in {cpu,gpu}_op_execute_timestamp files -> ms.
+DURATION_TO_MS = {"dur_ms": 1.0, "dur_us": 1e-3}
+
+
 def read_execute_timestamps(path: Path, warnings: list[str], fields: tuple[str, ...]) -> pd.DataFrame:
     """`{cpu,gpu}_op_execute_timestamp_{r}.txt` -> name, start_ns, dur_ms: one row per execution.
 
     MindSpore's DataSaver::WriteOpTimestamp writes `full_op_name;HostCpuOps;start_ns,dur_ms,tid ...` on CPU
-    and `full_op_name;GpuOps;start_ns,dur_ms ...` on GPU: `fields` names one execution's fields.
+    and `full_op_name;GpuOps;start_ns,dur_us ...` on GPU (GPUProfiler::OpDataProducerEnd stores
+    cudaEventElapsedTime's ms * kTimeUnit, logged as "Host Time Elapsed(us)"): `fields` names one
+    execution's fields, its duration `dur_ms` or `dur_us`.
 
     Lines are split in Python (one per op, not per execution); the executions are parsed as one
     CSV by pyarrow, a few times faster than converting 100k+ Python strings.
@@ -177,16 +183,17 @@ def read_execute_timestamps(path: Path, warnings: list[str], fields: tuple[str, 
         warnings.append(f"{path.name}: skipped {bad_lines} malformed line(s)")
     if not names:
         raise FileFormatError("has no op execution records", path)
+    duration = next(column for column in columns if column in DURATION_TO_MS)
     try:
         table = pacsv.read_csv(
             io.BytesIO("\n".join(records).encode()),
             read_options=pacsv.ReadOptions(column_names=columns),
-            convert_options=pacsv.ConvertOptions(include_columns=["start_ns", "dur_ms"],
-                                                 column_types={"start_ns": pa.int64(), "dur_ms": pa.float64()}))
+            convert_options=pacsv.ConvertOptions(include_columns=["start_ns", duration],
+                                                 column_types={"start_ns": pa.int64(), duration: pa.float64()}))
     except pa.ArrowInvalid:
         raise FileFormatError("has a start time or duration that is not a number", path) from None
     start_ns = table.column("start_ns").to_numpy()
-    dur_ms = table.column("dur_ms").to_numpy()
+    dur_ms = table.column(duration).to_numpy() * DURATION_TO_MS[duration]
     line_codes, unique_names = pd.factorize(pd.Index(names))  # an op may have several lines
     return pd.DataFrame({
         "name": pd.Categorical.from_codes(np.repeat(line_codes, counts), categories=unique_names),
