@@ -82,7 +82,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
 
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
     def run_page(pathname: str, index: int):
-        return layout.run_page(pathname, runs[index])
+        return layout.run_page(pathname, runs[index], index)
 
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
     def compare_body(picked: tuple[int, ...]):

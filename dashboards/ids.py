@@ -16,10 +16,12 @@ OP_TABLE = "op-table"
 OP_COUNT = "op-count"
 RANK_TABLE = "rank-table"
 COMM_OP_TABLE = "comm-op-table"
+FINDING_TIMELINE_LINK = "finding-timeline-link"
 
 # path -> title, in navigation order: the run pages, then the compare page.
 PAGES = {page.path: page.title for page in (*RUN_PAGES, COMPARE)}
-PAGES["/timeline"] = "Timeline"  # not a page of panels: dashboards/timeline.py builds it
+TIMELINE = "/timeline"
+PAGES[TIMELINE] = "Timeline"  # not a page of panels: dashboards/timeline.py builds it
 
 
 def kpi(key: str) -> str:

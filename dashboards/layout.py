@@ -5,7 +5,9 @@ A run page is its panels in order (`run_page`); each panel kind has one renderer
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
+from urllib.parse import urlencode
 
 import dash_ag_grid as dag
 import pandas as pd
@@ -104,14 +106,23 @@ def _cards(panel: Panel, run: Run) -> html.Div:
                     id=panel.id)
 
 
-def _findings(panel: Panel, run: Run) -> html.Div:
+def _findings(panel: Panel, run: Run, run_index: int) -> html.Div:
     result = numbers.findings(run)
     if not result.items:
         return card(panel.title, empty(result.note or ""))
     items = [html.Div([html.Span(item.severity, className="sev"), html.Span(item.title, className="title"),
-                       html.Div(item.detail, className="evidence"), html.Div(["Change: ", html.Code(item.action)])],
-                      className=f"finding sev-{item.severity}") for item in result.items]
+                       html.Div(item.detail, className="evidence"), html.Div(["Change: ", html.Code(item.action)]),
+                       *_timeline_link(link, run_index)],
+                      className=f"finding sev-{item.severity}")
+             for item, link in zip(result.items, numbers.timeline_links(run))]
     return card(panel.title, html.Div(items, id=panel.id))
+
+
+def _timeline_link(link: numbers.TimelineLink | None, run_index: int) -> list:
+    if link is None:
+        return []
+    href = f"{ids.TIMELINE}?{urlencode({'run': run_index, **link.query})}"
+    return [html.Div(dcc.Link(link.text, href=href, className=ids.FINDING_TIMELINE_LINK))]
 
 
 def _figure(panel: Panel, run: Run, fig: go.Figure) -> html.Div:
@@ -143,15 +154,16 @@ def _instances(panel: Panel, run: Run) -> html.Div:
 RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table, INSTANCES: _instances}
 
 
-def run_page(path: str, run: Run) -> list:
-    """One run's page: its panels in the view layer's order, half-width ones side by side; an optional panel
-    only where it has something to show."""
+def run_page(path: str, run: Run, run_index: int) -> list:
+    """One run's page (the run is `runs[run_index]` of the app: its links name it): its panels in the view
+    layer's order, half-width ones side by side; an optional panel only where it has something to show."""
+    renderers = RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)}
     contents = {panel.id: figures.panel_content(panel, run) for panel in panels_on(path)
                 if panel.kind in (FIGURE, TABLE)}
     shown = tuple(panel for panel in panels_on(path) if not panel.optional or figures.has_content(contents[panel.id]))
     body = []
     for row in rows(shown):
-        rendered = [RENDERERS[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
+        rendered = [renderers[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
                     for panel in row]
         body.append(html.Div(rendered, className="grid2") if row[0].half else rendered[0])
     return body

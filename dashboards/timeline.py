@@ -2,7 +2,8 @@
 
 The trace index is built on the first visit, in a thread, while the page polls its progress; later
 visits (and the CLI's `perfkit trace`) reuse it from the cache. `?run=N&step=S&op=NAME` opens a step
-with the occurrences of op NAME outlined: the Operators page links here when an op's name is clicked.
+with the occurrences of NAME outlined (an op name, op type or family: views.numbers.op_target): the
+Operators page links here when an op's name is clicked, a finding about ops from the Overview's findings.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from dash import Input, Output, State, dcc, html
 from perfkit import figures, timeline
 from perfkit.errors import PerfkitError
 from perfkit.model import Run
+from perfkit.views import numbers
 
 from . import ids, layout
 
-PATH = "/timeline"
+PATH = ids.TIMELINE
 STEP = "timeline-step"
 RANKS = "timeline-ranks"
 STATUS = "timeline-status"
@@ -110,7 +112,8 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index, query_value) -> Non
         except PerfkitError as exc:
             return layout.empty(str(exc))
         op = query_value(search, "op", "")
-        fig = figures.timeline_figure(events, title=f"step {step} · " if step is not None else "", highlight=op)
+        fig = figures.timeline_figure(events, title=f"step {step} · " if step is not None else "",
+                                      highlight=numbers.op_target(runs[index], op) if op else None)
         return layout.graph(fig, GRAPH)
 
     @app.callback(Output(ids.URL, "pathname", allow_duplicate=True), Output(ids.URL, "search", allow_duplicate=True),

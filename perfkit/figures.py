@@ -27,8 +27,9 @@ from .render import BOUND_PART_LABELS, mean_of_text
 from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
                            ms, pct, percent, run_color)
 from .views.format import speedup as format_speedup
-from .views.numbers import (FWD_BWD_OTHER_OPS, amp_families_apply, batchnorm_share, cast_share, communication,
-                            once_per_run, op_family, per_rank_parts, rank_bar_segments, slow_ranks, step_split)
+from .views.numbers import (FWD_BWD_OTHER_OPS, OpTarget, amp_families_apply, batchnorm_share, cast_share,
+                            communication, once_per_run, op_family, per_rank_parts, rank_bar_segments, slow_ranks,
+                            step_split)
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.
@@ -568,25 +569,68 @@ TIMELINE_COLORS = {"compute": "#4e79a7", "communication": "#e15759", "data": "#f
 TIMELINE_LANE_PX = 22
 
 
-def timeline_bars(events: pd.DataFrame, max_bars: int = MAX_TIMELINE_BARS) -> tuple[pd.DataFrame, int]:
-    """(bars to draw, events merged away): events with a duration, and above `max_bars`, each run of
-    adjacent tiny events in a lane merged into one bar named "N events"."""
+def nesting_depth(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per event of one lane, sorted by start and, among equal starts, longest first: how many earlier events
+    contain it (start no later, end no earlier; a zero-length event at a container's very end is not inside
+    it). A call stack's frames, a cell scope's ops: each is one deeper than the event it starts inside.
+
+    Vectorised as a count of earlier events with an end at or above one's own: over blocks of 1, 2, 4 ...
+    events, each event in a block's right half counts the left half's ends at or above its own (one sorted
+    search per level), so n events cost log2(n) sorts, never a Python loop over events.
+    """
+    count = len(starts)
+    depth = np.zeros(count, dtype=np.int64)
+    if count < 2:
+        return depth
+    end_rank = np.unique(ends, return_inverse=True)[1].astype(np.int64)
+    lowest = end_rank + (ends <= starts)  # the lowest end rank that contains the event
+    width = int(end_rank.max()) + 2
+    position = np.arange(count, dtype=np.int64)
+    size = 1
+    while size < count:
+        block = position // (2 * size)
+        right = (position // size) % 2 == 1
+        left_keys = np.sort(block[~right] * width + end_rank[~right])
+        base = block[right] * width
+        depth[right] += (np.searchsorted(left_keys, base + width) - np.searchsorted(left_keys, base + lowest[right]))
+        size *= 2
+    return depth
+
+
+def complete_events(events: pd.DataFrame) -> pd.DataFrame:
+    """A window's events with a duration (what the timeline draws), in lane and time order, each with its
+    nesting `depth` in its lane (rank, lane_order; `nesting_depth`)."""
     bars = events[events["dur_us"].notna() & (events["ph"] == "X")].copy()
-    bars["count"] = 1
+    bars["end_us"] = bars["start_us"] + bars["dur_us"]
+    bars = bars.sort_values(["rank", "lane_order", "start_us", "end_us"], ascending=[True, True, True, False],
+                            kind="stable")
+    starts, ends = bars["start_us"].to_numpy(), bars.pop("end_us").to_numpy()
+    depth = np.zeros(len(bars), dtype=np.int64)
+    for rows in bars.groupby(["rank", "lane_order"], sort=False).indices.values():
+        depth[rows] = nesting_depth(starts[rows], ends[rows])
+    bars["depth"] = depth
+    return bars
+
+
+def timeline_bars(events: pd.DataFrame, max_bars: int = MAX_TIMELINE_BARS) -> tuple[pd.DataFrame, int]:
+    """(bars to draw, events merged away): `complete_events(events)` (a window, or already that), and above
+    `max_bars`, each run of adjacent tiny events at one depth of a lane merged into one bar named "N events"."""
+    bars = events if "depth" in events else complete_events(events)
+    bars = bars.assign(count=1)
     if len(bars) <= max_bars:
         return bars, 0
     window = (bars["start_us"] + bars["dur_us"]).max() - bars["start_us"].min()
     tiny_us = window * TINY_EVENT_SHARE
-    bars = bars.sort_values(["rank", "lane_order", "start_us"], kind="stable")
+    bars = bars.sort_values(["rank", "lane_order", "depth", "start_us"], kind="stable")
     tiny = (bars["dur_us"] < tiny_us).to_numpy()
-    lane = (bars["rank"].astype(str) + "/" + bars["lane_order"].astype(str)).to_numpy()
+    row = (bars["rank"].astype(str) + "/" + bars["lane_order"].astype(str) + "/" + bars["depth"].astype(str)).to_numpy()
     gap = bars["start_us"].to_numpy() - np.r_[-np.inf, (bars["start_us"] + bars["dur_us"]).to_numpy()[:-1]]
-    joins = tiny & np.r_[False, tiny[:-1]] & np.r_[False, lane[1:] == lane[:-1]] & (gap < tiny_us)
+    joins = tiny & np.r_[False, tiny[:-1]] & np.r_[False, row[1:] == row[:-1]] & (gap < tiny_us)
     bars["group"] = np.cumsum(~joins)
     merged = bars.groupby("group", sort=False).agg(
         rank=("rank", "first"), process=("process", "first"), lane=("lane", "first"),
-        lane_order=("lane_order", "first"), name=("name", "first"), category=("category", "first"),
-        start_us=("start_us", "min"), shapes=("shapes", "first"),
+        lane_order=("lane_order", "first"), depth=("depth", "first"), name=("name", "first"),
+        category=("category", "first"), start_us=("start_us", "min"), shapes=("shapes", "first"),
         count=("count", "sum"), ph=("ph", "first"))
     ends = (bars["start_us"] + bars["dur_us"]).groupby(bars["group"], sort=False).max()
     merged["dur_us"] = ends.to_numpy() - merged["start_us"].to_numpy()
@@ -596,21 +640,25 @@ def timeline_bars(events: pd.DataFrame, max_bars: int = MAX_TIMELINE_BARS) -> tu
     return merged.reset_index(drop=True), len(bars) - len(merged)
 
 
-def _lane_labels(events: pd.DataFrame) -> pd.Series:
-    return "rank " + events["rank"].astype(str) + " · " + events["process"].astype(str) + " · " + events["lane"].astype(str)
+def _row_labels(bars: pd.DataFrame) -> pd.Series:
+    """A lane's row label, "rank R · process · lane"; its nested events' sub-rows add " · depth"."""
+    lane = "rank " + bars["rank"].astype(str) + " · " + bars["process"].astype(str) + " · " + bars["lane"].astype(str)
+    return lane.where(bars["depth"] == 0, lane + " · " + bars["depth"].astype(str))
 
 
 def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_TIMELINE_BARS,
-                    highlight: str = "") -> go.Figure:
-    """Lanes as rows (rank, process, thread; in the profiler's order), events as bars coloured by category,
-    time in ms from the window's start; hover: name, duration, shapes. Zoom with the mouse. Events whose
-    name contains `highlight` are outlined and counted in the title."""
-    bars, merged_away = timeline_bars(events, max_bars)
+                    highlight: OpTarget | None = None) -> go.Figure:
+    """Lanes as rows (rank, process, thread; in the profiler's order), nested events in sub-rows under their
+    lane (one per depth), events as bars coloured by category, time in ms from the window's start; hover:
+    name, duration, shapes. Zoom with the mouse. The events `highlight` matches are outlined and counted in
+    the title."""
+    complete = complete_events(events)
+    bars, merged_away = timeline_bars(complete, max_bars)
     if not len(bars):
         return empty_state("no events with a duration in this window")
     zero = bars["start_us"].min()
-    bars["label"] = _lane_labels(bars)
-    order = bars.sort_values(["rank", "lane_order"]).drop_duplicates("label")["label"].tolist()
+    bars["label"] = _row_labels(bars)
+    order = bars.sort_values(["rank", "lane_order", "depth"]).drop_duplicates("label")["label"].tolist()
     fig = go.Figure()
     for category, part in bars.groupby("category", sort=True):
         shapes = part["shapes"].where(part["shapes"].notna(), "").astype(str).str.replace("\r\n", " ", regex=False)
@@ -620,15 +668,13 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
                     hovertemplate="%{customdata[0]}<br>%{x:.3f} ms at %{base:.3f} ms<br>%{customdata[1]}"
                                   "<extra>" + category + "</extra>")
     note = f" · {merged_away:,} tiny events merged into neighbours" if merged_away else ""
-    if highlight:
-        found = events[(events["ph"] == "X") & events["dur_us"].notna()
-                       & events["name"].astype(str).str.contains(highlight, regex=False)]
-        found = found.assign(label=_lane_labels(found))
-        fig.add_bar(y=found["label"], x=found["dur_us"] / 1000.0, base=(found["start_us"] - zero) / 1000.0,
-                    orientation="h", name=highlight[:40], marker=dict(color="rgba(0,0,0,0)",
-                                                                      line=dict(color="#111", width=2)),
+    if highlight is not None:
+        found = complete[highlight.matches(complete)]
+        fig.add_bar(y=_row_labels(found), x=found["dur_us"] / 1000.0, base=(found["start_us"] - zero) / 1000.0,
+                    orientation="h", name=highlight.label[:40], marker=dict(color="rgba(0,0,0,0)",
+                                                                            line=dict(color="#111", width=2)),
                     hoverinfo="skip")
-        note += f" · {len(found):,} of them {highlight}"
+        note += f" · {len(found):,} of them {highlight.label}"
     fig.update_layout(title=dict(text=f"{title}{len(events):,} events{note}", font=dict(size=14)), barmode="overlay",
                       bargap=0.15, height=max(240, 80 + TIMELINE_LANE_PX * len(order)), font=FONT,
                       plot_bgcolor="white", paper_bgcolor="white", margin=dict(l=20, r=20, t=50, b=40),

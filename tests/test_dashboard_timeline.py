@@ -1,9 +1,12 @@
-"""The Timeline page in headless Chromium: the index builds on the first visit, bars are drawn, the step
-picker switches steps, hovering a bar names its op. Screenshot: docs/dash_timeline.png with
+"""The Timeline page in headless Chromium: the index builds on the first visit, bars are drawn, nested events
+get sub-rows, the step picker switches steps, hovering a bar names its op, the Operators page and a finding
+link to their ops' occurrences. Screenshots: docs/dash_timeline.png and docs/dash_timeline_finding.png with
 PERFKIT_SCREENSHOT_DIR=docs."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 import broken
 from conftest import FIXTURE_RUNS, REPO
 from test_dashboard_browser import make_driver, screenshot, start_server, wait_for
+from test_timeline_view import brute_force_depths
 
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -43,7 +47,8 @@ def page(run_folder, tmp_path_factory):
     patch.setenv("PERFKIT_CACHE_DIR", str(cache))
     patch.delenv("PERFKIT_NO_CACHE", raising=False)
     from dashboards import create_app
-    url, stop = start_server(create_app([perfkit.load(run_folder)]))
+    # run 1: the CPU run, whose compute_bound finding names an op type
+    url, stop = start_server(create_app([perfkit.load(run_folder), perfkit.load(FIXTURE_RUNS["cpu_2_10"])]))
     driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
     yield driver, url
     driver.quit()
@@ -53,6 +58,18 @@ def page(run_folder, tmp_path_factory):
 
 def bars(driver) -> int:
     return driver.execute_script("return document.querySelectorAll('#timeline-graph .trace.bars path').length")
+
+
+def outlined(driver) -> list[str]:
+    """The stroke widths of the bars of the figure's last trace: the outlines of the ops a link names."""
+    return driver.execute_script(
+        "const traces = document.querySelectorAll('#timeline-graph .trace.bars');"
+        "return [...traces[traces.length - 1].querySelectorAll('path')].map(p => p.style.strokeWidth);")
+
+
+def row_labels(driver) -> list[str]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#timeline-graph .ytick text')].map(t => t.textContent);")
 
 
 def title(driver) -> str:
@@ -97,13 +114,52 @@ def test_timeline_page_draws_picks_steps_and_hovers(page, run_folder, tmp_path_f
     screenshot(driver, "dash_timeline", tmp_path_factory.mktemp("shots"))
 
 
+def test_nested_events_have_sub_rows_under_their_lane(page, run_folder):
+    driver, url = page
+    driver.get(f"{url}/timeline?run=0&step=1")
+    wait_for(driver, lambda d: bars(d) > 0, "timeline bars")
+    # independently: per Python lane, the depths a pair-by-pair containment count gives the step's events
+    events = timeline.timeline(run_folder, step=1)
+    calls = events[(events["process"] == "Python") & (events["ph"] == "X") & events["dur_us"].notna()]
+    expected = set()
+    for lane, of_lane in calls.groupby("lane"):
+        for *_, depth in brute_force_depths(zip(of_lane["start_us"], of_lane["start_us"] + of_lane["dur_us"])):
+            expected.add(f"rank 0 · Python · {lane}" + (f" · {depth}" if depth else ""))
+    assert any(label.endswith(" · 1") for label in expected)
+    wait_for(driver, lambda d: {label for label in row_labels(d) if " · Python · " in label} == expected,
+             f"{len(expected)} Python rows and sub-rows")
+
+
 def test_op_link_outlines_its_occurrences(page, run_folder):
     driver, url = page
     name = "aten::empty"
     driver.get(f"{url}/timeline?run=0&step=3&op={name}")
     events = timeline.timeline(run_folder, step=3)
-    count = int(((events["ph"] == "X") & events["name"].str.contains(name, regex=False)).sum())
+    count = int(((events["ph"] == "X") & (events["name"] == name)).sum())
     wait_for(driver, lambda d: f"{count:,} of them {name}" in title(d), "the op's occurrences counted")
+    assert count > 0
+
+
+def test_a_finding_links_to_its_ops_on_the_timeline(page, tmp_path_factory):
+    driver, url = page
+    driver.get(f"{url}/?run=1")
+    link = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#findings a.finding-timeline-link"),
+                    "the finding's timeline link")
+    assert link[0].text == "Conv2DBackpropFilter on the timeline, step 2"
+    link[0].click()
+    wait_for(driver, lambda d: "/timeline" in d.current_url and "op=Conv2DBackpropFilter" in d.current_url,
+             "the timeline page")
+    # independently: the step's events that the CPU trace names `<scope>/Conv2DBackpropFilter-op<N>`
+    step = timeline.timeline(FIXTURE_RUNS["cpu_2_10"], step=2)
+    trace = next(FIXTURE_RUNS["cpu_2_10"].glob("*_ascend_ms")) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    ops = {(e["name"], float(e["ts"])) for e in json.load(open(trace))
+           if e.get("ph") == "X" and re.fullmatch(r".*/Conv2DBackpropFilter-op\d+", e["name"])}
+    count = len(ops & set(zip(step["name"], step["start_us"])))
+    assert count == 53  # ResNet-50's 53 convolutions, each once a step
+    wait_for(driver, lambda d: title(d).startswith("step 2 · ") and title(d).endswith(
+        f"{count:,} of them Conv2DBackpropFilter"), "the finding's ops counted")
+    wait_for(driver, lambda d: outlined(d) == ["2px"] * count, f"{count} outlined bars")
+    screenshot(driver, "dash_timeline_finding", tmp_path_factory.mktemp("shots"))
 
 
 def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page, run_folder):
@@ -117,6 +173,6 @@ def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page
     wait_for(driver, lambda d: "/timeline" in d.current_url, "the timeline page")
     assert "op=" in driver.current_url
     events = timeline.timeline(run_folder, step=1)  # no step in the link: the page opens the first
-    count = int(((events["ph"] == "X") & events["name"].str.contains(name, regex=False)).sum())
+    count = int(((events["ph"] == "X") & (events["name"] == name)).sum())
     assert count > 0, name  # the Operators page's names are the trace's kernel names
     wait_for(driver, lambda d: title(d).endswith(f"{count:,} of them {name}"), "the op outlined and counted")

@@ -155,7 +155,7 @@ def test_dashboard_pages_show_their_panels_in_list_order():
     from dashboards import layout
     run = make_run(ranks=(0, 1), slow_factor=1.3)
     for page in PAGES:
-        rendered = json.dumps(layout.run_page(page.path, run), cls=PlotlyJSONEncoder)
+        rendered = json.dumps(layout.run_page(page.path, run, 0), cls=PlotlyJSONEncoder)
         # the crafted run has no communication files: the optional communication panels stay out
         positions = [rendered.find(f'"id": "{panel.id}"') for panel in panels_on(page.path) if not panel.optional]
         assert all(p >= 0 for p in positions) and positions == sorted(positions), page.path

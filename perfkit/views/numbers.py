@@ -243,6 +243,8 @@ class FindingView:
     title: str
     detail: str      # id · target · gain — evidence
     action: str
+    rule: str = ""                 # the finding's id
+    target: str | None = None      # the finding's target (views.numbers.op_target reads it)
 
 
 @dataclass(frozen=True)
@@ -263,6 +265,104 @@ def findings(run: Run) -> Findings:
         gain = f" · up to {percent(finding.est_gain_pct)} of step time" if finding.est_gain_pct is not None else ""
         target = f" · {finding.target}" if finding.target else ""
         items.append(FindingView(finding.severity, finding.title, f"{finding.id}{target}{gain} — {numbers_shown}",
-                                 finding.action))
+                                 finding.action, finding.id, finding.target))
     note = None if items else "no findings: none of perfkit's rules found something to change in this run"
     return Findings(items, advice.ids(), note)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A finding's ops on the timeline
+
+# Findings about a first call (compilation, warm-up): the call is not in the steady steps, so their link names no
+# step and the Timeline page opens the first. Every other op finding is about a steady cost: its link opens the
+# first steady step (steady.steady_steps).
+FIRST_CALL_FINDINGS = frozenset({"compile_or_first_call"})
+
+
+@dataclass(frozen=True)
+class OpTarget:
+    """The trace events an op target names (a finding's target, an op name from the Operators page).
+
+    The run's op tables say what the target holds: an op instance's full name, an op type (`Conv2D`,
+    `MatMulV2`, `hcom_allReduce_`), an op family (`Cast`, `BatchNorm`: every type in it), types joined by
+    `/` (`Conv2D/MatMul`) or a kernel group (`Conv2D 3x3`). Trace events match on their name (the op's
+    full name on new-layout and CPU traces, its last scope segment on legacy Ascend timelines, the type
+    itself on PyTorch's Python lanes) or on their op type (`args.type` of legacy Ascend timelines)."""
+
+    label: str
+    names: frozenset[str]
+    types: frozenset[str]
+    known: bool      # the run's op tables name it; else only events named exactly `label` match
+
+    def matches(self, events: pd.DataFrame) -> pd.Series:
+        """Which of a window's events (perfkit.timeline.timeline) are occurrences: complete events only."""
+        if not len(events):
+            return pd.Series(False, index=events.index)
+        named = events["name"].astype(str).isin(self.names) | events["op_type"].astype(str).isin(self.types)
+        return (events["ph"] == "X") & events["dur_us"].notna() & named
+
+
+def _last_segment(names: pd.Series) -> pd.Series:
+    return names.str.rsplit("/", n=1).str[-1]
+
+
+def op_target(run: Run, target: str) -> OpTarget:
+    """What `target` names among the run's ops (OpTarget's docstring), resolved on its op tables."""
+    ops = run.ops
+    names = ops["name"].astype(str)
+    if (names == target).any():
+        return OpTarget(target, frozenset({target, target.rsplit("/", 1)[-1]}), frozenset(), True)
+    known = set(run.op_types["type"].dropna().astype(str)) | set(ops["type"].dropna().astype(str))
+    listed = set(target.split("/"))
+    types = {op_type for op_type in known if op_type in listed or op_family(op_type) == target}
+    if types:
+        chosen = names[ops["type"].astype(str).isin(types)]
+    else:
+        chosen = _kernel_group(ops, target, known)
+        if not len(chosen):
+            return OpTarget(target, frozenset({target}), frozenset(), False)
+    return OpTarget(target, frozenset({target, *chosen, *_last_segment(chosen)}), frozenset(types), True)
+
+
+def _kernel_group(ops: pd.DataFrame, target: str, known: set[str]) -> pd.Series:
+    """The op names of a kernel group (`Conv2DBackpropFilter 3x3`: kernel_efficiency's target)."""
+    op_type = target.split(" ", 1)[0]
+    if op_type == target or op_type not in known:
+        return pd.Series(dtype="object")
+    from ..advisor.rules import op_flops
+    work = op_flops(ops)  # all ops: a conv's work follows from its gradients' shapes too
+    return work.loc[work["group"] == target, "name"].astype(str)
+
+
+@dataclass(frozen=True)
+class TimelineLink:
+    """Where a finding's ops are on the Timeline page: its query (`op`, and `step` where one is chosen)."""
+    text: str
+    query: dict[str, str]
+
+
+@once_per_run
+def timeline_links(run: Run) -> list[TimelineLink | None]:
+    """Per finding of `findings(run)` (same order): the link to its ops on the timeline, None when its target
+    names no op of the run's op tables (a rank, a link, a dataset op) or the run has no trace."""
+    from ..errors import PerfkitError
+    from ..steady import steady_steps
+    from ..timeline import trace_files
+    try:
+        trace_files(run.path)
+    except PerfkitError:
+        return [None] * len(findings(run).items)
+    steady = steady_steps(run.steps)
+    first_steady = str(int(steady["step"].min())) if len(steady) else None
+    links: list[TimelineLink | None] = []
+    for finding in findings(run).items:
+        target = op_target(run, finding.target) if finding.target else None
+        if target is None or not target.known:
+            links.append(None)
+            continue
+        query = {"op": target.label}
+        if first_steady is not None and finding.rule not in FIRST_CALL_FINDINGS:
+            query["step"] = first_steady
+        where = f", step {query['step']}" if "step" in query else ", first step"
+        links.append(TimelineLink(f"{target.label} on the timeline{where}", query))
+    return links
