@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import errno
 import json
 import math
@@ -230,6 +231,75 @@ def test_indexes_count_towards_the_cache_limit_least_recently_used_first(monkeyp
     assert not second.folder.exists()
     again = tl.index(NEW_RANK0)  # its kept location names a removed index: rebuilt, not an error
     assert again.folder.is_dir() and len(tl.timeline(NEW_RANK0, step=50)) > 0
+
+
+# ---------------------------------------------------------------- text timelines (a rank without its JSON one)
+
+def test_legacy_run_without_its_json_timeline_is_indexed_from_output_timeline_data(tmp_path):
+    run = broken.copy_run(FIXTURE_RUNS["legacy_run_2"], tmp_path / "run")
+    (run / "ascend_timeline_display_1.json").unlink()
+    found = tl.index(run)
+    assert found.ranks[1]["source"].endswith("output_timeline_data_1.txt")
+    # independently: the op rows (ms) and the step trace's start/end points (10 ns ticks)
+    rows = list(csv.reader((run / "output_timeline_data_1.txt").read_text().splitlines()[1:]))
+    with open(run / "step_trace_raw_1_detail_time.csv", newline="") as handle:
+        steps = [row for row in csv.DictReader(handle) if int(row["step_num"]) > 0]
+    assert found.ranks[1]["steps"] == [[int(r["step_num"]), int(r["start_point"]) / 100, int(r["end_point"]) / 100]
+                                       for r in steps]
+    events = tl.timeline(run, start_ms=0)
+    ops = events[events["ph"] == "X"]
+    assert len(ops) == len(rows)
+    totals = defaultdict(float)
+    for name, stream, _, dur_ms in rows:
+        totals[f"Stream {stream}"] += float(dur_ms) * 1000
+    assert ops.groupby("lane")["dur_us"].sum().to_dict() == pytest.approx(dict(totals), rel=1e-12)
+    step = tl.timeline(run, step=1)
+    start, end = found.ranks[1]["steps"][0][1:]
+    inside = [r for r in rows if float(r[2]) * 1000 < end and (float(r[2]) + float(r[3])) * 1000 > start]
+    assert len(step) == len(inside)
+
+
+def test_cpu_run_without_trace_view_is_indexed_from_its_op_timestamps(tmp_path):
+    """The same ops and steps as from trace_view.json: the text's starts are ns, trace_view's µs (MindSpore
+    writes both from one record; its µs are ~37 ns later)."""
+    run = broken.copy_run(FIXTURE_RUNS["cpu_2_10"], tmp_path / "run")
+    with_json = tl.index(run)
+    json_steps = with_json.ranks[0]["steps"]
+    next(run.glob("*_ascend_ms")).joinpath("ASCEND_PROFILER_OUTPUT", "trace_view.json").unlink()
+    found = tl.index(run)
+    assert found.ranks[0]["source"].endswith("FRAMEWORK/cpu_op_execute_timestamp_0.txt")
+    assert [s[0] for s in found.ranks[0]["steps"]] == [s[0] for s in json_steps] == perfkit.load(run).steps["step"].tolist()
+    for (_, start, end), (_, json_start, json_end) in zip(found.ranks[0]["steps"], json_steps):
+        assert start == pytest.approx(json_start, abs=1.0) and end == pytest.approx(json_end, abs=1.0)
+    text = next(run.glob("*_ascend_ms")) / "FRAMEWORK" / "cpu_op_execute_timestamp_0.txt"
+    runs = sum(len(line.split(";")[2].split()) for line in text.read_text().splitlines() if line.strip())
+    assert len(tl.timeline(run, start_ms=0).query("ph == 'X'")) == runs
+
+
+def test_gpu_pynative_op_launches_give_the_timeline_and_its_steps(tmp_path):
+    """Crafted (no real GPU op-launch file exists in the fixtures): the GPU PyNative run of the diagnosis
+    tests, whose step trace is empty; step k starts at the k-th launch of the step's first op, as the loader."""
+    from test_diagnosis_rules import GPU_STEPS, gpu_pynative
+    run = gpu_pynative(tmp_path / "gpu")
+    found = tl.index(run)
+    launches = (run / "gpu_op_execute_timestamp_0.txt").read_text().splitlines()
+    cast = sorted(int(pair.split(",")[0]) / 1000 for line in launches if line.startswith("Default/Cast")
+                  for pair in line.split(";")[2].split())
+    assert [start for _, start, _ in found.ranks[0]["steps"]] == pytest.approx(cast) and len(cast) == GPU_STEPS
+    step = tl.timeline(run, step=2)
+    assert step["dur_us"].max() == pytest.approx(1100.0)  # Adam's 1.1 ms (the file's µs, not ms * 1000)
+    loaded = perfkit.load(run).steps["total_ms"].tolist()
+    assert [(end - start) / 1000 for _, start, end in found.ranks[0]["steps"]] == pytest.approx(loaded)
+
+
+def test_trace_command_exports_a_text_timeline(tmp_path):
+    run = broken.copy_run(FIXTURE_RUNS["legacy_run_2"], tmp_path / "run")
+    (run / "ascend_timeline_display_1.json").unlink()
+    result = CliRunner().invoke(main, ["trace", str(run), "--step", "1", "-o", str(tmp_path / "s.json")])
+    assert result.exit_code == 0, result.output
+    exported = json.loads((tmp_path / "s.json").read_text())
+    _valid_chrome_trace(exported)
+    assert {e["args"]["name"] for e in exported if e["name"] == "process_name"} == {"rank 1: Ascend device"}
 
 
 # ---------------------------------------------------------------- bad input (crafted from the real trace)
