@@ -330,7 +330,13 @@ def test_mutated_file_loads_or_raises_perfkit_error(fixture, relative, mutations
 
 
 # Traces are read only by the timeline index (`perfkit trace`, the Timeline page), not by load().
-TRACE_TARGETS = [(NEW, f"{NEW_OUT}/trace_view.json"), (LEGACY, "ascend_timeline_display_1.json")]
+CPU_UNIT = "cpu_2_10", "vm_10569_20261122103128064_ascend_ms"
+TRACE_TARGETS = [(NEW, f"{NEW_OUT}/trace_view.json"), (LEGACY, "ascend_timeline_display_1.json"),
+                 (LEGACY, "output_timeline_data_1.txt"),
+                 (CPU_UNIT[0], f"{CPU_UNIT[1]}/FRAMEWORK/cpu_op_execute_timestamp_0.txt")]
+# A text timeline is read only for a rank without a JSON one: its JSON sibling is removed from the copy.
+JSON_SIBLING = {"output_timeline_data_1.txt": "ascend_timeline_display_1.json",
+                "cpu_op_execute_timestamp_0.txt": f"{CPU_UNIT[1]}/{NEW_OUT}/trace_view.json"}
 
 
 @pytest.mark.parametrize("fixture,relative", TRACE_TARGETS, ids=[Path(r).name for _, r in TRACE_TARGETS])
@@ -344,6 +350,9 @@ def test_mutated_trace_is_indexed_or_named(fixture, relative, mutations):
         patch.delenv("PERFKIT_NO_CACHE")  # the index lives in the cache
         patch.setenv("PERFKIT_CACHE_DIR", str(Path(scratch) / "cache"))
         run, before = mutated_copy(FIXTURE_RUNS[fixture], relative, mutations, Path(scratch))
+        if Path(relative).name in JSON_SIBLING:
+            (run / JSON_SIBLING[Path(relative).name]).unlink()
+            before = broken.folder_digest(run)
         result = CliRunner().invoke(main, ["trace", str(run), "--start-ms", "0", "-o", str(Path(scratch) / "w.json")])
         assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
         if result.exit_code == 2:
