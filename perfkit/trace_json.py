@@ -60,7 +60,6 @@ ARGS = {"name": (("name",), pa.string()), "sort_index": (("sort_index",), pa.int
 OUTPUT = pa.schema([("ph", pa.string()), ("name", pa.string()), ("cat", pa.string()), ("pid", pa.string()),
                     ("tid", pa.string()), ("ts", pa.float64()), ("dur", pa.float64()), ("id", pa.string()),
                     ("args", pa.struct([(key, kind) for key, (_, kind) in ARGS.items()]))])
-BETWEEN_EVENTS = frozenset(b" \t\r\n,")
 
 # The decoded shape of an event: only these keys become Python objects, the rest are skipped. gc=False:
 # millions of them, never in a reference cycle, so the garbage collector need not track them.
