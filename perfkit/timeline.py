@@ -2,8 +2,9 @@
 
 Sources (one per rank): `ASCEND_PROFILER_OUTPUT/trace_view.json` of new-layout and CPU folders, and
 the legacy `ascend_timeline_display_{r}.json` / `gpu_timeline_display_{r}.json`. They are parsed block by
-block (formats/trace_json.py) and each block is written, sorted by start time, as one Parquet part
-of the index: memory stays bounded by the block, not the trace. A window reads only the parts whose
+block (trace_json.py) and each block is written, sorted by start time, as one Parquet part
+of the index: memory stays bounded by the block, not the trace. A rank without a JSON timeline is read
+from the op times MindSpore wrote as text (trace_text.py). A window reads only the parts whose
 time range meets it, and inside them only the row groups that do (Parquet min/max statistics).
 
 The index lives in perfkit's cache dir (cache.usable_root: never inside the run), under
@@ -14,8 +15,12 @@ be read back is deleted and rebuilt; one that cannot be written (full disk) is a
 cache folder, with nothing left behind.
 
 Steps: the trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the
-Step ID and start/duration columns of kernel_details.csv, else the k-th run of every op (the CPU
-reader's rule); times are µs as the trace writes them.
+step file (kernel_details.csv's Step ID and times; for output_timeline_data, the legacy step trace's
+start/end points), else the op runs by the loader's rules (formats/steps.py); times are µs as the trace
+writes them.
+
+A warm call finds the index through a kept answer (cache.answer_entry) and cuts the window in Arrow
+alone: `perfkit trace` on an indexed run never imports pandas (pyarrow_without_pandas).
 """
 
 from __future__ import annotations
