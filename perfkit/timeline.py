@@ -95,7 +95,7 @@ class TraceFile:
 
 def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text)."""
-    from .formats import ascend_ms
+    from .formats import ascend_ms, db
     from .formats.base import Parts, rank_of
     from .loader import discover
     root, jobs = discover(path)
@@ -110,14 +110,15 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
                 for file in sorted(folder.glob(pattern)):
                     rank = rank_of(file.name)
                     found.setdefault(rank if rank is not None else 0, TraceFile(rank or 0, file, folder))
-    for reader, folder in jobs:  # ranks without a JSON timeline: the op times MindSpore wrote as text
-        if reader.name in ("ascend_ms", "cpu", "legacy", "gpu"):
-            for rank, file in text_traces(folder).items():
-                found.setdefault(rank, TraceFile(rank, file, folder))
+    for reader, folder in jobs:  # ranks without a JSON timeline: the database export, the op times as text
+        sources = (db.db_traces(folder) if reader.name == db.LAYOUT else
+                   text_traces(folder) if reader.name in ("ascend_ms", "cpu", "legacy", "gpu") else {})
+        for rank, file in sources.items():
+            found.setdefault(rank, TraceFile(rank, file, folder))
     if not found:
-        raise FileFormatError("holds no trace file (trace_view.json, *_timeline_display_*.json, or the op times "
-                              "as text: " + ", ".join(TEXT_TRACES) + "): profile with the timeline on to see one",
-                              root)
+        raise FileFormatError("holds no trace file (trace_view.json, *_timeline_display_*.json, a profiler database, "
+                              "or the op times as text: " + ", ".join(TEXT_TRACES) + "): profile with the timeline on "
+                              "to see one", root)
     return root, [found[rank] for rank in sorted(found)]
 
 
@@ -125,6 +126,8 @@ def _step_files(file: TraceFile) -> list[Path]:
     """The files the steps of `file`'s index come from besides the trace itself (_steps)."""
     if file.path.name.startswith(LEGACY_ASCEND.prefix):
         return [file.folder / LEGACY_STEP_TRACE.format(file.rank)]
+    if file.path.suffix == ".db":
+        return [file.path]  # its STEP_TIME table
     return [file.folder / KERNEL_DETAILS]
 
 
@@ -252,9 +255,12 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
     missing_ts = missing_dur = 0
     each = functools.partial(_index_block, staging, file.rank)
     text = file.path.suffix == ".txt"
-    # A text timeline is parsed column-wise by Arrow (trace_text: ~0.7 s for 50 MB), in this process.
-    blocks = ((each(number, table) for number, table in enumerate(text_trace_blocks(file.path, stats, advance)))
-              if text else map_blocks(file.path, each, stats, advance, workers=index_workers()))
+    if file.path.suffix in (".txt", ".db"):  # parsed in this process: Arrow on the text, SQLite on the database
+        from .formats import db
+        source = text_trace_blocks if text else db.timeline_blocks
+        blocks = (each(number, table) for number, table in enumerate(source(file.path, stats, advance)))
+    else:
+        blocks = map_blocks(file.path, each, stats, advance, workers=index_workers())
     for block in blocks:
         metadata.extend(block["metadata"])
         markers.extend(block["markers"])
@@ -272,6 +278,7 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
     if stats.truncated_at is not None:
         warnings.append(f"{file.path}: the {'file' if text else 'JSON'} stops at byte {stats.truncated_at} "
                         f"(cut off or corrupt): the {stats.events:,} events before it are shown")
+    warnings += [f"{file.path}: {note}" for note in stats.notes]
     if missing_ts:
         warnings.append(f"{file.path}: {missing_ts:,} events without a time (ts) are left out")
     if text and stats.bad_values:
@@ -369,13 +376,15 @@ def _steps(markers: list[dict], file: TraceFile, parts: list[Path]) -> list[list
 
 def _step_file_bounds(file: TraceFile) -> dict[int, list[float]]:
     (path,) = _step_files(file)
-    if path.name != KERNEL_DETAILS.name:
-        from .formats import legacy
-        try:
-            return legacy.step_bounds_us(path) if path.is_file() else {}
-        except FileFormatError:
-            return {}
-    return _kernel_step_bounds(path)
+    if path.name == KERNEL_DETAILS.name:
+        return _kernel_step_bounds(path)
+    from .formats import db, legacy
+    try:
+        if path.suffix == ".db":
+            return db.step_bounds_us(path)
+        return legacy.step_bounds_us(path) if path.is_file() else {}
+    except FileFormatError:
+        return {}
 
 
 def _kernel_step_bounds(path: Path) -> dict[int, list[float]]:

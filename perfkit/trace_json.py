@@ -30,7 +30,7 @@ import re
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Optional, Union
 
@@ -100,12 +100,14 @@ class Stats:
     slow_bytes: int = 0          # bytes decoded by the standard library, not msgspec
     bad_values: int = 0          # ts/dur that are not numbers (strings such as "abc", NaN)
     truncated_at: Optional[int] = None  # byte offset where the JSON stops, for a cut-off file
+    notes: list = field(default_factory=list)  # other warnings about the file, whole sentences
 
     def add(self, other: Stats) -> None:
         self.events += other.events
         self.slow_blocks += other.slow_blocks
         self.slow_bytes += other.slow_bytes
         self.bad_values += other.bad_values
+        self.notes += other.notes
 
 
 def read_blocks(path: Path, stats: Stats | None = None,

@@ -333,7 +333,8 @@ def test_mutated_file_loads_or_raises_perfkit_error(fixture, relative, mutations
 CPU_UNIT = "cpu_2_10", "vm_10569_20261122103128064_ascend_ms"
 TRACE_TARGETS = [(NEW, f"{NEW_OUT}/trace_view.json"), (LEGACY, "ascend_timeline_display_1.json"),
                  (LEGACY, "output_timeline_data_1.txt"),
-                 (CPU_UNIT[0], f"{CPU_UNIT[1]}/FRAMEWORK/cpu_op_execute_timestamp_0.txt")]
+                 (CPU_UNIT[0], f"{CPU_UNIT[1]}/FRAMEWORK/cpu_op_execute_timestamp_0.txt"),
+                 ("new_db_level1_rank0", f"{NEW_OUT}/ascend_pytorch_profiler_0.db")]
 # A text timeline is read only for a rank without a JSON one: its JSON sibling is removed from the copy.
 JSON_SIBLING = {"output_timeline_data_1.txt": "ascend_timeline_display_1.json",
                 "cpu_op_execute_timestamp_0.txt": f"{CPU_UNIT[1]}/{NEW_OUT}/trace_view.json"}

@@ -34,7 +34,9 @@ STEP_TIME window, as the CSV reader does per Step ID), op types and ops (TASK jo
 kernel run never crosses into Python row by row; COMMUNICATION_OP's ops join the ops table as the
 communication rows of kernel_details.csv do), memory (MEMORY_RECORD, NPU_MODULE_MEM, OP_MEMORY) and
 communication (analysis.db's CommAnalyzer*) as the memory and communication readers give them from the CSV/JSON
-twins, and meta.
+twins, and meta. The timeline (perfkit/timeline.py) of a rank with no trace_view.json is built from
+PYTORCH_API, CANN_API, TASK (named through COMPUTE_TASK_INFO / COMMUNICATION_TASK_INFO) and COMMUNICATION_OP
+(timeline_blocks), its steps from the ProfilerStep#N calls, else STEP_TIME.
 
 Every file is opened read-only and immutable (`mode=ro&immutable=1`): SQLite then takes no lock and
 writes nothing, no journal, WAL or shared-memory file beside it. The price: a `-wal` file left by a
@@ -49,10 +51,11 @@ import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import FileFormatError
 from . import ascend_ms, communication, memory
@@ -70,7 +73,12 @@ BYTES_PER_MB = 1024.0 * 1024.0
 # SCHEMA_VERSION 1.0.0 use. Units: ns and bytes in the profiler database, as noted in analysis.db.
 COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
     "STEP_TIME": {"step": ("id",), "start_ns": ("startNs",), "end_ns": ("endNs",)},
-    "TASK": {"start_ns": ("startNs",), "end_ns": ("endNs",), "task": ("globalTaskId",)},
+    "TASK": {"start_ns": ("startNs",), "end_ns": ("endNs",), "task": ("globalTaskId",), "stream": ("streamId",),
+             "task_type": ("taskType",)},
+    "COMMUNICATION_TASK_INFO": {"task": ("globalTaskId",), "name": ("name",)},
+    "PYTORCH_API": {"start_ns": ("startNs",), "end_ns": ("endNs",), "thread": ("globalTid",), "name": ("name",),
+                    "input_shapes": ("inputShapes",)},
+    "CANN_API": {"start_ns": ("startNs",), "end_ns": ("endNs",), "thread": ("globalTid",), "name": ("name",)},
     "COMPUTE_TASK_INFO": {"task": ("globalTaskId",), "name": ("name",), "type": ("opType",),
                           "input_shapes": ("inputShapes",), "input_dtypes": ("inputDataTypes",)},
     "STRING_IDS": {"id": ("id",), "value": ("value",)},
@@ -111,6 +119,9 @@ REQUIRED = {
     "COMPUTE_TASK_INFO": ("task", "name", "type"),
     "STRING_IDS": ("id", "value"),
     "COMMUNICATION_OP": ("name", "start_ns", "end_ns"),
+    "COMMUNICATION_TASK_INFO": ("task", "name"),
+    "PYTORCH_API": ("start_ns", "end_ns", "name"),
+    "CANN_API": ("start_ns", "end_ns", "name"),
     "StepTraceTime": ("step", "computing", "free"),
     "MEMORY_RECORD": ("time_ns", "allocated_bytes"),
     "OP_MEMORY": ("name", "size_bytes"),
@@ -637,6 +648,160 @@ def _step_numbers(steps: pd.Series | None) -> pd.Series | float:
     if steps is None:
         return np.nan
     return pd.to_numeric(steps.astype("string").str.extract(r"(\d+)\s*$", expand=False), errors="coerce")
+
+
+# ---------------------------------------------------------------- the timeline (perfkit/timeline.py)
+
+# Rows turned into timeline events at a time: memory stays bounded by the chunk, not the table.
+TIMELINE_ROWS_PER_CHUNK = 250_000
+# A globalTid is the process id in its upper 32 bits and the thread id in its lower ones (TASK's globalPid
+# is the same process: 13471134862269421 >> 32 = 3136493 in the fixture).
+TID_BITS = 32
+# The event tables, as trace_view.json lays the same events out: (table, lane pid, process name, its order).
+TIMELINE_LANES = {"PYTORCH_API": ("framework", "Python", 0), "CANN_API": ("cann", "CANN", 1),
+                  "TASK": ("device", "Ascend Hardware", 2), "COMMUNICATION_OP": ("hccl", "HCCL", 3)}
+
+
+def step_bounds_us(path: Path) -> dict[int, list[float]]:
+    """Per step, [start, end] in µs from STEP_TIME (the timeline's steps where no ProfilerStep event marks them)."""
+    database = Database(path, [])
+    try:
+        bounds = database.frame("STEP_TIME")
+    finally:
+        database.close()
+    if bounds is None:
+        return {}
+    # int(): an int64 ns near 1.7e18 is not exact as a float; Python's int / int rounds once, correctly
+    return {int(step): [int(start) / 1000, int(end) / 1000]
+            for step, start, end in zip(bounds["step"], bounds["start_ns"], bounds["end_ns"])
+            if pd.notna(start) and pd.notna(end) and end >= start}
+
+
+def db_traces(folder: Path) -> dict[int, Path]:
+    """{rank: profiler database} of a folder the database reader claims: the timeline source of a rank without
+    a trace_view.json (the database export writes no JSON timeline)."""
+    profiler, _ = _files(folder, Parts())
+    return {} if profiler is None else {_rank(folder, profiler, None, Parts()): profiler}
+
+
+def timeline_blocks(path: Path, stats, progress=None) -> Iterator[pa.Table]:
+    """The events of a profiler database as Chrome trace events (schema trace_json.OUTPUT, `stats` a
+    trace_json.Stats), one table per chunk of rows, for the timeline index (perfkit/timeline.py).
+
+    Lanes as trace_view.json has them: framework calls (PYTORCH_API, whose ProfilerStep#N rows are the step
+    markers) and CANN API calls per thread, device tasks per stream (TASK, named by COMPUTE_TASK_INFO or
+    COMMUNICATION_TASK_INFO where they name the task, else by its task type; op_type the compute op's type,
+    else the task type), communication ops per group (COMMUNICATION_OP); ns become µs. Flow links
+    (connectionId) are not drawn. Raises FileFormatError when the file holds none of these tables.
+    """
+    from ..trace_json import OUTPUT
+    database = Database(path, stats.notes)
+    try:
+        queries = [(table, sql) for table, sql in ((table, _timeline_sql(database, table)) for table in TIMELINE_LANES)
+                   if sql is not None]
+        if not queries:
+            raise FileFormatError("holds no timeline table (" + ", ".join(TIMELINE_LANES) + ")", path)
+        lanes: set[tuple[str, str]] = set()
+        done = 0
+        total = sum(_row_count(database, table) for table, _ in queries) or 1
+        for table, sql in queries:
+            for first in range(1, _max_rowid(database, table) + 1, TIMELINE_ROWS_PER_CHUNK):
+                rows = database.query(table, sql, (first, first + TIMELINE_ROWS_PER_CHUNK - 1))
+                if rows:
+                    stats.events += len(rows)
+                    yield _timeline_table(database, table, rows, lanes, OUTPUT)
+                    done += len(rows)
+                    if progress is not None:
+                        progress(int(path.stat().st_size * min(done / total, 1.0)))
+    finally:
+        database.close()
+    if not stats.events:
+        why = "; ".join(stats.notes) or ", ".join(TIMELINE_LANES) + " are empty"
+        raise FileFormatError(f"holds no readable timeline event ({why})", path)
+
+
+def _timeline_sql(database: Database, table: str) -> str | None:
+    """SELECT start_ns, dur_ns, lane, name id, op type id, shapes id (rows of a rowid range) for `table`."""
+    found = database.columns(table)
+    if not found:
+        return None
+    start, end = (f't.{_quoted(found[c])}' for c in ("start_ns", "end_ns"))
+    times = f"CAST({start} AS INTEGER), CAST({end} AS INTEGER) - CAST({start} AS INTEGER)"
+    where = f'FROM "{table}" t {{joins}} WHERE t.rowid BETWEEN ? AND ?'
+    if table in ("PYTORCH_API", "CANN_API"):
+        thread = f'CAST(t.{_quoted(found["thread"])} AS INTEGER)' if "thread" in found else "0"
+        shapes = f't.{_quoted(found["input_shapes"])}' if "input_shapes" in found else "NULL"
+        return f'SELECT {times}, {thread}, t.{_quoted(found["name"])}, NULL, {shapes} ' + where.format(joins="")
+    if table == "COMMUNICATION_OP":
+        group = f't.{_quoted(found["group"])}' if "group" in found else "NULL"
+        kind = f't.{_quoted(found["type"])}' if "type" in found else "NULL"
+        return f'SELECT {times}, {group}, t.{_quoted(found["name"])}, {kind}, NULL ' + where.format(joins="")
+    compute, comm = database.columns("COMPUTE_TASK_INFO"), database.columns("COMMUNICATION_TASK_INFO")
+    task_type = f't.{_quoted(found["task_type"])}' if "task_type" in found else "NULL"
+    stream = f't.{_quoted(found["stream"])}' if "stream" in found else "NULL"
+    names, types, shapes, joins = [], [task_type], "NULL", []
+    if compute:
+        joins.append(f'LEFT JOIN "COMPUTE_TASK_INFO" c ON c.{_quoted(compute["task"])} = t.{_quoted(found["task"])}')
+        names.append(f'c.{_quoted(compute["name"])}')
+        types.insert(0, f'c.{_quoted(compute["type"])}')
+        shapes = f'c.{_quoted(compute["input_shapes"])}' if "input_shapes" in compute else "NULL"
+    if comm:  # one name per task (a task may have several rows)
+        joins.append(f'LEFT JOIN (SELECT {_quoted(comm["task"])} AS task, min({_quoted(comm["name"])}) AS name '
+                     f'FROM "COMMUNICATION_TASK_INFO" GROUP BY 1) m ON m.task = t.{_quoted(found["task"])}')
+        names.append("m.name")
+    name = f"coalesce({', '.join(names + [task_type])})"
+    kind = f"coalesce({', '.join(types)})"
+    return f"SELECT {times}, {stream}, {name}, {kind}, {shapes} " + where.format(joins=" ".join(joins))
+
+
+def _row_count(database: Database, table: str) -> int:
+    rows = database.query(table, f'SELECT count(*) FROM "{table}"')
+    return int(rows[0][0]) if rows else 0
+
+
+def _max_rowid(database: Database, table: str) -> int:
+    rows = database.query(table, f'SELECT max(rowid) FROM "{table}"')
+    return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+
+def _timeline_table(database: Database, table: str, rows: list[tuple], lanes: set[tuple[str, str]],
+                    schema: pa.Schema) -> pa.Table:
+    """Rows of _timeline_sql as OUTPUT events, preceded by the M events of the lanes ((pid, tid) in `lanes`)
+    and process not named before."""
+    pid, process, order = TIMELINE_LANES[table]
+    start_ns, dur_ns, lane, names, kinds, shapes = (list(column) for column in zip(*rows))
+    if table in ("PYTORCH_API", "CANN_API"):
+        tids = [str(thread & ((1 << TID_BITS) - 1)) if thread is not None else "0" for thread in lane]
+        lane_names = [f"Thread {tid}" for tid in tids]
+    elif table == "COMMUNICATION_OP":
+        lane_names = [value or "communication" for value in database.strings(lane)]
+        tids = lane_names
+    else:
+        tids = [str(stream) for stream in lane]
+        lane_names = [f"Stream {stream}" for stream in lane]
+    shapes = [value.strip().strip('"') if value else None for value in database.strings(shapes)]
+    meta = []
+    if not any(known_pid == pid for known_pid, _ in lanes):
+        meta += [("process_name", "0", process, None), ("process_sort_index", "0", None, order)]
+    for tid, lane_name in sorted(set(zip(tids, lane_names))):
+        if (pid, tid) not in lanes:
+            lanes.add((pid, tid))
+            meta += [("thread_name", tid, lane_name, None),
+                     ("thread_sort_index", tid, None, int(tid) if tid.isdigit() else None)]
+    count = len(start_ns)
+    events = {
+        "ph": ["M"] * len(meta) + ["X"] * count,
+        "name": [m[0] for m in meta] + database.strings(names),
+        "cat": [None] * (len(meta) + count),
+        "pid": [pid] * (len(meta) + count),
+        "tid": [m[1] for m in meta] + tids,
+        "ts": [None] * len(meta) + [value / 1000 if value is not None else None for value in start_ns],  # ints: exact
+        "dur": [None] * len(meta) + [value / 1000 if value is not None else None for value in dur_ns],
+        "id": [None] * (len(meta) + count),
+        "args": [{"name": m[2], "sort_index": m[3]} for m in meta]
+                + [{"shapes": shape, "op_type": kind} for shape, kind in zip(shapes, database.strings(kinds))],
+    }
+    return pa.Table.from_pydict(events, schema=schema)
 
 
 # ---------------------------------------------------------------- raw, unanalysed data
