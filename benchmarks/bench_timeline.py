@@ -11,6 +11,8 @@ share with it are counted in each, so this overstates the memory used):
   windows    perfkit.timeline(run, step=N) for 3 steps: the first call of a new process (cold) and the
              median of 5 more calls (warm); then the same steps through the figure the page draws
   cli        `perfkit trace RUN --step N -o step.json` end to end (index warm), wall time of the command
+  database   the index build of the database twin of generate_db.py (a ~2 M kernel rank's profiler database,
+             no trace_view.json: the timeline comes from its TASK/COMMUNICATION_OP tables), when generated
 CPU seconds (user + sys, children included) are printed beside wall time: other agents share the machine's 2 cores, so
 wall time depends on the load (printed before and after) while CPU time much less.
 
@@ -33,6 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = REPO / "benchmarks" / "generated" / "big_rank" / "rank0_ascend_pt"
+DB_RUN = REPO / "benchmarks" / "generated" / "big_rank_twins" / "db" / "rank0_ascend_pt"
 TRACE = RUN / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
 STEPS = (3, 200, 480)  # start, middle and end of the trace's 492 step copies
 TARGETS = {"build_s": 8.0, "build_rss_mb": 1024, "cli_warm_s": 0.5, "page_s": 1.0}
@@ -183,6 +186,18 @@ def main() -> None:
         for step in STEPS:
             wall, cpu = cli(step, env, Path(cache) / f"step{step}.json")
             lines.append(f"  step {step:>3}: {wall:5.2f} s wall  {cpu:5.2f} s CPU   target <= {TARGETS['cli_warm_s']} s")
+        if DB_RUN.is_dir():
+            with tempfile.TemporaryDirectory() as own_cache:
+                load = os.getloadavg()[0]
+                built = run_python(BUILD, str(DB_RUN), "parallel", env={**env, "PERFKIT_CACHE_DIR": own_cache})
+            answer = built["answer"]
+            size = sum(path.stat().st_size for path in DB_RUN.rglob("*.db")) / 1e9
+            lines.append(f"perfkit index build, database export ({size:.2f} GB of SQLite, {os.cpu_count()} worker processes): "
+                         f"{built['wall_s']:5.1f} s wall  {built['cpu_s']:6.1f} s CPU  {built['rss_mb']:6.0f} MB peak RSS  "
+                         f"(load {load:.1f}; {answer['events']:,} events in {answer['parts']} Parquet parts, "
+                         f"{answer['steps']:,} steps)")
+        else:
+            lines.append("perfkit index build, database export: not measured (run benchmarks/generate_db.py first)")
     lines.append(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     text = "\n".join(lines) + "\n"
     print(text, end="")

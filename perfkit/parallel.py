@@ -1,12 +1,14 @@
-"""Many folders at once: a cluster run's rank folders read in worker processes."""
+"""Work in forked worker processes: a cluster run's rank folders (map_folders), the blocks of a trace and the
+row chunks of a profiler database for the timeline index (map_ahead)."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 # Folders are read in worker processes only from this many on: a pool of forked workers costs tens of
 # ms to start and its results must be pickled back, which a few small folders do not repay.
@@ -29,3 +31,42 @@ def map_folders(function, arguments: Sequence[tuple]) -> list:
             return list(pool.map(function, *zip(*arguments), chunksize=max(1, len(arguments) // (workers * 4))))
     except BrokenProcessPool:  # a worker died (e.g. killed for memory): run here instead
         return [function(*args) for args in arguments]
+
+
+def map_ahead(function: Callable, arguments: Iterable[tuple], workers: int) -> Iterator[tuple[tuple, Any]]:
+    """(args, function(*args)) for each of `arguments`, in order, computed in `workers` forked processes
+    ahead of the caller: one call queued per worker keeps them busy while the caller takes the oldest, so
+    memory holds only the calls in flight. In this process when `workers` <= 1 or fork is unavailable, and
+    for the calls a dead worker held (killed for memory) and all after them. An exception `function`
+    raises reaches the caller at its turn. `function` and its arguments and results must be picklable.
+    """
+    arguments = iter(arguments)
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        yield from _ahead_in_workers(function, arguments, workers)
+    for args in arguments:  # all of them, or the rest when a worker died
+        yield args, function(*args)
+
+
+def _ahead_in_workers(function: Callable, arguments: Iterator[tuple], workers: int) -> Iterator[tuple[tuple, Any]]:
+    """As map_ahead, in workers; stops early, leaving the rest of `arguments`, if a worker dies."""
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    ahead: deque = deque()  # [args, future] in order
+    try:
+        for args in arguments:
+            ahead.append([args, None])  # in `ahead` before submit, which may find the pool broken
+            ahead[-1][1] = pool.submit(function, *args)
+            if len(ahead) > workers:
+                yield ahead[0][0], ahead[0][1].result()
+                ahead.popleft()
+        while ahead:
+            yield ahead[0][0], ahead[0][1].result()
+            ahead.popleft()
+    except BrokenProcessPool:  # a worker died: the calls it held are made here
+        while ahead:
+            args, _ = ahead.popleft()
+            yield args, function(*args)
+    finally:
+        for _, future in ahead:
+            if future is not None:
+                future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -255,10 +255,11 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
     missing_ts = missing_dur = 0
     each = functools.partial(_index_block, staging, file.rank)
     text = file.path.suffix == ".txt"
-    if file.path.suffix in (".txt", ".db"):  # parsed in this process: Arrow on the text, SQLite on the database
+    if text:  # parsed column-wise by Arrow in this process (trace_text: ~0.7 s for 50 MB)
+        blocks = (each(number, table) for number, table in enumerate(text_trace_blocks(file.path, stats, advance)))
+    elif file.path.suffix == ".db":
         from .formats import db
-        source = text_trace_blocks if text else db.timeline_blocks
-        blocks = (each(number, table) for number, table in enumerate(source(file.path, stats, advance)))
+        blocks = db.map_timeline(file.path, each, stats, advance, workers=index_workers())
     else:
         blocks = map_blocks(file.path, each, stats, advance, workers=index_workers())
     for block in blocks:

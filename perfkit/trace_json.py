@@ -27,9 +27,6 @@ import math
 import multiprocessing
 import os
 import re
-from collections import deque
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Optional, Union
@@ -39,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import FileFormatError
+from .parallel import map_ahead
 
 BLOCK_BYTES = 16 * 1024 * 1024
 # A block msgspec rejects is halved down to this size before the standard library decodes it.
@@ -232,39 +230,12 @@ def _body(file: BinaryIO, start: int, end: int, last: bool) -> bytearray:
 
 
 def _decoded(spans: Iterator[tuple[int, int, bool]], path: Path, each: Callable, workers: int) -> Iterator:
-    """(span, _decode's answer for its bytes) for each span, in order."""
-    numbered = enumerate(spans)
-    if workers > 1:
-        yield from _decoded_in_workers(numbered, path, each, workers)
-    for number, span in numbered:  # what the workers left: all of it, or the rest when one died
-        yield span, _decode_span(path, *span, number, each)
-
-
-def _decoded_in_workers(numbered: Iterator, path: Path, each: Callable, workers: int) -> Iterator:
-    """As _decoded, `workers` blocks ahead of the caller in forked processes (fork: they start in
-    milliseconds with perfkit imported and never re-run the user's __main__; Arrow resets its thread
-    pools in a forked child). Stops early, leaving the rest of `numbered`, if a worker dies."""
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
-    ahead: deque = deque()  # [number, span, future] in file order
-    try:
-        for number, span in numbered:
-            ahead.append([number, span, None])  # in `ahead` before submit, which may find the pool broken
-            ahead[-1][2] = pool.submit(_decode_span, path, *span, number, each)
-            if len(ahead) > workers:  # one queued per worker keeps them busy while the caller takes the oldest
-                yield ahead[0][1], ahead[0][2].result()
-                ahead.popleft()
-        while ahead:
-            yield ahead[0][1], ahead[0][2].result()
-            ahead.popleft()
-    except BrokenProcessPool:  # a worker died (e.g. killed for memory): the blocks it held are read here
-        while ahead:
-            number, span, _ = ahead.popleft()
-            yield span, _decode_span(path, *span, number, each)
-    finally:
-        for _, _, future in ahead:
-            if future is not None:
-                future.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+    """(span, _decode's answer for its bytes) for each span, in order; `workers` forked processes decode
+    ahead of the caller (fork: they start in milliseconds with perfkit imported and never re-run the user's
+    __main__; Arrow resets its thread pools in a forked child)."""
+    calls = ((path, start, end, last, number, each) for number, (start, end, last) in enumerate(spans))
+    for (_, start, end, last, _, _), answer in map_ahead(_decode_span, calls, workers):
+        yield (start, end, last), answer
 
 
 def _decode_span(path: Path, start: int, end: int, last: bool, number: int, each: Callable) -> tuple:

@@ -184,7 +184,7 @@ def _runs(lines: pa.Array, layout: TextLayout, stats: Stats) -> dict[str, pa.Arr
     fields = pc.split_pattern(runs.filter(kept), ",")
     whole = pc.equal(pc.list_value_length(fields), layout.run_fields)
     fields, line_of = _with_fields(fields, layout.run_fields, stats), line_of.filter(kept).filter(whole)
-    ts = _ns_to_us(_numbers(pc.list_element(fields, 0), pa.uint64()))
+    ts = ns_to_us(_numbers(pc.list_element(fields, 0), pa.uint64()))
     dur_us = _times(pc.list_element(fields, 1), layout.dur_us)
     good = pc.and_(pc.is_valid(ts), pc.is_valid(dur_us))
     if layout.run_fields > 2:  # the run's own lane (CPU: its thread)
@@ -243,7 +243,7 @@ def _times(values: pa.Array, unit_us: float) -> pa.Array:
     return pc.multiply(numbers, unit_us) if unit_us != 1.0 else numbers
 
 
-def _ns_to_us(ns: pa.Array) -> pa.Array:
+def ns_to_us(ns: pa.Array) -> pa.Array:
     """ns as float64 µs, to the nearest float: ns since the epoch (~1.8e18) are beyond float64's 53
     bits, so the whole µs (exact below 2**53) and the ns left over are converted apart."""
     whole_us = pc.divide(ns, NS_PER_US)  # integer division

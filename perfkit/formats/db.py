@@ -36,7 +36,7 @@ communication rows of kernel_details.csv do), memory (MEMORY_RECORD, NPU_MODULE_
 communication (analysis.db's CommAnalyzer*) as the memory and communication readers give them from the CSV/JSON
 twins, and meta. The timeline (perfkit/timeline.py) of a rank with no trace_view.json is built from
 PYTORCH_API, CANN_API, TASK (named through COMPUTE_TASK_INFO / COMMUNICATION_TASK_INFO) and COMMUNICATION_OP
-(timeline_blocks), its steps from the ProfilerStep#N calls, else STEP_TIME.
+(map_timeline), its steps from the ProfilerStep#N calls, else STEP_TIME.
 
 Every file is opened read-only and immutable (`mode=ro&immutable=1`): SQLite then takes no lock and
 writes nothing, no journal, WAL or shared-memory file beside it. The price: a `-wal` file left by a
@@ -51,7 +51,7 @@ import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -152,6 +152,7 @@ class Database:
             self.connection.close()
             raise FileFormatError(_why(exc), path) from None
         self._strings: dict[int, str] | None = None
+        self._string_arrays: tuple[pa.Array, pa.Array] | None = None  # (ids, values) for string_column
         wal = path.with_name(path.name + "-wal")
         if wal.is_file() and wal.stat().st_size:
             warnings.append(f"{path.name}: {wal.name} holds {wal.stat().st_size} bytes the profiler did not merge "
@@ -197,6 +198,18 @@ class Database:
         names = list(found)
         rows = self.query(table, f'SELECT {", ".join(_quoted(found[c]) for c in names)} FROM "{table}"')
         return None if rows is None else pd.DataFrame.from_records(rows, columns=names)
+
+    def string_column(self, ids: pa.Array) -> pa.Array:
+        """STRING_IDS values of an int64 array of ids, as an Arrow string array (null where none)."""
+        import pyarrow.compute as pc
+        if self._string_arrays is None:
+            self.strings(())
+            pairs = [(key, value) for key, value in self._strings.items()  # a damaged page may hold other types
+                     if type(key) is int and -2**63 <= key < 2**63 and isinstance(value, str)]  # noqa: E721
+            self._string_arrays = (pa.array([key for key, _ in pairs], pa.int64()),
+                                   pa.array([value for _, value in pairs], pa.string()))
+        keys, values = self._string_arrays
+        return values.take(pc.index_in(ids, value_set=keys))
 
     def strings(self, ids: Iterable) -> list[str | None]:
         """STRING_IDS values of `ids` (None for an id without a string)."""
@@ -684,40 +697,56 @@ def db_traces(folder: Path) -> dict[int, Path]:
     return {} if profiler is None else {_rank(folder, profiler, None, Parts()): profiler}
 
 
-def timeline_blocks(path: Path, stats, progress=None) -> Iterator[pa.Table]:
-    """The events of a profiler database as Chrome trace events (schema trace_json.OUTPUT, `stats` a
-    trace_json.Stats), one table per chunk of rows, for the timeline index (perfkit/timeline.py).
+def map_timeline(path: Path, each, stats, progress=None, workers: int = 1) -> Iterator:
+    """`each(chunk number, events)` for each chunk of rows of a profiler database's event tables, the events
+    as Chrome trace events (schema trace_json.OUTPUT; `stats` a trace_json.Stats), in `workers` forked
+    processes as trace_json.map_blocks does a trace's blocks; `progress(bytes)` after each chunk, the file's
+    size times the share of rows done. For the timeline index (perfkit/timeline.py).
 
     Lanes as trace_view.json has them: framework calls (PYTORCH_API, whose ProfilerStep#N rows are the step
     markers) and CANN API calls per thread, device tasks per stream (TASK, named by COMPUTE_TASK_INFO or
     COMMUNICATION_TASK_INFO where they name the task, else by its task type; op_type the compute op's type,
     else the task type), communication ops per group (COMMUNICATION_OP); ns become µs. Flow links
-    (connectionId) are not drawn. Raises FileFormatError when the file holds none of these tables.
+    (connectionId) are not drawn. Raises FileFormatError when the file holds none of these tables or no
+    readable row.
     """
-    from ..trace_json import OUTPUT
+    from ..parallel import map_ahead
     database = Database(path, stats.notes)
     try:
-        queries = [(table, sql) for table, sql in ((table, _timeline_sql(database, table)) for table in TIMELINE_LANES)
-                   if sql is not None]
-        if not queries:
+        tables = [table for table in TIMELINE_LANES if _timeline_sql(database, table) is not None]
+        if not tables:
             raise FileFormatError("holds no timeline table (" + ", ".join(TIMELINE_LANES) + ")", path)
-        lanes: set[tuple[str, str]] = set()
-        done = 0
-        total = sum(_row_count(database, table) for table, _ in queries) or 1
-        for table, sql in queries:
-            for first in range(1, _max_rowid(database, table) + 1, TIMELINE_ROWS_PER_CHUNK):
-                rows = database.query(table, sql, (first, first + TIMELINE_ROWS_PER_CHUNK - 1))
-                if rows:
-                    stats.events += len(rows)
-                    yield _timeline_table(database, table, rows, lanes, OUTPUT)
-                    done += len(rows)
-                    if progress is not None:
-                        progress(int(path.stat().st_size * min(done / total, 1.0)))
+        chunks = [(table, first, first + TIMELINE_ROWS_PER_CHUNK - 1) for table in tables
+                  for first in range(1, _max_rowid(database, table) + 1, TIMELINE_ROWS_PER_CHUNK)]
     finally:
         database.close()
+    calls = ((path, table, first, last, number, each) for number, (table, first, last) in enumerate(chunks))
+    for number, (_, answer) in enumerate(map_ahead(_timeline_chunk, calls, workers if len(chunks) > 1 else 1)):
+        events, notes, result = answer
+        stats.events += events
+        stats.notes += [note for note in notes if note not in stats.notes]
+        if events:
+            yield result
+        if progress is not None:
+            progress(int(path.stat().st_size * (number + 1) / len(chunks)))
     if not stats.events:
         why = "; ".join(stats.notes) or ", ".join(TIMELINE_LANES) + " are empty"
         raise FileFormatError(f"holds no readable timeline event ({why})", path)
+
+
+def _timeline_chunk(path: Path, table: str, first: int, last: int, number: int, each) -> tuple[int, list, Any]:
+    """(events, warnings, each(number, events)) for the rows of `table` with rowids first..last (in a worker
+    process: a connection of its own)."""
+    from ..trace_json import OUTPUT
+    notes: list[str] = []
+    database = Database(path, notes)
+    try:
+        rows = database.query(table, _timeline_sql(database, table), (first, last))
+        if not rows:
+            return 0, notes, None
+        return len(rows), notes, each(number, _timeline_table(database, table, rows, OUTPUT))
+    finally:
+        database.close()
 
 
 def _timeline_sql(database: Database, table: str) -> str | None:
@@ -754,54 +783,58 @@ def _timeline_sql(database: Database, table: str) -> str | None:
     return f"SELECT {times}, {stream}, {name}, {kind}, {shapes} " + where.format(joins=" ".join(joins))
 
 
-def _row_count(database: Database, table: str) -> int:
-    rows = database.query(table, f'SELECT count(*) FROM "{table}"')
-    return int(rows[0][0]) if rows else 0
-
-
 def _max_rowid(database: Database, table: str) -> int:
     rows = database.query(table, f'SELECT max(rowid) FROM "{table}"')
     return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
 
-def _timeline_table(database: Database, table: str, rows: list[tuple], lanes: set[tuple[str, str]],
-                    schema: pa.Schema) -> pa.Table:
-    """Rows of _timeline_sql as OUTPUT events, preceded by the M events of the lanes ((pid, tid) in `lanes`)
-    and process not named before."""
+def _timeline_table(database: Database, table: str, rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    """Rows of _timeline_sql as OUTPUT events, preceded by the M events naming their process and lanes
+    (each chunk names its own: chunks are made apart, and a name said twice is the same name).
+    Column-wise in Arrow: a 6-million task rank is 24 chunks of this."""
+    import pyarrow.compute as pc
+
+    from ..trace_text import ns_to_us
     pid, process, order = TIMELINE_LANES[table]
-    start_ns, dur_ns, lane, names, kinds, shapes = (list(column) for column in zip(*rows))
+    start_ns, dur_ns, lane, names, kinds, shapes = (_column(values) for values in zip(*rows))
     if table in ("PYTORCH_API", "CANN_API"):
-        tids = [str(thread & ((1 << TID_BITS) - 1)) if thread is not None else "0" for thread in lane]
-        lane_names = [f"Thread {tid}" for tid in tids]
+        tids = pc.cast(pc.bit_wise_and(pc.fill_null(lane, 0), (1 << TID_BITS) - 1), pa.string())
+        lane_names = pc.binary_join_element_wise("Thread ", tids, "")
     elif table == "COMMUNICATION_OP":
-        lane_names = [value or "communication" for value in database.strings(lane)]
-        tids = lane_names
+        tids = lane_names = pc.fill_null(database.string_column(lane), "communication")
     else:
-        tids = [str(stream) for stream in lane]
-        lane_names = [f"Stream {stream}" for stream in lane]
-    shapes = [value.strip().strip('"') if value else None for value in database.strings(shapes)]
-    meta = []
-    if not any(known_pid == pid for known_pid, _ in lanes):
-        meta += [("process_name", "0", process, None), ("process_sort_index", "0", None, order)]
-    for tid, lane_name in sorted(set(zip(tids, lane_names))):
-        if (pid, tid) not in lanes:
-            lanes.add((pid, tid))
-            meta += [("thread_name", tid, lane_name, None),
-                     ("thread_sort_index", tid, None, int(tid) if tid.isdigit() else None)]
+        tids = pc.cast(lane, pa.string())
+        lane_names = pc.binary_join_element_wise("Stream ", tids, "")
+    shapes = pc.utf8_trim(pc.utf8_trim_whitespace(database.string_column(shapes)), '"')
+    meta = [("process_name", "0", process, None), ("process_sort_index", "0", None, order)]
+    distinct = pa.Table.from_arrays([tids, lane_names], names=["tid", "lane"]).group_by(["tid", "lane"]).aggregate([])
+    for tid, lane_name in sorted(zip(distinct.column("tid").to_pylist(), distinct.column("lane").to_pylist()),
+                                 key=lambda pair: (pair[0] is None, str(pair[0]))):
+        meta += [("thread_name", tid, lane_name, None),
+                 ("thread_sort_index", tid, None, int(tid) if tid is not None and tid.isdigit() else None)]
+    args = schema.field("args").type
+    metadata = pa.Table.from_pydict({
+        "ph": ["M"] * len(meta), "name": [m[0] for m in meta], "cat": [None] * len(meta), "pid": [pid] * len(meta),
+        "tid": [m[1] for m in meta], "ts": [None] * len(meta), "dur": [None] * len(meta), "id": [None] * len(meta),
+        "args": [{"name": m[2], "sort_index": m[3]} for m in meta]}, schema=schema)
     count = len(start_ns)
-    events = {
-        "ph": ["M"] * len(meta) + ["X"] * count,
-        "name": [m[0] for m in meta] + database.strings(names),
-        "cat": [None] * (len(meta) + count),
-        "pid": [pid] * (len(meta) + count),
-        "tid": [m[1] for m in meta] + tids,
-        "ts": [None] * len(meta) + [value / 1000 if value is not None else None for value in start_ns],  # ints: exact
-        "dur": [None] * len(meta) + [value / 1000 if value is not None else None for value in dur_ns],
-        "id": [None] * (len(meta) + count),
-        "args": [{"name": m[2], "sort_index": m[3]} for m in meta]
-                + [{"shapes": shape, "op_type": kind} for shape, kind in zip(shapes, database.strings(kinds))],
-    }
-    return pa.Table.from_pydict(events, schema=schema)
+    nulls = pa.nulls(count, pa.string())
+    events = pa.Table.from_arrays([
+        pa.repeat(pa.scalar("X"), count), database.string_column(names), nulls, pa.repeat(pa.scalar(pid), count), tids,
+        ns_to_us(start_ns), ns_to_us(dur_ns), nulls,
+        pa.StructArray.from_arrays([nulls, pa.nulls(count, pa.int64()), shapes, database.string_column(kinds)],
+                                   fields=list(args)),
+    ], schema=schema)
+    return pa.concat_tables([metadata, events])
+
+
+def _column(values: tuple) -> pa.Array:
+    """One column of SQLite's rows: integers as int64 (a value of another type, from a damaged page, null)."""
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([value if type(value) is int and -2**63 <= value < 2**63 else None  # noqa: E721
+                         for value in values], pa.int64())
 
 
 # ---------------------------------------------------------------- raw, unanalysed data

@@ -1,0 +1,42 @@
+"""perfkit.parallel.map_ahead: results in order, computed in forked workers, whatever happens to a worker."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from perfkit.parallel import map_ahead
+
+PARENT = os.getpid()  # a forked worker inherits this value and has another pid
+
+
+def _square_or_die(number: int, die_at: int) -> int:
+    if number == die_at and os.getpid() != PARENT:
+        os._exit(1)  # as a worker killed for memory
+    return number * number
+
+
+def _square_or_raise(number: int) -> int:
+    if number == 7:
+        raise ValueError("seven")
+    return number * number
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_results_come_in_order_with_their_arguments(workers):
+    calls = [(number, -1) for number in range(25)]
+    assert list(map_ahead(_square_or_die, iter(calls), workers)) == [(call, call[0] ** 2) for call in calls]
+
+
+def test_a_dead_worker_leaves_its_calls_and_the_rest_to_this_process():
+    calls = [(number, 5) for number in range(25)]
+    assert [result for _, result in map_ahead(_square_or_die, calls, 2)] == [n * n for n in range(25)]
+
+
+def test_an_exception_reaches_the_caller_at_its_turn():
+    seen = []
+    with pytest.raises(ValueError, match="seven"):
+        for (number,), result in map_ahead(_square_or_raise, [(n,) for n in range(20)], 2):
+            seen.append(result)
+    assert seen == [n * n for n in range(7)]
