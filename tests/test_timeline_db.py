@@ -116,3 +116,13 @@ def test_a_damaged_database_is_one_line_exit_2(tmp_path, damage, problem):
     lines = [line for line in result.stderr.splitlines() if line.startswith("perfkit:")]
     assert result.exit_code == 2 and len(lines) == 1, result.output
     assert path.name in lines[0] and problem in lines[0] and "Traceback" not in result.output
+
+
+def test_the_page_draws_every_lane_of_a_database_step():
+    from perfkit import figures
+    events = tl.timeline(RUN, step=50, ranks=[0])
+    fig = figures.timeline_figure(events, title="step 50 · ")
+    drawn = {label for trace in fig.data for label in trace.y}
+    lanes = events[events["ph"] == "X"].drop_duplicates(["process", "lane"])
+    assert set(lanes["process"]) == {"Python", "CANN", "Ascend Hardware", "HCCL"}
+    assert all(any(f"{row.process} · {row.lane}" in label for label in drawn) for row in lanes.itertuples())
