@@ -47,8 +47,9 @@ def page(run_folder, tmp_path_factory):
     patch.setenv("PERFKIT_CACHE_DIR", str(cache))
     patch.delenv("PERFKIT_NO_CACHE", raising=False)
     from dashboards import create_app
-    # run 1: the CPU run, whose compute_bound finding names an op type
-    url, stop = start_server(create_app([perfkit.load(run_folder), perfkit.load(FIXTURE_RUNS["cpu_2_10"])]))
+    # run 1: the CPU run, whose compute_bound finding names an op type; run 2: the database export (no JSON trace)
+    url, stop = start_server(create_app([perfkit.load(run_folder), perfkit.load(FIXTURE_RUNS["cpu_2_10"]),
+                                         perfkit.load(FIXTURE_RUNS["new_db_level1"])]))
     driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
     yield driver, url
     driver.quit()
@@ -176,3 +177,18 @@ def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page
     count = int(((events["ph"] == "X") & (events["name"] == name)).sum())
     assert count > 0, name  # the Operators page's names are the trace's kernel names
     wait_for(driver, lambda d: title(d).endswith(f"{count:,} of them {name}"), "the op outlined and counted")
+
+
+def test_a_database_export_has_its_timeline(page, tmp_path_factory):
+    """No trace_view.json: the page draws the profiler database's own event tables, both ranks."""
+    driver, url = page
+    driver.get(f"{url}/timeline?run=2&step=50")
+    events = timeline.timeline(FIXTURE_RUNS["new_db_level1"], step=50, ranks=[0, 1])
+    wait_for(driver, lambda d: title(d).startswith(f"step 50 · {len(events):,} events"), "the database's step 50")
+    drawn, _ = figures.timeline_bars(events)
+    wait_for(driver, lambda d: bars(d) == len(drawn), f"{len(drawn)} bars")
+    labels = row_labels(driver)
+    for rank in (0, 1):
+        for process in ("Python", "CANN", "Ascend Hardware", "HCCL"):
+            assert any(label.startswith(f"rank {rank} · {process} · ") for label in labels), (rank, process)
+    screenshot(driver, "dash_timeline_db", tmp_path_factory.mktemp("shots"))
