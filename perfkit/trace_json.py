@@ -108,6 +108,41 @@ class Stats:
         self.notes += other.notes
 
 
+def complete_events(pid: str, process: str, lane_format: str, tids: pa.Array, names: pa.Array,
+                    starts_us: pa.Array, durations_us: pa.Array, op_types: pa.Array, shapes: pa.Array | None = None,
+                    process_order: int | None = None, named: set[str] | None = None) -> pa.Table:
+    """Complete ("X") events of one process in OUTPUT's schema, for the timelines that are not Chrome traces
+    (trace_text.py, formats/db.py), after the M events a Chrome trace names its lanes with: the process
+    (and its order), and each lane of `tids` (named `lane_format.format(tid)`, ordered by the tid where it is
+    a number). `named`: the lanes earlier tables of the same file named, skipped (the process too), and
+    updated here; None: name them all."""
+    named = set() if named is None else named
+    metadata = []
+    if not named:
+        metadata.append(("process_name", None, process, None))
+        if process_order is not None:
+            metadata.append(("process_sort_index", None, None, process_order))
+    for tid in pc.unique(tids).to_pylist():
+        if tid not in named:
+            named.add(tid)
+            number = int(tid) if tid is not None and tid.isdecimal() and len(tid) < 19 else None
+            metadata += [("thread_name", tid, lane_format.format(tid) if tid is not None else None, None),
+                         ("thread_sort_index", tid, None, number)]
+    count = len(starts_us)
+    no_text = pa.nulls(count, pa.string())
+    runs = pa.Table.from_arrays([
+        pa.repeat(pa.scalar("X"), count), names.cast(pa.string()), no_text, pa.repeat(pa.scalar(pid), count),
+        tids, starts_us, durations_us, no_text,
+        pa.StructArray.from_arrays([no_text, pa.nulls(count, pa.int64()), no_text if shapes is None else shapes,
+                                    op_types.cast(pa.string())], fields=list(OUTPUT.field("args").type)),
+    ], schema=OUTPUT)
+    meta = pa.Table.from_pylist([
+        {"ph": "M", "name": kind, "cat": None, "pid": pid, "tid": tid, "ts": None, "dur": None, "id": None,
+         "args": {"name": name, "sort_index": sort_index, "shapes": None, "op_type": None}}
+        for kind, tid, name, sort_index in metadata], schema=OUTPUT)
+    return pa.concat_tables([meta, runs])
+
+
 def read_blocks(path: Path, stats: Stats | None = None,
                 progress: Callable[[int], None] | None = None) -> Iterator[pa.Table]:
     """The events of the trace at `path`, one Arrow table (schema OUTPUT) per block of the file, in file

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import FileFormatError
-from .trace_json import OUTPUT, Stats
+from .trace_json import Stats, complete_events
 
 # Glob patterns of a rank folder's text timelines, in order of preference for a rank (device ops first).
 TEXT_TRACES = ("output_timeline_data_*.txt", "gpu_op_execute_timestamp_*.txt",
@@ -260,25 +260,5 @@ def _op_types(names: pa.Array) -> pa.Array:
 def _events(columns: dict[str, pa.Array], layout: TextLayout, lanes: set[str]) -> pa.Table:
     """The runs as complete events, after M events for the lanes not seen before (and the process, the
     first time)."""
-    metadata = []
-    if not lanes:
-        metadata.append(("process_name", None, layout.process, None))
-    for lane in pc.unique(columns["lane"]).to_pylist():
-        if lane not in lanes:
-            lanes.add(lane)
-            metadata.append(("thread_name", lane, layout.lane.format(lane), None))
-            metadata.append(("thread_sort_index", lane, None, int(lane) if lane.isdecimal() and len(lane) < 19 else None))
-    count = len(columns["ts"])
-    no_text = pa.nulls(count, pa.string())
-    runs = pa.table({
-        "ph": pa.repeat(pa.scalar("X"), count), "name": columns["name"].cast(pa.string()), "cat": no_text,
-        "pid": pa.repeat(pa.scalar(layout.pid), count), "tid": columns["lane"].cast(pa.string()),
-        "ts": columns["ts"], "dur": columns["dur"], "id": no_text,
-        "args": pa.StructArray.from_arrays([no_text, pa.nulls(count, pa.int64()), no_text, columns["op_type"].cast(pa.string())],
-                                           fields=list(OUTPUT.field("args").type)),
-    }, schema=OUTPUT)
-    meta = pa.Table.from_pylist([
-        {"ph": "M", "name": kind, "cat": None, "pid": layout.pid, "tid": tid, "ts": None, "dur": None, "id": None,
-         "args": {"name": name, "sort_index": sort_index, "shapes": None, "op_type": None}}
-        for kind, tid, name, sort_index in metadata], schema=OUTPUT)
-    return pa.concat_tables([meta, runs])
+    return complete_events(layout.pid, layout.process, layout.lane, columns["lane"].cast(pa.string()),
+                           columns["name"], columns["ts"], columns["dur"], columns["op_type"], named=lanes)

@@ -713,14 +713,15 @@ def map_timeline(path: Path, each, stats, progress=None, workers: int = 1) -> It
     from ..parallel import map_ahead
     database = Database(path, stats.notes)
     try:
-        tables = [table for table in TIMELINE_LANES if _timeline_sql(database, table) is not None]
-        if not tables:
+        queries = {table: _timeline_sql(database, table) for table in TIMELINE_LANES}
+        queries = {table: sql for table, sql in queries.items() if sql is not None}
+        if not queries:
             raise FileFormatError("holds no timeline table (" + ", ".join(TIMELINE_LANES) + ")", path)
-        chunks = [(table, first, first + TIMELINE_ROWS_PER_CHUNK - 1) for table in tables
+        chunks = [(table, sql, first, first + TIMELINE_ROWS_PER_CHUNK - 1) for table, sql in queries.items()
                   for first in range(1, _max_rowid(database, table) + 1, TIMELINE_ROWS_PER_CHUNK)]
     finally:
         database.close()
-    calls = ((path, table, first, last, number, each) for number, (table, first, last) in enumerate(chunks))
+    calls = ((path, *chunk, number, each) for number, chunk in enumerate(chunks))
     for number, (_, answer) in enumerate(map_ahead(_timeline_chunk, calls, workers if len(chunks) > 1 else 1)):
         events, notes, result = answer
         stats.events += events
@@ -734,17 +735,17 @@ def map_timeline(path: Path, each, stats, progress=None, workers: int = 1) -> It
         raise FileFormatError(f"holds no readable timeline event ({why})", path)
 
 
-def _timeline_chunk(path: Path, table: str, first: int, last: int, number: int, each) -> tuple[int, list, Any]:
-    """(events, warnings, each(number, events)) for the rows of `table` with rowids first..last (in a worker
-    process: a connection of its own)."""
-    from ..trace_json import OUTPUT
+def _timeline_chunk(path: Path, table: str, sql: str, first: int, last: int, number: int,
+                    each) -> tuple[int, list, Any]:
+    """(events, warnings, each(number, events)) for the rows `sql` (_timeline_sql) selects from `table` with
+    rowids first..last (in a worker process: a connection of its own)."""
     notes: list[str] = []
     database = Database(path, notes)
     try:
-        rows = database.query(table, _timeline_sql(database, table), (first, last))
+        rows = database.query(table, sql, (first, last))
         if not rows:
             return 0, notes, None
-        return len(rows), notes, each(number, _timeline_table(database, table, rows, OUTPUT))
+        return len(rows), notes, each(number, _timeline_table(database, table, rows))
     finally:
         database.close()
 
@@ -788,44 +789,26 @@ def _max_rowid(database: Database, table: str) -> int:
     return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
 
-def _timeline_table(database: Database, table: str, rows: list[tuple], schema: pa.Schema) -> pa.Table:
-    """Rows of _timeline_sql as OUTPUT events, preceded by the M events naming their process and lanes
-    (each chunk names its own: chunks are made apart, and a name said twice is the same name).
-    Column-wise in Arrow: a 6-million task rank is 24 chunks of this."""
+def _timeline_table(database: Database, table: str, rows: list[tuple]) -> pa.Table:
+    """Rows of _timeline_sql as OUTPUT events, after the M events naming their process and lanes (each chunk
+    names its own: chunks are made apart, and a name said twice is the same name). Column-wise in Arrow: a
+    6-million task rank is 24 chunks of this."""
     import pyarrow.compute as pc
 
+    from ..trace_json import complete_events
     from ..trace_text import ns_to_us
     pid, process, order = TIMELINE_LANES[table]
     start_ns, dur_ns, lane, names, kinds, shapes = (_column(values) for values in zip(*rows))
     if table in ("PYTORCH_API", "CANN_API"):
-        tids = pc.cast(pc.bit_wise_and(pc.fill_null(lane, 0), (1 << TID_BITS) - 1), pa.string())
-        lane_names = pc.binary_join_element_wise("Thread ", tids, "")
+        tids, lane_format = pc.cast(pc.bit_wise_and(pc.fill_null(lane, 0), (1 << TID_BITS) - 1), pa.string()), "Thread {}"
     elif table == "COMMUNICATION_OP":
-        tids = lane_names = pc.fill_null(database.string_column(lane), "communication")
+        tids, lane_format = pc.fill_null(database.string_column(lane), "communication"), "{}"
     else:
-        tids = pc.cast(lane, pa.string())
-        lane_names = pc.binary_join_element_wise("Stream ", tids, "")
-    shapes = pc.utf8_trim(pc.utf8_trim_whitespace(database.string_column(shapes)), '"')
-    meta = [("process_name", "0", process, None), ("process_sort_index", "0", None, order)]
-    distinct = pa.Table.from_arrays([tids, lane_names], names=["tid", "lane"]).group_by(["tid", "lane"]).aggregate([])
-    for tid, lane_name in sorted(zip(distinct.column("tid").to_pylist(), distinct.column("lane").to_pylist()),
-                                 key=lambda pair: (pair[0] is None, str(pair[0]))):
-        meta += [("thread_name", tid, lane_name, None),
-                 ("thread_sort_index", tid, None, int(tid) if tid is not None and tid.isdigit() else None)]
-    args = schema.field("args").type
-    metadata = pa.Table.from_pydict({
-        "ph": ["M"] * len(meta), "name": [m[0] for m in meta], "cat": [None] * len(meta), "pid": [pid] * len(meta),
-        "tid": [m[1] for m in meta], "ts": [None] * len(meta), "dur": [None] * len(meta), "id": [None] * len(meta),
-        "args": [{"name": m[2], "sort_index": m[3]} for m in meta]}, schema=schema)
-    count = len(start_ns)
-    nulls = pa.nulls(count, pa.string())
-    events = pa.Table.from_arrays([
-        pa.repeat(pa.scalar("X"), count), database.string_column(names), nulls, pa.repeat(pa.scalar(pid), count), tids,
-        ns_to_us(start_ns), ns_to_us(dur_ns), nulls,
-        pa.StructArray.from_arrays([nulls, pa.nulls(count, pa.int64()), shapes, database.string_column(kinds)],
-                                   fields=list(args)),
-    ], schema=schema)
-    return pa.concat_tables([metadata, events])
+        tids, lane_format = pc.cast(lane, pa.string()), "Stream {}"
+    return complete_events(pid, process, lane_format, tids, database.string_column(names), ns_to_us(start_ns),
+                           ns_to_us(dur_ns), database.string_column(kinds),
+                           pc.utf8_trim(pc.utf8_trim_whitespace(database.string_column(shapes)), '"'),
+                           process_order=order)
 
 
 def _column(values: tuple) -> pa.Array:
