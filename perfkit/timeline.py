@@ -122,13 +122,13 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     return root, [found[rank] for rank in sorted(found)]
 
 
-def _step_files(file: TraceFile) -> list[Path]:
-    """The files the steps of `file`'s index come from besides the trace itself (_steps)."""
+def _step_file(file: TraceFile) -> Path:
+    """The file the steps of `file`'s index come from where the trace marks none (_steps)."""
     if file.path.name.startswith(LEGACY_ASCEND.prefix):
-        return [file.folder / LEGACY_STEP_TRACE.format(file.rank)]
+        return file.folder / LEGACY_STEP_TRACE.format(file.rank)
     if file.path.suffix == ".db":
-        return [file.path]  # its STEP_TIME table
-    return [file.folder / KERNEL_DETAILS]
+        return file.path  # its STEP_TIME table
+    return file.folder / KERNEL_DETAILS
 
 
 # ---------------------------------------------------------------- the index on disk
@@ -148,8 +148,7 @@ def index_path(root: Path, files: list[TraceFile]) -> Path | None:
         return None
     digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
     for file in files:
-        steps = "\0".join(_fingerprint(step_file) for step_file in _step_files(file))
-        digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{steps}\0".encode())
+        digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{_fingerprint(_step_file(file))}\0".encode())
     place = hashlib.sha256(str(root).encode()).hexdigest()[:24]
     return base / "timeline" / place / digest.hexdigest()[:32]
 
@@ -376,7 +375,7 @@ def _steps(markers: list[dict], file: TraceFile, parts: list[Path]) -> list[list
 
 
 def _step_file_bounds(file: TraceFile) -> dict[int, list[float]]:
-    (path,) = _step_files(file)
+    path = _step_file(file)
     if path.name == KERNEL_DETAILS.name:
         return _kernel_step_bounds(path)
     from .formats import db, legacy
@@ -417,7 +416,7 @@ def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
     k-th run of every op when every op ran equally often (graph mode), [its first start, last end]; else
     (PyNative: GPU op launches) the k-th run of the first op starts step k, when that op is among the
     least-run ones, and the last step ends with the last op."""
-    from .formats.steps import MIN_FIRST_OP_STEPS
+    from .formats.steps import first_op_marks_steps, first_op_starts
     if not parts:
         return {}
     events = pa.concat_tables(pq.read_table(part, columns=["ph", "name", "op_type", "start_us", "dur_us"])
@@ -430,9 +429,8 @@ def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
     runs = events.groupby("name").size()
     events["end_us"] = events["start_us"] + events["dur_us"].fillna(0.0)
     if runs.min() != runs.max():
-        first = events.loc[events["start_us"].idxmin(), "name"]
-        starts = sorted(events.loc[events["name"] == first, "start_us"])
-        if len(starts) < MIN_FIRST_OP_STEPS or len(starts) != runs.min():
+        starts = first_op_starts(events.rename(columns={"start_us": "start"}))
+        if not first_op_marks_steps(starts, runs):
             return {}
         ends = [*starts[1:], events["end_us"].max()]
         return {step: [float(start), float(end)] for step, (start, end) in enumerate(zip(starts, ends), start=1)}

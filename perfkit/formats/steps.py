@@ -123,14 +123,24 @@ def _from_occurrences(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 MIN_FIRST_OP_STEPS = 2
 
 
+def first_op_starts(events: pd.DataFrame) -> np.ndarray:
+    """The sorted starts of the runs of the op that starts the window (columns name, start)."""
+    first_name = events.loc[events["start"].idxmin(), "name"]
+    return np.sort(events.loc[events["name"] == first_name, "start"].to_numpy())
+
+
+def first_op_marks_steps(starts: np.ndarray, per_op: pd.Series) -> bool:
+    """Whether the first op's runs (`starts`) mark steps, given each op's number of runs: an op run more often
+    than the least-run op runs several times a step, and one run is one window, not steps."""
+    return len(starts) >= MIN_FIRST_OP_STEPS and len(starts) == per_op.min()
+
+
 def _from_first_op(events: pd.DataFrame, per_op: pd.Series) -> tuple[pd.DataFrame, str]:
     """Steps where ops run different numbers of times (PyNative, control flow): the k-th run of the op that
     starts the window, when it is among the least-run ops, starts step k (formats.md, GPU: what MindSpore's own GPU step parser relies on), and
     the last step ends with the last op. Only the totals are known: no step-trace markers split them."""
-    first_name = events.loc[events["start"].idxmin(), "name"]
-    starts = np.sort(events.loc[events["name"] == first_name, "start"].to_numpy())
-    # An op run more often than the least-run op runs several times a step: its runs do not mark steps.
-    if len(starts) < MIN_FIRST_OP_STEPS or len(starts) != per_op.min():
+    starts = first_op_starts(events)
+    if not first_op_marks_steps(starts, per_op):
         return (pd.DataFrame(columns=STEP_COLUMNS),
                 f"unknown: ops ran different numbers of times ({per_op.min()} to {per_op.max()}) and the first op "
                 f"ran {len(starts)} time(s), so no op marks the steps (PyNative or control flow); record step "
