@@ -101,14 +101,23 @@ def _files_under(folder: Path, max_depth: int, skip: tuple[str, ...] = (), depth
         return
     for entry in entries:
         try:
-            if entry.is_dir(follow_symlinks=False):
-                if depth < max_depth and not entry.name.startswith(skip):
-                    yield from _files_under(Path(entry.path), max_depth, skip, depth + 1)
-            else:
-                stat = entry.stat()
-                yield entry.path, stat.st_size, stat.st_mtime_ns
+            folder_entry = entry.is_dir(follow_symlinks=False)
         except OSError:
-            yield entry.path, -1, -1
+            folder_entry = False
+        if folder_entry:
+            if depth < max_depth and not entry.name.startswith(skip):
+                yield from _files_under(Path(entry.path), max_depth, skip, depth + 1)
+        else:
+            yield (entry.path, *_size_and_mtime(entry))
+
+
+def _size_and_mtime(entry: os.DirEntry) -> tuple[int, int]:
+    """(size, mtime_ns) of a file (a link's target), (-1, -1) where it cannot be read (a broken link)."""
+    try:
+        stat = entry.stat()
+        return stat.st_size, stat.st_mtime_ns
+    except OSError:
+        return -1, -1
 
 
 @functools.lru_cache(maxsize=4)
@@ -342,14 +351,6 @@ def trim(root: Path, keep: set[Path]) -> None:
             else:
                 entry.unlink(missing_ok=True)
             total -= size
-
-
-def _size_and_mtime(entry: os.DirEntry) -> tuple[int, int]:
-    try:
-        stat = entry.stat()
-        return stat.st_size, stat.st_mtime_ns
-    except OSError:
-        return -1, -1
 
 
 def _subfolders(folder: Path) -> list[Path]:
