@@ -108,7 +108,7 @@ class Stats:
         self.notes += other.notes
 
 
-def complete_events(pid: str, process: str, lane_format: str, tids: pa.Array, names: pa.Array,
+def chrome_events(pid: str, process: str, lane_format: str, tids: pa.Array, names: pa.Array,
                     starts_us: pa.Array, durations_us: pa.Array, op_types: pa.Array, shapes: pa.Array | None = None,
                     process_order: int | None = None, named: set[str] | None = None) -> pa.Table:
     """Complete ("X") events of one process in OUTPUT's schema, for the timelines that are not Chrome traces

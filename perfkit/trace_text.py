@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import FileFormatError
-from .trace_json import Stats, complete_events
+from .trace_json import Stats, chrome_events
 
 # Glob patterns of a rank folder's text timelines, in order of preference for a rank (device ops first).
 TEXT_TRACES = ("output_timeline_data_*.txt", "gpu_op_execute_timestamp_*.txt",
@@ -260,5 +260,5 @@ def _op_types(names: pa.Array) -> pa.Array:
 def _events(columns: dict[str, pa.Array], layout: TextLayout, lanes: set[str]) -> pa.Table:
     """The runs as complete events, after M events for the lanes not seen before (and the process, the
     first time)."""
-    return complete_events(layout.pid, layout.process, layout.lane, columns["lane"].cast(pa.string()),
+    return chrome_events(layout.pid, layout.process, layout.lane, columns["lane"].cast(pa.string()),
                            columns["name"], columns["ts"], columns["dur"], columns["op_type"], named=lanes)

@@ -795,7 +795,7 @@ def _timeline_table(database: Database, table: str, rows: list[tuple]) -> pa.Tab
     6-million task rank is 24 chunks of this."""
     import pyarrow.compute as pc
 
-    from ..trace_json import complete_events
+    from ..trace_json import chrome_events
     from ..trace_text import ns_to_us
     pid, process, order = TIMELINE_LANES[table]
     start_ns, dur_ns, lane, names, kinds, shapes = (_column(values) for values in zip(*rows))
@@ -805,7 +805,7 @@ def _timeline_table(database: Database, table: str, rows: list[tuple]) -> pa.Tab
         tids, lane_format = pc.fill_null(database.string_column(lane), "communication"), "{}"
     else:
         tids, lane_format = pc.cast(lane, pa.string()), "Stream {}"
-    return complete_events(pid, process, lane_format, tids, database.string_column(names), ns_to_us(start_ns),
+    return chrome_events(pid, process, lane_format, tids, database.string_column(names), ns_to_us(start_ns),
                            ns_to_us(dur_ns), database.string_column(kinds),
                            pc.utf8_trim(pc.utf8_trim_whitespace(database.string_column(shapes)), '"'),
                            process_order=order)
