@@ -22,12 +22,12 @@ _PUBLIC = {
     "profiling": "profiler.api", "StepTimer": "profiler.api",
 }
 
-__all__ = [*_PUBLIC, "timeline", "__version__"]
+__all__ = [*_PUBLIC, "timeline", "ledger", "__version__"]
 
 
 def __getattr__(name: str):
-    if name == "timeline":  # the module, callable as perfkit.timeline(run, step=N); it reads traces, summary never
-        return importlib.import_module(".timeline", __name__)
+    if name in ("timeline", "ledger"):  # modules callable as perfkit.timeline(run, step=N), perfkit.ledger(run)
+        return importlib.import_module(f".{name}", __name__)
     if name not in _PUBLIC:
         raise AttributeError(f"module 'perfkit' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)

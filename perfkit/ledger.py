@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import analysis
+from .callable_module import make_callable
 from .causes import BOUND_PART_LABELS, BOUND_PARTS, CAUSES, COMM_OVERLAP_UNKNOWN_LABEL
 from .model import Run
 from .steady import first_step_verdicts
@@ -397,3 +398,7 @@ def _evidence(run: Run, parts: pd.DataFrame) -> list[str]:
         evidence.append(f"host: {float(parts['gaps'].mean()):,.3f} ms per step inside the step with no op "
                         "running (launch/dispatch gaps)")
     return evidence
+
+
+# `perfkit.ledger(run)` is the ledger, and `perfkit.ledger.bound` etc. stay reachable.
+make_callable(__name__, ledger)

@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import sys
-import types
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import __version__, cache
+from .callable_module import make_callable
 from .errors import FileFormatError, PerfkitError
 from .trace_json import MAX_WORKERS, Stats, map_blocks
 from .trace_text import LEGACY_ASCEND, TEXT_TRACES, text_trace_blocks, text_traces
@@ -694,13 +694,6 @@ def pyarrow_without_pandas() -> None:
         sys.meta_path.remove(finder)
 
 
-class _CallableModule(types.ModuleType):
-    """`perfkit.timeline(run, step=N)` is the window function, and `perfkit.timeline.index` etc. stay
-    reachable: the module itself is callable (imported lazily by perfkit/__init__.py, so `summary` never
-    loads it)."""
-
-    def __call__(self, *args, **kwargs) -> "pd.DataFrame":
-        return timeline(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+# `perfkit.timeline(run, step=N)` is the window function, and `perfkit.timeline.index` etc. stay reachable
+# (imported lazily by perfkit/__init__.py, so `summary` never loads it).
+make_callable(__name__, timeline)
