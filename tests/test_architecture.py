@@ -6,6 +6,7 @@ import ast
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,54 @@ def test_summary_imports_neither_mindspore_nor_dash(tmp_path):
     done = run_perfkit("summary", str(FIXTURE_RUNS["legacy_run_2"]), cache=tmp_path)
     assert done.returncode == 0, done.stderr
     assert not {"mindspore", "dash"} & set(imported(done))
+
+
+# Names of unit conversion factors (`NS_PER_MS`, `TICKS_PER_US`, `BYTES_PER_MB`): defined in perfkit/units.py only.
+UNIT = r"(NS|US|MS|S|TICKS?|BYTES?|KB|MB|GB|FLOPS?|GFLOPS?)"
+UNIT_FACTOR_NAME = re.compile(rf"^{UNIT}_PER_{UNIT}$")
+# Literal factors that convert between time units (a thousand and its powers) when they multiply or divide.
+DECIMAL_FACTORS = {1e3, 1e6, 1e9, 1e-3, 1e-6, 1e-9}
+
+
+def _number(node: ast.AST) -> float | None:
+    return node.value if isinstance(node, ast.Constant) and type(node.value) in (int, float) else None
+
+
+def unit_conversions(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each unit conversion written in `source` other than through perfkit.units: a factor
+    named like one assigned there, a literal thousand (or its powers) multiplying or dividing, a literal MiB
+    (1024 * 1024, 1024 ** 2, 2 ** 20)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [(node.lineno, f"defines {t.id}") for t in targets
+                      if isinstance(t, ast.Name) and UNIT_FACTOR_NAME.match(t.id)]
+        elif isinstance(node, ast.BinOp):
+            left, right = _number(node.left), _number(node.right)
+            if isinstance(node.op, (ast.Mult, ast.Div)) and {left, right} & DECIMAL_FACTORS:
+                found.append((node.lineno, f"{ast.unparse(node)}"))
+            elif (isinstance(node.op, ast.Pow) and (left, right) in {(1024, 2), (1024, 3), (2, 20), (2, 30)}) or \
+                    (isinstance(node.op, ast.Mult) and 1024 in {left, right}
+                     and any(isinstance(side, ast.BinOp) and 1024 in {_number(side.left), _number(side.right)}
+                             for side in (node.left, node.right))) or \
+                    (isinstance(node.op, ast.Mult) and left == right == 1024):
+                found.append((node.lineno, f"{ast.unparse(node)}"))
+    return found
+
+
+def test_unit_conversions_are_defined_once_in_perfkit_units():
+    units = PACKAGE / "units.py"
+    assert {name for _, name in unit_conversions(units.read_text())} >= {"defines NS_PER_MS", "defines BYTES_PER_MB"}
+    written = {f"{path.relative_to(REPO)}:{line}: {what}"
+               for path in sorted(PACKAGE.rglob("*.py")) if path != units and "vendor" not in path.parts
+               for line, what in unit_conversions(path.read_text())}
+    assert not written, "convert units with perfkit.units' constants:\n" + "\n".join(sorted(written))
+
+
+def test_the_unit_check_sees_a_conversion_written_again():
+    assert [what for _, what in unit_conversions("NS_PER_MS = 1e6\nTASK_ROWS_PER_CHUNK = 1_000_000\n")] == \
+        ["defines NS_PER_MS"]
+    assert len(unit_conversions("ms = us / 1000.0\nmb = b / 2 ** 20\nmb = b / (1024 * 1024)\nx = 1e-3 * y\n")) == 4
+    # a count or a share is no unit: a row group of 16 * 1024 rows, a percent
+    assert unit_conversions("ROWS = 16 * 1024\npct = 100.0 * share\nLOSS_SCALE = 1024.0\n") == []

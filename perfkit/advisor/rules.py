@@ -20,6 +20,7 @@ from ..analysis import (BATCHNORM_FAMILY, MIN_QUEUE_SAMPLES, NETWORK_LINK_TYPES,
                         bound, comm_kind, communication_by_rank, framework_memory, host_cpu_busy, memory_peaks,
                         op_type_shares, queue_stats, rank_parts, slow_rank_answers, step_means)
 from ..model import Run
+from ..units import FLOP_PER_GFLOP, MS_PER_S
 from .finding import Finding, NotChecked, severity_for
 
 # ---------------------------------------------------------------------------------------------------------
@@ -928,7 +929,7 @@ def _dominated_by_one_call(group: pd.DataFrame) -> bool:
 
 
 def _rate(ops: pd.DataFrame) -> float:
-    return float(ops["flops"].sum()) / float(ops["total_ms"].sum()) / 1e6  # GFLOP/s
+    return float(ops["flops"].sum()) / float(ops["total_ms"].sum()) / (FLOP_PER_GFLOP / MS_PER_S)  # GFLOP/s
 
 
 @rule("kernel_efficiency", needs=("op_shapes",))
