@@ -244,6 +244,13 @@ def _value(means: dict[str, Any], key: str) -> float | None:
     return None if value is None else float(value)
 
 
+# How rank_parts measured a rank's communication (its comm_source) -> (the name a finding's evidence and the views
+# give that measure, what it says about overlap with compute).
+COMM_SOURCE_LABEL = {"exposed": ("comm_exposed", "not overlapped with compute"),
+                     "step_trace_overlap_unknown": ("comm", "step-trace op time, overlap with compute unknown"),
+                     "ops_overlap_unknown": ("comm_ops", "op time, overlap with compute unknown")}
+
+
 def rank_parts(run: Run) -> pd.DataFrame:
     """Per rank, the mean step split into BOUND_PARTS (ms) plus `total`, and how idle time was judged.
 
