@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...analysis import step_means
 from ...model import Run
+from ...steady import first_step_verdicts
 from ..finding import Finding, severity_for
 from ..registry import has_steps, is_torch, known_ms, percent, round_ms, rule
 
@@ -48,25 +49,18 @@ def tail(run: Run) -> list[Finding]:
 # ---------------------------------------------------------------------------------------------------------
 # compile_or_first_call
 
-# MindSpore's own step average leaves the first step out (it carries graph compilation); a first step longer
-# than 1.5x the median of the rest is that compilation or warm-up inside the profiled window (issue 13's rule).
-FIRST_STEP_OUTLIER = 1.5
 # One op instance called once that takes a fifth of all op time in a multi-step window is a one-off: a first
 # call (kernel compile, autotune, allocation), not the op type's steady cost.
 FIRST_CALL_MIN_SHARE = 0.2
 
 
 def _first_step_outliers(run: Run) -> dict[int, tuple[float, float]]:
-    """rank -> (first step ms, median of the other steps) where the first step is an outlier."""
-    outliers = {}
-    for rank, steps in run.steps[run.steps["total_ms"].notna()].groupby("rank"):
-        steps = steps.sort_values("step")
-        if len(steps) < 3:
-            continue
-        first, rest = float(steps["total_ms"].iloc[0]), float(steps["total_ms"].iloc[1:].median())
-        if rest > 0 and first > FIRST_STEP_OUTLIER * rest:
-            outliers[int(rank)] = (first, rest)
-    return outliers
+    """rank -> (first step ms, median of the other steps) where the first step is an outlier: compilation or
+    warm-up inside the profiled window (issue 13's rule). The outlier rule is the one every step mean applies
+    (steady.first_step_verdicts: over FIRST_STEP_OUTLIER, 1.5x, the median of the rank's other steps)."""
+    _, first = first_step_verdicts(run.steps)
+    outliers = first[first["outlier"] & (first["median_others_ms"] > 0)]
+    return {int(row.rank): (float(row.total_ms), float(row.median_others_ms)) for row in outliers.itertuples()}
 
 
 # A call this many times longer than the same op's other calls is not its steady cost.
