@@ -7,18 +7,32 @@ A rule is a small pure function of a Run returning zero or more Findings, in the
 for what only it can tell (e.g. the data mode is unknown). Thresholds sit next to the rule that uses them, relative
 to step time, with their source (formats.md §4 lists what MindInsight, MindSpore's analyser, TensorFlow, PyTorch
 and msprof-analyze use).
+
+**Rules from other packages.** A package adds rules through an entry point in the group `perfkit.rules` whose
+value is a module; importing that module registers its rules with this `@rule` decorator, as perfkit's own rule
+modules do (`from perfkit.advisor import Finding, NotChecked, rule`):
+
+    [project.entry-points."perfkit.rules"]          # the plugin's pyproject.toml
+    mycompany = "mycompany_perfkit.rules"
+
+Their ids must be new and their needs keys of NEEDS. A plugin that fails to import, registers nothing usable,
+raises while checking or returns something other than a list of Findings is one line in `advise`'s not_checked
+naming it, never a traceback; the other rules still run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import threading
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import pandas as pd
 
+from .. import plugins
 from ..analysis import comm_kind, framework_memory
 from ..model import Run
-from .finding import Finding
+from .finding import SEVERITIES, Finding, NotChecked
 
 # ---------------------------------------------------------------------------------------------------------
 # What rules need, and the reason given when a run lacks it.
@@ -66,6 +80,7 @@ class Rule:
     id: str
     needs: tuple[str, ...]
     check: Callable[[Run], list[Finding]]
+    plugin: str | None = None  # the installed package's entry point that added it; None for perfkit's own
 
     def missing(self, run: Run) -> str | None:
         """Why this rule cannot look at `run`, or None when it has what it needs."""
@@ -133,3 +148,99 @@ def gain_pct(run: Run, saved_ms_over_run: float, fallback_total_ms: float) -> fl
     basis = run_step_ms(run) or fallback_total_ms
     return round(min(100.0, 100.0 * saved_ms_over_run / basis), 2) if basis > 0 else 0.0
 
+
+# ---------------------------------------------------------------------------------------------------------
+# Rules from installed packages (entry point group perfkit.rules).
+
+@dataclass(frozen=True)
+class Plugin:
+    name: str                  # entry point name, module and distribution (plugins.describe)
+    rules: tuple[Rule, ...]    # the usable rules it registered
+    problem: str | None        # why it, or some of its rules, cannot run (one line)
+
+
+_LOADED: dict[tuple[str, str], Plugin] = {}  # (entry point name, value) -> what importing it gave, once a process
+_LOADING = threading.Lock()  # the dashboard serves requests in threads; RULES must not grow under a reader
+
+
+def installed_rules() -> list[Plugin]:
+    """The rule plugins installed on sys.path now, each imported once per process."""
+    with _LOADING:
+        found = []
+        for entry in plugins.installed(plugins.RULES_GROUP):
+            key = (entry.name, entry.value)
+            if key not in _LOADED:
+                _LOADED[key] = _load(entry, taken={r.id for r in RULES}
+                                     | {r.id for plugin in _LOADED.values() for r in plugin.rules})
+            found.append(_LOADED[key])
+        return found
+
+
+def _load(entry, taken: set[str]) -> Plugin:
+    """Import the plugin's module; the rules its import registers are moved from RULES into the Plugin."""
+    name = plugins.describe(entry)
+    before = len(RULES)
+    _, problem = plugins.load(entry)
+    added = RULES[before:]
+    del RULES[before:]
+    if problem:
+        return Plugin(name, (), problem)
+    usable, refused = [], []
+    for found in added:
+        unknown = [need for need in found.needs if need not in NEEDS]
+        if found.id in taken:
+            refused.append(f"rule id '{found.id}' is taken")
+        elif unknown:
+            refused.append(f"rule '{found.id}' needs {', '.join(unknown)}, which are not keys of NEEDS")
+        else:
+            taken.add(found.id)
+            usable.append(replace(found, plugin=name))
+    if not added:
+        refused.append("its import registered no rule (decorate each check with @perfkit.advisor.rule)")
+    return Plugin(name, tuple(usable), "; ".join(refused) or None)
+
+
+class PluginFailed(Exception):
+    """A plugin's rule raised or returned something unusable: the reason advise gives in not_checked."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def checked_by_plugin(plugin_rule: Rule, run: Run) -> list[Finding]:
+    """`plugin_rule.check(run)`, with what it returned verified; raises PluginFailed with the reason instead of
+    whatever the plugin raised (NotChecked passes through, as from perfkit's own rules)."""
+    try:
+        found = plugin_rule.check(run)
+    except NotChecked:
+        raise
+    except Exception as error:  # noqa: BLE001 - someone else's bug is reported, not raised
+        raise PluginFailed(f"plugin {plugin_rule.plugin} raised {type(error).__name__}: {error}") from None
+    bad = _not_findings(found, plugin_rule.id)
+    if bad:
+        raise PluginFailed(f"plugin {plugin_rule.plugin} returned {bad}")
+    return found
+
+
+def _not_findings(found, rule_id: str) -> str | None:
+    """What is wrong with a plugin rule's result (a list of Findings with this rule's id, a known severity and
+    finite numbers, which the JSON output and the ranking need), or None."""
+    if not isinstance(found, list):
+        return f"{type(found).__name__}, not a list of Findings"
+    for finding in found:
+        if not isinstance(finding, Finding):
+            return f"a {type(finding).__name__} among its findings"
+        if finding.id != rule_id:
+            return f"a finding with id '{finding.id}', not its rule's id '{rule_id}'"
+        if finding.severity not in SEVERITIES:
+            return f"severity '{finding.severity}' (one of {', '.join(SEVERITIES)})"
+        evidence = finding.evidence.values() if isinstance(finding.evidence, dict) else [None]
+        if not all(_finite(value) for value in evidence) or not (finding.est_gain_pct is None
+                                                                 or _finite(finding.est_gain_pct)):
+            return "evidence or est_gain_pct that is not a finite number"
+    return None
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
