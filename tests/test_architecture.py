@@ -130,6 +130,60 @@ def test_summary_imports_neither_mindspore_nor_dash(tmp_path):
     assert not {"mindspore", "dash"} & set(imported(done))
 
 
+
+def absolute_base(node: ast.ImportFrom, path: Path, root: Path = REPO) -> str:
+    """The module a `from ... import` names, with a relative one resolved against `path`'s package."""
+    own = module_name(path, root)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    if not node.level:
+        return node.module or ""
+    anchor = package.split(".")
+    anchor = anchor[:len(anchor) - (node.level - 1)]
+    return ".".join(anchor + ([node.module] if node.module else []))
+
+
+def advisor_internals_imported(path: Path, root: Path = REPO) -> list[str]:
+    """What `path` imports of the advisor's internals: any rule module (perfkit.advisor.rules and below), or a
+    private name (`_x`) of an advisor module. perfkit.advisor and its registry's public names are the interface."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {alias.name}" for alias in node.names
+                      if alias.name.startswith("perfkit.advisor.rules")]
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_base(node, path, root)
+            if not (base + ".").startswith("perfkit.advisor."):
+                continue
+            found += [f"{node.lineno}: from {base} import {alias.name}" for alias in node.names
+                      if (base + ".").startswith("perfkit.advisor.rules.") or alias.name.startswith("_")
+                      or (base == "perfkit.advisor" and alias.name == "rules")]
+    return found
+
+
+def test_nothing_outside_the_advisor_imports_its_rules_or_private_names():
+    advisor = PACKAGE / "advisor"
+    paths = [path for folder in (PACKAGE, REPO / "dashboards", REPO / "scripts")
+             for path in sorted(folder.rglob("*.py")) if advisor not in path.parents]
+    assert any(path.name == "numbers.py" for path in paths)
+    found = {f"{path.relative_to(REPO)}:{line}" for path in paths for line in advisor_internals_imported(path)}
+    assert not found, "import from perfkit.advisor's public names (needs_met, rule, Finding, ...):\n" + \
+        "\n".join(sorted(found))
+
+
+def test_the_advisor_import_check_sees_what_views_once_imported(tmp_path):
+    views = tmp_path / "perfkit" / "views"
+    views.mkdir(parents=True)
+    (views / "numbers.py").write_text(
+        "def f():\n    from ..advisor.rules import COMM_SOURCE_LABEL, NEEDS\n"
+        "    from ..advisor.rules.compute import op_flops\n    from ..advisor import rules\n"
+        "    from ..advisor.registry import _has_steps, needs_met\n    import perfkit.advisor.rules.data\n"
+        "    from ..advisor import advise, needs_met\n    from ..analysis import _value\n")
+    assert [line.split(": ", 1)[1] for line in advisor_internals_imported(views / "numbers.py", tmp_path)] == [
+        "from perfkit.advisor.rules import COMM_SOURCE_LABEL", "from perfkit.advisor.rules import NEEDS",
+        "from perfkit.advisor.rules.compute import op_flops", "from perfkit.advisor import rules",
+        "from perfkit.advisor.registry import _has_steps", "import perfkit.advisor.rules.data"]
+
+
 # Names of unit conversion factors (`NS_PER_MS`, `TICKS_PER_US`, `BYTES_PER_MB`): defined in perfkit/units.py only.
 UNIT = r"(NS|US|MS|S|TICKS?|BYTES?|KB|MB|GB|FLOPS?|GFLOPS?)"
 UNIT_FACTOR_NAME = re.compile(rf"^{UNIT}_PER_{UNIT}$")

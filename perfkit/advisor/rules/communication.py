@@ -92,7 +92,8 @@ def pipeline_stage_imbalance(run: Run) -> list[Finding]:
             return []
         slowest = int(per_stage["compute"].idxmax())
         evidence = {f"stage{int(stage)}_compute_ms": round_ms(row["compute"]) for stage, row in per_stage.iterrows()}
-        evidence |= {f"stage{int(stage)}_pipeline_wait_ms": round_ms(row["pipeline"]) for stage, row in per_stage.iterrows()}
+        evidence |= {f"stage{int(stage)}_pipeline_wait_ms": round_ms(row["pipeline"])
+                     for stage, row in per_stage.iterrows()}
         evidence["compute_spread_pct_of_step"] = percent(spread)
         stage_text = (f"stage {slowest} computes {round_ms(per_stage['compute'].max())} ms per step against "
                       f"{round_ms(per_stage['compute'].min())} ms on stage {int(per_stage['compute'].idxmin())}; ")
