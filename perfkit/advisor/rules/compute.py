@@ -11,8 +11,9 @@ import re
 
 import pandas as pd
 
-from ...analysis import BATCHNORM_FAMILY, bound, op_type_shares, rank_parts
+from ...analysis import BATCHNORM_FAMILY, op_type_shares
 from ...flops import gflops_per_s, op_flops
+from ...ledger import bound, rank_parts
 from ...model import Run
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule
