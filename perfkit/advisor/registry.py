@@ -80,7 +80,7 @@ class Rule:
     id: str
     needs: tuple[str, ...]
     check: Callable[[Run], list[Finding]]
-    plugin: str | None = None  # the installed package's entry point that added it; None for perfkit's own
+    plugin: str | None = None  # the installed plugin that added it (plugins.describe); None for perfkit's own
 
     def missing(self, run: Run) -> str | None:
         """Why this rule cannot look at `run`, or None when it has what it needs."""
