@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from . import __version__
+from .units import BYTES_PER_MB
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
 ENTRY_FORMAT = 3
@@ -40,13 +41,13 @@ ENTRY_FORMAT = 3
 FINGERPRINT_DEPTH = 4
 META_FILE = "entry.json"
 # Arrow's thread pool pays off only on big tables; for small ones starting it costs more than decoding.
-THREADED_READ_BYTES = 4 * 1024 * 1024
+THREADED_READ_BYTES = 4 * BYTES_PER_MB
 # Tables read from an entry only when a command first uses them (model.Run defers them): op rows are
 # most of a big run's entry (a million rows: 0.4 s of a 1.1 s warm `perfkit summary` that never uses them).
 DEFERRED_TABLES = ("ops",)
 # After a load that stored an entry, the cache is trimmed to $PERFKIT_CACHE_MAX_MB (else this), least
 # recently used entries first and never the load's own; the benchmark runs take 1-150 MB each.
-DEFAULT_MAX_BYTES = 2 * 1024**3
+DEFAULT_MAX_BYTES = 2048 * BYTES_PER_MB
 # Answers: folders under a run that no reader reads (raw CANN data, logs) do not count towards the key;
 # a run's own folders are at most this deep (a cluster parent / rank folder / *_ascend_ms / FRAMEWORK).
 ANSWER_SKIP_DIRS = ("PROF_", "logs", "__pycache__")
@@ -73,7 +74,7 @@ def cache_root() -> Path:
 
 def max_bytes() -> int:
     try:
-        return int(float(os.environ["PERFKIT_CACHE_MAX_MB"]) * 1024**2)
+        return int(float(os.environ["PERFKIT_CACHE_MAX_MB"]) * BYTES_PER_MB)
     except (KeyError, ValueError):
         return DEFAULT_MAX_BYTES
 

@@ -47,3 +47,8 @@ COMM_OVERLAP_UNKNOWN_LABEL = "collective communication (overlap with compute unk
 # The parts as column headings in narrow tables (`perfkit ranks`).
 PART_HEADINGS = {"compute": "compute", "communication": "communication", "pipeline": "pipeline wait",
                  "data": "data wait", "host": "host", "unknown": "idle unknown"}
+# How the ledger measured a rank's communication (rank_parts' comm_source) -> (the name a finding's evidence and
+# the views give that measure, what it says about overlap with compute).
+COMM_SOURCE_LABEL = {"exposed": ("comm_exposed", "not overlapped with compute"),
+                     "step_trace_overlap_unknown": ("comm", "step-trace op time, overlap with compute unknown"),
+                     "ops_overlap_unknown": ("comm_ops", "op time, overlap with compute unknown")}

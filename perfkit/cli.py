@@ -115,7 +115,9 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
                   "text": lambda: advice_text(advice)}[fmt]()
         failed = bool(fail_on) and any(at_or_above(finding, fail_on) for finding in advice.findings)
         return output, 1 if failed else 0
-    _answer(("advise", fmt, fail_on or ""), run, compute)
+    from .plugins import RULES_GROUP, fingerprint
+    # rules from installed packages are part of the answer: adding, removing or upgrading one asks again
+    _answer(("advise", fmt, fail_on or "", *fingerprint(RULES_GROUP)), run, compute)
 
 
 @main.command()

@@ -25,6 +25,7 @@ from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per
 from .model import Run
 from .ledger import bound
 from .render import mean_of_text
+from .units import US_PER_MS
 from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
                            ms, pct, percent, run_color)
 from .views.format import speedup as format_speedup
@@ -663,7 +664,7 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
     fig = go.Figure()
     for category, part in bars.groupby("category", sort=True):
         shapes = part["shapes"].where(part["shapes"].notna(), "").astype(str).str.replace("\r\n", " ", regex=False)
-        fig.add_bar(y=part["label"], x=part["dur_us"] / 1000.0, base=(part["start_us"] - zero) / 1000.0,
+        fig.add_bar(y=part["label"], x=part["dur_us"] / US_PER_MS, base=(part["start_us"] - zero) / US_PER_MS,
                     orientation="h", name=category, marker_color=TIMELINE_COLORS.get(category, "#9c755f"),
                     marker_line_width=0, customdata=np.stack([part["name"].astype(str), shapes], axis=1),
                     hovertemplate="%{customdata[0]}<br>%{x:.3f} ms at %{base:.3f} ms<br>%{customdata[1]}"
@@ -671,7 +672,7 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
     note = f" · {merged_away:,} tiny events merged into neighbours" if merged_away else ""
     if highlight is not None:
         found = complete[highlight.matches(complete)]
-        fig.add_bar(y=_row_labels(found), x=found["dur_us"] / 1000.0, base=(found["start_us"] - zero) / 1000.0,
+        fig.add_bar(y=_row_labels(found), x=found["dur_us"] / US_PER_MS, base=(found["start_us"] - zero) / US_PER_MS,
                     orientation="h", name=highlight.label[:40], marker=dict(color="rgba(0,0,0,0)",
                                                                             line=dict(color="#111", width=2)),
                     hoverinfo="skip")

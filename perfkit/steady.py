@@ -23,7 +23,8 @@ FIRST_STEP_REASONS = {
 
 
 def first_step_verdicts(steps: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
-    """(row mask of the steps the means cover, per rank: first step number, its total, why it is left out)."""
+    """(row mask of the steps the means cover, per rank: first step number, its total, why it is left out,
+    the median total of the rank's other steps, and whether the first step is an outlier against it)."""
     rank, step, total = steps["rank"], steps["step"], steps["total_ms"]
     known = total.notna()
     # A step whose start is unknown (the first one, derived from op timestamps) has parts but no total;
@@ -41,7 +42,9 @@ def first_step_verdicts(steps: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     reason = np.where(left_out & warmup, "warmup", np.where(left_out, "outlier", None))
     reason = np.where(is_first & ~keep, "unknown_total", reason)
     first = pd.DataFrame({"rank": rank.to_numpy()[is_first], "step": step.to_numpy()[is_first],
-                          "total_ms": total.to_numpy()[is_first], "reason": reason[is_first]})
+                          "total_ms": total.to_numpy()[is_first], "reason": reason[is_first],
+                          "median_others_ms": median_others[is_first],
+                          "outlier": (keep & has_others & outlier)[is_first]})
     return keep & ~left_out, first.drop_duplicates("rank").sort_values("rank").reset_index(drop=True)
 
 

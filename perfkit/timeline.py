@@ -46,6 +46,7 @@ from .callable_module import make_callable
 from .errors import FileFormatError, PerfkitError
 from .trace_json import MAX_WORKERS, Stats, map_blocks
 from .trace_text import LEGACY_ASCEND, TEXT_TRACES, text_trace_blocks, text_traces
+from .units import US_PER_MS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -505,7 +506,7 @@ def _bounds(found: Index, rank: int, step: int | None, start_ms: float | None,
                    "use start/end times instead")
         raise PerfkitError(f"rank {rank} has no step {step}: {listing}", found.ranks[rank]["source"])
     zero = origin_us(found)
-    return (zero + (start_ms or 0.0) * 1000.0, zero + end_ms * 1000.0 if end_ms is not None else float("inf"))
+    return (zero + (start_ms or 0.0) * US_PER_MS, zero + end_ms * US_PER_MS if end_ms is not None else float("inf"))
 
 
 def _ranges(steps: list[int]) -> str:

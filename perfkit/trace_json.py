@@ -37,12 +37,13 @@ import pyarrow.compute as pc
 
 from .errors import FileFormatError
 from .parallel import map_ahead
+from .units import BYTES_PER_MB
 
-BLOCK_BYTES = 16 * 1024 * 1024
+BLOCK_BYTES = 16 * BYTES_PER_MB
 # A block msgspec rejects is halved down to this size before the standard library decodes it.
-SLOW_BYTES = 1024 * 1024
-HEAD_BYTES = 1024 * 1024  # where the opening `[` must be
-PROBE_BYTES = 1024 * 1024  # read at a time when looking for the gap between two events
+SLOW_BYTES = BYTES_PER_MB
+HEAD_BYTES = BYTES_PER_MB  # where the opening `[` must be
+PROBE_BYTES = BYTES_PER_MB  # read at a time when looking for the gap between two events
 # Between two events: `},{`, with the spaces or newlines a writer may put around the comma (bounded, so
 # that a probe can overlap the previous one by GAP_BYTES and never miss a gap split across two reads).
 EVENT_GAP = re.compile(rb"\}[ \t\r\n]{0,32},[ \t\r\n]{0,32}\{")

@@ -48,18 +48,17 @@ import pyarrow.compute as pc
 
 from .errors import FileFormatError
 from .trace_json import Stats, chrome_events
+from .units import BYTES_PER_MB, NS_PER_US, US_PER_MS
 
 # Glob patterns of a rank folder's text timelines, in order of preference for a rank (device ops first).
 TEXT_TRACES = ("output_timeline_data_*.txt", "gpu_op_execute_timestamp_*.txt",
                "cpu_op_execute_timestamp_*.txt", "FRAMEWORK/cpu_op_execute_timestamp_*.txt")
 RANK_IN_NAME = re.compile(r"_(\d+)\.txt$")
-CHUNK_BYTES = 2 * 1024 * 1024  # of whole lines parsed at a time (~65,000 CPU runs; measured fastest, ~80 MB peak)
+CHUNK_BYTES = 2 * BYTES_PER_MB  # of whole lines parsed at a time (~65,000 CPU runs; measured fastest, ~80 MB peak)
 # A start in ns (an unsigned 64-bit integer: at most 19 digits always fits) and a time as C++'s ostream
 # or Python writes a float; anything else (signs, nan, inf, text) is a bad value.
 INTEGER = r"^\d{1,19}$"
 DECIMAL = r"^(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
-NS_PER_US = 1000
-US_PER_MS = 1000.0
 LEGACY_HEADER = "op_name"  # first column of the header line of output_timeline_data
 
 

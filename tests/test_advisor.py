@@ -300,41 +300,6 @@ def conv_ops(forward_ms, filter_ms, input_ms, count=2):
     return rows
 
 
-def test_op_flops_resolves_same_input_convs_by_cell_name_even_under_a_reused_scope():
-    # layer1's conv1 (1x1) and conv2 (3x3) read the same input and write the same output size; graph mode
-    # files the gradients of reused cells under the first block's scope (`0-Bottleneck`), so only the cell
-    # name tells the filter gradients apart.
-    rows = []
-    for block in (0, 1):
-        for cell, kernel in (("conv1", 1), ("conv2", 3)):
-            fwd = f"Default/net/layer1/{block}-Bottleneck/{cell}-Conv2d"
-            grad = f"Gradients/Default/net/layer1/0-Bottleneck/{cell}-Conv2d/Grad_Conv2D"
-            weight = f"64,64,{kernel},{kernel}"
-            rows += [{"name": f"{fwd}/Conv2D-op0", "type": "Conv2D", "input_shapes": f"8,64,16,16;{weight}"},
-                     {"name": f"{grad}/Conv2DBackpropFilter-op{block}", "type": "Conv2DBackpropFilter",
-                      "input_shapes": "8,64,16,16;8,64,16,16;4"},
-                     {"name": f"{grad}/Conv2DBackpropInput-op{block}", "type": "Conv2DBackpropInput",
-                      "input_shapes": f"8,64,16,16;{weight};4"}]
-    ops = table("ops", pd.DataFrame([{"rank": 0, "avg_ms": 1.0, "count": 1, "total_ms": 1.0, "pass": "other",
-                                      "input_dtypes": None, **row} for row in rows]))
-    work = rules.op_flops(ops)
-    per_group = work.groupby("group")["flops"].sum().to_dict()
-    for op_type in ("Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput"):
-        assert per_group[f"{op_type} 1x1"] == 2 * (2 * 8 * 64 * 16 * 16 * 64 * 1)
-        assert per_group[f"{op_type} 3x3"] == 2 * (2 * 8 * 64 * 16 * 16 * 64 * 9)
-
-
-def test_op_flops_from_shapes_uses_the_gradient_dout_for_the_output_size():
-    work = rules.op_flops(table("ops", pd.DataFrame([{"rank": 0, **r} for r in conv_ops(1.0, 1.0, 1.0)])))
-    flops = dict(zip(work["name"], work["flops"]))
-    # 2 * N * Cout * Hout * Wout * Cin * kh * kw, times 2 executions
-    assert flops[f"{LAYER}/Conv2D-op0"] == 2 * (2 * 8 * 64 * 16 * 16 * 64 * 9)
-    assert flops[f"{DOWN}/Conv2D-op0"] == 2 * (2 * 8 * 128 * 8 * 8 * 64 * 9)
-    assert flops[f"Gradients/{DOWN}/Grad_Conv2D/Conv2DBackpropFilter-op1"] == flops[f"{DOWN}/Conv2D-op0"]
-    assert flops["Default/net/bn-BatchNorm/BatchNorm-op3"] == 2 * 8 * 64 * 16 * 16 * 8
-    assert set(work["group"]) == {"Conv2D 3x3", "Conv2DBackpropFilter 3x3", "Conv2DBackpropInput 3x3", "BatchNorm"}
-
-
 def test_kernel_efficiency_fires_on_a_reference_kernel_forward_conv_on_cpu():
     # forward 100x slower than the gradient kernels doing the same multiply-adds, as oneDNN's reference kernel
     run = make_run(device="CPU", steps=step_rows(1.0, 700.0, 10.0), ops=conv_ops(600.0, 6.0, 6.0))

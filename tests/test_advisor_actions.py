@@ -18,6 +18,7 @@ import pytest
 
 import perfkit
 from perfkit.advisor import rules
+from perfkit.advisor.rules import data
 
 from conftest import FIXTURE_RUNS
 
@@ -53,15 +54,16 @@ def accepts(target, keyword: str) -> bool:
 
 
 def static_actions() -> set[str]:
-    """Every string constant in the rules module (f-string pieces included): the fixed action texts."""
-    tree = ast.parse(Path(rules.__file__).read_text())
-    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    """Every string constant in the rule modules (f-string pieces included): the fixed action texts."""
+    trees = [ast.parse(path.read_text()) for path in sorted(Path(rules.__file__).parent.glob("*.py"))]
+    return {node.value for tree in trees for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
 
 
 def generated_actions() -> set[str]:
     """The actions built from a pipeline op type: every type the rules know, and none."""
-    op_types = [None, "Batch", "Map", "Generator", "Shuffle", "EpochCtrl", "Take", *rules.SOURCE_DATASET_CLASS]
-    return {rules._workers_action(op_type, workers) for op_type in op_types for workers in (1, 8)}
+    op_types = [None, "Batch", "Map", "Generator", "Shuffle", "EpochCtrl", "Take", *data.SOURCE_DATASET_CLASS]
+    return {data._workers_action(op_type, workers) for op_type in op_types for workers in (1, 8)}
 
 
 def run_actions() -> set[str]:
@@ -97,5 +99,5 @@ def test_every_named_api_exists_with_its_keywords(tmp_path, monkeypatch):
 def test_a_pipeline_op_without_a_worker_setting_gets_no_invented_class():
     # EpochCtrl, Shuffle and Take have no dataset class with workers: the old wording made one up
     for op_type in ("EpochCtrl", "Shuffle", "Take"):
-        action = rules._workers_action(op_type, 1)
+        action = data._workers_action(op_type, 1)
         assert f"ds.{op_type}" not in action and resolve(CALL.search(action).group(1)) is not None

@@ -6,6 +6,7 @@ import ast
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,108 @@ def test_summary_imports_neither_mindspore_nor_dash(tmp_path):
     done = run_perfkit("summary", str(FIXTURE_RUNS["legacy_run_2"]), cache=tmp_path)
     assert done.returncode == 0, done.stderr
     assert not {"mindspore", "dash"} & set(imported(done))
+
+
+
+def absolute_base(node: ast.ImportFrom, path: Path, root: Path = REPO) -> str:
+    """The module a `from ... import` names, with a relative one resolved against `path`'s package."""
+    own = module_name(path, root)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    if not node.level:
+        return node.module or ""
+    anchor = package.split(".")
+    anchor = anchor[:len(anchor) - (node.level - 1)]
+    return ".".join(anchor + ([node.module] if node.module else []))
+
+
+def advisor_internals_imported(path: Path, root: Path = REPO) -> list[str]:
+    """What `path` imports of the advisor's internals: any rule module (perfkit.advisor.rules and below), or a
+    private name (`_x`) of an advisor module. perfkit.advisor and its registry's public names are the interface."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {alias.name}" for alias in node.names
+                      if alias.name.startswith("perfkit.advisor.rules")]
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute_base(node, path, root)
+            if not (base + ".").startswith("perfkit.advisor."):
+                continue
+            found += [f"{node.lineno}: from {base} import {alias.name}" for alias in node.names
+                      if (base + ".").startswith("perfkit.advisor.rules.") or alias.name.startswith("_")
+                      or (base == "perfkit.advisor" and alias.name == "rules")]
+    return found
+
+
+def test_nothing_outside_the_advisor_imports_its_rules_or_private_names():
+    advisor = PACKAGE / "advisor"
+    paths = [path for folder in (PACKAGE, REPO / "dashboards", REPO / "scripts")
+             for path in sorted(folder.rglob("*.py")) if advisor not in path.parents]
+    assert any(path.name == "numbers.py" for path in paths)
+    found = {f"{path.relative_to(REPO)}:{line}" for path in paths for line in advisor_internals_imported(path)}
+    assert not found, "import from perfkit.advisor's public names (needs_met, rule, Finding, ...):\n" + \
+        "\n".join(sorted(found))
+
+
+def test_the_advisor_import_check_sees_what_views_once_imported(tmp_path):
+    views = tmp_path / "perfkit" / "views"
+    views.mkdir(parents=True)
+    (views / "numbers.py").write_text(
+        "def f():\n    from ..advisor.rules import COMM_SOURCE_LABEL, NEEDS\n"
+        "    from ..advisor.rules.compute import op_flops\n    from ..advisor import rules\n"
+        "    from ..advisor.registry import _has_steps, needs_met\n    import perfkit.advisor.rules.data\n"
+        "    from ..advisor import advise, needs_met\n    from ..analysis import _value\n")
+    assert [line.split(": ", 1)[1] for line in advisor_internals_imported(views / "numbers.py", tmp_path)] == [
+        "from perfkit.advisor.rules import COMM_SOURCE_LABEL", "from perfkit.advisor.rules import NEEDS",
+        "from perfkit.advisor.rules.compute import op_flops", "from perfkit.advisor import rules",
+        "from perfkit.advisor.registry import _has_steps", "import perfkit.advisor.rules.data"]
+
+
+# Names of unit conversion factors (`NS_PER_MS`, `TICKS_PER_US`, `BYTES_PER_MB`): defined in perfkit/units.py only.
+UNIT = r"(NS|US|MS|S|TICKS?|BYTES?|KB|MB|GB|FLOPS?|GFLOPS?)"
+UNIT_FACTOR_NAME = re.compile(rf"^{UNIT}_PER_{UNIT}$")
+# Literal factors that convert between time units (a thousand and its powers) when they multiply or divide.
+DECIMAL_FACTORS = {1e3, 1e6, 1e9, 1e-3, 1e-6, 1e-9}
+
+
+def _number(node: ast.AST) -> float | None:
+    return node.value if isinstance(node, ast.Constant) and type(node.value) in (int, float) else None
+
+
+def unit_conversions(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each unit conversion written in `source` other than through perfkit.units: a factor
+    named like one assigned there, a literal thousand (or its powers) multiplying or dividing, a literal MiB
+    (1024 * 1024, 1024 ** 2, 2 ** 20)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [(node.lineno, f"defines {t.id}") for t in targets
+                      if isinstance(t, ast.Name) and UNIT_FACTOR_NAME.match(t.id)]
+        elif isinstance(node, ast.BinOp):
+            left, right = _number(node.left), _number(node.right)
+            if isinstance(node.op, (ast.Mult, ast.Div)) and {left, right} & DECIMAL_FACTORS:
+                found.append((node.lineno, f"{ast.unparse(node)}"))
+            elif (isinstance(node.op, ast.Pow) and (left, right) in {(1024, 2), (1024, 3), (2, 20), (2, 30)}) or \
+                    (isinstance(node.op, ast.Mult) and 1024 in {left, right}
+                     and any(isinstance(side, ast.BinOp) and 1024 in {_number(side.left), _number(side.right)}
+                             for side in (node.left, node.right))) or \
+                    (isinstance(node.op, ast.Mult) and left == right == 1024):
+                found.append((node.lineno, f"{ast.unparse(node)}"))
+    return found
+
+
+def test_unit_conversions_are_defined_once_in_perfkit_units():
+    units = PACKAGE / "units.py"
+    assert {name for _, name in unit_conversions(units.read_text())} >= {"defines NS_PER_MS", "defines BYTES_PER_MB"}
+    written = {f"{path.relative_to(REPO)}:{line}: {what}"
+               for path in sorted(PACKAGE.rglob("*.py")) if path != units and "vendor" not in path.parts
+               for line, what in unit_conversions(path.read_text())}
+    assert not written, "convert units with perfkit.units' constants:\n" + "\n".join(sorted(written))
+
+
+def test_the_unit_check_sees_a_conversion_written_again():
+    assert [what for _, what in unit_conversions("NS_PER_MS = 1e6\nTASK_ROWS_PER_CHUNK = 1_000_000\n")] == \
+        ["defines NS_PER_MS"]
+    assert len(unit_conversions("ms = us / 1000.0\nmb = b / 2 ** 20\nmb = b / (1024 * 1024)\nx = 1e-3 * y\n")) == 4
+    # a count or a share is no unit: a row group of 16 * 1024 rows, a percent
+    assert unit_conversions("ROWS = 16 * 1024\npct = 100.0 * share\nLOSS_SCALE = 1024.0\n") == []

@@ -79,3 +79,33 @@ def test_ranks_summary_and_advise_agree_on_a_balanced_steady_state(tmp_path):
     assert "slow_rank" not in perfkit.advise(run).ids()
     text = CliRunner().invoke(main, ["summary", str(tmp_path)]).output
     assert "mean per step over steps 2-5; first step" in text
+
+
+def first_step_finding(run) -> dict | None:
+    """compile_or_first_call's first-step evidence, None when it names no first step."""
+    found = [f for f in perfkit.advise(run).findings if f.id == "compile_or_first_call"]
+    return {key: found[0].evidence[key] for key in ("first_step_ms", "median_other_steps_ms", "rank")} \
+        if found and "first_step_ms" in found[0].evidence else None
+
+
+def test_advise_names_the_first_steps_the_means_leave_out_as_outliers(tmp_path):
+    # one first-step rule (steady.first_step_verdicts) for the means and for compile_or_first_call: on the crafted
+    # pipeline trace above, ranks 2 and 3 compile in step 1; advise names the larger, 2,376 ms against 179.4
+    for rank, first in ((0, 180.0), (1, 181.0), (2, 2164.0), (3, 2376.0)):
+        write_step_trace(tmp_path, rank, [first, 179.4, 179.4, 179.4, 179.4])
+    assert first_step_finding(perfkit.load(tmp_path)) == {"first_step_ms": 2376.0, "median_other_steps_ms": 179.4,
+                                                         "rank": 3}
+
+
+def test_a_two_step_run_gets_the_same_first_step_verdict_from_the_means_and_from_advise():
+    # the advisor's own copy of the rule wanted three steps; the means leave an outlier out from two on
+    from perfkit.model import Meta, Run, table
+    steps = table("steps", pd.DataFrame([{"rank": 0, "step": step, "interval_ms": 1.0, "fwd_bwd_ms": total - 2.0,
+                                          "tail_ms": 1.0, "total_ms": total}
+                                         for step, total in ((1, 300.0), (2, 100.0))]))
+    run = Run(path="crafted", meta=Meta(device="Ascend", ranks=[0]), steps=steps)
+    assert perfkit.summarize(run)["steps"]["total_ms"] == 100.0
+    assert first_step_finding(run) == {"first_step_ms": 300.0, "median_other_steps_ms": 100.0, "rank": 0}
+    calm = Run(path="crafted", meta=Meta(device="Ascend", ranks=[0]),
+               steps=table("steps", steps.assign(total_ms=[140.0, 100.0])))
+    assert perfkit.summarize(calm)["steps"]["total_ms"] == 120.0 and first_step_finding(calm) is None

@@ -13,9 +13,10 @@ from typing import Any
 from ..ledger import bound
 from ..model import Run
 from .finding import SEVERITIES, Finding, NotChecked, at_or_above, rank_key
+from .registry import PluginFailed, Rule, checked_by_plugin, installed_rules, needs_met, rule
 from .rules import RULES
 
-__all__ = ["Advice", "Finding", "NotChecked", "SEVERITIES", "advise", "at_or_above"]
+__all__ = ["Advice", "Finding", "NotChecked", "Rule", "SEVERITIES", "advise", "at_or_above", "needs_met", "rule"]
 
 # A run that failed or was interrupted with fewer profiled steps than this is not advised on: one or two steps
 # of a broken run are start-up (compilation, first batches), not the training the user wants to speed up.
@@ -60,18 +61,21 @@ def advise(run: Run) -> Advice:
     not_checked: dict[str, str] = {}
     passed: list[str] = []
     caveat, refused = _caveat(run)
-    for rule in RULES:
-        missing = refused or rule.missing(run)
+    plugins = installed_rules()
+    for each_rule in [*RULES, *(plugin_rule for plugin in plugins for plugin_rule in plugin.rules)]:
+        missing = refused or each_rule.missing(run)
         if missing:
-            not_checked[rule.id] = missing
+            not_checked[each_rule.id] = missing
             continue
         try:
-            found = rule.check(run)
-        except NotChecked as skip:
-            not_checked[rule.id] = skip.reason
+            found = checked_by_plugin(each_rule, run) if each_rule.plugin else each_rule.check(run)
+        except (NotChecked, PluginFailed) as skip:
+            not_checked[each_rule.id] = skip.reason
             continue
         findings.extend(found)
         if not found:
-            passed.append(rule.id)
+            passed.append(each_rule.id)
+    # a plugin that could not be imported, or some of whose rules were refused, is one line naming it
+    not_checked |= {f"plugin {plugin.name}": plugin.problem for plugin in plugins if plugin.problem}
     return Advice(run=run.path, device=run.meta.device, findings=sorted(findings, key=rank_key),
                   not_checked=not_checked, passed=passed, bound=bound(run).to_dict(), caveat=caveat)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
+from ..units import US_PER_MS
 from .base import (Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object, stages_from_count,
                    stages_from_pp_groups)
 
@@ -27,7 +28,6 @@ KERNELS = "kernel_details.csv"
 OP_STATISTIC = "op_statistic.csv"
 DATASET = "dataset.csv"
 DATA_FILES = (STEP_TRACE, KERNELS, OP_STATISTIC)
-US_PER_MS = 1000.0
 
 # Header aliases, {canonical: accepted headers}; every time column is µs.
 STEP_TRACE_COLUMNS = {

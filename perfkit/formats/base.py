@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import FileFormatError
+from ..units import BYTES_PER_MB
 
 
 @dataclass
@@ -254,7 +255,7 @@ def op_types_of(full_names: Iterable[str]) -> list[str]:
 # Arrow's reader threads pay off only on big files; a cluster run reads hundreds of small ones, one per
 # worker process and core (kernel_details.csv of 1.3 MB: 6.3 ms on one thread, 4.3 ms on two, and
 # the second core is another worker's).
-THREADED_CSV_BYTES = 8 * 1024 * 1024
+THREADED_CSV_BYTES = 8 * BYTES_PER_MB
 # Cells that mean "no value" in the profilers' CSV files.
 CSV_NULLS = ["", "N/A", "NA", "null", "None"]
 

@@ -58,6 +58,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
+from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US
 from . import ascend_ms, communication, memory
 from .base import Parts, Reader, has_match, op_passes, rank_of
 
@@ -65,9 +66,6 @@ LAYOUT = "ascend_db"
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
 PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
 ANALYSIS_DB = "analysis.db"
-NS_PER_MS = 1e6
-US_PER_MS = 1e3
-BYTES_PER_MB = 1024.0 * 1024.0
 
 # Column aliases per table, {canonical: accepted column names}; the first name is the one the files of
 # SCHEMA_VERSION 1.0.0 use. Units: ns and bytes in the profiler database, as noted in analysis.db.
@@ -685,7 +683,7 @@ def step_bounds_us(path: Path) -> dict[int, list[float]]:
     if bounds is None:
         return {}
     # int(): an int64 ns near 1.7e18 is not exact as a float; Python's int / int rounds once, correctly
-    return {int(step): [int(start) / 1000, int(end) / 1000]
+    return {int(step): [int(start) / NS_PER_US, int(end) / NS_PER_US]
             for step, start, end in zip(bounds["step"], bounds["start_ns"], bounds["end_ns"])
             if pd.notna(start) and pd.notna(end) and end >= start}
 

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
+from ..units import NS_PER_MS, TICKS_PER_MS, US_PER_MS
 from .base import Parts, Reader, guarded, has_match, op_passes, op_types_of, ranks_in, read_csv, read_text
 from .legacy import read_profiler_info
 from .steps import longest_call_ms, read_execute_timestamps
@@ -53,10 +54,6 @@ DETAIL_COLUMNS = {
 TYPE_TYPES = {"type": pa.string(), "count": pa.float64(), "total_us": pa.float64(), "file_share": pa.float64()}
 DETAIL_TYPES = {"side": pa.string(), "type": pa.string(), "name": pa.string(), "count": pa.float64(),
                 "total_us": pa.float64(), "avg_us": pa.float64()}
-US_PER_MS = 1e3
-# Per-marker step trace: 10 ns ticks; per-step (async launch) step trace: ns.
-TICKS_PER_MS = 1e5
-NS_PER_MS = 1e6
 # Per-marker lines, in the order GpuDataSaver writes them; more lines are communication ops.
 FP_LINE, BP_LINE, ITER_END_LINE = 0, 1, 2
 MARKER_LINES = 3
@@ -151,6 +148,7 @@ def _steps_per_marker(lines: list[list[str]]) -> pd.DataFrame:
     end = pairs[ITER_END_LINE][:steps, 1]
     start = np.concatenate([fp[:1], end[:-1]])
     comm = sum((p[:steps, 1] - p[:steps, 0] for p in pairs[MARKER_LINES:]), np.zeros(steps, dtype="int64"))
+    # the per-marker step trace counts 10 ns ticks; the per-step (async launch) one ns
     return _frame(start, fp, bp, end, comm if len(pairs) > MARKER_LINES else None, TICKS_PER_MS)
 
 

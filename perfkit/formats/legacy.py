@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
+from ..units import TICKS_PER_MS, TICKS_PER_US
 from .base import (Parts, Reader, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
                    read_json_object, read_text, stages_from_cluster_file)
 
@@ -77,9 +78,6 @@ DETAIL_TYPES = {"name": pa.string(), "avg_ms": pa.float64(), "count": pa.float64
 FRAMEWORK_TYPES = {"name": pa.string(), "op_type": pa.dictionary(pa.int32(), pa.string()),
                    "op_info": pa.dictionary(pa.int32(), pa.string())}
 
-# Step trace times are 10 ns ticks.
-TICKS_PER_MS = 1e5
-TICKS_PER_US = 100.0
 # The last step-trace row is the average over steps, marked by one of these step numbers.
 AVERAGE_STEP_MARKS = ("-", "0")
 # 1.x writes percent 0-100, 2.0-2.2 a 0-1 fraction: fractions of one run cannot sum past 1
@@ -301,7 +299,7 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     """One row per step in ms; the average row at the end is dropped."""
     frame, found, step = _step_rows(path)
 
-    def ticks(column: str | None) -> pd.Series:
+    def ticks(column: str | None) -> pd.Series:  # step trace times are 10 ns ticks
         if column is None:
             return pd.Series(np.nan, index=frame.index)
         return pd.to_numeric(frame[column].str.strip(), errors="coerce")

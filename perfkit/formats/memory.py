@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import FileFormatError
+from ..units import BYTES_PER_MB, KB_PER_MB, NS_PER_MS, US_PER_MS
 from .ascend_ms import OUTPUT_DIR, _read_profiler_info
 from .base import Parts, Reader, guarded, has_match, rank_of, read_csv_table
 
@@ -33,10 +34,6 @@ CPU_MEMORY_GLOB = "cpu_ms_memory_record_*.txt"
 # its own `APP`, which is not memory_record's whole-process `APP`).
 CPU_COMPONENT = "MindSpore"
 MODULE_PREFIX = "CANN/"
-US_PER_MS = 1e3
-NS_PER_MS = 1e6
-KB_PER_MB = 1024.0
-BYTES_PER_MB = 1024.0 ** 2
 
 # Header aliases, {canonical: accepted headers}. Timestamps are text ending in a TAB: read as strings.
 MEMORY_RECORD_COLUMNS = {

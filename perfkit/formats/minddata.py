@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..errors import FileFormatError
+from ..units import NS_PER_MS, US_PER_MS
 from .base import Parts, Reader, guarded, has_match, is_readable_file, ranks_in, read_csv, read_json_object, read_text
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
@@ -48,8 +49,6 @@ QUEUE_RECORD = 1
 QUEUE_MIN_FIELDS = 4
 # GetNext lines: `name start end queue_size`; Ascend writes µs, GPU ns.
 GETNEXT_FIELDS = 4
-US_PER_MS = 1e3
-NS_PER_MS = 1e6
 # minddata_cpu_utilization device_info / process_info keys -> cpu_util columns.
 DEVICE_CPU_KEYS = {"user_pct": "user_utilization", "sys_pct": "sys_utilization",
                    "io_pct": "io_utilization", "idle_pct": "idle_utilization"}

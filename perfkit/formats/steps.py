@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
+from ..units import NS_PER_MS, US_PER_MS
 from .base import op_passes, op_types_of, read_text
 
-NS_PER_MS = 1e6
 STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms", "busy_ms"]
 
 
@@ -178,7 +178,7 @@ def longest_call_ms(op_events: pd.DataFrame) -> pd.Series:
 
 
 # An execution's duration field in {cpu,gpu}_op_execute_timestamp files -> ms.
-DURATION_TO_MS = {"dur_ms": 1.0, "dur_us": 1e-3}
+DURATION_TO_MS = {"dur_ms": 1.0, "dur_us": 1 / US_PER_MS}
 
 
 def read_execute_timestamps(path: Path, warnings: list[str], fields: tuple[str, ...]) -> pd.DataFrame:

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from ..formats.manifest import DEVICES
+from ..units import BYTES_PER_MB
 from .runfolder import MINDDATA_DIR, TRAIN_LOG, is_disk_full, now_iso, read_manifest, write_error, write_manifest
 
 EXIT_DEVICE = 2
@@ -244,7 +245,7 @@ class Trainer:
         if profile_memory and device == "CPU":
             # MindSpore's CPU allocator takes host memory: its capacity is the machine's, for the batch-size
             # arithmetic of `perfkit advise` (on Ascend/GPU the profiler files do not say it, nor is it recorded)
-            self.manifest["memory_capacity_mb"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+            self.manifest["memory_capacity_mb"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / BYTES_PER_MB
         trainer = self
 
         class StepClock(Callback):

@@ -13,8 +13,10 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .. import analysis, ledger
+from .. import ledger
 from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary
+from ..causes import COMM_SOURCE_LABEL
+from ..flops import op_flops
 from ..summary import summarize
 from ..model import Run
 from ..render import mean_of_text
@@ -102,9 +104,8 @@ class Communication:
 @once_per_run
 def communication(run: Run) -> Communication | None:
     """The run's communication per step, None when it has neither communication columns nor collective ops."""
-    from ..advisor.rules import COMM_SOURCE_LABEL, NEEDS
-    has_comm, _ = NEEDS["comm"]
-    if not has_comm(run):
+    from ..advisor import needs_met
+    if not needs_met(run, "comm"):
         return None
     # exposed communication (collective and point-to-point) as the advisor's communication rule splits the step
     parts = ledger.rank_parts(run).set_index("rank")
@@ -116,9 +117,8 @@ def communication(run: Run) -> Communication | None:
 def amp_families_apply(run: Run) -> bool:
     """Whether the Cast / BatchNorm share means something here: the advisor's AMP rule applies (not on CPU,
     which has no fast float16 kernels)."""
-    from ..advisor.rules import NEEDS
-    applies, _ = NEEDS["fp16_device"]
-    return bool(applies(run))
+    from ..advisor import needs_met
+    return needs_met(run, "fp16_device")
 
 
 # forward+backward less the communication ops inside it, as the per-rank bar draws it
@@ -330,7 +330,6 @@ def _kernel_group(ops: pd.DataFrame, target: str, known: set[str]) -> pd.Series:
     op_type = target.split(" ", 1)[0]
     if op_type == target or op_type not in known:
         return pd.Series(dtype="object")
-    from ..advisor.rules import op_flops
     work = op_flops(ops)  # all ops: a conv's work follows from its gradients' shapes too
     return work.loc[work["group"] == target, "name"].astype(str)
 

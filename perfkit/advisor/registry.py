@@ -1,0 +1,246 @@
+"""The advisor's registry: what rules need (NEEDS), the Rule record, the `@rule` decorator that fills RULES,
+the measures rule modules share, and the rules that installed packages add.
+
+A rule is a small pure function of a Run returning zero or more Findings, in the module of its concern
+(perfkit/advisor/rules/<concern>.py), registered with `@rule("id", needs=(...))`. It declares the data it needs
+(keys of NEEDS); `advise` skips it with the stated reason when the run lacks them. A rule raises NotChecked itself
+for what only it can tell (e.g. the data mode is unknown). Thresholds sit next to the rule that uses them, relative
+to step time, with their source (formats.md §4 lists what MindInsight, MindSpore's analyser, TensorFlow, PyTorch
+and msprof-analyze use).
+
+**Rules from other packages.** A package adds rules through an entry point in the group `perfkit.rules` whose
+value is a module; importing that module registers its rules with this `@rule` decorator, as perfkit's own rule
+modules do (`from perfkit.advisor import Finding, NotChecked, rule`):
+
+    [project.entry-points."perfkit.rules"]          # the plugin's pyproject.toml
+    mycompany = "mycompany_perfkit.rules"
+
+Their ids must be new and their needs keys of NEEDS. A plugin that fails to import, registers nothing usable,
+raises while checking or returns something other than a list of Findings is one line in `advise`'s not_checked
+naming it, never a traceback; the other rules still run.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import pandas as pd
+
+from .. import plugins
+from ..analysis import comm_kind, framework_memory
+from ..model import Run
+from .finding import SEVERITIES, Finding, NotChecked
+
+# ---------------------------------------------------------------------------------------------------------
+# What rules need, and the reason given when a run lacks it.
+
+
+def has_steps(run: Run) -> bool:
+    """Whether the run has step times (some total known and above zero)."""
+    return bool(len(run.steps)) and run.steps["total_ms"].notna().any() and run.steps["total_ms"].sum() > 0
+
+
+NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
+    "steps": (has_steps, "no step times"),
+    "device": (lambda run: bool(run.meta.device), "device unknown"),
+    "sinkable_device": (lambda run: device_name(run) != "CPU",
+                        "CPU cannot sink datasets (MindSpore falls back to feed mode)"),
+    "fp16_device": (lambda run: device_name(run) != "CPU",
+                    "CPU has no fast float16 kernels; mixed precision would not speed it up"),
+    "step_split": (lambda run: has_steps(run) and run.steps["interval_ms"].notna().any(),
+                   "no step interval (no step times, or they do not split data wait from compute)"),
+    "step_tail": (lambda run: has_steps(run) and run.steps["tail_ms"].notna().any(),
+                  "no step tail (no step times, or no backward end point in them)"),
+    "op_types": (lambda run: bool(len(run.op_types)) and run.op_types["total_ms"].sum() > 0,
+                 "no op statistics"),
+    "op_shapes": (lambda run: bool(len(run.ops)) and run.ops["input_shapes"].notna().any(),
+                  "no op input shapes (framework_raw / cpu_framework / kernel_details shapes)"),
+    "queues": (lambda run: bool(len(run.host_queue) or len(run.device_queue)),
+               "no data queue samples (device_queue / dataset_iterator / minddata_aicpu profiling)"),
+    "cpu_util": (lambda run: bool(len(run.cpu_util)), "no host CPU utilisation (minddata_cpu_utilization)"),
+    "comm": (lambda run: has_steps(run) and (
+        any(col in run.steps and run.steps[col].notna().any() for col in ("comm_exposed_ms", "comm_ms"))
+        or any(comm_kind(str(t)) for t in run.op_types["type"].unique())),
+        "no communication times in the step data and no collective ops"),
+    "ranks": (lambda run: has_steps(run) and run.steps["rank"].nunique() > 1, "single-rank run"),
+    "memory": (lambda run: bool(len(framework_memory(run.memory))) and run.memory["allocated_mb"].notna().any(),
+               "no allocator memory records (profile with profile_memory=True: perfkit profile --profile-memory)"),
+    "memory_capacity": (lambda run: run.meta.memory_capacity_mb is not None,
+                        "device memory capacity unknown (perfkit profile records it)"),
+    "comm_ops": (lambda run: bool(len(run.comm_ops)), "no communication.json"),
+    "comm_links": (lambda run: bool(len(run.comm_links)), "no communication_matrix.json"),
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    needs: tuple[str, ...]
+    check: Callable[[Run], list[Finding]]
+    plugin: str | None = None  # the installed plugin that added it (plugins.describe); None for perfkit's own
+
+    def missing(self, run: Run) -> str | None:
+        """Why this rule cannot look at `run`, or None when it has what it needs."""
+        reasons = [NEEDS[need][1] for need in self.needs if not NEEDS[need][0](run)]
+        return "; ".join(reasons) or None
+
+
+# perfkit's own rules, in the order perfkit/advisor/rules/__init__.py imports their modules
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, needs: tuple[str, ...] = ()):
+    """Register the decorated function `check(run) -> list[Finding]` as the rule `rule_id`."""
+    def register(check: Callable[[Run], list[Finding]]):
+        RULES.append(Rule(rule_id, needs, check))
+        return check
+    return register
+
+
+def needs_met(run: Run, need: str) -> bool:
+    """Whether `run` has what the key `need` of NEEDS stands for (the views ask as the rules do)."""
+    has, _ = NEEDS[need]
+    return bool(has(run))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Small shared measures.
+
+def device_name(run: Run) -> str:
+    """The device, upper case ("CPU", "GPU", "ASCEND"); "" when unknown."""
+    return (run.meta.device or "").upper()
+
+
+def is_torch(run: Run) -> bool:
+    """A torch_npu run (`*_ascend_pt`): its actions are PyTorch's, not MindSpore's."""
+    return run.meta.framework == "torch_npu"
+
+
+def percent(share: float) -> float:
+    """A 0-1 share as a percent, to 2 decimals (evidence and gains)."""
+    return round(100.0 * share, 2)
+
+
+def round_ms(value: float) -> float:
+    """ms as evidence shows them: to the µs."""
+    return round(float(value), 3)
+
+
+def known_ms(**values: float | None) -> dict[str, float]:
+    """Evidence in ms, leaving out what the run does not tell (no NaN in the JSON)."""
+    return {key: round_ms(value) for key, value in values.items() if value is not None and not pd.isna(value)}
+
+
+def run_step_ms(run: Run) -> float | None:
+    """Step time over every rank and profiled step: the denominator for time totalled over the run.
+    A step whose total is unknown (the first one when its start is not recorded) counts at the mean."""
+    if not has_steps(run):
+        return None
+    per_rank = run.steps.groupby("rank")["total_ms"].agg(["mean", "size"])
+    return float((per_rank["mean"] * per_rank["size"]).sum())
+
+
+def gain_pct(run: Run, saved_ms_over_run: float, fallback_total_ms: float) -> float:
+    """Share of step time that `saved_ms_over_run` is, capped at 100; of `fallback_total_ms` when steps are unknown."""
+    basis = run_step_ms(run) or fallback_total_ms
+    return round(min(100.0, 100.0 * saved_ms_over_run / basis), 2) if basis > 0 else 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rules from installed packages (entry point group perfkit.rules).
+
+@dataclass(frozen=True)
+class Plugin:
+    name: str                  # entry point name, module and distribution (plugins.describe)
+    rules: tuple[Rule, ...]    # the usable rules it registered
+    problem: str | None        # why it, or some of its rules, cannot run (one line)
+
+
+_LOADED: dict[tuple[str, str], Plugin] = {}  # (entry point name, value) -> what importing it gave, once a process
+_LOADING = threading.Lock()  # the dashboard serves requests in threads; RULES must not grow under a reader
+
+
+def installed_rules() -> list[Plugin]:
+    """The rule plugins installed on sys.path now, each imported once per process."""
+    with _LOADING:
+        found = []
+        for entry in plugins.installed(plugins.RULES_GROUP):
+            key = (entry.name, entry.value)
+            if key not in _LOADED:
+                _LOADED[key] = _load(entry, taken={r.id for r in RULES}
+                                     | {r.id for plugin in _LOADED.values() for r in plugin.rules})
+            found.append(_LOADED[key])
+        return found
+
+
+def _load(entry, taken: set[str]) -> Plugin:
+    """Import the plugin's module; the rules its import registers are moved from RULES into the Plugin."""
+    name = plugins.describe(entry)
+    before = len(RULES)
+    _, problem = plugins.load(entry)
+    added = RULES[before:]
+    del RULES[before:]
+    if problem:
+        return Plugin(name, (), problem)
+    usable, refused = [], []
+    for found in added:
+        unknown = [need for need in found.needs if need not in NEEDS]
+        if found.id in taken:
+            refused.append(f"rule id '{found.id}' is taken")
+        elif unknown:
+            refused.append(f"rule '{found.id}' needs {', '.join(unknown)}, which are not keys of NEEDS")
+        else:
+            taken.add(found.id)
+            usable.append(replace(found, plugin=name))
+    if not added:
+        refused.append("its import registered no rule (decorate each check with @perfkit.advisor.rule)")
+    return Plugin(name, tuple(usable), "; ".join(refused) or None)
+
+
+class PluginFailed(Exception):
+    """A plugin's rule raised or returned something unusable: the reason advise gives in not_checked."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def checked_by_plugin(plugin_rule: Rule, run: Run) -> list[Finding]:
+    """`plugin_rule.check(run)`, with what it returned verified; raises PluginFailed with the reason instead of
+    whatever the plugin raised (NotChecked passes through, as from perfkit's own rules)."""
+    try:
+        found = plugin_rule.check(run)
+    except NotChecked:
+        raise
+    except Exception as error:  # noqa: BLE001 - someone else's bug is reported, not raised
+        raise PluginFailed(f"plugin {plugin_rule.plugin} raised {type(error).__name__}: {error}") from None
+    bad = _not_findings(found, plugin_rule.id)
+    if bad:
+        raise PluginFailed(f"plugin {plugin_rule.plugin} returned {bad}")
+    return found
+
+
+def _not_findings(found, rule_id: str) -> str | None:
+    """What is wrong with a plugin rule's result (a list of Findings with this rule's id, a known severity and
+    finite numbers, which the JSON output and the ranking need), or None."""
+    if not isinstance(found, list):
+        return f"{type(found).__name__}, not a list of Findings"
+    for finding in found:
+        if not isinstance(finding, Finding):
+            return f"a {type(finding).__name__} among its findings"
+        if finding.id != rule_id:
+            return f"a finding with id '{finding.id}', not its rule's id '{rule_id}'"
+        if finding.severity not in SEVERITIES:
+            return f"severity '{finding.severity}' (one of {', '.join(SEVERITIES)})"
+        evidence = finding.evidence.values() if isinstance(finding.evidence, dict) else [None]
+        if not all(_finite(value) for value in evidence) or not (finding.est_gain_pct is None
+                                                                 or _finite(finding.est_gain_pct)):
+            return "evidence or est_gain_pct that is not a finite number"
+    return None
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

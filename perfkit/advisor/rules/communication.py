@@ -1,0 +1,277 @@
+"""Communication rules: time the ranks spend exchanging data or waiting for each other.
+
+communication (exposed collective communication), pipeline_stage_imbalance (point-to-point waits and bubbles
+between pipeline stages), slow_rank (ranks that should match and do not), slow_link (links below their bandwidth),
+comm_wait (the rank the others wait for in collectives).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...analysis import NETWORK_LINK_TYPES, communication_by_rank, step_means
+from ...causes import COMM_SOURCE_LABEL
+from ...cluster import of_run
+from ...ledger import rank_parts
+from ...model import Run
+from ..finding import Finding, NotChecked, severity_for
+from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
+
+
+# ---------------------------------------------------------------------------------------------------------
+# communication
+
+# msprof-analyze rates an issue High from 5 % of step time.
+COMM_MIN_SHARE = 0.05
+
+
+@rule("communication", needs=("comm",))
+def communication(run: Run) -> list[Finding]:
+    """Exposed collective communication (ledger.rank_parts): point-to-point waits are pipeline_stage_imbalance's."""
+    per_rank = rank_parts(run).set_index("rank")
+    if not len(per_rank):
+        return []
+    per_rank["share"] = per_rank["communication"] / per_rank["total"]
+    share = float(per_rank["communication"].mean() / per_rank["total"].mean())
+    if share < COMM_MIN_SHARE:
+        return []
+    worst = int(per_rank["share"].idxmax())
+    name, label = COMM_SOURCE_LABEL[per_rank.loc[worst, "comm_source"]]
+    gain = percent(share)
+    # the evidence keeps its names (scripts read them); the values are the collective part alone now
+    evidence = {f"{name}_share_pct": gain, f"{name}_ms": round_ms(per_rank["communication"].mean()),
+                "step_ms": round_ms(per_rank["total"].mean())}
+    if per_rank["pipeline"].sum() > 0:
+        evidence["p2p_exposed_ms"] = round_ms(per_rank["pipeline"].mean())
+    if len(per_rank) > 1:
+        evidence["worst_rank"] = worst
+        evidence["worst_rank_share_pct"] = percent(per_rank.loc[worst, "share"])
+    if is_torch(run):
+        action = ("DistributedDataParallel(model, bucket_cap_mb=...) with larger buckets so gradient all-reduces "
+                  "overlap backward (Megatron: --overlap-grad-reduce); a larger per-device batch hides more of it")
+    else:
+        action = ('ms.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "auto", "config": None}}) '
+                  "to fuse gradient all-reduces so they overlap backward; a larger per-device batch hides more of it")
+    return [Finding(
+        id="communication", severity=severity_for(gain),
+        title=f"Collective communication {label}: {gain:.1f} % of the step",
+        evidence=evidence, action=action,
+        target=f"rank {worst}" if len(per_rank) > 1 else None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pipeline_stage_imbalance
+
+# A stage is imbalanced when its compute per step differs from the slowest stage's by more than msprof-analyze's
+# slow-rank spread (5 % of the step, cluster.SLOW_RANK_SPREAD's rule applied to stages)...
+STAGE_SPREAD = 0.05
+# ...and a pipeline wait (p2p, bubble) worth a finding is 5 % of the step (msprof-analyze: an issue from 5 %).
+PIPELINE_MIN_SHARE = 0.05
+
+
+def stage_of_rank(run: Run) -> dict[int, int]:
+    """Global rank -> pipeline stage, from the run's meta (profiler_metadata pp groups, stage_num, cluster file)."""
+    return {rank: stage for stage, ranks in enumerate(run.meta.pipeline_stages or []) for rank in ranks}
+
+
+@rule("pipeline_stage_imbalance", needs=("steps",))
+def pipeline_stage_imbalance(run: Run) -> list[Finding]:
+    parts = rank_parts(run)
+    stages = stage_of_rank(run)
+    parts["stage"] = parts["rank"].map(stages)
+    known = parts[parts["stage"].notna()]
+    wait_share = float(parts["pipeline"].mean() / parts["total"].mean()) if len(parts) else 0.0
+    if known["stage"].nunique() < 2:
+        if not stages and wait_share == 0:
+            return []  # no sign of pipeline parallelism
+        if wait_share < PIPELINE_MIN_SHARE:
+            return []
+        stage_text, evidence = "", {}
+    else:
+        per_stage = known.groupby("stage")[["compute", "pipeline", "total"]].mean()
+        spread = float(per_stage["compute"].max() - per_stage["compute"].min()) / float(per_stage["total"].max())
+        if spread <= STAGE_SPREAD and wait_share < PIPELINE_MIN_SHARE:
+            return []
+        slowest = int(per_stage["compute"].idxmax())
+        evidence = {f"stage{int(stage)}_compute_ms": round_ms(row["compute"]) for stage, row in per_stage.iterrows()}
+        evidence |= {f"stage{int(stage)}_pipeline_wait_ms": round_ms(row["pipeline"])
+                     for stage, row in per_stage.iterrows()}
+        evidence["compute_spread_pct_of_step"] = percent(spread)
+        stage_text = (f"stage {slowest} computes {round_ms(per_stage['compute'].max())} ms per step against "
+                      f"{round_ms(per_stage['compute'].min())} ms on stage {int(per_stage['compute'].idxmin())}; ")
+    evidence["pipeline_wait_share_pct"] = percent(wait_share)
+    evidence["step_ms"] = round_ms(parts["total"].mean())
+    gain = percent(wait_share)
+    if is_torch(run):
+        action = ("Move layers from the slowest stage to the others (Megatron: --decoder-first-pipeline-num-layers / "
+                  "--decoder-last-pipeline-num-layers, or --num-layers-per-virtual-pipeline-stage for an interleaved "
+                  "schedule) and use more micro-batches per step (a larger global batch over the same "
+                  "--micro-batch-size) so the bubble is a smaller part")
+    else:
+        action = ("Rebalance layers across stages (cell.pipeline_stage = k for each cell, "
+                  "ms.set_auto_parallel_context(pipeline_stages=N)) so each stage computes about as long, and raise "
+                  "the micro-batch count (nn.PipelineCell(net, micro_size=M) with a larger M) so the bubble shrinks")
+    return [Finding(
+        id="pipeline_stage_imbalance", severity=severity_for(gain),
+        title=f"Pipeline stages wait on each other: {stage_text}point-to-point wait and bubble are "
+              f"{gain:.1f} % of the step",
+        evidence=evidence, action=action, target=None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# slow_rank
+
+# The spread rule and its threshold (SLOW_RANK_SPREAD, msprof-analyze's 5 %) are cluster.of_steps's, shared
+# with `perfkit ranks` and the summary; this rule words its findings. Communication is left out: the rank
+# with the most of it is usually waiting for a slow peer.
+SLOW_RANK_ADVICE = {
+    "total_ms": ("step time",
+                 "Compare the named ranks' op time with the others (perfkit summary RUN per rank): a slower device, "
+                 "an unbalanced pipeline stage (set_auto_parallel_context(pipeline_stages=...)) or host load"),
+    "idle_ms": ("device idle time (data wait, host, unknown)",
+                "The named ranks wait longer for data or the host: check their dataset shard size and host "
+                "(dataset.map(..., num_parallel_workers=N), local disk)"),
+    # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
+    # longer shows here while the others show the wait as communication.
+    "compute_ms": ("compute time",
+                     "The named ranks compute longer per step while the others wait for them in communication: "
+                     "compare their kernels with a fast rank's (perfkit compare RANK_DIR FAST_RANK_DIR); look for a "
+                     "throttled or shared device, or more work placed on them"),
+}
+
+
+# The spreads that say why a rank is slow: compute it does longer, time its device stood idle (each claims other
+# ms of the step, so both may be said); the step total alone only where neither explains it.
+SLOW_RANK_CAUSES = ("compute_ms", "idle_ms")
+
+
+@rule("slow_rank", needs=("ranks",))
+def slow_rank(run: Run) -> list[Finding]:
+    """Slow ranks among ranks that should match (cluster.rank_groups: within each pipeline stage), with the ranks
+    cluster.of_run names: per group, a finding per explaining spread (SLOW_RANK_CAUSES), else the step total's."""
+    answer = of_run(run)
+    per_rank = answer.per_rank.set_index("rank")
+    findings = []
+    for group in sorted({tuple(spread["group"]) for spread in answer.findings}):
+        spreads = {spread["dimension"]: spread for spread in answer.findings
+                   if tuple(spread["group"]) == group and spread["rank_is_slow"]}
+        explained = [dimension for dimension in SLOW_RANK_CAUSES if dimension in spreads]
+        for column in explained or [dimension for dimension in ("total_ms",) if dimension in spreads]:
+            findings.append(_slow_rank_finding(spreads[column], per_rank.loc[list(group)], per_rank))
+    return findings
+
+
+def _slow_rank_finding(spread_finding: dict, group: pd.DataFrame, per_rank: pd.DataFrame) -> Finding:
+    column, spread, slow = spread_finding["dimension"], spread_finding["spread"], spread_finding["ranks"]
+    what, action = SLOW_RANK_ADVICE[column]
+    values = group[column].dropna()
+    gain = percent(float(values.max() - values.median()) / float(per_rank["total_ms"].max()))
+    evidence = {"spread_pct_of_step": percent(spread), "mean_step_ms": round_ms(spread_finding["mean_step_ms"])}
+    shown = slow + [spread_finding["min_rank"]]  # the slow ranks and the fastest, not every rank of a cluster
+    evidence |= {f"rank{r}_{column}": round_ms(values[r]) for r in shown}
+    return Finding(
+        id="slow_rank", severity=severity_for(gain),
+        title=f"Rank{'s' if len(slow) > 1 else ''} {', '.join(map(str, slow))} stand{'' if len(slow) > 1 else 's'}"
+              f" out in {what}: spread {percent(spread):.1f} % of the step",
+        evidence=evidence, action=action, target=", ".join(f"rank {r}" for r in slow), est_gain_pct=gain)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# slow_link
+
+# msprof's nominal link rates (analysis/common_func number_constant: RDMA_BANDWIDTH_V2_1_0 12.5,
+# HCCS_BANDWIDTH_V2_1_0 18, PCIE_BANDWIDTH_V2_1_0 20 GB/s; Atlas A2 is faster: HCCS 28, RDMA 25). The lowest
+# it lists, since the files do not say which chip ran: a link below these is slow on any Ascend device.
+# SIO has no published rate: it is compared with its peers only.
+NOMINAL_LINK_GB_S = {"HCCS": 18.0, "PCIE": 20.0, "RDMA": 12.5}
+# msprof's BANDWIDTH_THRESHOLD: a link below 0.8 of its rate is "inefficient"; the same bar against the
+# median of the links of its type.
+SLOW_LINK_UTILIZATION = 0.8
+# Smaller transfers are latency-bound and never reach the rate (msprof-analyze advisor packet.yaml:
+# min_sdma_size 16 MB, min_rdma_size 1 MB).
+SLOW_LINK_MIN_MB = {"HCCS": 16.0, "PCIE": 16.0, "SIO": 16.0, "RDMA": 1.0}
+SLOW_LINKS_NAMED = 5
+
+
+@rule("slow_link", needs=("comm_links",))
+def slow_link(run: Run) -> list[Finding]:
+    links = run.comm_links[run.comm_links["link_type"].isin(NETWORK_LINK_TYPES)].copy()
+    minimum_mb = links["link_type"].map(SLOW_LINK_MIN_MB).astype("float64")  # float even when no link is left
+    links = links[(links["size_mb"] >= minimum_mb) & (links["bandwidth_gb_s"] > 0)]
+    if not len(links):
+        raise NotChecked("no link moved enough data to judge its bandwidth "
+                         "(16 MB on HCCS/PCIE/SIO, 1 MB on RDMA)")
+    links["median_gb_s"] = links.groupby("link_type")["bandwidth_gb_s"].transform("median")
+    links["nominal_gb_s"] = links["link_type"].map(NOMINAL_LINK_GB_S).astype("float64")
+    below_peers = links["bandwidth_gb_s"] < SLOW_LINK_UTILIZATION * links["median_gb_s"]
+    below_rate = links["bandwidth_gb_s"] < SLOW_LINK_UTILIZATION * links["nominal_gb_s"]
+    slow = links[below_peers | below_rate].sort_values("bandwidth_gb_s")
+    if not len(slow):
+        return []
+    # Time lost: each slow transfer's time beyond what it takes at its type's median bandwidth, per step.
+    lost_ms = float((slow["transit_ms"] - slow["size_mb"] / slow["median_gb_s"]).clip(lower=0).sum())
+    steps = max(1, int(run.comm_links["step"].nunique()))
+    gain = gain_pct(run, lost_ms, float(run.comm_links["transit_ms"].sum()))
+    worst = slow.iloc[0]
+    named = slow.head(SLOW_LINKS_NAMED)
+    evidence = {"slow_links": len(slow), "worst_bandwidth_gb_s": round(float(worst["bandwidth_gb_s"]), 3),
+                "median_bandwidth_gb_s": round(float(worst["median_gb_s"]), 3),
+                "worst_size_mb": round(float(worst["size_mb"]), 3), "lost_ms_per_step": round_ms(lost_ms / steps)}
+    if not pd.isna(worst["nominal_gb_s"]):
+        evidence["nominal_gb_s"] = float(worst["nominal_gb_s"])
+    pairs = ", ".join(f"{int(row.src)}->{int(row.dst)} {row.link_type} {row.bandwidth_gb_s:.1f} GB/s ({row.name})"
+                      for row in named.itertuples())
+    return [Finding(
+        id="slow_link", severity=severity_for(gain),
+        title=f"{len(slow)} link transfer(s) run below {100 * SLOW_LINK_UTILIZATION:.0f} % of their type's median "
+              f"or nominal bandwidth; slowest {int(worst['src'])}->{int(worst['dst'])} {worst['link_type']} at "
+              f"{worst['bandwidth_gb_s']:.1f} GB/s",
+        evidence=evidence,
+        action=f"Check the named links ({pairs}): HCCS/PCIE - the server's link status and other jobs on the same "
+               "devices (npu-smi info -t hccs-bw); RDMA - the NIC and switch port (hccn_tool -i DEVICE -link -g)",
+        target=f"{int(worst['src'])}->{int(worst['dst'])} {worst['link_type']}", est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# comm_wait
+
+# msprof-analyze (Ascend PyTorch tuning guide, "communication metrics"): when the wait ratios of the ranks
+# differ by more than 0.2, the rank with the lowest wait ratio is the slow one the others wait for.
+COMM_WAIT_SPREAD = 0.2
+# A rank whose collectives spend more than half their transfer time waiting is dominated by waiting.
+COMM_WAIT_DOMINANT = 0.5
+
+
+@rule("comm_wait", needs=("comm_ops",))
+def comm_wait(run: Run) -> list[Finding]:
+    by_rank = {rank: entry for rank, entry in communication_by_rank(run).items() if entry["wait_ratio"] is not None}
+    if not by_rank:
+        raise NotChecked("no communication op with transit or wait time")
+    waiting = max(by_rank, key=lambda rank: by_rank[rank]["wait_ratio"])
+    ratio = by_rank[waiting]["wait_ratio"]
+    if ratio < COMM_WAIT_DOMINANT:
+        return []
+    ops = run.comm_ops[run.comm_ops["rank"] == waiting]
+    wait_ms = float(ops["wait_ms"].sum()) / max(1, int(ops["step"].nunique()))
+    step = step_means(run.steps[run.steps["rank"] == waiting]) if has_steps(run) else None
+    gain = percent(wait_ms / step["total_ms"]) if step and step["total_ms"] else None
+    fastest = min(by_rank, key=lambda rank: by_rank[rank]["wait_ratio"])
+    spread = ratio - by_rank[fastest]["wait_ratio"]
+    evidence = {f"rank{rank}_wait_ratio": round(entry["wait_ratio"], 3) for rank, entry in by_rank.items()}
+    evidence |= {"wait_ms_per_step": round_ms(wait_ms), "wait_ratio_spread": round(spread, 3)}
+    if spread > COMM_WAIT_SPREAD:
+        slow, target = f"rank {fastest}", f"rank {fastest}"
+        action = (f"Rank {fastest} is the one the others wait for: it reaches the collectives late. Compare its "
+                  f"compute and data wait with rank {waiting}'s (perfkit compare RANK{fastest}_DIR RANK{waiting}_DIR): "
+                  "a slower or shared device, more work placed on it, or a slower data shard")
+    else:
+        peers = sorted(set(run.comm_links["dst"].astype(int)) - set(by_rank)) if len(run.comm_links) else []
+        slow, target = "a rank that was not profiled", None
+        action = ("Every profiled rank waits about as much: the slow rank is elsewhere. Profile the other ranks of "
+                  "the group" + (f" ({', '.join(map(str, peers[:16]))})" if peers else "")
+                  + " and run perfkit ranks over all of them")
+    return [Finding(
+        id="comm_wait", severity=severity_for(gain, default="medium"),
+        title=f"Rank {waiting}'s collectives spend {100 * ratio:.0f} % of their transfer time waiting: "
+              f"the slow one is {slow}",
+        evidence=evidence, action=action, target=target, est_gain_pct=gain)]

@@ -1,0 +1,262 @@
+"""Compute rules: what the device spends its time on, and how to make it faster or busier.
+
+amp_level (Cast and fp32 ops that mixed precision moves), host_bound (a device idle while the host launches ops),
+compute_bound (which op types take a compute-bound step), kernel_efficiency (a kernel group far slower than others
+doing the same work, by perfkit.flops).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from ...analysis import BATCHNORM_FAMILY, op_type_shares
+from ...flops import gflops_per_s, op_flops
+from ...ledger import bound, rank_parts
+from ...model import Run
+from ..finding import Finding, NotChecked, severity_for
+from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule
+
+
+# ---------------------------------------------------------------------------------------------------------
+# amp_level
+
+# The seed's fp32 ResNet-50 on Ascend: Cast + BatchNorm ~ 50 % of AI Core time before amp_level O3.
+# A healthy fp16 ResNet-50 still spends ~15-25 % in BatchNorm, so 30 % separates "AMP would move this" from that.
+AMP_MIN_SHARE = 0.30
+# Moving an op from fp32 to fp16 halves the bytes it moves; BatchNorm and Cast are memory-bound, so ~half their time.
+FP16_TIME_FACTOR = 0.5
+GPU_FP32_COMPUTE = re.compile(r"^(Conv2D.*|MatMul|BatchMatMul)$")  # tensor-core eligible at fp16
+
+
+def _is_batchnorm(op_type: str) -> bool:
+    return bool(BATCHNORM_FAMILY.match(op_type))
+
+
+@rule("amp_level", needs=("device", "fp16_device", "op_types"))
+def amp_level(run: Run) -> list[Finding]:
+    device = device_name(run)
+    level = (run.meta.amp_level or "").upper()
+    if level == "O3" or (not level and run.meta.compute_dtype in ("float16", "bfloat16")):
+        return []
+    # Precision unknown (no amp_level recorded, no op dtypes: the seed's own files): the Cast + BatchNorm share
+    # alone is the evidence the seed's engineer concluded O3 from; the finding says it is conditional.
+    known = bool(level) or run.meta.compute_dtype is not None
+    per_type = run.op_types.groupby("type", observed=True)["total_ms"].sum()
+    op_ms = float(per_type.sum())
+    cast_ms = float(per_type.get("Cast", 0.0))
+    bn_ms = float(sum(ms for t, ms in per_type.items() if _is_batchnorm(str(t))))
+    # On Ascend Conv/MatMul always run in fp16 (hence the Casts); on GPU they run fp32, missing the tensor
+    # cores, only at O0 (O1 and O2 already put them in fp16).
+    convs_fp32 = device == "GPU" and (level == "O0" or (not level and run.meta.compute_dtype == "float32"))
+    compute_ms = float(sum(ms for t, ms in per_type.items() if GPU_FP32_COMPUTE.match(str(t)))) \
+        if convs_fp32 else 0.0
+    movable_ms = cast_ms + bn_ms + compute_ms
+    share = movable_ms / op_ms
+    if share < AMP_MIN_SHARE:
+        return []
+    # Casts vanish except at the network input and the loss; the rest runs at fp16 speed.
+    saved_ms = cast_ms + FP16_TIME_FACTOR * (bn_ms + compute_ms)
+    gain = gain_pct(run, saved_ms, op_ms)
+    evidence = {"cast_bn_share_of_device_pct": percent((cast_ms + bn_ms) / op_ms),
+                "cast_share_of_device_pct": percent(cast_ms / op_ms),
+                "batchnorm_share_of_device_pct": percent(bn_ms / op_ms)}
+    if convs_fp32:
+        evidence["fp32_conv_matmul_share_of_device_pct"] = percent(compute_ms / op_ms)
+    suggested = "O2" if device == "GPU" else "O3"  # O3 on GPU risks fp16 BatchNorm accuracy; O2 keeps it fp32
+    biggest = max((("Cast", cast_ms), ("BatchNorm", bn_ms), ("Conv2D/MatMul", compute_ms)), key=lambda p: p[1])[0]
+    precision = level or run.meta.compute_dtype
+    title = (f"Precision {precision}: Cast and fp32 ops AMP would move take {percent(share):.1f} % of device time"
+             if known else f"Cast and BatchNorm take {percent(share):.1f} % of device time: if the network is not "
+                           f"already at amp_level {suggested}, AMP would move most of it (precision not recorded)")
+    if is_torch(run):
+        action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16): around the forward pass "
+                  "(or torch.float16 with torch.npu.amp.GradScaler), keeping BatchNorm in float32")
+    else:
+        action = f'Model(net, loss_fn, optimizer, amp_level="{suggested}")'
+    return [Finding(
+        id="amp_level", severity=severity_for(gain),
+        title=title, evidence=evidence, action=action if known else f"if not already {suggested}: {action}",
+        target=biggest, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# host_bound
+
+# "The device is idle most of the step span with no data-queue evidence" (issue 14): half the step.
+HOST_BOUND_MIN_SHARE = 0.5
+
+
+def _top_cell(run: Run) -> str | None:
+    """The network cell the op scope names start with (`Default/network-WithLossCell/...` -> network-WithLossCell)."""
+    if not len(run.ops):
+        return None
+    heads = run.ops["name"].astype(str).str.split("/").str[1].dropna()
+    return str(heads.mode().iloc[0]) if len(heads) else None
+
+
+@rule("host_bound", needs=("steps",))
+def host_bound(run: Run) -> list[Finding]:
+    parts = rank_parts(run)
+    if not len(parts):
+        return []
+    host_ms = float((parts["host"] - parts["transfer"]).mean())  # the feed-mode transfer is sink_mode's
+    total = float(parts["total"].mean())
+    if parts["data"].sum() > 0 or host_ms / total < HOST_BOUND_MIN_SHARE:
+        return []
+    share = percent(host_ms / total)
+    pynative = run.meta.mode == "pynative"
+    busy_ms = float(parts["compute"].mean())
+    evidence = {"host_idle_share_pct": share, **known_ms(host_idle_ms=host_ms, device_busy_ms=busy_ms, step_ms=total)}
+    if is_torch(run):
+        title = f"Host-bound: the device is idle {share:.1f} % of the step while ops are dispatched one by one"
+        action = ("model = torch.compile(model) (torch_npu: the torchair backend) so the step runs as a graph; "
+                  "a larger batch gives each launched kernel more work")
+    elif pynative:
+        cell = _top_cell(run)
+        title = (f"PyNative: the device is idle {share:.1f} % of the step while Python dispatches each op")
+        action = ("ms.set_context(mode=ms.GRAPH_MODE), or decorate the step function (the one calling "
+                  f"{cell or 'the network'}, its loss, grad and optimizer) with @ms.jit so it compiles to one graph")
+    else:
+        kind = "launch-bound" if device_name(run) == "GPU" else "host-bound"
+        title = (f"{kind[0].upper()}{kind[1:]}: the {run.meta.device or 'device'} runs ops only "
+                 f"{percent(busy_ms / total):.1f} % of the step; it waits for the host to launch the next one")
+        action = ("a larger batch so each kernel does more work per launch; model.train(..., dataset_sink_mode=True) "
+                  "so whole steps run on the device without a launch from Python each")
+    return [Finding(id="host_bound", severity=severity_for(share), title=title, evidence=evidence, action=action,
+                    target=_top_cell(run) if pynative else None, est_gain_pct=share)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compute_bound
+
+# The op types named: the largest ones until they cover this share of op time, at most COMPUTE_TOP_TYPES.
+COMPUTE_TYPES_COVER = 0.5
+COMPUTE_TOP_TYPES = 5
+
+
+@rule("compute_bound", needs=("steps", "op_types"))
+def compute_bound(run: Run) -> list[Finding]:
+    """Where the step's bound is compute: which op types take the time, and what to try on this device."""
+    where = bound(run)
+    if where.kind != "compute":
+        return []
+    shares = op_type_shares(run)
+    covered = shares["share"].cumsum()
+    top = shares[(covered.shift(fill_value=0.0) < COMPUTE_TYPES_COVER)].head(COMPUTE_TOP_TYPES)
+    device = device_name(run)
+    if is_torch(run):
+        action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16) if the model runs float32; "
+                  "check the top types' shapes (channels in multiples of 16)")
+    elif device == "CPU":
+        action = ("ONEDNN_MAX_CPU_ISA set to the best ISA the CPU has; a larger batch per step; the ops above "
+                  "are where a smaller or fused network gains")
+    else:
+        action = ("ms.set_context(enable_graph_kernel=True) to fuse small ops; amp_level O2/O3 if the network runs "
+                  "float32; channels in multiples of 16 for the top types")
+    listed = ", ".join(f"{row.type} {percent(row.share):.1f} %" for row in top.itertuples())
+    return [Finding(
+        id="compute_bound", severity="low",
+        title=f"Compute-bound ({percent(where.share('compute')):.1f} % of the step computes): {listed} of op time",
+        evidence={"compute_share_of_step_pct": percent(where.share("compute")),
+                  **{f"{row.type}_share_pct": percent(row.share) for row in top.itertuples()}},
+        action=action, target=str(top["type"].iloc[0]) if len(top) else None, est_gain_pct=None)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kernel_efficiency
+
+# The work of each op comes from perfkit.flops (Conv2D and its gradients, MatMul, BatchNorm and its gradient).
+# Calibrated on 7 real MindSpore 2.10 CPU ResNet-50 runs (README, "kernel_efficiency calibration"): healthy runs
+# (AVX2 and default ISA, 32 and 64 px, batch 8 and 16) put their slowest big group at >= 0.33x the best
+# reference; oneDNN's reference kernel is reported to run forward 3x3 Conv2D ~100x (0.01x) slower than its
+# filter gradient. 0.1 ("10x slower than comparable work") leaves ~3x margin on the healthy side and 10x on the
+# broken one, and keeps the ~2x uncertainty of the BatchNorm per-element counts harmless.
+KERNEL_SLOW_RATIO = 0.1
+# A group must take this share of op time to be worth a finding (msprof-analyze: 5 % of step is an issue)...
+KERNEL_MIN_TIME_SHARE = 0.05
+# ...and a reference group must do this share of its family's FLOPs, so a tiny op's lucky timing sets no bar.
+KERNEL_MIN_REFERENCE_FLOPS_SHARE = 0.05
+# A call under 10 MFLOP takes ~0.1 ms at CPU speeds, where the ~10-50 us a kernel launch or oneDNN primitive
+# lookup costs is a large part: its rate measures overhead, not the kernel.
+KERNEL_MIN_CALL_FLOPS = 1e7
+# A conv whose multiply-adds per output (Cin/groups * kh * kw) are fewer than this does not fill a vector unit
+# (a first layer on 3 colour channels: 27); oneDNN and cuDNN run it far below their peak by design.
+KERNEL_MIN_REDUCTION = 32
+# One op instance, called once, holding more than half of a group's time is a first call or a compile.
+KERNEL_ONE_CALL_SHARE = 0.5
+
+
+def _kernel_action(run: Run, group: str) -> str:
+    if device_name(run) == "CPU":
+        return ("export ONEDNN_MAX_CPU_ISA=AVX2 before starting Python (or os.environ['ONEDNN_MAX_CPU_ISA'] = 'AVX2' "
+                "before import mindspore): oneDNN then uses its AVX2 kernels instead of the reference kernel")
+    return (f"Check the input format and dtype of {group}: Ascend kernels want channels in multiples of 16 "
+            "(float16), GPU tensor cores float16 with channels in multiples of 8")
+
+
+def _comparable(work: pd.DataFrame) -> pd.DataFrame:
+    """The ops whose speed says something about their kernel: not tiny calls, not convs too shallow to fill
+    the vector units."""
+    per_call = work["flops"] / work["calls"].clip(lower=1)
+    shallow = work["reduction"].notna() & (work["reduction"] < KERNEL_MIN_REDUCTION)
+    return work[(per_call >= KERNEL_MIN_CALL_FLOPS) & ~shallow]
+
+
+def _dominated_by_one_call(group: pd.DataFrame) -> bool:
+    """One op instance called once holds most of the group's time: a first call or compile, not a slow kernel
+    (compile_or_first_call's finding)."""
+    once = group[group["calls"] <= 1]
+    return bool(len(once)) and float(once["total_ms"].max()) > KERNEL_ONE_CALL_SHARE * float(group["total_ms"].sum())
+
+
+def _rate(ops: pd.DataFrame) -> float:
+    return gflops_per_s(float(ops["flops"].sum()), float(ops["total_ms"].sum()))
+
+
+@rule("kernel_efficiency", needs=("op_shapes",))
+def kernel_efficiency(run: Run) -> list[Finding]:
+    """A kernel group far slower than the same work done by another group: the same layers (a conv layer's
+    forward and its two gradients do the same multiply-adds; BatchNorm and its gradient read the same tensor)."""
+    work = op_flops(run.ops)
+    work = work[work["total_ms"] > 0]
+    if not len(work):
+        raise NotChecked("no Conv2D / MatMul / BatchNorm op with usable input shapes")
+    op_ms = float(run.ops["total_ms"].sum())
+    work = _comparable(work)
+    findings = []
+    for _, family in work.groupby("family"):
+        family_flops = float(family["flops"].sum())
+        groups = dict(tuple(family.groupby("group")))
+        for name, slow in groups.items():
+            slow_ms = float(slow["total_ms"].sum())
+            if slow_ms / op_ms < KERNEL_MIN_TIME_SHARE or _dominated_by_one_call(slow):
+                continue
+            best = None  # (ratio, reference name, slow rate, reference rate) on the layers both groups run
+            for reference_name, reference in groups.items():
+                if reference_name == name:
+                    continue
+                layers = set(slow["layer"]) & set(reference["layer"])
+                mine, theirs = slow[slow["layer"].isin(layers)], reference[reference["layer"].isin(layers)]
+                if not layers or theirs["flops"].sum() < KERNEL_MIN_REFERENCE_FLOPS_SHARE * family_flops:
+                    continue
+                ratio = _rate(mine) / _rate(theirs)
+                if best is None or ratio < best[0]:
+                    best = (ratio, reference_name, _rate(mine), _rate(theirs))
+            if best is None or best[0] >= KERNEL_SLOW_RATIO:
+                continue
+            ratio, reference_name, rate, reference_rate = best
+            saved_ms = slow_ms * (1.0 - ratio)  # its time at the reference group's rate
+            # never more than the share these ops take (of the step, and of all op time)
+            gain = min(gain_pct(run, saved_ms, op_ms), percent(slow_ms / op_ms))
+            findings.append(Finding(
+                id="kernel_efficiency", severity=severity_for(gain),
+                title=f"{name} runs at {rate:.2f} GFLOP/s, {1 / ratio:.0f}x slower than "
+                      f"{reference_name} ({reference_rate:.2f} GFLOP/s) on the same layers' work",
+                evidence={"gflops_per_s": round(rate, 3), "reference_gflops_per_s": round(reference_rate, 3),
+                          "ratio_to_reference": round(float(ratio), 4),
+                          "share_of_op_time_pct": percent(slow_ms / op_ms),
+                          "total_ms": round_ms(slow_ms), "ops": int(len(slow))},
+                action=_kernel_action(run, name), target=name, est_gain_pct=gain))
+    return findings

@@ -1,0 +1,116 @@
+"""Step rules: where the shape of the steps themselves costs time.
+
+tail (the optimizer update and trailing all-reduce after backward), compile_or_first_call (compilation or first
+calls inside the profiled window: a first step the means leave out, or one op call far above the others).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ...analysis import step_means
+from ...model import Run
+from ...steady import first_step_verdicts
+from ..finding import Finding, severity_for
+from ..registry import has_steps, is_torch, known_ms, percent, round_ms, rule
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tail
+
+# After backward the step still runs the optimizer update (and, multi-device, the last gradient all-reduce).
+# On a healthy ResNet-50 step that is a few percent; msprof-analyze flags idle/free time above 10 % of the step,
+# and the same bar marks a tail worth acting on.
+TAIL_MIN_SHARE = 0.10
+# Doubling the batch halves the update's cost per sample; overlapping the all-reduce hides about as much.
+TAIL_RECOVERABLE = 0.5
+
+
+@rule("tail", needs=("step_tail",))
+def tail(run: Run) -> list[Finding]:
+    steps = step_means(run.steps)
+    share = steps["tail_ms"] / steps["total_ms"]
+    if share < TAIL_MIN_SHARE:
+        return []
+    gain = percent(share * TAIL_RECOVERABLE)
+    multi_rank = run.steps["rank"].nunique() > 1
+    action = ('ms.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "auto", "config": None}}) so the '
+              "gradient all-reduce overlaps backward instead of trailing it") if multi_rank else \
+        ("dataset.batch(2 * batch_size, ...) (with the learning rate scaled) so the fixed optimizer update is "
+         "spread over more samples")
+    return [Finding(
+        id="tail", severity=severity_for(gain),
+        title=f"The step tail after backward (optimizer update{', all-reduce' if multi_rank else ''}) is "
+              f"{percent(share):.1f} % of the step",
+        evidence={"tail_share_pct": percent(share), **known_ms(tail_ms=steps["tail_ms"], step_ms=steps["total_ms"])},
+        action=action, target=None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compile_or_first_call
+
+# One op instance called once that takes a fifth of all op time in a multi-step window is a one-off: a first
+# call (kernel compile, autotune, allocation), not the op type's steady cost.
+FIRST_CALL_MIN_SHARE = 0.2
+
+
+def _first_step_outliers(run: Run) -> dict[int, tuple[float, float]]:
+    """rank -> (first step ms, median of the other steps) where the first step is an outlier: compilation or
+    warm-up inside the profiled window (issue 13's rule). The outlier rule is the one every step mean applies
+    (steady.first_step_verdicts: over FIRST_STEP_OUTLIER, 1.5x, the median of the rank's other steps)."""
+    _, first = first_step_verdicts(run.steps)
+    outliers = first[first["outlier"] & (first["median_others_ms"] > 0)]
+    return {int(row.rank): (float(row.total_ms), float(row.median_others_ms)) for row in outliers.itertuples()}
+
+
+# A call this many times longer than the same op's other calls is not its steady cost.
+FIRST_CALL_OUTLIER = 10.0
+
+
+def _one_off_calls(run: Run) -> pd.DataFrame:
+    """Op calls that take FIRST_CALL_MIN_SHARE of their rank's op time in a multi-step window, alone: an op
+    run once (where the files count calls: 1.x detail files have no count, every op reads as run once), or
+    one call (`max_ms`, where calls are timed) FIRST_CALL_OUTLIER times the op's other calls. Adds `call_ms`."""
+    ops = run.ops
+    if not len(ops) or not has_steps(run) or run.steps.groupby("rank")["step"].nunique().max() < 2:
+        return ops.iloc[:0].assign(call_ms=pd.Series(dtype="float64"))
+    op_ms = ops.groupby("rank")["total_ms"].transform("sum")
+    once = (ops["count"] <= 1) & (ops["count"].median() >= 2)
+    others_ms = (ops["total_ms"] - ops["max_ms"]) / (ops["count"] - 1).clip(lower=1)
+    outlier = (ops["count"] >= 2) & (ops["max_ms"] > FIRST_CALL_OUTLIER * others_ms)
+    call_ms = ops["total_ms"].where(once, ops["max_ms"])
+    found = (once | outlier.fillna(False)) & (call_ms >= FIRST_CALL_MIN_SHARE * op_ms)
+    return ops[found].assign(call_ms=call_ms[found])
+
+
+@rule("compile_or_first_call", needs=("steps",))
+def compile_or_first_call(run: Run) -> list[Finding]:
+    steps, calls = _first_step_outliers(run), _one_off_calls(run)
+    if not steps and not len(calls):
+        return []
+    evidence: dict[str, float] = {}
+    said = []
+    if steps:
+        rank, (first, rest) = max(steps.items(), key=lambda item: item[1][0] / item[1][1])
+        evidence |= {"first_step_ms": round_ms(first), "median_other_steps_ms": round_ms(rest), "rank": rank}
+        said.append(f"the first profiled step takes {first / rest:.1f}x the others ({round_ms(first)} ms)")
+    target = None
+    if len(calls):
+        call = calls.loc[calls["call_ms"].idxmax()]
+        op_ms = float(run.ops.loc[run.ops["rank"] == call["rank"], "total_ms"].sum())
+        evidence |= {"one_call_ms": round_ms(call["call_ms"]), "one_call_share_of_op_time_pct":
+                     percent(call["call_ms"] / op_ms)}
+        target = str(call["name"])
+        said.append(f"one call of {call['type']} is {percent(call['call_ms'] / op_ms):.1f} % of all op time")
+    # The outlier is not a cost of every step: step means and op-type shares that include it mislead.
+    if is_torch(run):
+        action = ("profile after warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("
+                  "wait=1, warmup=1, active=N)) and prof.step() each step")
+    else:
+        action = ("profile after warm-up: mindspore.Profiler(schedule=mindspore.profiler.schedule(wait=1, warmup=1, "
+                  "active=N)) with profiler.step() each step, or `perfkit profile --warmup 1`; then judge the op "
+                  "types on the steady steps")
+    return [Finding(
+        id="compile_or_first_call", severity="medium",
+        title="Compilation or first calls inside the profiled window: " + "; ".join(said),
+        evidence=evidence, action=action, target=target, est_gain_pct=None)]
