@@ -13,6 +13,7 @@ import pandas as pd
 from .cluster import of_steps
 from .model import Run
 from .steady import FIRST_STEP_REASONS, first_step_verdicts
+from .views.panels import summary_entries
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
 # Reported only where a layout measures them (step_trace_time.csv's columns).
@@ -494,6 +495,7 @@ def summarize(run: Run) -> dict[str, Any]:
             entry["op_types"] = _op_type_items(mine.head(PER_RANK_TOP_OP_TYPES))
     pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
     first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline
+    panel_entries, panel_problems = summary_entries(run)  # the JSON form of panels that declare one (plugins')
     return {
         "run": run.path,
         "layout": run.meta.layout,
@@ -511,6 +513,7 @@ def summarize(run: Run) -> dict[str, Any]:
                      for row in first_rank_pipeline.itertuples(index=False)],
         "memory": memory_summary(peaks),
         "communication": communication_summary(communication),
-        "warnings": list(run.warnings),
+        "warnings": list(run.warnings) + panel_problems,
         "bound": bound(run).to_dict(),
+        **panel_entries,
     }
