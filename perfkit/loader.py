@@ -134,7 +134,7 @@ def _checked(reader: Reader, folder: Path, result) -> dict[int, Parts]:
     problems = []
     for rank, parts in result.items():
         for name, frame in list(parts.tables.items()):
-            problem = _table_problem(name, frame, rank)
+            problem = _table_problem(name, frame, rank, values=reader.plugin is not None)
             if problem is not None:
                 del parts.tables[name]
                 read = f" (read from {', '.join(os.path.basename(s) for s in parts.sources[:3])})" if parts.sources else ""
@@ -145,9 +145,11 @@ def _checked(reader: Reader, folder: Path, result) -> dict[int, Parts]:
     return result
 
 
-def _table_problem(name: str, frame, rank: int) -> str | None:
-    """What makes a reader's table unusable (a check of names only: the dtypes are coerced once per table
-    over all ranks, in _combine), or None."""
+def _table_problem(name: str, frame, rank: int, values: bool) -> str | None:
+    """What makes a reader's table unusable, or None. Its values are checked here only for a plugin's reader
+    (`values`): perfkit's own readers' tables are coerced once per table over all ranks, in _combine, which
+    with hundreds of ranks costs a fraction of a coercion per rank; a plugin's broken table must be left out
+    before it takes precedence over another source's."""
     if frame is None:
         return None
     if not isinstance(frame, pd.DataFrame):
@@ -161,6 +163,11 @@ def _table_problem(name: str, frame, rank: int) -> str | None:
                else [c for c in INTERMEDIATE_TABLES[name] if c not in columns])
     if missing:
         return f"without column(s) {', '.join(missing)}"
+    if values and name in model.SCHEMA:
+        try:
+            model.table(name, frame.drop(columns="rank", errors="ignore"), rank=0)
+        except model.SchemaError as exc:
+            return f"whose {str(exc).removeprefix(f'table {name!r} ')}"
     if rank == RUN_WIDE and "rank" in frame.columns and pd.to_numeric(frame["rank"], errors="coerce").isna().any():
         return "whose rank column holds values that are not ranks"
     return None
@@ -236,10 +243,14 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
     if meta.layout is None:  # no unit reader named a layout: only dataset files, or only perfkit's manifest
         named = [reader for entries in by_rank.values() for reader, _, _ in entries]
         meta.layout = next((reader.name for reader in named if _gives_run_tables(reader)), named[0].name)
-    frames = {}
+    frames, unusable = {}, []
     for name, pieces in tables.items():
-        frames[name], unusable = _combine(root, name, pieces)
-        warnings += unusable
+        frames[name], left_out = _combine(root, name, pieces)
+        unusable += left_out
+    if unusable and not any(len(frame) for frame in frames.values()):
+        where, message = unusable[0]
+        raise FileFormatError(message.removesuffix("; left out"), root / where)  # nothing else to show
+    warnings += unusable
     warnings += _step_coverage(tables["steps"], by_rank)
     warnings += _op_coverage(tables["op_types"], by_rank)
     return Run(path=str(root), meta=meta, warnings=_worded(warnings), **frames)
@@ -256,21 +267,25 @@ def _by_rank(read) -> dict[int, list[Entry]]:
 
 def _spread(run_wide: list[Entry], ranks: list[int]) -> dict[int, list[Entry]]:
     """The tables of RUN_WIDE Parts as per-rank entries: a table with a rank column split by it, one without
-    given to every rank of the run (rank 0 where the run has no other)."""
-    spread: dict[int, dict[tuple[Reader, Path], Parts]] = {}
-    for reader, folder, parts in run_wide:
-        for name, frame in parts.tables.items():
-            if frame is None or not len(frame):
-                continue
-            if "rank" in frame.columns:
-                rank_of = pd.to_numeric(frame["rank"]).astype("int64")
-                pieces = {int(rank): piece.drop(columns="rank") for rank, piece in frame.groupby(rank_of)}
+    given to every rank of the run (`ranks` and those the rank columns name; rank 0 where there is none)."""
+    given = [{name: frame for name, frame in parts.tables.items() if frame is not None and len(frame)}
+             for _, _, parts in run_wide]
+    rank_columns = {id(frame): pd.to_numeric(frame["rank"]).astype("int64")
+                    for tables in given for frame in tables.values() if "rank" in frame.columns}
+    every = sorted(set(ranks).union(*(set(column) for column in rank_columns.values()))) or [0]
+    spread: dict[int, list[Entry]] = {}
+    for (reader, folder, _), tables in zip(run_wide, given):
+        per_rank: dict[int, Parts] = {}
+        for name, frame in tables.items():
+            if id(frame) in rank_columns:
+                pieces = {int(rank): piece.drop(columns="rank") for rank, piece in frame.groupby(rank_columns[id(frame)])}
             else:
-                pieces = {rank: frame for rank in ranks or [0]}
+                pieces = {rank: frame for rank in every}
             for rank, piece in pieces.items():
-                spread.setdefault(rank, {}).setdefault((reader, folder), Parts()).tables[name] = piece
-    return {rank: [(reader, folder, parts) for (reader, folder), parts in entries.items()]
-            for rank, entries in spread.items()}
+                per_rank.setdefault(rank, Parts()).tables[name] = piece
+        for rank, parts in per_rank.items():
+            spread.setdefault(rank, []).append((reader, folder, parts))
+    return spread
 
 
 def _require_data(root: Path, by_rank: dict[int, list[Entry]], run_wide: list[Entry],
@@ -327,7 +342,8 @@ def _rank_tables(root: Path, rank: int, entries: list[Entry], meta_fields: dict,
             warnings += [(os.path.relpath(origins[derivation.table][0], root),
                           f"{derivation.table}: {winner.label}'s table replaces the one {reader.label} "
                           f"would give through {'/'.join(derivation.needs)}")
-                         for reader in {reader: None for reader, _ in sources if reader is not winner and reader.unit}]
+                         for reader in {reader.name: reader for reader, _ in sources
+                                        if reader is not winner and reader.unit}.values()]
         elif sources:
             frame, meta, said = derivation.derive(rank, {name: tables[name] for name in tables})
             _merge_meta(meta_fields, meta)
