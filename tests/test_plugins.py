@@ -98,6 +98,21 @@ def write_step_log(folder: Path, totals: list[float]) -> None:
         writer.writerows((step, total) for step, total in enumerate(totals, start=1))
 
 
+def step_log_alone(tmp_path: Path) -> Path:
+    """A folder holding a step log and nothing else."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    write_step_log(alone, [5.0, 6.0])
+    return alone
+
+
+def one_line_error(folder: Path) -> str:
+    """`perfkit summary folder`'s error: one line, exit 2, no traceback."""
+    result = CliRunner().invoke(main, ["summary", str(folder)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and "Traceback" not in result.output
+    return result.output
+
+
 def install_step_log_reader(tmp_path, monkeypatch, fills: bool) -> None:
     install(tmp_path / "site", monkeypatch, "perfkit_test_steplog",
             {"layout.py": STEP_LOG_READER.replace("FILLS", 'frozenset({"steps"})' if fills else "frozenset()")},
@@ -228,13 +243,11 @@ def test_a_plugin_reader_that_raises_is_one_warning_or_one_line(tmp_path, monkey
             {plugins.READERS: {"raising": "perfkit_test_raising.layout:READER"}})
     run = perfkit.load(run_path)
     said = [w for w in run.warnings if "raising" in w]
-    assert len(said) == 1 and "reading this folder raised ZeroDivisionError" in said[0] and len(run.steps) == CPU_RUN_STEPS
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    write_step_log(alone, [5.0])
-    result = CliRunner().invoke(main, ["summary", str(alone)])
-    assert result.exit_code == 2 and result.output.count("\n") == 1 and "Traceback" not in result.output
-    assert str(alone) in result.output and "ZeroDivisionError" in result.output
+    assert len(said) == 1 and "reading this folder raised ZeroDivisionError" in said[0]
+    assert len(run.steps) == CPU_RUN_STEPS
+    alone = step_log_alone(tmp_path)
+    line = one_line_error(alone)
+    assert line.startswith(f"perfkit: error: {alone}: plugin raising = ") and "raised ZeroDivisionError" in line
 
 
 BREAKING_READER = '''
@@ -251,39 +264,26 @@ READER = Reader(name="breaking", provides=frozenset({"steps"}), detect=lambda f:
 '''
 
 
-def test_a_reader_table_that_breaks_the_schema_is_one_line_naming_file_and_reader(tmp_path, monkeypatch):
-    install(tmp_path / "site", monkeypatch, "perfkit_test_breaking", {"layout.py": BREAKING_READER},
-            {plugins.READERS: {"breaking": "perfkit_test_breaking.layout:READER"}})
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    write_step_log(alone, [5.0, 6.0])
-    result = CliRunner().invoke(main, ["summary", str(alone)])
-    assert result.exit_code == 2 and result.output.count("\n") == 1 and "Traceback" not in result.output
-    assert result.output.startswith(f"perfkit: error: {alone}: the breaking reader (plugin breaking = ")
-    assert "gave table 'steps' without column(s) total_ms (read from step_totals.csv)" in result.output
+@pytest.mark.parametrize("name, source, problem", [
+    ("breaking", BREAKING_READER, "gave table 'steps' without column(s) total_ms (read from step_totals.csv)"),
+    # values of the wrong kind, from a reader that does not merely fill steps: its table is left out before it
+    # can take precedence (had it won, the op-derived steps would be lost)
+    ("values", BREAKING_READER.replace('.rename(columns={"total_ms": "time"})', '.assign(warmup=[[1], [2]])')
+     .replace(', fills=frozenset({"steps"})', ''), "gave table 'steps' whose column 'warmup' holds values that "
+                                                   "are not boolean"),
+])
+def test_a_reader_table_that_breaks_the_schema_is_one_line_naming_file_and_reader(tmp_path, monkeypatch, name,
+                                                                                  source, problem):
+    install(tmp_path / "site", monkeypatch, f"perfkit_test_{name}", {"layout.py": source},
+            {plugins.READERS: {name: f"perfkit_test_{name}.layout:READER"}})
+    alone = step_log_alone(tmp_path)
+    line = one_line_error(alone)
+    assert line.startswith(f"perfkit: error: {alone}: the breaking reader (plugin {name} = ") and problem in line
     # beside a run that loads: one warning (what the reader read there is skipped), and the run's own steps
-    run = perfkit.load(cpu_run_with_step_log(tmp_path, [5.0]))
+    run = perfkit.load(cpu_run_with_step_log(tmp_path, [5.0, 6.0]))
     said = [w for w in run.warnings if "breaking reader" in w]
-    assert len(said) == 1 and said[0].startswith("skipped ") and len(run.steps) == CPU_RUN_STEPS
-
-
-def test_values_that_break_the_schema_are_said_naming_the_reader(tmp_path, monkeypatch):
-    """A plugin's table whose values are not of the schema's kinds is left out before it can take precedence
-    (this reader does not merely fill steps: had its table won, the op-derived steps would be lost)."""
-    install(tmp_path / "site", monkeypatch, "perfkit_test_values", {"layout.py": BREAKING_READER.replace(
-        '.rename(columns={"total_ms": "time"})', '.assign(warmup=[[1], [2]])').replace(
-        ', fills=frozenset({"steps"})', '')},
-        {plugins.READERS: {"values": "perfkit_test_values.layout:READER"}})
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    write_step_log(alone, [5.0, 6.0])
-    result = CliRunner().invoke(main, ["summary", str(alone)])
-    assert result.exit_code == 2 and result.output.count("\n") == 1 and "Traceback" not in result.output
-    assert result.output.startswith(f"perfkit: error: {alone}: the breaking reader (plugin values = ")
-    assert "gave table 'steps' whose column 'warmup' holds values that are not boolean" in result.output
-    run = perfkit.load(cpu_run_with_step_log(tmp_path, [5.0, 6.0]))  # beside a run that loads: one warning
-    said = [w for w in run.warnings if "breaking reader" in w]
-    assert len(said) == 1 and "warmup" in said[0] and len(run.steps) == CPU_RUN_STEPS
+    assert len(said) == 1 and said[0].startswith("skipped ") and problem in said[0]
+    assert len(run.steps) == CPU_RUN_STEPS
 
 
 # ---------------------------------------------------------------------------------------------------------
