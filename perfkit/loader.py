@@ -234,7 +234,7 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
         rank_tables, origins = _rank_tables(root, rank, by_rank[rank], meta_fields, warnings)
         for reader in readers():
             if reader.finish is not None:
-                reader.finish(rank_tables)
+                warnings += _finished(reader, rank_tables)
         for name in model.SCHEMA:
             if name in rank_tables:
                 tables[name].append((rank, rank_tables[name], origins[name]))
@@ -267,6 +267,17 @@ def op_pass_ms(ops: pd.DataFrame) -> pd.DataFrame:
     summed = (ops[~communication].groupby(["rank", "pass"], observed=True, sort=True)["total_ms"].sum()
               .reset_index())
     return model.table("op_passes", summed)
+
+
+def _finished(reader: Reader, tables: dict[str, pd.DataFrame]) -> list[Warning]:
+    """reader.finish(tables); a plugin's that raises is a warning naming it (the tables as they were)."""
+    try:
+        reader.finish(tables)
+    except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own finish raising is a bug to see
+        if reader.plugin is None:
+            raise
+        return [(".", plugins.failure(reader.plugin, "finish", exc))]
+    return []
 
 
 def _by_rank(read) -> dict[int, list[Entry]]:

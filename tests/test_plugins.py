@@ -8,6 +8,7 @@ beside the package's modules, in a folder put on sys.path. No perfkit file is to
 from __future__ import annotations
 
 import csv
+import html
 import json
 import shutil
 import sys
@@ -224,6 +225,37 @@ def test_a_plugin_that_fails_to_import_is_one_warning_and_the_rest_loads(tmp_pat
     said = [line for line in result.output.splitlines() if "perfkit_test_broken" in line]
     assert len(said) == 1 and said[0].startswith("warning: plugin broken = perfkit_test_broken.broken:THING")
     assert "steps (" in result.output  # the run itself is all there
+
+
+RAISING_CHART = '''
+from perfkit.views.panels import FIGURE, Panel
+
+def fail(value):
+    raise KeyError("no such column")
+
+PANELS = [Panel("fig-raising", "Raising", "/", FIGURE, content=fail, data=fail, text=fail, note=fail)]
+'''
+
+
+def test_a_chart_that_raises_is_one_warning_and_every_view_still_renders(tmp_path, monkeypatch):
+    from plotly.utils import PlotlyJSONEncoder
+
+    from dashboards.layout import run_page
+    from perfkit.report import render_report
+
+    install(tmp_path / "site", monkeypatch, "perfkit_test_raising_chart", {"chart.py": RAISING_CHART},
+            {plugins.PANELS: {"raising": "perfkit_test_raising_chart.chart:PANELS"}})
+    folder = FIXTURE_RUNS["legacy_run_2"]
+    summary = json.loads(CliRunner().invoke(main, ["summary", "--format", "json", str(folder)]).output)
+    said = [w for w in summary["warnings"] if "raising" in w]
+    assert said == ["plugin raising = perfkit_test_raising_chart.chart:PANELS: panel 'fig-raising' data raised "
+                    "KeyError: 'no such column'"] and summary["panels"] == {"fig-raising": None}
+    text = CliRunner().invoke(main, ["summary", str(folder)])
+    assert text.exit_code == 0 and "Traceback" not in text.output and "steps (" in text.output
+    run = perfkit.load(folder)
+    failure = "panel 'fig-raising' content raised KeyError"
+    assert failure in json.dumps(run_page("/", run, 0), cls=PlotlyJSONEncoder)
+    assert html.escape(failure) in render_report([run])
 
 
 RAISING_READER = '''

@@ -171,18 +171,23 @@ def _installed() -> tuple[tuple[Panel, ...], tuple[str, ...]]:
                          + "; left out",)
             continue
         taken.add(panel.id)
-        installed.append(replace(panel, **{name: _guarded(getattr(panel, name), where, f"panel {panel.id!r} {name}")
+        installed.append(replace(panel, **{name: _guarded(getattr(panel, name), where, f"panel {panel.id!r} {name}",
+                                                          said=name == "note")
                                            for name in ("content", "text", "data", "note")
                                            if getattr(panel, name) is not None}))
     return tuple(installed), problems
 
 
-def _guarded(function: Callable, where: str, action: str) -> Callable:
+def _guarded(function: Callable, where: str, action: str, said: bool) -> Callable:
+    """`function`, raising a PluginError naming the plugin where it raises anything (`said`: returning that
+    line instead: a note is a sentence, so the failure can stand in its place)."""
     @functools.wraps(function)
     def call(*values: Any) -> Any:
         try:
             return function(*values)
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is said in one line, the rest still shows
+            if said:
+                return plugins.failure(where, action, exc)
             raise PluginError(plugins.failure(where, action, exc)) from None
     return call
 
