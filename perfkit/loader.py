@@ -3,7 +3,7 @@
 Layouts are detected, never configured: the user may point at a legacy flat folder, the `profiler/`
 folder or its parent, a `*_ascend_ms` folder, its `ASCEND_PROFILER_OUTPUT/`, a `perfkit profile`
 output, or a parent holding one folder per rank. Every folder under the path is offered to every
-reader of the registry (formats.READERS); each folder a reader claims is read into per-rank `Parts`,
+reader (formats.readers(): the registry, then installed plugins); each folder a reader claims is read into per-rank `Parts`,
 and the Parts of all folders are assembled into one `Run`, cached as Parquet until a file changes.
 
 >>> run = load("profiler_v1")          # doctest: +SKIP
@@ -241,7 +241,7 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)
     if meta.layout is None:  # no unit reader named a layout: only dataset files, or only perfkit's manifest
-        named = [reader for entries in by_rank.values() for reader, _, _ in entries]
+        named = [reader for entries in [*by_rank.values(), run_wide] for reader, _, _ in entries]
         meta.layout = next((reader.name for reader in named if _gives_run_tables(reader)), named[0].name)
     frames, unusable = {}, []
     for name, pieces in tables.items():

@@ -91,8 +91,8 @@ def load(group: str, kind: type) -> tuple[tuple[Any, ...], tuple[str, ...]]:
         items = loaded if isinstance(loaded, (list, tuple)) else [loaded]
         wrong = [item for item in items if not isinstance(item, kind)]
         if wrong:
-            problems.append(f"plugin {where} ({group}) names a {type(wrong[0]).__name__}, not a {kind.__name__} "
-                            "or a sequence of them; left out")
+            problems.append(f"plugin {where} ({group}) names an object of type {type(wrong[0]).__name__}, not a "
+                            f"{kind.__name__} or a sequence of them; left out")
             continue
         objects += [(item, where) for item in items]
     return tuple(objects), tuple(problems)
