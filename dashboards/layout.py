@@ -15,11 +15,11 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from perfkit import figures
-from perfkit.compare import verdict_words
 from perfkit.model import PASSES, Run
 from perfkit.views import numbers
-from perfkit.views.format import COUNT_SPEC, ROW_TINTS, column_spec, column_title, speedup
-from perfkit.views.panels import CARDS, FIGURE, FINDINGS, INSTANCES, TABLE, Panel, panels_on, rows
+from perfkit.views.format import COUNT_SPEC, ROW_TINTS, column_spec, column_title
+from perfkit.views.panels import (CARDS, COMPARE_PANELS, FIGURE, FINDINGS, INSTANCES, SPEEDUPS, TABLE, WITH_CONTENT,
+                                  Panel, panels_on, rows)
 
 from . import ids
 
@@ -125,15 +125,22 @@ def _timeline_link(link: numbers.TimelineLink | None, run_index: int) -> list:
     return [html.Div(dcc.Link(link.text, href=href, className=ids.FINDING_TIMELINE_LINK))]
 
 
+def _speedups(panel: Panel, runs: Sequence[Run], cards: list[numbers.Card]) -> html.Div:
+    kpis = [html.Div([html.Div(c.label, className="label"), html.Div(c.value, className="value", id=c.key),
+                      html.Div(c.note, className="note", id=c.key.replace("speedup", "verdict"))], className="kpi")
+            for c in cards]
+    return card(panel.title, html.Div(kpis, className="speedups", id=panel.id))
+
+
 def _figure(panel: Panel, run: Run, fig: go.Figure) -> html.Div:
-    note = getattr(numbers, panel.note)(run) if panel.note else None
+    note = panel.note(run) if panel.note else None
     notes = [html.P(note, className="meta", id=f"{panel.id}-note")] if note else []
     return card(panel.title, *notes, graph(fig, panel.id))
 
 
 def _table(panel: Panel, run: Run, frame: pd.DataFrame) -> html.Div:
     if not len(frame):
-        return card(panel.title, empty("nothing to list in this run"))
+        return card(panel.title, empty(panel.empty))
     return card(panel.title, grid(panel.id, frame))
 
 
@@ -151,19 +158,23 @@ def _instances(panel: Panel, run: Run) -> html.Div:
     return card(panel.title, controls, grid(panel.id, instances))
 
 
-RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table, INSTANCES: _instances}
+RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table, INSTANCES: _instances,
+             SPEEDUPS: _speedups}
 
 
 def run_page(path: str, run: Run, run_index: int) -> list:
     """One run's page (the run is `runs[run_index]` of the app: its links name it): its panels in the view
     layer's order, half-width ones side by side; an optional panel only where it has something to show."""
-    renderers = RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)}
-    contents = {panel.id: figures.panel_content(panel, run) for panel in panels_on(path)
-                if panel.kind in (FIGURE, TABLE)}
-    shown = tuple(panel for panel in panels_on(path) if not panel.optional or figures.has_content(contents[panel.id]))
+    return _panels_body(panels_on(path), run, RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)})
+
+
+def _panels_body(panels: Sequence[Panel], subject: Run | Sequence[Run], renderers: dict) -> list:
+    """`panels` of one run (or the compare panels of several runs) in order, half-width ones side by side."""
+    contents = {panel.id: figures.panel_content(panel, subject) for panel in panels if panel.kind in WITH_CONTENT}
+    shown = tuple(panel for panel in panels if not panel.optional or figures.has_content(contents[panel.id]))
     body = []
     for row in rows(shown):
-        rendered = [renderers[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
+        rendered = [renderers[panel.kind](panel, subject, *([contents[panel.id]] if panel.id in contents else []))
                     for panel in row]
         body.append(html.Div(rendered, className="grid2") if row[0].half else rendered[0])
     return body
@@ -183,26 +194,7 @@ def compare_page(labels: Sequence[str], chosen: Sequence[int]) -> list:
 
 
 def compare_body(runs: Sequence[Run]) -> list:
+    """The compare section (views.panels.COMPARE_PANELS, as the report shows it) over the chosen runs."""
     if len(runs) < 2:
         return [card("Compare", empty("pick two or more runs to compare"))]
-    labels = figures.run_labels(runs)
-    kpis = []
-    for i, (label, ratio, verdict) in enumerate(zip(labels, figures.speedups(runs), figures.step_verdicts(runs))):
-        note = "baseline" if i == 0 else verdict_words(verdict)
-        kpis.append(html.Div([html.Div(label, className="label"),
-                              html.Div(speedup(ratio), className="value", id=f"speedup-{i}"),
-                              html.Div(note, className="note", id=f"verdict-{i}")], className="kpi"))
-    settings = figures.compare_setting_rows(runs)
-    # ms per step: the grid formats a column by its unit suffix
-    op_rows = figures.compare_op_rows(runs).rename(columns=lambda c: c if c == "type" else f"{c}_ms")
-    return [card(f"Speedup over {labels[0]} (mean step time ratio) and whether it is beyond the noise",
-                 html.Div(kpis, className="speedups")),
-            card("What differed between the runs",
-                 grid(ids.COMPARE_SETTINGS, settings) if len(settings)
-                 else empty("nothing the runs' files record differs (device, network, batch, config, env, versions)")),
-            card("Step time spread", graph(figures.compare_step_spread_figure(runs), "fig-compare-spread")),
-            html.Div([card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
-                      card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))],
-                     className="grid2"),
-            card("Op time per step", graph(figures.compare_op_time_figure(runs), "fig-compare-ops"),
-                 grid(ids.COMPARE_OP_TABLE, op_rows) if len(op_rows) else empty("no operator statistics"))]
+    return _panels_body(COMPARE_PANELS, runs, RENDERERS)

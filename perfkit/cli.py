@@ -15,7 +15,7 @@ import click
 from . import __version__
 from .errors import PerfkitError
 
-# perfkit's own code: an answer kept in the cache is stale once any of it changes.
+# perfkit's own code: an answer kept in the cache is stale once any of it, or an installed plugin's, changes.
 CODE = (Path(__file__).resolve().parent,)
 
 
@@ -63,8 +63,8 @@ def _json(payload) -> str:
 def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str, int]]) -> None:
     """Print `compute()`'s (output, exit code), or the answer kept from an earlier identical question about
     the same, unchanged files: that costs no pandas import (perfkit/cache.py, answers)."""
-    from . import cache
-    entry = cache.answer_entry(run, question, CODE)
+    from . import cache, plugins
+    entry = cache.answer_entry(run, question, CODE + plugins.code_paths())
     kept = cache.fetch_answer(entry) if entry is not None else None
     output, exit_code = kept if kept is not None else compute()
     if entry is not None and kept is None:
@@ -115,9 +115,9 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
                   "text": lambda: advice_text(advice)}[fmt]()
         failed = bool(fail_on) and any(at_or_above(finding, fail_on) for finding in advice.findings)
         return output, 1 if failed else 0
-    from .plugins import RULES_GROUP, fingerprint
+    from .plugins import RULES, fingerprint
     # rules from installed packages are part of the answer: adding, removing or upgrading one asks again
-    _answer(("advise", fmt, fail_on or "", *fingerprint(RULES_GROUP)), run, compute)
+    _answer(("advise", fmt, fail_on or "", *fingerprint(RULES)), run, compute)
 
 
 @main.command()

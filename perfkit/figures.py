@@ -22,6 +22,7 @@ from .analysis import (framework_memory, link_bandwidth, op_type_shares, op_type
                        ranks_run_different_ops, step_means)
 from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
                       setting_value, spread, step_totals, verdict_words)
+from .errors import PluginError
 from .model import Run
 from .ledger import bound
 from .render import mean_of_text
@@ -29,9 +30,10 @@ from .units import US_PER_MS
 from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
                            ms, pct, percent, run_color)
 from .views.format import speedup as format_speedup
-from .views.numbers import (FWD_BWD_OTHER_OPS, OpTarget, amp_families_apply, batchnorm_share, cast_share,
+from .views.numbers import (FWD_BWD_OTHER_OPS, Card, OpTarget, amp_families_apply, batchnorm_share, cast_share,
                             communication, once_per_run, op_family, per_rank_parts, rank_bar_segments, slow_ranks,
                             step_split)
+from .views.panels import FIGURE
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.
@@ -98,14 +100,18 @@ def _style(fig: go.Figure, title: str, height: int = 380, **layout: Any) -> go.F
     return fig
 
 
-def panel_content(panel, run: Run) -> go.Figure | pd.DataFrame:
-    """What a FIGURE or TABLE panel of perfkit.views.panels shows for this run."""
-    return globals()[panel.figure or panel.table](run, *panel.args)
+def panel_content(panel, subject: Run | Sequence[Run]) -> go.Figure | pd.DataFrame | list:
+    """What a panel of perfkit.views.panels with a content function shows for this run (a compare panel: these
+    runs). A plugin's function that raised shows its one-line error instead (an empty figure or table)."""
+    try:
+        return panel.content(subject)
+    except PluginError as exc:
+        return empty_state(exc.message) if panel.kind == FIGURE else pd.DataFrame()
 
 
-def has_content(content: go.Figure | pd.DataFrame) -> bool:
-    """A figure with data (not an `empty_state`) or a table with rows."""
-    return bool(len(content)) if isinstance(content, pd.DataFrame) else empty_message(content) is None
+def has_content(content: go.Figure | pd.DataFrame | list) -> bool:
+    """A figure with data (not an `empty_state`), a table with rows, cards."""
+    return empty_message(content) is None if isinstance(content, go.Figure) else bool(len(content))
 
 
 def run_labels(runs: Sequence[Run]) -> list[str]:
@@ -407,6 +413,13 @@ def step_verdicts(runs: Sequence[Run]) -> list[dict[str, Any] | None]:
     return [None] + [noise_verdict(base, step_totals(run.steps)) for run in runs[1:]]
 
 
+def compare_speedup_cards(runs: Sequence[Run]) -> list[Card]:
+    """One card per run: its speedup over the first and whether the change is beyond the noise."""
+    return [Card(f"speedup-{index}", label, format_speedup(ratio), "baseline" if index == 0 else verdict_words(verdict))
+            for index, (label, ratio, verdict) in enumerate(zip(run_labels(runs), speedups(runs),
+                                                                 step_verdicts(runs)))]
+
+
 def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
     """Every step's total per run (a box and its points), with the noise verdict against the first run."""
     labels = run_labels(runs)
@@ -453,6 +466,11 @@ def compare_op_rows(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> pd.
         change = rows[[f"{label} - {labels[0]}" for label in labels[1:]]].abs().max(axis=1)
         rows = rows.iloc[change.fillna(0).sort_values(ascending=False, kind="stable").index]
     return rows.round(3).reset_index(drop=True)
+
+
+def compare_op_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """compare_op_rows with its columns named as ms (a table formats a column by its unit suffix)."""
+    return compare_op_rows(runs).rename(columns=lambda c: c if c == "type" else f"{c}_ms")
 
 
 def compare_op_time_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> go.Figure:

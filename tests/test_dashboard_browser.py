@@ -193,7 +193,7 @@ def cast_share_pct(summary) -> float:
 
 def drawn_figures(run, panels) -> int:
     """How many of these panels are figures with data for this run (the others say in words why not)."""
-    return sum(panel.kind == FIGURE and figures.empty_message(getattr(figures, panel.figure)(run, *panel.args)) is None
+    return sum(panel.kind == FIGURE and figures.empty_message(panel.content(run)) is None
                for panel in panels)
 
 

@@ -17,7 +17,8 @@ from perfkit import figures, render
 from perfkit.cli import main
 from perfkit.model import Meta, Run, table
 from perfkit.views import format as fmt, numbers
-from perfkit.views.panels import INSTANCES, PAGES, PANELS, TABLE, WITH_DATA, in_report, panels_on, rows
+from perfkit.views.panels import (COMPARE, COMPARE_PANELS, FIGURE, INSTANCES, PAGES, PANELS, TABLE, WITH_DATA, Panel,
+                                  Ref, in_report, panels_on, rows)
 from test_figures import make_run
 
 # Every multi-rank real run: fixtures, the 2-rank CPU sample run. (Checked by loading: a run listed here that
@@ -138,17 +139,25 @@ def test_step_parts_have_one_label_and_colour_each():
 
 
 def test_every_panel_names_functions_that_exist():
-    for panel in PANELS:
-        if panel.figure:
-            assert callable(getattr(figures, panel.figure)), panel.id
-        if panel.table:
-            assert callable(getattr(figures, panel.table)), panel.id
-        if panel.text:
-            assert callable(getattr(render, panel.text)), panel.id
-        if panel.note:
-            assert callable(getattr(numbers, panel.note)), panel.id
-        assert panel.page in {page.path for page in PAGES}
-    assert len({panel.id for panel in PANELS}) == len(PANELS)
+    """Every Ref of the panel lists resolves to a function: a misspelt name fails here (a misspelt module
+    already fails when the list is built)."""
+    for panel in PANELS + COMPARE_PANELS:
+        for ref in (panel.content, panel.text, panel.data, panel.note):
+            if ref is not None:
+                assert isinstance(ref, Ref) and callable(ref.resolve()), (panel.id, ref)
+        assert panel.page in {page.path for page in PAGES} | {COMPARE.path}
+    assert len({panel.id for panel in PANELS + COMPARE_PANELS}) == len(PANELS + COMPARE_PANELS)
+
+
+def test_a_misspelt_panel_function_fails_when_the_list_is_built_or_resolved():
+    with pytest.raises(ValueError, match="no module perfkit.figurs"):
+        Ref("perfkit.figurs", "bound_figure")
+    with pytest.raises(AttributeError):
+        Ref("perfkit.figures", "bound_figur").resolve()
+    with pytest.raises(ValueError, match="needs a content function"):
+        Panel("fig-x", "X", "/", FIGURE)
+    with pytest.raises(ValueError, match="text is not callable"):
+        Panel("fig-x", "X", "/", FIGURE, content=Ref("perfkit.figures", "bound_figure"), text="bound_lines")
 
 
 def test_dashboard_pages_show_their_panels_in_list_order():
@@ -189,8 +198,8 @@ def test_summary_text_sections_follow_the_panel_list():
     text = render.summary_text(numbers.summary_of(run))
     heads = {"steps_lines": "steps (", "per_rank_lines": "per rank", "op_type_lines": "op types (",
              "queue_lines": "host queue", "pipeline_lines": "data pipeline"}
-    order = [heads[panel.text] for panel in PANELS if panel.text and panel.text in heads
-             and not (panel.text == "queue_lines" and panel.args == ("device",))]
+    order = [heads[panel.text.name] for panel in PANELS if panel.text and panel.text.name in heads
+             and panel.text.args != ("device",)]
     positions = [text.find(head) for head in order]
     assert all(p >= 0 for p in positions) and positions == sorted(positions)
     assert "summed over steps and ranks" in text

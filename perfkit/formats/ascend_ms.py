@@ -451,4 +451,5 @@ def _data_mode(dataset: pa.Table | None, kernels: _Kernels | None) -> str | None
 
 
 READER = Reader(name="ascend_ms", provides=frozenset({"steps", "op_types", "ops"}),
-                detect=detect, read=read, read_steps=read_steps)
+                detect=detect, read=read, read_steps=read_steps,
+                looks_for="ASCEND_PROFILER_OUTPUT/ text export")

@@ -26,12 +26,11 @@ from ..units import BYTES_PER_MB
 
 @dataclass
 class Parts:
-    """A reader's contribution to one rank of a Run.
+    """A reader's contribution to one rank of a Run (or, keyed RUN_WIDE, to every rank).
 
-    `tables` maps schema table names (see model.SCHEMA) to DataFrames without the rank column;
-    it may also hold intermediate tables that `load` combines across readers:
-      - "op_events": name, start_ns (int64, epoch ns), dur_ms — one row per op execution;
-      - "step_times": step, begin_ns, end_ns — step wall-clock bounds recorded by `perfkit profile`.
+    `tables` maps schema table names (see model.SCHEMA) to DataFrames without the rank column; it may also
+    hold the INTERMEDIATE_TABLES that a derivation (formats.DERIVATIONS) turns into a schema table.
+    A RUN_WIDE Parts' table with a `rank` column is split by it; one without goes to every rank of the run.
     `meta` holds Meta field values the files tell; `sources` the files read (for messages).
     """
 
@@ -43,11 +42,12 @@ class Parts:
 
 RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfkit_run.json)
 
-# Tables a reader may give besides the schema's (model.SCHEMA), which the loader combines across readers:
-#   "op_events": name, start_ns (int64, epoch ns), dur_ms — one row per op execution;
-#   "step_times": step, begin_ns, end_ns — step wall-clock bounds recorded by `perfkit profile`.
-# A rank with op events or step times but no step table gets its steps derived from them (formats/steps.py).
-INTERMEDIATE_TABLES = ("op_events", "step_times")
+# Tables a reader may give besides the schema's (model.SCHEMA), which a derivation turns into a schema table,
+# with their columns:
+INTERMEDIATE_TABLES: dict[str, tuple[str, ...]] = {
+    "op_events": ("name", "start_ns", "dur_ms"),    # one row per op execution; start_ns: int64 epoch ns
+    "step_times": ("step", "begin_ns", "end_ns"),   # step wall-clock bounds recorded by `perfkit profile`
+}
 
 
 @dataclass
@@ -59,6 +59,12 @@ class Reader:
     that hold for every rank). `read_steps(folder)`, where a layout can give its steps from one small
     file, answers cross-rank questions (`perfkit ranks`) without reading every kernel table; layouts
     without it are loaded whole for those questions.
+
+    Where two sources give a rank the same table, the loader takes, in this order: the table of the
+    reader first in priority (formats.readers(): perfkit's registry order, then installed plugins) among
+    those that do not merely fill it; the table a derivation makes (steps from op events or recorded step
+    times); the table of a reader that `fills` it. A table that replaces what another reader gave or what a
+    derivation would make from another reader's tables is said in a warning: never silently.
     """
 
     name: str                                   # the layout's name, Meta.layout of the runs it reads
@@ -73,9 +79,38 @@ class Reader:
     # tables in place where they need another reader's (memory samples put on the clock of the steps
     # perfkit profile recorded).
     finish: Callable[[dict], None] | None = None
+    # Tables of `provides` this reader gives only where nothing else does (see the class doc): step totals
+    # from a training log must not replace the steps, with their split, that a profiler's op events give.
+    fills: frozenset[str] = frozenset()
+    # What the loader says when nothing under a path is read: the files this reader looks for ...
+    looks_for: str = ""
+    # ... and, asked of every reader, a sentence about what the folder holds instead and how to make it
+    # readable (raw CANN data: the command that analyses it), or None.
+    raw_data_hint: Callable[[Path], str | None] | None = None
+    # The installed package it comes from ("entry point name = module:attribute"), None for perfkit's own.
+    plugin: str | None = None
 
     def __repr__(self) -> str:  # shown in test ids and messages; the functions' reprs say nothing
         return f"Reader({self.name})"
+
+    @property
+    def label(self) -> str:
+        """The reader as messages name it."""
+        return f"the {self.name} reader" + (f" (plugin {self.plugin})" if self.plugin else "")
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A schema table the loader makes for a rank that no reader gave it, from the rank's other tables.
+
+    `derive(rank, tables)` gets the rank's tables when any of `needs` is among them and returns
+    (the table or None, Meta field values, warnings).
+    """
+
+    table: str
+    needs: tuple[str, ...]
+    derive: Callable[[int, "dict[str, pd.DataFrame]"], "tuple[pd.DataFrame | None, dict[str, Any], list[str]]"]
+
 
 RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
 
@@ -167,6 +202,22 @@ def has_match(folder: Path, patterns: Iterable[str]) -> bool:
     except OSError:
         return False
     return any(fnmatch.filter(names, pattern) for pattern in patterns)
+
+
+def walk_names(root: Path, depth: int):
+    """(folder, entry names) under root to `depth`, breadth first, not following symlinks, not entering
+    PROF_* folders (raw CANN data)."""
+    queue = [(root, 0)]
+    while queue:
+        folder, level = queue.pop(0)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        yield folder, [entry.name for entry in entries]
+        if level < depth:
+            queue += [(Path(entry.path), level + 1) for entry in entries
+                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("PROF_")]
 
 
 def read_text(path: Path) -> str:

@@ -171,4 +171,5 @@ def _shapes_by_full_name(events: pd.DataFrame | None, shapes: pd.DataFrame, shap
 
 
 # CPU steps come from the op timestamps (formats/steps.py): no step file to read alone.
-READER = Reader(name="cpu", provides=frozenset({"op_types", "ops", "op_events"}), detect=detect, read=read)
+READER = Reader(name="cpu", provides=frozenset({"op_types", "ops", "op_events"}), detect=detect, read=read,
+                looks_for="FRAMEWORK/cpu_op_*")

@@ -60,7 +60,7 @@ import pyarrow as pa
 from ..errors import FileFormatError
 from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US
 from . import ascend_ms, communication, memory
-from .base import Parts, Reader, has_match, op_passes, rank_of
+from .base import Parts, Reader, has_match, op_passes, rank_of, walk_names
 
 LAYOUT = "ascend_db"
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
@@ -821,13 +821,12 @@ def _column(values: tuple) -> pa.Array:
 # ---------------------------------------------------------------- raw, unanalysed data
 
 RAW_DEPTH = 3  # PROF_ folders sit in the run folder or one or two levels below a parent of ranks
-SHOWN_UNUSABLE = 5
 
 
 def raw_data_hint(root: Path) -> str | None:
     """When `root` holds raw CANN profiling data and no analysed output: one sentence saying so and the command
     that analyses it; None otherwise."""
-    for folder, names in _walk(root, RAW_DEPTH):
+    for folder, names in walk_names(root, RAW_DEPTH):
         raw = [name for name in names if name.startswith("PROF_") and _is_raw_cann(folder / name)]
         if not raw:
             continue
@@ -856,40 +855,6 @@ def _is_raw_cann(prof: Path) -> bool:
                or entry.name.startswith("msprof_") for entry in entries)
 
 
-def _walk(root: Path, depth: int):
-    """(folder, entry names) under root to `depth`, breadth first, not following symlinks."""
-    queue = [(root, 0)]
-    while queue:
-        folder, level = queue.pop(0)
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        yield folder, [entry.name for entry in entries]
-        if level < depth:
-            queue += [(Path(entry.path), level + 1) for entry in entries
-                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("PROF_")]
-
-
-def unusable_files(root: Path) -> list[str]:
-    """Files under root (paths relative to it) that look like profiler output but no reader took: for the
-    "no profiler files" message."""
-    found = []
-    for folder, names in _walk(root, RAW_DEPTH):
-        found += [os.path.relpath(folder / name, root) for name in names
-                  if name.endswith((".csv", ".json", ".txt", ".db", ".pb")) and (folder / name).is_file()]
-    return found
-
-
-def unusable_note(root: Path) -> str:
-    """'; found …' naming a few of `unusable_files`, or '' when there is none."""
-    found = unusable_files(root)
-    if not found:
-        return "; the folder holds no such files"
-    shown = ", ".join(found[:SHOWN_UNUSABLE]) + (f" and {len(found) - SHOWN_UNUSABLE} more"
-                                                 if len(found) > SHOWN_UNUSABLE else "")
-    return f"; found only files perfkit does not read: {shown}"
-
-
 READER = Reader(name=LAYOUT, provides=frozenset({"steps", "op_types", "ops", "memory", "op_memory", "comm_ops",
-                                                 "comm_links"}), detect=detect, read=read, read_steps=read_steps)
+                                                 "comm_links"}), detect=detect, read=read, read_steps=read_steps,
+                looks_for="ASCEND_PROFILER_OUTPUT/ database export", raw_data_hint=raw_data_hint)

@@ -177,4 +177,5 @@ def _frame(start, fp, bp, end, comm, ticks_per_ms: float) -> pd.DataFrame:
     return steps
 
 
-READER = Reader(name="gpu", provides=frozenset({"steps", "op_types", "ops", "op_events"}), detect=detect, read=read)
+READER = Reader(name="gpu", provides=frozenset({"steps", "op_types", "ops", "op_events"}), detect=detect, read=read,
+                looks_for="gpu_op_*")

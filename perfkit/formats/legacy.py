@@ -404,4 +404,5 @@ def read_profiler_info(path: Path) -> dict:
 
 
 READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops"}),
-                detect=detect, read=read, read_steps=read_steps)
+                detect=detect, read=read, read_steps=read_steps,
+                looks_for="aicore_intermediate_*, step_trace_raw_*")

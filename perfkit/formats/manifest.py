@@ -126,4 +126,5 @@ def _status_warning(status: str | None, error: Any, step_times: pd.DataFrame) ->
     return f"run was interrupted: {reached}"
 
 
-READER = Reader(name="manifest", provides=frozenset({"step_times"}), detect=detect, read=read, unit=False)
+READER = Reader(name="manifest", provides=frozenset({"step_times"}), detect=detect, read=read, unit=False,
+                looks_for=MANIFEST)

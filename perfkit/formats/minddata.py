@@ -262,4 +262,5 @@ def _read_cpu(path: Path) -> pd.DataFrame:
 
 
 READER = Reader(name="minddata", provides=frozenset({"pipeline", "host_queue", "device_queue", "cpu_util"}),
-                detect=detect, read=read, unit=False)
+                detect=detect, read=read, unit=False,
+                looks_for="pipeline_profiling_*")

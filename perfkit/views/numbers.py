@@ -183,6 +183,7 @@ class Card:
     key: str     # stable id (the dashboard's kpi-<key>)
     label: str
     value: str
+    note: str = ""  # a line under the value (compare: whether the change is beyond the noise)
 
 
 def _family_share(run: Run, family: str) -> float | None:
