@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import FileFormatError
+from .files import open_regular
 from .parallel import map_ahead
 
 BLOCK_BYTES = 16 * 1024 * 1024
@@ -165,7 +166,7 @@ def map_blocks(path: Path, each: Callable[[int, pa.Table], Any], stats: Stats | 
     after some events gives those, with `stats.truncated_at` set.
     """
     stats = stats if stats is not None else Stats()
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         size = os.fstat(file.fileno()).st_size
         first = _array_start(file, size, path)
         if workers > 1 and (size - first <= BLOCK_BYTES or "fork" not in multiprocessing.get_all_start_methods()):
@@ -274,7 +275,7 @@ def _decoded(spans: Iterator[tuple[int, int, bool]], path: Path, each: Callable,
 
 
 def _decode_span(path: Path, start: int, end: int, last: bool, number: int, each: Callable) -> tuple:
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         return _decode(_body(file, start, end, last), number, each)
 
 

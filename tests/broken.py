@@ -146,3 +146,21 @@ def drop_table(path: Path, table: str) -> None:
 def rename_column(path: Path, table: str, old: str, new: str) -> None:
     """A schema version perfkit does not know: a column under another name."""
     _edit_database(path, f'ALTER TABLE "{table}" RENAME COLUMN "{old}" TO "{new}"')
+
+
+def fifo(path: Path) -> None:
+    """A named pipe in place of the file: opening it for reading waits for a writer that never comes."""
+    path.unlink()
+    os.mkfifo(path)
+
+
+def nested(opening: bytes, depth: int) -> bytes:
+    """A JSON value `depth` levels deep: arrays (`[`) or objects (`{`) inside each other."""
+    if opening == b"[":
+        return b"[" * depth + b"]" * depth
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def set_cells(path: Path, table: str, assignments: str, where: str = "1") -> None:
+    """UPDATE `table` SET `assignments` WHERE `where` in a copy of a profiler database."""
+    _edit_database(path, f'UPDATE "{table}" SET {assignments} WHERE {where}')

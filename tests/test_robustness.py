@@ -125,6 +125,34 @@ CASES = {
                                         lambda p: broken.set_column(p, "Total Allocated(Byte)", "-686592")),
     "cpu_memory_record_out_of_order": (CPU_MEMORY, CPU_MEMORY_FILE, broken.reverse_rows),
     "cpu_memory_record_empty": (CPU_MEMORY, CPU_MEMORY_FILE, broken.empty),
+    # issue 25: hostile JSON (every JSON file goes through perfkit/boundedjson.py) and numbers the model
+    # cannot hold (formats/base.screened)
+    "communication_json_400_digit_int": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
+        p, b'"Wait Time(ms)": 5.6', b'"Wait Time(ms)": ' + b"9" * 400)),
+    "communication_json_arrays_5k_deep": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
+        p, b'"p2p": {}', b'"p2p": ' + broken.nested(b"[", 5_000))),
+    "communication_matrix_objects_100k_deep": (NEW, f"{NEW_OUT}/communication_matrix.json",
+                                               lambda p: broken.replace_bytes(
+                                                   p, b'"p2p": {}', b'"p2p": ' + broken.nested(b"{", 100_000))),
+    "communication_json_lone_surrogate": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
+        p, b'hcom_allReduce__586_0_1@', b'hcom_allReduce__586_0_1\\ud800@')),
+    "communication_matrix_huge_step": (NEW, f"{NEW_OUT}/communication_matrix.json", lambda p: broken.replace_bytes(
+        p, b'"step50"', b'"step-99999999999999999999999"')),
+    "communication_matrix_huge_rank": (NEW, f"{NEW_OUT}/communication_matrix.json", lambda p: broken.replace_bytes(
+        p, b'"0-1"', b'"0-' + b"1" * 30 + b'"')),
+    "pipeline_json_nan_and_inf": (LEGACY, "pipeline_profiling_1.json", lambda p: broken.replace_bytes(
+        p, b'"num_workers":8', b'"num_workers":NaN')),
+    "db_task_all_null": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", lambda p: broken.set_cells(
+        p, "TASK", ", ".join(f'"{c}" = NULL' for c in ("startNs", "endNs", "deviceId", "connectionId",
+                                                       "globalTaskId", "globalPid", "taskType", "contextId",
+                                                       "streamId", "taskId", "modelId", "depth")))),
+    "analysis_db_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "StepTraceTime",
+                                                                               "computing = 9e999")),
+    "analysis_db_comm_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "CommAnalyzerTime",
+                                                                                    "elapse_time = 9e999")),
+    # was `advise --format json`: "Out of range float values are not JSON compliant: inf" (size_mb is no time)
+    "analysis_db_link_size_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "CommAnalyzerMatrix",
+                                                                                         "transit_size = 9e999")),
 }
 
 # Outcomes seen per case, written into docs/robustness.md by hand from `pytest -s` output.
@@ -217,14 +245,15 @@ def test_unreadable_file_is_skipped_and_named(tmp_path, monkeypatch):
     target.chmod(0)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         # root reads through chmod 000: make opening it fail as it does for anyone else (EACCES)
-        real_open = io.open
-
-        def denying_open(file, *args, **kwargs):
-            if isinstance(file, (str, os.PathLike)) and os.fspath(file) == str(target):
-                raise PermissionError(errno.EACCES, "Permission denied", str(target))
-            return real_open(file, *args, **kwargs)
-        monkeypatch.setattr(io, "open", denying_open)
-        monkeypatch.setattr(builtins, "open", denying_open)
+        def denying(real):
+            def denying_open(file, *args, **kwargs):
+                if isinstance(file, (str, os.PathLike)) and os.fspath(file) == str(target):
+                    raise PermissionError(errno.EACCES, "Permission denied", str(target))
+                return real(file, *args, **kwargs)
+            return denying_open
+        monkeypatch.setattr(io, "open", denying(io.open))
+        monkeypatch.setattr(builtins, "open", denying(builtins.open))
+        monkeypatch.setattr(os, "open", denying(os.open))  # perfkit.files.open_regular
     try:
         summary = _check_outcome(_invoke("summary", run), target)
     finally:
@@ -233,6 +262,30 @@ def test_unreadable_file_is_skipped_and_named(tmp_path, monkeypatch):
     named = [w for w in summary["warnings"] if target.name in w]
     assert named and "Permission denied" in named[0], summary["warnings"]
     OUTCOMES["unreadable_file"] = "exit 0: " + named[0]
+
+
+@pytest.mark.parametrize("relative", [f"{NEW_OUT}/ascend_pytorch_profiler_0.db", f"{NEW_OUT}/analysis.db"])
+def test_fifo_in_place_of_a_database_is_refused_not_waited_on(relative, tmp_path):
+    """Issue 25: a named pipe called ascend_pytorch_profiler_0.db hung summary, advise and trace for ever
+    (opening a FIFO for reading waits for a writer). Run as subprocesses with a timeout, so that a hang
+    fails the test instead of stopping the suite."""
+    import subprocess
+    import sys
+    run = broken.copy_run(FIXTURE_RUNS[DB], tmp_path / "run")
+    broken.fifo(run / relative)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PERFKIT_CACHE_DIR": str(tmp_path / "cache")}
+    for command in (["summary", str(run), "--format", "json"], ["advise", str(run), "--format", "json"],
+                    ["trace", str(run), "--start-ms", "0", "-o", str(tmp_path / "trace.json")]):
+        result = subprocess.run([sys.executable, "-m", "perfkit", *command], capture_output=True, text=True,
+                                env=env, timeout=120)
+        assert "Traceback" not in result.stderr, result.stderr
+        message = f"{Path(relative).name}: is a named pipe (FIFO), not a file: not read"
+        if result.returncode == 2:  # nothing else to read: the one line names the pipe
+            assert message in result.stderr, result.stderr
+        else:
+            assert result.returncode == 0, result.stderr
+            if command[0] == "summary":
+                assert any(message in w for w in json.loads(result.stdout)["warnings"]), result.stdout
 
 
 def test_warning_names_the_skipped_file(tmp_path):

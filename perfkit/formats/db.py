@@ -46,7 +46,6 @@ text export too, `ascend_ms` reads it and this reader stands aside (meta `export
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from contextlib import closing
@@ -57,7 +56,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import boundedjson
 from ..errors import FileFormatError
+from ..files import open_regular
 from . import ascend_ms, communication, memory
 from .base import Parts, Reader, has_match, op_passes, rank_of
 
@@ -224,7 +225,7 @@ class Database:
 def _open(path: Path) -> sqlite3.Connection:
     """Read-only and immutable: no lock taken, nothing written beside the file, whatever else holds it."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:  # a FIFO under the name would block SQLite's open for ever
             head = handle.read(16)
     except OSError as exc:
         raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
@@ -270,7 +271,8 @@ def _files(folder: Path, parts: Parts) -> tuple[Path | None, Path | None]:
     if len(found) > 1:
         parts.warnings.append(f"several profiler databases ({', '.join(p.name for p in found)}); using {found[0].name}")
     analysis = output / ANALYSIS_DB
-    return (found[0] if found else None), (analysis if analysis.is_file() else None)
+    # a name that is no file (a FIFO, a folder) is opened and refused with a warning, not passed over
+    return (found[0] if found else None), (analysis if os.path.lexists(analysis) else None)
 
 
 def _opened(path: Path | None, parts: Parts) -> Database | None:
@@ -324,8 +326,8 @@ def read(folder: Path) -> dict[int, Parts]:
                 parts.meta.update(_precision(kernels[0], "ms_version" in parts.meta))
                 scoped = {"forward", "backward"} <= set(kernels[0]["pass"])
             else:
-                parts.warnings.append(f"{profiler.path.name}: no kernels (TASK or COMPUTE_TASK_INFO absent or "
-                                      "unreadable): op tables unknown")
+                parts.warnings.append(f"{profiler.path.name}: no kernels (TASK or COMPUTE_TASK_INFO absent, "
+                                      "unreadable, or no task of TASK names a kernel): op tables unknown")
         parts.tables["steps"] = _valued(parts, profiler or analysis, "STEP_TIME/StepTraceTime",
                                         lambda: _steps(profiler, analysis, parts, scoped))
         if profiler is not None:
@@ -395,8 +397,8 @@ def _meta(database: Database) -> dict:
     if rows is not None:
         values = dict(zip(rows["name"], rows["value"]))
         try:
-            env = json.loads(values.get("ENV_VARIABLES") or "{}")
-        except (TypeError, ValueError):
+            env = boundedjson.loads(values.get("ENV_VARIABLES") or "{}")
+        except (TypeError, boundedjson.JSONError):
             env = None
             database.warnings.append(f"{database.path.name}: META_DATA ENV_VARIABLES is not JSON; left out")
         if isinstance(env, dict):
@@ -427,7 +429,7 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         rows = database.query("TASK", sql, chunks[0])
     else:
         rows = _parallel_rows(database, sql, chunks)
-    if rows is None:
+    if not rows:  # unreadable, or no task joins a kernel (a TASK whose ids are all NULL)
         return None
     columns = ["name", "first_ns", "count", "total_ns", "type"] + optional
     kernels = pd.DataFrame.from_records(rows, columns=columns).sort_values("first_ns", kind="stable")

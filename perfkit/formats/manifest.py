@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .base import RUN_WIDE, Parts, Reader, guarded, read_json_object
+from .base import RUN_WIDE, Parts, Reader, json_object
 
 # The manifest's vocabulary, shared with perfkit/profiler/ (which writes what this module reads).
 MANIFEST = "perfkit_run.json"
@@ -31,7 +31,7 @@ def detect(folder: Path) -> bool:
 def read(folder: Path) -> dict[int, Parts]:
     path = folder / MANIFEST
     parts = Parts()
-    manifest = guarded(parts, path, read_json_object)
+    manifest = json_object(parts, path)
     if manifest is None:
         return {RUN_WIDE: parts}
     problems: list[str] = []

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from .. import __version__
+from .. import __version__, boundedjson
 from ..errors import DeviceError, PerfkitError
 from . import cifar
 from ..formats.manifest import AMP_LEVELS, DEVICES, MANIFEST, MODES
@@ -179,7 +179,7 @@ class Events:
                 chunk = handle.read()
             complete = chunk[:chunk.rfind(b"\n") + 1]  # a line being written is read next time
             self.offsets[path] = self.offsets.get(path, 0) + len(complete)
-            events += [json.loads(line) for line in complete.splitlines() if line.strip()]
+            events += [boundedjson.loads(line.decode("utf-8", "replace")) for line in complete.splitlines() if line.strip()]
         return events
 
 
