@@ -18,20 +18,28 @@ into place, so a reader never sees half an entry; one that cannot be read back i
 read cold. A cache that cannot be written (read-only home, full disk) only costs speed. PERFKIT_NO_CACHE=1
 turns it off. The cache is kept under $PERFKIT_CACHE_MAX_MB (default 2 GB) by dropping the least recently
 used entries: runs, answers and timeline indexes alike.
+
+**Optional.** Whatever is wrong with the cache dir (PERFKIT_CACHE_DIR naming a file or a symlink loop, a
+read-only file system holding stale entries, a full disk, PERFKIT_CACHE_MAX_MB=inf), every public function
+here is `_optional`: the fault is said once per process, on stderr, the cache is off for the rest of it,
+and the caller computes its answer from the files as if there were no cache.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
 import os
+import math
 import shutil
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from . import __version__
+from . import __version__, boundedjson
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
 ENTRY_FORMAT = 3
@@ -59,6 +67,41 @@ ENTRY_KINDS = ("runs", "answers", "timeline")
 Job = tuple[str, Path]  # (reader name, folder)
 
 
+# Why the cache is off for the rest of this process, once a fault was found in it (said once).
+_fault: str | None = None
+# What a cache fault is: the file system's errors, Path.resolve's symlink loop (RuntimeError), an entry's
+# JSON or Arrow data that is not what this module wrote (ValueError; pyarrow's errors derive from it).
+FAULTS = (OSError, RuntimeError, ValueError)
+
+
+def _optional(default: Any = None):
+    """Decorator of the public functions: a fault in the cache dir turns the cache off (said once), and the
+    function answers `default`, what it answers when there is no cache."""
+    def decorate(function):
+        @functools.wraps(function)
+        def optional(*args, **kwargs):
+            if _fault is not None:
+                return default
+            try:
+                return function(*args, **kwargs)
+            except FAULTS as exc:
+                turn_off(exc)
+                return default
+        return optional
+    return decorate
+
+
+def turn_off(cause: BaseException | str) -> None:
+    """Stop using the cache in this process, and say why on stderr (the first time)."""
+    global _fault
+    if _fault is None:
+        _fault = cause if isinstance(cause, str) else (
+            f"{getattr(cause, 'filename', None) or ''}{': ' if getattr(cause, 'filename', None) else ''}"
+            f"{getattr(cause, 'strerror', None) or cause}")
+        sys.stderr.write(f"perfkit: warning: the cache is not used ({_fault}); answers are computed from the "
+                         "files without it\n")
+
+
 def enabled() -> bool:
     return os.environ.get("PERFKIT_NO_CACHE", "").strip() not in ("1", "true", "yes")
 
@@ -72,19 +115,32 @@ def cache_root() -> Path:
 
 
 def max_bytes() -> int:
-    try:
-        return int(float(os.environ["PERFKIT_CACHE_MAX_MB"]) * 1024**2)
-    except (KeyError, ValueError):
+    """$PERFKIT_CACHE_MAX_MB in bytes (DEFAULT_MAX_BYTES where unset); ValueError where it is not a finite
+    number of MB from 0 on (`inf`, `nan`, `-1`, `lots`): a cache fault, as a cache dir that is a file."""
+    setting = os.environ.get("PERFKIT_CACHE_MAX_MB")
+    if setting is None or not setting.strip():
         return DEFAULT_MAX_BYTES
+    try:
+        megabytes = float(setting)
+    except ValueError:
+        megabytes = math.nan
+    if not (math.isfinite(megabytes) and megabytes >= 0):
+        raise ValueError(f"PERFKIT_CACHE_MAX_MB={setting!r} is not a size in MB")
+    return int(megabytes * 1024**2)
 
 
+@_optional()
 def usable_root(run_root: Path) -> Path | None:
-    """The cache root, or None when caching is off or the root lies inside the run being read."""
+    """The cache root, or None when caching is off or the root lies inside the run being read. A root that
+    cannot hold the cache (a file, a link loop, a bad size limit) is a fault: said once, then None."""
     if not enabled():
         return None
     root = cache_root()
     if root == run_root or run_root in root.parents:
         return None
+    if os.path.lexists(root) and not root.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
+    max_bytes()  # a bad limit is said now, before anything is stored
     return root
 
 
@@ -131,6 +187,7 @@ def code_digest(code: tuple[Path, ...]) -> str:
     return digest.hexdigest()
 
 
+@_optional()
 def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path]) -> Path | None:
     """The entry's path for the run at `run_root` (its folders `jobs`, built by the Python files `code`)
     as it is on disk now; None when there is no usable cache."""
@@ -184,7 +241,7 @@ def _read_table(folder: Path, spec: dict):
     table = pq.ParquetFile(path).read(use_threads=threaded)
     frame = table.to_pandas(use_threads=threaded)
     for name in spec["json_columns"]:
-        frame[name] = pd.Series([None if v is None else json.loads(v) for v in table.column(name).to_pylist()],
+        frame[name] = pd.Series([None if v is None else boundedjson.loads(v) for v in table.column(name).to_pylist()],
                                 index=frame.index, dtype=object)
     for name, dtype in spec["dtypes"].items():
         if str(frame[name].dtype) != dtype:
@@ -215,6 +272,7 @@ class Deferred:
             return self.reload(self.name)
 
 
+@_optional(False)
 def store(entry: Path, run) -> bool:
     """Write `run` as the entry at `entry`, atomically, then trim the cache; False when it cannot be cached."""
     import pyarrow as pa
@@ -233,14 +291,20 @@ def store(entry: Path, run) -> bool:
                                for name, frame in run.tables().items() if len(frame)}
         (staging / META_FILE).write_text(json.dumps(described, default=_jsonable))
         os.rename(staging, entry)  # atomic; fails if another process stored the same entry first
-    except (OSError, TypeError, ValueError, pa.ArrowException):
+    except (TypeError, ValueError, pa.ArrowException):  # a table pyarrow cannot store: the cold read wins
         shutil.rmtree(staging, ignore_errors=True)
-        return entry.is_dir()
+        return False
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if entry.is_dir():
+            return True  # another process stored the same entry first
+        raise  # a cache that cannot be written: said once (_optional)
     _remove_siblings(entry)
     trim(entry.parents[2], keep={entry})
     return True
 
 
+@_optional()
 def fetch(entry: Path, reload: Callable[[str], Any]):
     """The Run cached at `entry`, DEFERRED_TABLES read on first use (through `reload(name)` if the entry
     is gone by then); None when there is none or it is broken (then it is removed)."""
@@ -249,18 +313,26 @@ def fetch(entry: Path, reload: Callable[[str], Any]):
     if not entry.is_dir():
         return None
     try:
-        described = json.loads((entry / META_FILE).read_text())
+        described = boundedjson.loads((entry / META_FILE).read_text())
         if described["format"] != ENTRY_FORMAT:
             raise ValueError("entry format")
         tables = {name: (Deferred(entry, spec, name, reload) if name in DEFERRED_TABLES
                          else _read_table(entry, spec))
                   for name, spec in described["tables"].items() if name in SCHEMA}
         run = Run(path=described["run"], meta=Meta(**described["meta"]), warnings=described["warnings"], **tables)
-        os.utime(entry / META_FILE)  # last use, for trim()
-        return run
     except Exception:  # noqa: BLE001 - whatever is wrong with a cache entry, the files are the truth
         shutil.rmtree(entry, ignore_errors=True)
         return None
+    touch(entry / META_FILE)
+    return run
+
+
+def touch(path: Path) -> None:
+    """Mark an entry's last use, for trim(); a read-only cache is still read."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def _remove_siblings(entry: Path) -> None:
@@ -275,6 +347,7 @@ def _remove_siblings(entry: Path) -> None:
 
 # ---------------------------------------------------------------- answers
 
+@_optional()
 def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Sequence[Path]) -> Path | None:
     """Where the answer to `question` (command and options) about the run at `run_path` is kept, for the
     run's files and perfkit's `code` as they are now; None when there is no usable cache or no such folder."""
@@ -297,16 +370,19 @@ def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Seq
     return cache / "answers" / place / f"{digest.hexdigest()[:32]}.json"
 
 
+@_optional()
 def fetch_answer(entry: Path) -> tuple[str, int] | None:
     """(output, exit code) kept at `entry`, or None."""
     try:
-        answer = json.loads(entry.read_text())
-        os.utime(entry)  # last use, for trim()
-        return str(answer["output"]), int(answer["exit_code"])
+        answer = boundedjson.loads(entry.read_text())
+        kept = str(answer["output"]), int(answer["exit_code"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    touch(entry)
+    return kept
 
 
+@_optional()
 def store_answer(entry: Path, output: str, exit_code: int) -> None:
     """Keep an answer (atomically; a cache that cannot be written only costs speed)."""
     staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
@@ -315,13 +391,17 @@ def store_answer(entry: Path, output: str, exit_code: int) -> None:
         staging.write_text(json.dumps({"output": output, "exit_code": exit_code}))
         os.replace(staging, entry)
     except OSError:
-        staging.unlink(missing_ok=True)
-        return
+        try:
+            staging.unlink(missing_ok=True)
+        except OSError:  # a read-only file system says so even for a name that is not there
+            pass
+        raise  # said once (_optional)
     _remove_siblings(entry)
 
 
 # ---------------------------------------------------------------- size
 
+@_optional()
 def trim(root: Path, keep: set[Path]) -> None:
     """Remove the least recently used entries of every kind (ENTRY_KINDS) until the cache fits in
     max_bytes(); never those in `keep`. An entry's last use is the newest mtime of its files: whoever reads

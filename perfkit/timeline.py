@@ -7,7 +7,8 @@ of the index: memory stays bounded by the block, not the trace. A rank without a
 from the op times MindSpore wrote as text (trace_text.py). A window reads only the parts whose
 time range meets it, and inside them only the row groups that do (Parquet min/max statistics).
 
-The index lives in perfkit's cache dir (cache.usable_root: never inside the run), under
+The index lives in perfkit's cache dir (cache.usable_root: never inside the run; without a usable cache, in a
+temporary folder of the process, removed at exit), under
 `timeline/<run>/<digest>`, where the digest covers the trace files' (path, size, mtime) and the code
 that builds the index: a changed file or a new perfkit makes a new index. It is written to a
 temporary folder and renamed into place, so a half-written index is never seen; an index that cannot
@@ -25,6 +26,7 @@ alone: `perfkit trace` on an indexed run never imports pandas (pyarrow_without_p
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
@@ -32,6 +34,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import types
 import uuid
 from dataclasses import dataclass
@@ -42,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import __version__, cache
+from . import __version__, boundedjson, cache
 from .errors import FileFormatError, PerfkitError
 from .trace_json import MAX_WORKERS, Stats, map_blocks
 from .trace_text import LEGACY_ASCEND, TEXT_TRACES, text_trace_blocks, text_traces
@@ -141,16 +144,24 @@ def _fingerprint(path: Path) -> str:
     return f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}"
 
 
-def index_path(root: Path, files: list[TraceFile]) -> Path | None:
-    """Where the index of these trace files lives; None when there is no usable cache dir."""
-    base = cache.usable_root(root)
-    if base is None:
-        return None
+def index_path(root: Path, files: list[TraceFile]) -> Path:
+    """Where the index of these trace files lives: in the cache, else (no cache, a faulty one, one inside the
+    run) in a folder of this process's own, removed when it exits."""
+    base = cache.usable_root(root) or _scratch_root()
     digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
     for file in files:
         digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{_fingerprint(_step_file(file))}\0".encode())
     place = hashlib.sha256(str(root).encode()).hexdigest()[:24]
     return base / "timeline" / place / digest.hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=1)
+def _scratch_root() -> Path:
+    """A temporary folder for the indexes this process builds without a cache (one per process, so that
+    the dashboard builds each index once), removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="perfkit-timeline-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 @dataclass
@@ -181,9 +192,6 @@ def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None
         return found
     root, files = trace_files(path)
     entry = index_path(root, files)
-    if entry is None:
-        raise PerfkitError("the timeline needs a cache folder to keep its index in: unset PERFKIT_NO_CACHE, or "
-                           "set PERFKIT_CACHE_DIR to a writable folder outside the run")
     found = _fetch(entry) or _build(entry, files, progress or (lambda message, fraction: None))
     if location is not None:
         cache.store_answer(location, str(found.folder), 0)
@@ -195,7 +203,7 @@ def _fetch(entry: Path) -> Index | None:
     if not entry.is_dir():
         return None
     try:
-        described = json.loads((entry / INDEX_FILE).read_text())
+        described = boundedjson.loads((entry / INDEX_FILE).read_text())
         if described["format"] != INDEX_FORMAT:
             raise ValueError("index format")
         ranks = {int(rank): info for rank, info in described["ranks"].items()}
@@ -203,7 +211,7 @@ def _fetch(entry: Path) -> Index | None:
             for part in info["parts"]:
                 if pq.ParquetFile(entry / part["file"]).metadata.num_rows != part["rows"]:
                     raise ValueError("part rows")
-        os.utime(entry / INDEX_FILE)
+        cache.touch(entry / INDEX_FILE)
         return Index(entry, ranks)
     except Exception:  # noqa: BLE001 - whatever is wrong with an index, the trace files are the truth
         shutil.rmtree(entry, ignore_errors=True)
