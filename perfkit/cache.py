@@ -67,8 +67,9 @@ ENTRY_KINDS = ("runs", "answers", "timeline")
 Job = tuple[str, Path]  # (reader name, folder)
 
 
-# Why the cache is off for the rest of this process, once a fault was found in it (said once).
-_fault: str | None = None
+# Why the cache is off for the rest of this process, for the settings (_settings) under which a fault was
+# found in it (said once): other settings (another PERFKIT_CACHE_DIR) are tried afresh.
+_faults: dict[tuple, str] = {}
 # What a cache fault is: the file system's errors, Path.resolve's symlink loop (RuntimeError), an entry's
 # JSON or Arrow data that is not what this module wrote (ValueError; pyarrow's errors derive from it).
 FAULTS = (OSError, RuntimeError, ValueError)
@@ -80,7 +81,7 @@ def _optional(default: Any = None):
     def decorate(function):
         @functools.wraps(function)
         def optional(*args, **kwargs):
-            if _fault is not None:
+            if _settings() in _faults:
                 return default
             try:
                 return function(*args, **kwargs)
@@ -91,15 +92,20 @@ def _optional(default: Any = None):
     return decorate
 
 
-def turn_off(cause: BaseException | str) -> None:
-    """Stop using the cache in this process, and say why on stderr (the first time)."""
-    global _fault
-    if _fault is None:
-        _fault = cause if isinstance(cause, str) else (
-            f"{getattr(cause, 'filename', None) or ''}{': ' if getattr(cause, 'filename', None) else ''}"
-            f"{getattr(cause, 'strerror', None) or cause}")
-        sys.stderr.write(f"perfkit: warning: the cache is not used ({_fault}); answers are computed from the "
-                         "files without it\n")
+def turn_off(cause: BaseException) -> None:
+    """Stop using the cache (as now set) in this process, and say why on stderr (the first time)."""
+    if _settings() in _faults:
+        return
+    where = getattr(cause, "filename", None)
+    why = _faults[_settings()] = f"{where}: {cause.strerror}" if where and getattr(cause, "strerror", None) \
+        else str(cause)
+    sys.stderr.write(f"perfkit: warning: the cache is not used ({why}); answers are computed from the files "
+                     "without it\n")
+
+
+def _settings() -> tuple:
+    return tuple(os.environ.get(name) for name in ("PERFKIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME",
+                                                   "PERFKIT_CACHE_MAX_MB"))
 
 
 def enabled() -> bool:

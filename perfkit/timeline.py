@@ -12,8 +12,9 @@ temporary folder of the process, removed at exit), under
 `timeline/<run>/<digest>`, where the digest covers the trace files' (path, size, mtime) and the code
 that builds the index: a changed file or a new perfkit makes a new index. It is written to a
 temporary folder and renamed into place, so a half-written index is never seen; an index that cannot
-be read back is deleted and rebuilt; one that cannot be written (full disk) is an error naming the
-cache folder, with nothing left behind.
+be read back is deleted and rebuilt; one that cannot be written in the cache (full disk, read-only) turns
+the cache off (one warning) and is built in the temporary folder; failing there too is an error naming
+it, with nothing left behind.
 
 Steps: the trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the
 step file (kernel_details.csv's Step ID and times; for output_timeline_data, the legacy step trace's
@@ -155,6 +156,15 @@ def index_path(root: Path, files: list[TraceFile]) -> Path:
     return base / "timeline" / place / digest.hexdigest()[:32]
 
 
+class _NotWritten(PerfkitError):
+    """An index could not be written (full disk, read-only file system): `cause` is the OSError."""
+
+    def __init__(self, cause: OSError, folder: Path):
+        super().__init__(f"cannot write the timeline index ({cause.strerror or cause}); free space or set "
+                         "PERFKIT_CACHE_DIR elsewhere", folder)
+        self.cause = cause
+
+
 @functools.lru_cache(maxsize=1)
 def _scratch_root() -> Path:
     """A temporary folder for the indexes this process builds without a cache (one per process, so that
@@ -192,7 +202,14 @@ def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None
         return found
     root, files = trace_files(path)
     entry = index_path(root, files)
-    found = _fetch(entry) or _build(entry, files, progress or (lambda message, fraction: None))
+    progress = progress or (lambda message, fraction: None)
+    try:
+        found = _fetch(entry) or _build(entry, files, progress)
+    except _NotWritten as exc:
+        if entry.is_relative_to(_scratch_root()):
+            raise
+        cache.turn_off(exc.cause)  # the cache is optional: build in this process's own folder instead
+        found = _build(index_path(root, files), files, progress)
     if location is not None:
         cache.store_answer(location, str(found.folder), 0)
     return found
@@ -239,8 +256,7 @@ def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float],
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise PerfkitError(f"cannot write the timeline index ({exc.strerror or exc}); free space or set "
-                           "PERFKIT_CACHE_DIR elsewhere", entry.parent) from None
+        raise _NotWritten(exc, entry.parent) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
