@@ -289,7 +289,7 @@ def store(entry: Path, run) -> bool:
             return False  # e.g. tuples would come back as lists: the cold read wins
     except (TypeError, ValueError):
         return False
-    staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    staging = staging_name(entry)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
@@ -305,7 +305,7 @@ def store(entry: Path, run) -> bool:
         if entry.is_dir():
             return True  # another process stored the same entry first
         raise  # a cache that cannot be written: said once (_optional)
-    _remove_siblings(entry)
+    remove_siblings(entry)
     trim(entry.parents[2], keep={entry})
     return True
 
@@ -341,10 +341,32 @@ def touch(path: Path) -> None:
         pass
 
 
-def _remove_siblings(entry: Path) -> None:
-    """Entries for earlier versions of the same run's files (or of the same answer)."""
+def staging_name(entry: Path) -> Path:
+    """A temporary name beside `entry` to write it under before it is renamed into place; it names the
+    writing process, so that one left by a killed writer can be told from one being written (_being_written)."""
+    return entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def _being_written(path: Path) -> bool:
+    """Whether `path` is a staging name of a process still running (a killed `perfkit trace` leaves its
+    half-written index behind: that one is stale, removed with the other stale entries)."""
+    if not path.name.startswith(".tmp-"):
+        return False
+    try:
+        os.kill(int(path.name.split("-")[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, IndexError, OSError):
+        return True  # not our name, or a process of another user: leave it
+    return True
+
+
+@_optional()
+def remove_siblings(entry: Path) -> None:
+    """Entries for earlier versions of the same run's files (or of the same answer or index), and what
+    writers killed meanwhile left there."""
     for stale in entry.parent.iterdir():
-        if stale != entry and not stale.name.startswith(".tmp-"):
+        if stale != entry and not _being_written(stale):
             if stale.is_dir():
                 shutil.rmtree(stale, ignore_errors=True)
             else:
@@ -391,7 +413,7 @@ def fetch_answer(entry: Path) -> tuple[str, int] | None:
 @_optional()
 def store_answer(entry: Path, output: str, exit_code: int) -> None:
     """Keep an answer (atomically; a cache that cannot be written only costs speed)."""
-    staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    staging = staging_name(entry)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         staging.write_text(json.dumps({"output": output, "exit_code": exit_code}))
@@ -402,7 +424,7 @@ def store_answer(entry: Path, output: str, exit_code: int) -> None:
         except OSError:  # a read-only file system says so even for a name that is not there
             pass
         raise  # said once (_optional)
-    _remove_siblings(entry)
+    remove_siblings(entry)
 
 
 # ---------------------------------------------------------------- size
@@ -420,8 +442,8 @@ def trim(root: Path, keep: set[Path]) -> None:
             except OSError:
                 continue
             for entry in found:
-                if entry.name.startswith(".tmp-"):
-                    continue  # being written by another process
+                if _being_written(Path(entry.path)):
+                    continue
                 files = (list(_files_under(Path(entry.path), FINGERPRINT_DEPTH))
                          if entry.is_dir(follow_symlinks=False) else [(entry.path, *_size_and_mtime(entry))])
                 if files:

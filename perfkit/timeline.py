@@ -37,7 +37,6 @@ import shutil
 import sys
 import tempfile
 import types
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -236,7 +235,7 @@ def _fetch(entry: Path) -> Index | None:
 
 
 def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float], None]) -> Index:
-    staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    staging = cache.staging_name(entry)
     total_bytes = sum(file.path.stat().st_size for file in files) or 1
     done_bytes = 0
     try:
@@ -260,9 +259,7 @@ def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float],
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    for stale in entry.parent.iterdir():  # indexes of earlier versions of the run's files
-        if stale != entry and not stale.name.startswith(".tmp-"):
-            shutil.rmtree(stale, ignore_errors=True)
+    cache.remove_siblings(entry)  # indexes of earlier versions of the run's files, builds killed midway
     cache.trim(entry.parents[2], keep={entry})  # an index counts towards $PERFKIT_CACHE_MAX_MB like a run entry
     progress("indexed", 1.0)
     found = _fetch(entry)
