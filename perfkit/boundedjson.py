@@ -36,6 +36,14 @@ class JSONError(ValueError):
         self.message, self.position = message, position
 
 
+class TooDeep(JSONError):
+    """A value nested past the decoder's recursion limit; `position`: where the value starts."""
+
+    def __init__(self, position: int):
+        super().__init__("is nested too deep to read (arrays or objects over ~1,000 levels inside each other)",
+                         position)
+
+
 class Counts:
     """What the decoder changed, to be said once per file."""
 
@@ -71,12 +79,12 @@ def decode_value(text: str, position: int, counts: Counts) -> tuple[Any, int]:
     except json.JSONDecodeError as exc:
         raise JSONError(f"is not valid JSON ({exc.msg} at line {exc.lineno}; cut off mid-write?)", exc.pos) from None
     except RecursionError:
-        raise JSONError("is nested too deep to read (arrays or objects over ~1,000 levels inside each other)", start) from None
+        raise TooDeep(start) from None
     if _SURROGATE_ESCAPE.search(text, start, end):
         try:
             value = _without_lone_surrogates(value, counts)
         except RecursionError:
-            raise JSONError("is nested too deep to read (arrays or objects over ~1,000 levels inside each other)", start) from None
+            raise TooDeep(start) from None
     return value, end
 
 

@@ -300,6 +300,9 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
         warnings.append(f"{file.path}: the {'file' if text else 'JSON'} stops at byte {stats.truncated_at} "
                         f"(cut off or corrupt): the {stats.events:,} events before it are shown")
     warnings += [f"{file.path}: {note}" for note in stats.notes]
+    if stats.too_deep:
+        warnings.append(f"{file.path}: {stats.too_deep:,} events nested too deep to read (arrays or objects over "
+                        "~1,000 levels inside each other) are left out")
     if missing_ts:
         warnings.append(f"{file.path}: {missing_ts:,} events without a time (ts) are left out")
     if text and stats.bad_values:

@@ -164,3 +164,10 @@ def nested(opening: bytes, depth: int) -> bytes:
 def set_cells(path: Path, table: str, assignments: str, where: str = "1") -> None:
     """UPDATE `table` SET `assignments` WHERE `where` in a copy of a profiler database."""
     _edit_database(path, f'UPDATE "{table}" SET {assignments} WHERE {where}')
+
+
+def replace_once(path: Path, old: bytes, new: bytes) -> None:
+    """Replace the first `old` only (a trace repeats its keys in every event)."""
+    raw = path.read_bytes()
+    assert old in raw, f"{old!r} not in {path.name}"
+    path.write_bytes(raw.replace(old, new, 1))

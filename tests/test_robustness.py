@@ -419,6 +419,52 @@ def test_mutated_trace_is_indexed_or_named(fixture, relative, mutations):
     EXAMPLES["count"] += 1
 
 
+# Issue 25: hostile trace_view.json (a copy of the real msinsight_level1 rank 0 trace, one event changed).
+TRACE_VIEW = f"{NEW_OUT}/trace_view.json"
+FIRST_EVENT = b'[{"ph": "X", "name": "aten::empty"'
+TRACE_CASES = {
+    # was RecursionError out of msgspec (fast path) and json (slow path): a traceback
+    "args_3000_deep": (lambda p: broken.replace_once(p, b'"args": {"Sequence number": -1',
+                                                    b'"args": {"name": ' + broken.nested(b"{", 3000)
+                                                    + b', "Sequence number": -1'), "nested too deep"),
+    "array_event_50000_deep": (lambda p: broken.replace_once(p, FIRST_EVENT, b"[" + broken.nested(b"[", 50_000)
+                                                             + b", " + FIRST_EVENT[1:]), "nested too deep"),
+    "lone_surrogate_name": (lambda p: broken.replace_once(p, FIRST_EVENT, FIRST_EVENT[:-1] + b'\\ud800"'), None),
+    "duration_1e400": (lambda p: broken.replace_once(p, b'"dur": 145.57', b'"dur": 1e400'), "not numbers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRACE_CASES))
+def test_hostile_trace_is_indexed_with_a_warning(case, tmp_path, monkeypatch):
+    monkeypatch.delenv("PERFKIT_NO_CACHE")
+    mutate, said = TRACE_CASES[case]
+    run = broken.copy_run(FIXTURE_RUNS[NEW], tmp_path / "run")
+    mutate(run / TRACE_VIEW)
+    result = CliRunner().invoke(main, ["trace", str(run), "--step", "50", "-o", str(tmp_path / "w.json")])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
+    events = json.loads((tmp_path / "w.json").read_bytes())
+    expected = _step_50_events(FIXTURE_RUNS[NEW])
+    assert abs(len(events) - expected) <= 1  # at most the changed event is left out
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line and "trace_view.json" in line]
+    if said:
+        assert any(said in line for line in warnings), result.stderr
+        OUTCOMES[f"trace_{case}"] = "exit 0: " + next(line for line in warnings if said in line)
+    else:
+        assert any("\ufffd" in str(event.get("name")) for event in events)
+        OUTCOMES[f"trace_{case}"] = "exit 0: the name shown with U+FFFD"
+
+
+@functools.lru_cache(maxsize=None)
+def _step_50_events(source: Path) -> int:
+    with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PERFKIT_CACHE_DIR", scratch)
+        patch.delenv("PERFKIT_NO_CACHE", raising=False)
+        result = CliRunner().invoke(main, ["trace", str(source), "--step", "50", "-o", f"{scratch}/w.json"])
+        assert result.exit_code == 0, result.output
+        return len(json.loads(Path(f"{scratch}/w.json").read_bytes()))
+
+
 def test_zz_report_counts():
     """Printed with -s; runs last in file order so the counter is complete."""
     print(f"\nhypothesis examples run: {EXAMPLES['count']}")
