@@ -148,12 +148,20 @@ CASES = {
                                                        "streamId", "taskId", "modelId", "depth")))),
     "analysis_db_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "StepTraceTime",
                                                                                "computing = 9e999")),
+    "db_three_20mb_strings": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", lambda p: _huge_strings(p)),
     "analysis_db_comm_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "CommAnalyzerTime",
                                                                                     "elapse_time = 9e999")),
     # was `advise --format json`: "Out of range float values are not JSON compliant: inf" (size_mb is no time)
     "analysis_db_link_size_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "CommAnalyzerMatrix",
                                                                                          "transit_size = 9e999")),
 }
+
+def _huge_strings(database: Path) -> None:
+    """The names of the three most run kernels 20 MB long (issue 25: `perfkit trace` took 21 s and 3.9 GB
+    for this 4,000-event run, over 2 minutes under load)."""
+    broken.set_cells(database, "STRING_IDS", "value = replace(hex(zeroblob(10000000)), '00', 'xy')",
+                     "id IN (SELECT name FROM COMPUTE_TASK_INFO GROUP BY name ORDER BY count(*) DESC LIMIT 3)")
+
 
 # Outcomes seen per case, written into docs/robustness.md by hand from `pytest -s` output.
 OUTCOMES: dict[str, str] = {}
@@ -453,6 +461,20 @@ def test_hostile_trace_is_indexed_with_a_warning(case, tmp_path, monkeypatch):
     else:
         assert any("\ufffd" in str(event.get("name")) for event in events)
         OUTCOMES[f"trace_{case}"] = "exit 0: the name shown with U+FFFD"
+
+
+def test_huge_database_strings_are_cut_for_the_timeline(tmp_path, monkeypatch):
+    from perfkit.formats.db import MAX_STRING
+    monkeypatch.delenv("PERFKIT_NO_CACHE")
+    run = broken.copy_run(FIXTURE_RUNS[DB], tmp_path / "run")
+    _huge_strings(run / f"{NEW_OUT}/ascend_pytorch_profiler_0.db")
+    result = CliRunner().invoke(main, ["trace", str(run), "--step", "50", "-o", str(tmp_path / "w.json")])
+    assert result.exit_code == 0, result.output
+    assert "STRING_IDS: 3 string(s) longer than 4,096 characters cut" in result.stderr
+    names = [event.get("name") or "" for event in json.loads((tmp_path / "w.json").read_bytes())]
+    assert len(names) == _step_50_events(FIXTURE_RUNS[DB])
+    cut = [name for name in names if len(name) > 1000]
+    assert cut and all(len(name) == MAX_STRING + 1 and name.startswith("xyxy") for name in cut)
 
 
 @functools.lru_cache(maxsize=None)
