@@ -295,9 +295,15 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
                                            warmup=warmup or 0, steps=steps, profile_memory=profile_memory))
     for note in outcome.notes:
         click.echo(f"perfkit: warning: {note}", err=True)
-    if outcome.status in ("ok", "interrupted"):
+    if outcome.status in ("ok", "interrupted", "incomplete") and outcome.profiled:
         click.echo(report(outcome))
-    if outcome.status == "interrupted":
+    if not outcome.profiled:
+        click.echo(f"perfkit: {outcome.folder} holds only perfkit_run.json (the script did not use MindSpore); "
+                   f"exit code {outcome.exit_code}, the script's", err=True)
+    elif outcome.status == "incomplete":
+        click.echo(f"perfkit: incomplete: {outcome.folder} holds the step times only (no op data from MindSpore's "
+                   "profiler), marked incomplete", err=True)
+    elif outcome.status == "interrupted":
         click.echo(f"perfkit: interrupted: {outcome.folder} holds what was profiled before {outcome.stop_signal}",
                    err=True)
     elif outcome.status == "failed":

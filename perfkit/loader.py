@@ -192,6 +192,9 @@ def _require_data(root: Path, by_rank: dict[int, list[Entry]], failures: list[Fi
         return
     if failures:
         raise failures[0]  # nothing else to show: the broken folder is the answer
+    if any(reader.name == "manifest" for entries in by_rank.values() for reader, _, _ in entries):
+        raise LayoutError("holds no profile: its perfkit_run.json records no profiled step and MindSpore's profiler "
+                          "wrote no files here (did the script use MindSpore? the manifest's notes say)", root)
     raise LayoutError(db.raw_data_hint(root) or (
         "no MindSpore profiler files found (looked for aicore_intermediate_*, step_trace_raw_*, "
         "ASCEND_PROFILER_OUTPUT/ text or database export, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, "
@@ -228,6 +231,8 @@ def _derive_steps(rank: int, tables: dict[str, pd.DataFrame], meta_fields: dict)
     if "step_times" in tables:
         tables["steps"] = steps_from_times(tables["step_times"])
         meta_fields.setdefault("step_source", "recorded_step_times")
+        if meta_fields.get("status") in (None, "ok"):  # ended "ok", yet what bounds its steps is unknown
+            meta_fields["status"] = "incomplete"
         return [(".", f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step "
                       "times are the ones perfkit profile recorded, their split is unknown")]
     return []

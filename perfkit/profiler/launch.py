@@ -71,10 +71,11 @@ class ProfileRequest:
 @dataclass
 class ProfileOutcome:
     folder: Path
-    status: str                 # ok / interrupted
+    status: str                 # ok / interrupted / failed / incomplete (formats/manifest.py STATUSES)
     notes: list[str]
     stop_signal: str | None = None  # SIGINT / SIGTERM when interrupted
     exit_code: int = 0              # 128 + the signal's number when interrupted, as a shell reports it
+    profiled: bool = True           # False: the user's script never imported MindSpore (nothing to report)
 
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
