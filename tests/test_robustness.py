@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -35,7 +36,9 @@ NEW_OUT = "ASCEND_PROFILER_OUTPUT"
 # A real CPU run with MindSpore's memory record (profile_memory=True), which no shared fixture has.
 CPU_MEMORY = "cpu_2_10_memory"
 CPU_MEMORY_FILE = "vm_21053_20261123192539361_ascend_ms/FRAMEWORK/cpu_ms_memory_record_0.txt"
-RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory"}
+# A real `perfkit profile` run (its manifest perfkit_run.json), which no shared fixture has.
+OWN_RUN = "sample_cpu_default"
+RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory", OWN_RUN: REPO / "sample_runs/cpu_default"}
 
 
 @pytest.fixture(autouse=True)
@@ -328,6 +331,11 @@ MUTATION_TARGETS = [
     (NEW, f"{NEW_OUT}/operator_memory.csv"),
     (NEW, f"{NEW_OUT}/communication.json"),
     (NEW, f"{NEW_OUT}/communication_matrix.json"),
+    # every other JSON a reader takes, through the bounded decoder (issue 25)
+    (NEW, "profiler_info_0.json"),
+    (NEW, "profiler_metadata.json"),
+    (LEGACY, "minddata_cpu_utilization_1.json"),
+    (OWN_RUN, "perfkit_run.json"),
     (CPU_MEMORY, CPU_MEMORY_FILE),
 ]
 
@@ -352,11 +360,47 @@ def _mutate(raw: bytes, op: str, a: int, b: int) -> bytes:
             cells[x], cells[y] = cells[y], cells[x]
             return b",".join(cells) + end
         return b"".join(swap(r) for r in rows)
+    if op == "hostile_json":
+        return _hostile_json(raw, a, b)
     raise AssertionError(op)
 
 
+# JSON that the bounded decoder (perfkit/boundedjson.py) must take: deep nesting, numbers no int64 or float
+# holds, NaN/Infinity, lone surrogates, a long string.
+HOSTILE_JSON = [broken.nested(b"[", 5_000).decode(), broken.nested(b"{", 3_000).decode(), "1" * 400, "9e999",
+                "-9e999", "NaN", "Infinity", '"\\ud800"', '"step-99999999999999999999999"', '"' + "x" * 100_000 + '"',
+                "12345678901234567890123", "-1", "null", "[]"]
+
+
+def _hostile_json(raw: bytes, a: int, b: int) -> bytes:
+    """One value (or key) of a JSON file replaced by one of HOSTILE_JSON; a file that is not JSON (already
+    broken by another mutation, or a CSV) is left as it is."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return raw
+    slots = []  # (container, key) of every value
+
+    def walk(node) -> None:
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            slots.append((node, key))
+            walk(value)
+    walk(data)
+    if not slots:
+        return raw
+    container, key = slots[a % len(slots)]
+    hostile = HOSTILE_JSON[b % len(HOSTILE_JSON)]
+    if isinstance(container, dict) and b % 5 == 0 and hostile.startswith('"'):  # a hostile key
+        container["@@KEY@@"] = container.pop(key)
+        return json.dumps(data).replace('"@@KEY@@"', hostile, 1).encode()
+    container[key] = "@@VALUE@@"
+    return json.dumps(data).replace('"@@VALUE@@"', hostile, 1).encode()
+
+
 MUTATIONS = st.lists(
-    st.tuples(st.sampled_from(["truncate", "delete_line", "duplicate_line", "flip_byte", "swap_columns"]),
+    st.tuples(st.sampled_from(["truncate", "delete_line", "duplicate_line", "flip_byte", "swap_columns",
+                               "hostile_json"]),
               st.integers(0, 2**20), st.integers(0, 2**20)),
     min_size=1, max_size=3)
 
@@ -386,6 +430,54 @@ def test_mutated_file_loads_or_raises_perfkit_error(fixture, relative, mutations
             assert str(exc)
         else:
             assert isinstance(loaded, perfkit.Run)
+        assert broken.folder_digest(run) == before
+    EXAMPLES["count"] += 1
+
+
+# ---- property-based: hostile values in the database export's cells (issue 25) ---------------------------
+
+HOSTILE_CELLS = ["NULL", "9e999", "-9e999", "-1", "0", "9223372036854775807", "'x'", "''",
+                 "replace(hex(zeroblob(50000)), '00', 'ab')", "X'FFFE00'", "'12345678901234567890123'"]
+
+
+def _columns(database: Path) -> list[tuple[str, str]]:
+    connection = sqlite3.connect(f"file:{database}?mode=ro&immutable=1", uri=True)
+    try:
+        tables = [name for (name,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return [(table, row[1]) for table in tables for row in connection.execute(f'PRAGMA table_info("{table}")')]
+    finally:
+        connection.close()
+
+
+DB_FILES = [f"{NEW_OUT}/ascend_pytorch_profiler_0.db", f"{NEW_OUT}/analysis.db"]
+
+
+@pytest.mark.parametrize("relative", DB_FILES, ids=[Path(r).name for r in DB_FILES])
+@settings(max_examples=int(os.environ.get("PERFKIT_HYPOTHESIS_EXAMPLES", "12")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, 2**16), st.sampled_from(HOSTILE_CELLS), st.sampled_from(["1", "rowid % 2 = 0", "rowid = 1"])),
+                      min_size=1, max_size=3))
+def test_hostile_cells_in_a_database_load_or_raise_perfkit_error(relative, edits):
+    """Cells of any table and column set to values no profiler writes (NULL, 9e999, text in a number column,
+    a 100,000-character string, bytes): a Run with finite numbers in its summary JSON, or a PerfkitError."""
+    with tempfile.TemporaryDirectory() as scratch:
+        run = broken.copy_run(RUNS[DB], Path(scratch) / "run")
+        database = run / relative
+        columns = _columns(database)
+        for column_index, value, where in edits:
+            table, column = columns[column_index % len(columns)]
+            try:
+                broken.set_cells(database, table, f'"{column}" = {value}', where)
+            except sqlite3.IntegrityError:  # a primary key cannot be NULL or repeated: that cell stays
+                pass
+        before = broken.folder_digest(run)
+        result = CliRunner().invoke(main, ["summary", str(run), "--format", "json"])
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        if result.exit_code == 0:
+            _assert_sound_numbers(json.loads(result.stdout))
+        else:
+            assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert broken.folder_digest(run) == before
     EXAMPLES["count"] += 1
 
