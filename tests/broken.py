@@ -132,11 +132,13 @@ def not_sqlite(path: Path) -> None:
 def _edit_database(path: Path, *statements: str) -> None:
     import sqlite3
     connection = sqlite3.connect(path)
-    connection.execute("PRAGMA journal_mode=DELETE")  # the fixture copy is in WAL mode: leave no -wal behind
-    for statement in statements:
-        connection.execute(statement)
-    connection.commit()
-    connection.close()
+    try:
+        connection.execute("PRAGMA journal_mode=DELETE")  # the fixture copy is in WAL mode: leave no -wal behind
+        for statement in statements:
+            connection.execute(statement)
+        connection.commit()
+    finally:
+        connection.close()  # also after a statement SQLite refused: the next edit must find the file unlocked
 
 
 def drop_table(path: Path, table: str) -> None:

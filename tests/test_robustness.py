@@ -377,7 +377,7 @@ def _hostile_json(raw: bytes, a: int, b: int) -> bytes:
     broken by another mutation, or a CSV) is left as it is."""
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # an earlier mutation made it too deep for this helper too
         return raw
     slots = []  # (container, key) of every value
 
@@ -386,7 +386,10 @@ def _hostile_json(raw: bytes, a: int, b: int) -> bytes:
         for key, value in items:
             slots.append((node, key))
             walk(value)
-    walk(data)
+    try:
+        walk(data)
+    except RecursionError:
+        return raw
     if not slots:
         return raw
     container, key = slots[a % len(slots)]

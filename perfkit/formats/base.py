@@ -130,6 +130,8 @@ def _representable(frame: pd.DataFrame, name: str, rank: int, warnings: list[str
     numeric ones with numpy."""
     from ..model import SCHEMA
     for column, dtype in SCHEMA.get(name, {}).items():
+        if column in frame.columns and dtype == "string" and frame[column].dtype == object:
+            frame = _text_column(frame, column, name, rank, warnings)
         if column not in frame.columns or dtype not in ("int64", "Int64", "float64") or column.endswith("_ms"):
             continue
         values = frame[column]
@@ -146,6 +148,19 @@ def _representable(frame: pd.DataFrame, name: str, rank: int, warnings: list[str
                             f"{'out of the int64 range' if integer else 'not finite'} treated as unknown")
             frame = frame.assign(**{column: values.where(~bad, None if values.dtype == object else np.nan)})
     return frame
+
+
+def _text_column(frame: pd.DataFrame, column: str, name: str, rank: int, warnings: list[str]) -> pd.DataFrame:
+    """A text column whose cells may be bytes (a BLOB in a damaged database): those decoded, U+FFFD for
+    what is not UTF-8, and counted."""
+    values = frame[column]
+    raw = np.fromiter((isinstance(value, (bytes, bytearray)) for value in values), bool, len(values))
+    if not raw.any():
+        return frame
+    warnings.append(f"rank {rank}: {name}.{column}: {int(raw.sum())} value(s) stored as bytes, not text, read as "
+                    "UTF-8 (U+FFFD where they are not)")
+    return frame.assign(**{column: [bytes(value).decode("utf-8", "replace") if is_raw else value
+                                    for value, is_raw in zip(values, raw)]})
 
 
 def _holds(value: Any, integer: bool) -> bool:
