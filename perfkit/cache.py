@@ -21,8 +21,8 @@ used entries: runs, answers and timeline indexes alike.
 
 **Optional.** Whatever is wrong with the cache dir (PERFKIT_CACHE_DIR naming a file or a symlink loop, a
 read-only file system holding stale entries, a full disk, PERFKIT_CACHE_MAX_MB=inf), every public function
-here is `_optional`: the fault is said once per process, on stderr, the cache is off for the rest of it,
-and the caller computes its answer from the files as if there were no cache.
+here is `_optional`: the fault is said once per process, on stderr, the cache is off for the rest of it
+(under the same settings), and the caller computes its answer from the files as if there were no cache.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import errno
 import functools
 import hashlib
 import json
-import os
 import math
+import os
 import shutil
 import sys
 import uuid
@@ -247,8 +247,9 @@ def _read_table(folder: Path, spec: dict):
     table = pq.ParquetFile(path).read(use_threads=threaded)
     frame = table.to_pandas(use_threads=threaded)
     for name in spec["json_columns"]:
-        frame[name] = pd.Series([None if v is None else boundedjson.loads(v) for v in table.column(name).to_pylist()],
-                                index=frame.index, dtype=object)
+        values = table.column(name).to_pylist()
+        frame[name] = pd.Series([None if v is None else boundedjson.loads(v) for v in values], index=frame.index,
+                                dtype=object)
     for name, dtype in spec["dtypes"].items():
         if str(frame[name].dtype) != dtype:
             frame[name] = frame[name].astype(dtype)

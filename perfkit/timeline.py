@@ -633,6 +633,9 @@ def _category(process: str, lane: str, name: str) -> str:
 
 # ---------------------------------------------------------------- export
 
+_EXPORT_TID = re.compile(r"-?[0-9]{1,18}")
+
+
 def chrome_trace(events: pa.Table) -> list[dict]:
     """A Chrome trace (the JSON array Perfetto and chrome://tracing open) of a window (schema EVENTS): each
     rank's processes side by side as processes named "rank R: <process>", lanes as threads, events sorted by
@@ -653,7 +656,8 @@ def chrome_trace(events: pa.Table) -> list[dict]:
                          {"ph": "M", "name": "process_sort_index", "pid": number, "tid": 0,
                           "args": {"sort_index": number}}]
         number = process_ids[(rank, pid)]
-        numeric = tid is not None and tid.lstrip("-").isdigit()
+        # a tid the export's integers can hold (JSON readers take 64 bits; a trace may carry 400 digits)
+        numeric = tid is not None and _EXPORT_TID.fullmatch(tid) is not None
         thread = thread_ids[(rank, pid, tid)] = int(tid) if numeric else lane_order
         metadata += [{"ph": "M", "name": "thread_name", "pid": number, "tid": thread, "args": {"name": lane}},
                      {"ph": "M", "name": "thread_sort_index", "pid": number, "tid": thread,

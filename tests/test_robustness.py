@@ -299,6 +299,13 @@ def test_fifo_in_place_of_a_database_is_refused_not_waited_on(relative, tmp_path
                 assert any(message in w for w in json.loads(result.stdout)["warnings"]), result.stdout
 
 
+def test_json_output_writes_non_finite_numbers_as_null():
+    """The CLI's JSON is strict (jq refuses NaN/Infinity): a number arithmetic made infinite is null."""
+    from perfkit.cli import _json
+    payload = json.loads(_json({"a": math.inf, "b": [math.nan, 1.5], "c": {"d": -math.inf, "e": 2}}))
+    assert payload == {"a": None, "b": [None, 1.5], "c": {"d": None, "e": 2}}
+
+
 def test_warning_names_the_skipped_file(tmp_path):
     """The contract's positive half: a broken file in a good run is named in "warnings" and the rest loads."""
     run = broken.copy_run(FIXTURE_RUNS[LEGACY], tmp_path / "run")
