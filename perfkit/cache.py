@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from . import __version__, boundedjson
+from .errors import FileFormatError
+from .files import open_regular
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
 ENTRY_FORMAT = 3
@@ -320,7 +322,7 @@ def fetch(entry: Path, reload: Callable[[str], Any]):
     if not entry.is_dir():
         return None
     try:
-        described = boundedjson.loads((entry / META_FILE).read_text())
+        described = read_json(entry / META_FILE)
         if described["format"] != ENTRY_FORMAT:
             raise ValueError("entry format")
         tables = {name: (Deferred(entry, spec, name, reload) if name in DEFERRED_TABLES
@@ -332,6 +334,12 @@ def fetch(entry: Path, reload: Callable[[str], Any]):
         return None
     touch(entry / META_FILE)
     return run
+
+
+def read_json(path: Path) -> Any:
+    """One of the cache's JSON files: a regular file only (files.open_regular), through the bounded decoder."""
+    with open_regular(path) as handle:
+        return boundedjson.loads(handle.read().decode("utf-8"))
 
 
 def touch(path: Path) -> None:
@@ -403,9 +411,9 @@ def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Seq
 def fetch_answer(entry: Path) -> tuple[str, int] | None:
     """(output, exit code) kept at `entry`, or None."""
     try:
-        answer = boundedjson.loads(entry.read_text())
+        answer = read_json(entry)
         kept = str(answer["output"]), int(answer["exit_code"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, FileFormatError):
         return None
     touch(entry)
     return kept

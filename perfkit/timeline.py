@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import __version__, boundedjson, cache
+from . import __version__, cache
 from .errors import FileFormatError, PerfkitError
 from .trace_json import MAX_WORKERS, Stats, map_blocks
 from .trace_text import LEGACY_ASCEND, TEXT_TRACES, text_trace_blocks, text_traces
@@ -219,7 +219,7 @@ def _fetch(entry: Path) -> Index | None:
     if not entry.is_dir():
         return None
     try:
-        described = boundedjson.loads((entry / INDEX_FILE).read_text())
+        described = cache.read_json(entry / INDEX_FILE)
         if described["format"] != INDEX_FORMAT:
             raise ValueError("index format")
         ranks = {int(rank): info for rank, info in described["ranks"].items()}

@@ -180,7 +180,8 @@ class Events:
                 chunk = handle.read()
             complete = chunk[:chunk.rfind(b"\n") + 1]  # a line being written is read next time
             self.offsets[path] = self.offsets.get(path, 0) + len(complete)
-            events += [boundedjson.loads(line.decode("utf-8", "replace")) for line in complete.splitlines() if line.strip()]
+            events += [boundedjson.loads(line.decode("utf-8", "replace"))
+                       for line in complete.splitlines() if line.strip()]
         return events
 
 
