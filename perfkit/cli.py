@@ -6,6 +6,7 @@ Data goes to stdout, diagnostics to stderr. Every PerfkitError becomes one line 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Callable
@@ -57,7 +58,20 @@ def _load(path: str):
 
 
 def _json(payload) -> str:
-    return json.dumps(payload, indent=2, allow_nan=False)
+    """Strict JSON (jq and most parsers refuse NaN/Infinity): a number that is not finite is null, unknown.
+    Inputs are screened as they are read; this covers what arithmetic on sound inputs can still make (a
+    ratio over a zero)."""
+    return json.dumps(_finite(payload), indent=2, allow_nan=False)
+
+
+def _finite(node):
+    if isinstance(node, float):
+        return node if math.isfinite(node) else None
+    if isinstance(node, dict):
+        return {key: _finite(value) for key, value in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_finite(value) for value in node]
+    return node
 
 
 def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str, int]]) -> None:
@@ -283,9 +297,15 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
                                            warmup=warmup or 0, steps=steps, profile_memory=profile_memory))
     for note in outcome.notes:
         click.echo(f"perfkit: warning: {note}", err=True)
-    if outcome.status in ("ok", "interrupted"):
+    if outcome.status in ("ok", "interrupted", "incomplete") and outcome.profiled:
         click.echo(report(outcome))
-    if outcome.status == "interrupted":
+    if not outcome.profiled:
+        click.echo(f"perfkit: {outcome.folder} holds only perfkit_run.json (the script did not use MindSpore); "
+                   f"exit code {outcome.exit_code}, the script's", err=True)
+    elif outcome.status == "incomplete":
+        click.echo(f"perfkit: incomplete: {outcome.folder} holds the step times only (no op data from MindSpore's "
+                   "profiler), marked incomplete", err=True)
+    elif outcome.status == "interrupted":
         click.echo(f"perfkit: interrupted: {outcome.folder} holds what was profiled before {outcome.stop_signal}",
                    err=True)
     elif outcome.status == "failed":

@@ -7,12 +7,14 @@ of the index: memory stays bounded by the block, not the trace. A rank without a
 from the op times MindSpore wrote as text (trace_text.py). A window reads only the parts whose
 time range meets it, and inside them only the row groups that do (Parquet min/max statistics).
 
-The index lives in perfkit's cache dir (cache.usable_root: never inside the run), under
+The index lives in perfkit's cache dir (cache.usable_root: never inside the run; without a usable cache, in a
+temporary folder of the process, removed at exit), under
 `timeline/<run>/<digest>`, where the digest covers the trace files' (path, size, mtime) and the code
 that builds the index: a changed file or a new perfkit makes a new index. It is written to a
 temporary folder and renamed into place, so a half-written index is never seen; an index that cannot
-be read back is deleted and rebuilt; one that cannot be written (full disk) is an error naming the
-cache folder, with nothing left behind.
+be read back is deleted and rebuilt; one that cannot be written in the cache (full disk, read-only) turns
+the cache off (one warning) and is built in the temporary folder; failing there too is an error naming
+it, with nothing left behind.
 
 Steps: the trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the
 step file (kernel_details.csv's Step ID and times; for output_timeline_data, the legacy step trace's
@@ -25,6 +27,7 @@ alone: `perfkit trace` on an indexed run never imports pandas (pyarrow_without_p
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
@@ -32,7 +35,7 @@ import os
 import re
 import shutil
 import sys
-import uuid
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -142,16 +145,33 @@ def _fingerprint(path: Path) -> str:
     return f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}"
 
 
-def index_path(root: Path, files: list[TraceFile]) -> Path | None:
-    """Where the index of these trace files lives; None when there is no usable cache dir."""
-    base = cache.usable_root(root)
-    if base is None:
-        return None
+def index_path(root: Path, files: list[TraceFile]) -> Path:
+    """Where the index of these trace files lives: in the cache, else (no cache, a faulty one, one inside the
+    run) in a folder of this process's own, removed when it exits."""
+    base = cache.usable_root(root) or _scratch_root()
     digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
     for file in files:
         digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{_fingerprint(_step_file(file))}\0".encode())
     place = hashlib.sha256(str(root).encode()).hexdigest()[:24]
     return base / "timeline" / place / digest.hexdigest()[:32]
+
+
+class _NotWritten(PerfkitError):
+    """An index could not be written (full disk, read-only file system): `cause` is the OSError."""
+
+    def __init__(self, cause: OSError, folder: Path):
+        super().__init__(f"cannot write the timeline index ({cause.strerror or cause}); free space or set "
+                         "PERFKIT_CACHE_DIR elsewhere", folder)
+        self.cause = cause
+
+
+@functools.lru_cache(maxsize=1)
+def _scratch_root() -> Path:
+    """A temporary folder for the indexes this process builds without a cache (one per process, so that
+    the dashboard builds each index once), removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="perfkit-timeline-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 @dataclass
@@ -182,10 +202,14 @@ def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None
         return found
     root, files = trace_files(path)
     entry = index_path(root, files)
-    if entry is None:
-        raise PerfkitError("the timeline needs a cache folder to keep its index in: unset PERFKIT_NO_CACHE, or "
-                           "set PERFKIT_CACHE_DIR to a writable folder outside the run")
-    found = _fetch(entry) or _build(entry, files, progress or (lambda message, fraction: None))
+    progress = progress or (lambda message, fraction: None)
+    try:
+        found = _fetch(entry) or _build(entry, files, progress)
+    except _NotWritten as exc:
+        if entry.is_relative_to(_scratch_root()):
+            raise
+        cache.turn_off(exc.cause)  # the cache is optional: build in this process's own folder instead
+        found = _build(index_path(root, files), files, progress)
     if location is not None:
         cache.store_answer(location, str(found.folder), 0)
     return found
@@ -196,7 +220,7 @@ def _fetch(entry: Path) -> Index | None:
     if not entry.is_dir():
         return None
     try:
-        described = json.loads((entry / INDEX_FILE).read_text())
+        described = cache.read_json(entry / INDEX_FILE)
         if described["format"] != INDEX_FORMAT:
             raise ValueError("index format")
         ranks = {int(rank): info for rank, info in described["ranks"].items()}
@@ -204,7 +228,7 @@ def _fetch(entry: Path) -> Index | None:
             for part in info["parts"]:
                 if pq.ParquetFile(entry / part["file"]).metadata.num_rows != part["rows"]:
                     raise ValueError("part rows")
-        os.utime(entry / INDEX_FILE)
+        cache.touch(entry / INDEX_FILE)
         return Index(entry, ranks)
     except Exception:  # noqa: BLE001 - whatever is wrong with an index, the trace files are the truth
         shutil.rmtree(entry, ignore_errors=True)
@@ -212,7 +236,7 @@ def _fetch(entry: Path) -> Index | None:
 
 
 def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float], None]) -> Index:
-    staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    staging = cache.staging_name(entry)
     total_bytes = sum(file.path.stat().st_size for file in files) or 1
     done_bytes = 0
     try:
@@ -232,14 +256,11 @@ def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float],
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise PerfkitError(f"cannot write the timeline index ({exc.strerror or exc}); free space or set "
-                           "PERFKIT_CACHE_DIR elsewhere", entry.parent) from None
+        raise _NotWritten(exc, entry.parent) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    for stale in entry.parent.iterdir():  # indexes of earlier versions of the run's files
-        if stale != entry and not stale.name.startswith(".tmp-"):
-            shutil.rmtree(stale, ignore_errors=True)
+    cache.remove_siblings(entry)  # indexes of earlier versions of the run's files, builds killed midway
     cache.trim(entry.parents[2], keep={entry})  # an index counts towards $PERFKIT_CACHE_MAX_MB like a run entry
     progress("indexed", 1.0)
     found = _fetch(entry)
@@ -280,6 +301,9 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
         warnings.append(f"{file.path}: the {'file' if text else 'JSON'} stops at byte {stats.truncated_at} "
                         f"(cut off or corrupt): the {stats.events:,} events before it are shown")
     warnings += [f"{file.path}: {note}" for note in stats.notes]
+    if stats.too_deep:
+        warnings.append(f"{file.path}: {stats.too_deep:,} events nested too deep to read (arrays or objects over "
+                        "~1,000 levels inside each other) are left out")
     if missing_ts:
         warnings.append(f"{file.path}: {missing_ts:,} events without a time (ts) are left out")
     if text and stats.bad_values:
@@ -610,6 +634,9 @@ def _category(process: str, lane: str, name: str) -> str:
 
 # ---------------------------------------------------------------- export
 
+_EXPORT_TID = re.compile(r"-?[0-9]{1,18}")
+
+
 def chrome_trace(events: pa.Table) -> list[dict]:
     """A Chrome trace (the JSON array Perfetto and chrome://tracing open) of a window (schema EVENTS): each
     rank's processes side by side as processes named "rank R: <process>", lanes as threads, events sorted by
@@ -630,7 +657,8 @@ def chrome_trace(events: pa.Table) -> list[dict]:
                          {"ph": "M", "name": "process_sort_index", "pid": number, "tid": 0,
                           "args": {"sort_index": number}}]
         number = process_ids[(rank, pid)]
-        numeric = tid is not None and tid.lstrip("-").isdigit()
+        # a tid the export's integers can hold (JSON readers take 64 bits; a trace may carry 400 digits)
+        numeric = tid is not None and _EXPORT_TID.fullmatch(tid) is not None
         thread = thread_ids[(rank, pid, tid)] = int(tid) if numeric else lane_order
         metadata += [{"ph": "M", "name": "thread_name", "pid": number, "tid": thread, "args": {"name": lane}},
                      {"ph": "M", "name": "thread_sort_index", "pid": number, "tid": thread,

@@ -194,6 +194,35 @@ def test_ctrl_c_is_passed_on_and_the_profile_so_far_is_kept(tmp_path):
 
 
 @pytest.mark.mindspore
+def test_a_script_that_os_exits_mid_training_is_incomplete_with_its_bound_unknown(tmp_path):
+    """Issue 25: os._exit(0) at step 2 skips atexit, so MindSpore's profiler never analyses what it recorded.
+    Was: exit 0, status ok, "compute-bound 100 %" from step totals alone."""
+    done = profile(tmp_path, "--output", "runs/exit", "--", "python", MODEL_TRAIN, "--os-exit-at", "2")
+    assert done.returncode == 0, done.stderr  # the script's
+    assert "perfkit: incomplete: runs/exit holds the step times only" in done.stderr
+    assert "bound    unknown (the profiler wrote no op data" in done.stdout and "100.0 %" not in done.stdout
+    recorded = manifest(tmp_path / "runs" / "exit")
+    assert recorded["status"] == "incomplete" and "left no op data" in recorded["error"]
+    loaded = perfkit.load(tmp_path / "runs" / "exit")
+    assert loaded.meta.status == "incomplete" and loaded.steps["fwd_bwd_ms"].isna().all()
+    assert perfkit.summarize(loaded)["bound"]["kind"] == "unknown"
+
+
+@pytest.mark.parametrize("code", [0, 4])
+def test_a_script_that_never_imports_mindspore_says_so_and_exits_as_it_did(tmp_path, code):
+    """Issue 25: was exit 2 (though the script exited 0) with "found only files perfkit does not read:
+    perfkit_run.json" while that file is among what perfkit looks for."""
+    (tmp_path / "plain.py").write_text(f"import sys\nprint('no MindSpore here')\nsys.exit({code})\n")
+    done = profile(tmp_path, "--output", "runs/plain", "--", "python", "plain.py")
+    assert done.returncode == code, done.stderr
+    assert "no MindSpore here" in done.stdout
+    assert "your script did not use MindSpore (it never imported it)" in done.stderr
+    assert f"runs/plain holds only perfkit_run.json (the script did not use MindSpore); exit code {code}" in done.stderr
+    assert "does not read" not in done.stderr and "MindSpore's profiler wrote nothing" not in done.stderr
+    assert manifest(tmp_path / "runs" / "plain")["status"] == ("ok" if code == 0 else "failed")
+
+
+@pytest.mark.mindspore
 def test_a_script_without_model_train_nor_the_api_loads_from_op_timestamps_next_to_an_existing_folder(tmp_path):
     existing = tmp_path / "runs" / "plain"
     existing.mkdir(parents=True)

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from ..errors import FileFormatError
 from ..units import US_PER_MS
-from .base import (Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object, stages_from_count,
+from .base import (Parts, Reader, guarded, op_passes, rank_of, read_csv_table, json_object, stages_from_count,
                    stages_from_pp_groups)
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -145,7 +145,7 @@ def _read_metadata(folder: Path, parts: Parts) -> None:
     path = folder / METADATA
     if not path.is_file():
         return
-    metadata = guarded(parts, path, read_json_object)
+    metadata = json_object(parts, path)
     stages = stages_from_pp_groups(metadata.get("parallel_group_info")) if isinstance(metadata, dict) else None
     if stages:
         parts.meta["pipeline_stages"] = stages
@@ -160,7 +160,7 @@ def _read_profiler_info(folder: Path, parts: Parts) -> int:
         parts.warnings.append(f"several profiler_info files ({', '.join(f.name for f in files)}); "
                               f"using {files[0].name}")
     path = files[0]
-    info = guarded(parts, path, read_json_object)
+    info = json_object(parts, path)
     named_rank = rank_of(path.name)
     if not isinstance(info, dict):
         if info is not None:

@@ -304,6 +304,7 @@ def start_session(job: dict, folder: Path, model_module) -> None:
     manifest = read_manifest(Path(job["output"]))
     if job["msrun"]:
         manifest.update(rank=int(os.environ.get("RANK_ID", "0")), notes=[])
+    manifest["attached_at"] = now_iso()  # the script imported MindSpore: perfkit profile tells it from one that did not
     write_manifest(folder, manifest)
     _session = RankProfile(folder, manifest, StepLog(job["skip_first"], job["steps"]), job["profile_memory"],
                            env_profiler=job["skip_first"] == 0)
