@@ -564,8 +564,9 @@ MAX_TIMELINE_BARS = 4000
 # Events shorter than this share of the window (under a pixel at dashboard width) are merged with
 # adjacent tiny ones in their lane when the window has too many bars.
 TINY_EVENT_SHARE = 1 / 1500
+# "scope": cell-scope spans (a CPU run's Scope Layer), containers of the compute under them, not compute.
 TIMELINE_COLORS = {"compute": "#4e79a7", "communication": "#e15759", "data": "#f28e2b", "host": "#59a14f",
-                   "idle": "#bab0ac"}
+                   "idle": "#bab0ac", "scope": "#d4c4e0"}
 TIMELINE_LANE_PX = 22
 
 
@@ -599,9 +600,22 @@ def nesting_depth(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def complete_events(events: pd.DataFrame) -> pd.DataFrame:
     """A window's events with a duration (what the timeline draws), in lane and time order, each with its
-    nesting `depth` in its lane (rank, lane_order; `nesting_depth`)."""
+    nesting `depth` in its lane (rank, lane_order; `nesting_depth`).
+
+    An event reaching past its rank's window (`events.attrs["window_us"]`, perfkit.timeline's) is cut at the
+    window's edges, its whole duration kept in `full_dur_us` (NaN where it was not cut): a cell-scope span of a
+    CPU run runs on into the next step when that step's first ops share its scope (the profiler joins
+    consecutive ops of one scope into one span), and a step's window must not show more than the step."""
     bars = events[events["dur_us"].notna() & (events["ph"] == "X")].copy()
     bars["end_us"] = bars["start_us"] + bars["dur_us"]
+    bars["full_dur_us"] = np.nan
+    for rank, (low, high) in events.attrs.get("window_us", {}).items():
+        mine = bars["rank"] == rank
+        cut = mine & ((bars["start_us"] < low) | (bars["end_us"] > high))
+        bars.loc[cut, "full_dur_us"] = bars.loc[cut, "dur_us"]
+        bars.loc[mine, "start_us"] = bars.loc[mine, "start_us"].clip(lower=low)
+        bars.loc[mine, "end_us"] = bars.loc[mine, "end_us"].clip(upper=high)
+    bars["dur_us"] = bars["end_us"] - bars["start_us"]
     bars = bars.sort_values(["rank", "lane_order", "start_us", "end_us"], ascending=[True, True, True, False],
                             kind="stable")
     starts, ends = bars["start_us"].to_numpy(), bars.pop("end_us").to_numpy()
@@ -631,7 +645,7 @@ def timeline_bars(events: pd.DataFrame, max_bars: int = MAX_TIMELINE_BARS) -> tu
         rank=("rank", "first"), process=("process", "first"), lane=("lane", "first"),
         lane_order=("lane_order", "first"), depth=("depth", "first"), name=("name", "first"),
         category=("category", "first"), start_us=("start_us", "min"), shapes=("shapes", "first"),
-        count=("count", "sum"), ph=("ph", "first"))
+        count=("count", "sum"), ph=("ph", "first"), full_dur_us=("full_dur_us", "first"))
     ends = (bars["start_us"] + bars["dur_us"]).groupby(bars["group"], sort=False).max()
     merged["dur_us"] = ends.to_numpy() - merged["start_us"].to_numpy()
     several = merged["count"] > 1
@@ -662,12 +676,17 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
     fig = go.Figure()
     for category, part in bars.groupby("category", sort=True):
         shapes = part["shapes"].where(part["shapes"].notna(), "").astype(str).str.replace("\r\n", " ", regex=False)
+        cut = part["full_dur_us"].map(lambda us: "" if us != us else
+                                      f"<br>cut at the window's edge: runs {us / 1000.0:,.3f} ms in all")
         fig.add_bar(y=part["label"], x=part["dur_us"] / 1000.0, base=(part["start_us"] - zero) / 1000.0,
                     orientation="h", name=category, marker_color=TIMELINE_COLORS.get(category, "#9c755f"),
-                    marker_line_width=0, customdata=np.stack([part["name"].astype(str), shapes], axis=1),
+                    marker_line_width=0, customdata=np.stack([part["name"].astype(str), shapes, cut], axis=1),
                     hovertemplate="%{customdata[0]}<br>%{x:.3f} ms at %{base:.3f} ms<br>%{customdata[1]}"
-                                  "<extra>" + category + "</extra>")
+                                  "%{customdata[2]}<extra>" + category + "</extra>")
     note = f" · {merged_away:,} tiny events merged into neighbours" if merged_away else ""
+    cut_count = int(complete["full_dur_us"].notna().sum())
+    if cut_count:
+        note += f" · {cut_count:,} cut at the window's edges (hover: whole length)"
     if highlight is not None:
         found = complete[highlight.matches(complete)]
         fig.add_bar(y=_row_labels(found), x=found["dur_us"] / 1000.0, base=(found["start_us"] - zero) / 1000.0,
@@ -679,7 +698,7 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
                       bargap=0.15, height=max(240, 80 + TIMELINE_LANE_PX * len(order)), font=FONT,
                       plot_bgcolor="white", paper_bgcolor="white", margin=dict(l=20, r=20, t=50, b=40),
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
-                      meta={"bars": len(bars), "merged": merged_away})
+                      meta={"bars": len(bars), "merged": merged_away, "cut": cut_count})
     fig.update_xaxes(title="ms from the window's start", showgrid=True, gridcolor="#eee", zeroline=False)
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True)
     return fig

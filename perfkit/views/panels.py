@@ -37,6 +37,9 @@ class Page:
 # Pages over one run, in navigation order; the compare page (several runs) follows them.
 PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/ranks", "Ranks"), Page("/memory", "Memory"))
 COMPARE = Page("/compare", "Compare")
+TIMELINE = Page("/timeline", "Timeline")  # not a page of panels: dashboards/timeline.py builds it
+# Every page of the dashboard, in navigation order (the navigation bar and `perfkit dash --help` list these).
+ALL_PAGES = (*PAGES, COMPARE, TIMELINE)
 
 
 @dataclass(frozen=True)
