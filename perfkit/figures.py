@@ -18,18 +18,17 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import (bound, framework_memory, link_bandwidth, op_type_shares, op_type_shares_by_rank, queue_stats,
-                       ranks_run_different_ops, step_means)
+from .analysis import bound, framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
 from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
                       setting_value, spread, step_totals, verdict_words)
 from .model import Run
 from .render import BOUND_PART_LABELS, mean_of_text
 from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
-                           ms, pct, percent, run_color)
+                           ms, pct, percent, run_color, short_op_names)
 from .views.format import speedup as format_speedup
 from .views.numbers import (FWD_BWD_OTHER_OPS, OpTarget, amp_families_apply, batchnorm_share, cast_share,
-                            communication, once_per_run, op_family, per_rank_parts, rank_bar_segments, slow_ranks,
-                            step_split)
+                            communication, once_per_run, op_family, op_mix_columns, per_rank_parts,
+                            rank_bar_segments, slow_ranks, step_split)
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.
@@ -320,29 +319,32 @@ def _workers(workers) -> str:
 def op_type_rows(run: Run) -> pd.DataFrame:
     """Op types largest first, as the operators table shows them (share in %).
 
-    Where ranks run different op-type mixes (analysis.ranks_run_different_ops), one more column per rank:
-    the type's share of that rank's op time (0 where the rank does not run it), so the pooled share is not
-    read as any one rank's.
+    Where ranks run different op-type mixes (analysis.ranks_run_different_ops), one more column per mix of
+    ranks (views.numbers.op_mix_columns, a few at most): the type's share of those ranks' op time (0 where they
+    do not run it), so the pooled share is not read as any one rank's.
     """
     shares = op_type_shares(run)
     rows = pd.DataFrame({"type": shares["type"].astype(str), "family": shares["type"].astype(str).map(op_family),
                          "total_ms": shares["total_ms"].astype(float),
                          "count": shares["count"].astype("int64"),
                          "share_pct": 100 * shares["share"].astype(float)})
-    by_rank = op_type_shares_by_rank(run)
-    if not ranks_run_different_ops(by_rank):
-        return rows
-    per_rank = (100 * by_rank.assign(type=by_rank["type"].astype(str))
-                .pivot_table(index="type", columns="rank", values="share", aggfunc="sum", fill_value=0.0))
-    per_rank.columns = [f"rank{rank}_share_pct" for rank in per_rank.columns]
-    return rows.join(per_rank, on="type")
+    mixes = op_mix_columns(run)
+    return rows if mixes is None else rows.join(mixes.shares.fillna(0.0), on="type")
+
+
+@once_per_run
+def _short_op_names(run: Run) -> dict[str, str]:
+    """Full op name -> the short one the instance table shows (views.format.short_op_names over every op of the
+    run, so a search or pass filter never changes how a name reads)."""
+    names = run.ops["name"].astype(str).tolist()
+    return dict(zip(names, short_op_names(names)))
 
 
 def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str = "",
                      limit: int = MAX_TABLE_ROWS) -> tuple[pd.DataFrame, int]:
     """Op instances (largest total time first) of the given passes whose name or type contains `search`.
 
-    Returns at most `limit` rows and the number that matched.
+    Returns at most `limit` rows and the number that matched; `short_name` is how the table shows `name`.
     """
     ops = run.ops
     if passes:
@@ -353,7 +355,9 @@ def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str 
                   | ops["type"].str.lower().str.contains(needle, regex=False, na=False)]
     matched = len(ops)
     top = ops.nlargest(limit, "total_ms") if matched > limit else ops.sort_values("total_ms", ascending=False)
+    short = _short_op_names(run)
     rows = pd.DataFrame({"rank": top["rank"].astype("int64"), "name": top["name"].astype(str),
+                         "short_name": top["name"].astype(str).map(short),
                          "type": top["type"].astype(str), "pass": top["pass"].astype(str),
                          "input_shapes": top["input_shapes"].astype("string").fillna(""),
                          "avg_ms": top["avg_ms"].astype(float), "count": top["count"].astype("int64"),

@@ -98,10 +98,14 @@ def _cards(panel: Panel, run: Run) -> str:
     return f'<p class="meta">{html.escape(numbers.run_description(run))}</p><div class="kpis">{kpis}</div>'
 
 
-def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
+def _note(panel: Panel, run: Run) -> str:
+    """The panel's sentence above it (views.numbers), where it has one."""
     note = getattr(numbers, panel.note)(run) if panel.note else ""
-    note_html = f'<p class="meta">{html.escape(note)}</p>' if note else ""
-    return _card(panel.title, note_html + _figure(fig))
+    return f'<p class="meta">{html.escape(note)}</p>' if note else ""
+
+
+def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
+    return _card(panel.title, _note(panel, run) + _figure(fig))
 
 
 def _table_panel(panel: Panel, run: Run, frame) -> str:
@@ -114,7 +118,7 @@ def _table_panel(panel: Panel, run: Run, frame) -> str:
     body = "".join("<tr>" + "".join(f"<td{align[c]}>{html.escape(cell(c, v))}</td>" for c, v in zip(shown.columns, row))
                    + "</tr>" for row in shown.itertuples(index=False))
     more = (f'<p class="meta">the first {len(shown):,} of {len(frame):,} rows</p>' if len(frame) > len(shown) else "")
-    return _card(panel.title, f'<table class="plain"><tr>{head}</tr>{body}</table>{more}')
+    return _card(panel.title, f'{_note(panel, run)}<table class="plain"><tr>{head}</tr>{body}</table>{more}')
 
 
 RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel}

@@ -133,3 +133,37 @@ ROW_TINTS = {"Cast": "#ffeef1", "BatchNorm": "#f3e8f1", "slow": "#fde8e8"}
 
 def run_color(position: int) -> str:
     return RUN_COLORS[position % len(RUN_COLORS)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Op instance names: MindSpore's full scope names run to 160 characters and differ in the middle
+# (`Gradients/Default/network-WithLossCell/_backbone-ResNet50/layer4-SequentialCell/0-Bottleneck/conv2-Conv2d/
+# Grad_Conv2D/Conv2DBackpropFilter-op0`): cut at either end, many rows read the same.
+
+# A scope part in at least this share of the names is a wrapper every op sits in (Default, network-WithLossCell,
+# _backbone-ResNet50): it tells no op apart.
+WRAPPER_SCOPE_SHARE = 0.5
+
+
+def short_op_names(names: list[str]) -> list[str]:
+    """Names that tell the ops apart in a narrow column: the cells an op sits in as a dotted path of their
+    instance names (`layer4-SequentialCell/0-Bottleneck/conv2-Conv2d` -> `layer4.0.conv2`, as PyTorch names
+    modules), then the op (`Conv2DBackpropFilter-op0`); wrapper scopes (WRAPPER_SCOPE_SHARE of the names) and
+    parts that are not cells (`Gradients`, `Grad_Conv2D`: the pass column says backward) left out. A name
+    without scopes, or one whose short form another name shares, stays whole."""
+    distinct = list(dict.fromkeys(names))  # each rank lists the same names: count each once
+    parts = {name: name.split("/") for name in distinct}
+    counts: dict[str, int] = {}
+    for scopes in parts.values():
+        for scope in set(scopes[:-1]):
+            counts[scope] = counts.get(scope, 0) + 1
+    wrapper = {scope for scope, count in counts.items() if count >= WRAPPER_SCOPE_SHARE * len(distinct)}
+    short = {}
+    for name, scopes in parts.items():
+        cells = [scope.split("-", 1)[0] for scope in scopes[:-1]
+                 if scope not in wrapper and "-" in scope and scope.split("-", 1)[0]]
+        short[name] = f"{'.'.join(cells)}/{scopes[-1]}" if cells else scopes[-1]
+    taken: dict[str, int] = {}
+    for value in short.values():
+        taken[value] = taken.get(value, 0) + 1
+    return [short[name] if taken[short[name]] == 1 else name for name in names]

@@ -162,6 +162,60 @@ def per_rank_parts(run: Run) -> list[dict[str, Any]]:
     return rows
 
 
+# The op-types table's per-rank share columns: ranks whose mixes agree (every type's share within
+# SAME_MIX_POINTS) share one column, and of more mixes than MAX_MIX_COLUMNS those of the most ranks are kept,
+# then those farthest from the pooled shares: a 256-rank run gets a few columns, never 256.
+SAME_MIX_POINTS = 1.0
+MAX_MIX_COLUMNS = 6
+
+
+@dataclass(frozen=True)
+class OpMixColumns:
+    shares: pd.DataFrame   # index type; one column per kept mix, `rank 3_share_pct` / `ranks 0-127_share_pct`
+    mixes: int             # distinct mixes in the run (columns kept: len(shares.columns))
+
+
+@once_per_run
+def op_mix_columns(run: Run) -> OpMixColumns | None:
+    """Per-rank op-type share columns (in %) where ranks run different mixes (analysis.ranks_run_different_ops),
+    ranks of one mix merged into one column (their mean share); None where the pooled table says it all."""
+    from ..render import rank_ranges
+    by_rank = analysis.op_type_shares_by_rank(run)
+    if not analysis.ranks_run_different_ops(by_rank):
+        return None
+    shares = 100 * (by_rank.assign(type=by_rank["type"].astype(str))
+                    .pivot_table(index="rank", columns="type", values="share", aggfunc="sum", fill_value=0.0))
+    groups: list[list[int]] = []
+    for rank, row in shares.iterrows():
+        home = next((group for group in groups
+                     if (shares.loc[group[0]] - row).abs().max() <= SAME_MIX_POINTS), None)
+        if home is None:
+            groups.append([rank])
+        else:
+            home.append(rank)
+    pooled = 100 * analysis.op_type_shares(run).set_index("type")["share"].rename(str)
+    means = [shares.loc[group].mean() for group in groups]
+    distance = [float((mean - pooled.reindex(mean.index, fill_value=0.0)).abs().max()) for mean in means]
+    order = sorted(range(len(groups)), key=lambda g: (-len(groups[g]), -distance[g]))
+    kept = sorted(order[:MAX_MIX_COLUMNS], key=lambda g: groups[g][0])
+    columns = {(f"rank {groups[g][0]}" if len(groups[g]) == 1 else f"ranks {rank_ranges(groups[g])}") + "_share_pct":
+               means[g] for g in kept}
+    return OpMixColumns(shares=pd.DataFrame(columns), mixes=len(groups))
+
+
+def op_mix_note(run: Run) -> str:
+    """What the op-types table's per-rank columns are ('' where it has none)."""
+    mixes = op_mix_columns(run)
+    if mixes is None:
+        return ""
+    note = ("Ranks run different op mixes: a share column per mix (ranks whose shares agree within "
+            f"{SAME_MIX_POINTS:g} point share a column), each the type's share of that rank's op time.")
+    if mixes.mixes > len(mixes.shares.columns):
+        note += (f" {len(mixes.shares.columns)} of {mixes.mixes} mixes shown: those of the most ranks, then those "
+                 "farthest from the pooled shares (perfkit summary --format json lists every rank's top types).")
+    return note
+
+
 def memory_peak_note(run: Run) -> str:
     """The Memory page's peak in words: the largest rank's allocated and reserved peak, against the capacity."""
     memory = memory_summary(memory_peaks(run))

@@ -80,7 +80,7 @@ PANELS = (
           text="queue_lines", half=True),
     Panel("fig-pipeline", "Data pipeline", "/", FIGURE, figure="pipeline_figure", text="pipeline_lines"),
     Panel("op-types-table", "Op types (total ms and calls summed over steps and ranks)", "/operators", TABLE,
-          table="op_type_rows"),
+          table="op_type_rows", note="op_mix_note"),
     Panel("op-table", "Op instances (total ms and calls summed over steps)", "/operators", INSTANCES,
           report=NEVER),
 )
