@@ -18,12 +18,11 @@ from perfkit import figures
 from perfkit.compare import verdict_words
 from perfkit.model import PASSES, Run
 from perfkit.views import numbers
-from perfkit.views.format import COUNT_SPEC, ROW_TINTS, column_spec, column_title, speedup
+from perfkit.views.format import COUNT_SPEC, NAMED_COLUMNS, ROW_TINTS, column_spec, column_title, speedup
 from perfkit.views.panels import CARDS, FIGURE, FINDINGS, INSTANCES, TABLE, Panel, panels_on, rows
 
 from . import ids
 
-GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
 # Rows of a highlighted meaning get its tint: op families in the op tables, slow ranks in the rank table.
 ROW_STYLES = {"styleConditions": [
     {"condition": "params.data.family === 'Cast'", "style": {"backgroundColor": ROW_TINTS["Cast"]}},
@@ -46,7 +45,7 @@ def graph(fig: go.Figure, graph_id: str) -> html.Div | html.P:
     message = figures.empty_message(fig)
     if message is not None:
         return html.P(message, className="empty-state", id=graph_id)
-    return dcc.Graph(id=graph_id, figure=fig, config=GRAPH_CONFIG)
+    return dcc.Graph(id=graph_id, figure=fig, config=figures.PLOT_CONFIG)
 
 
 def card(title: str, *children) -> html.Div:
@@ -68,7 +67,7 @@ def _column(column: str, frame: pd.DataFrame) -> dict:
     op instance names shown short (`short_name`: the cells that tell the op apart) with the whole name on hover,
     op types never cut."""
     spec = column_spec(column)
-    definition = {"field": column, "headerName": column_title(column)}
+    definition = {"field": column, "headerName": column_title(column, frame.attrs.get(NAMED_COLUMNS, ()))}
     if spec is not None:
         # d3-format reads the same spec as Python's format()
         definition |= {"type": "rightAligned", "filter": "agNumberColumnFilter",

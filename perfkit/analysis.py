@@ -500,7 +500,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "device": run.meta.device,
         "ranks": [int(r) for r in run.ranks],
         "meta": {key: value for key, value in run.meta.to_dict().items()
-                 if key not in ("ranks", "config", "env")},
+                 if key not in ("ranks", "config", "env", "rank_folders")},
         "steps": step_means(run.steps),
         "per_rank": per_rank,
         "slow_ranks": _slow_ranks(run),

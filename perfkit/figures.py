@@ -11,7 +11,9 @@ long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
+from pathlib import PurePath
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,7 +26,7 @@ from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per
 from .model import Run
 from .render import BOUND_PART_LABELS, mean_of_text
 from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
-                           ms, pct, percent, run_color, short_op_names)
+                           NAMED_COLUMNS, ms, pct, percent, run_color, short_op_names)
 from .views.format import speedup as format_speedup
 from .views.numbers import (FWD_BWD_OTHER_OPS, OpTarget, amp_families_apply, batchnorm_share, cast_share,
                             communication, once_per_run, op_family, op_mix_columns, per_rank_parts,
@@ -67,6 +69,13 @@ HOVER_MS = "%{y:" + NUMBER_SPEC + "} ms"
 # Shared helpers
 
 
+# How the dashboard and the report show a figure: the toolbar (on hover, top right) keeps the four buttons a
+# reader uses, so it stays narrow and clear of a figure's title on its left.
+PLOT_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover",
+               "modeBarButtonsToRemove": ["select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d",
+                                          "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian"]}
+
+
 def empty_state(message: str, height: int = 160) -> go.Figure:
     """A figure that says in words why there is nothing to plot: no axes, no traces."""
     fig = go.Figure()
@@ -106,14 +115,27 @@ def has_content(content: go.Figure | pd.DataFrame) -> bool:
 
 
 def run_labels(runs: Sequence[Run]) -> list[str]:
-    """One distinct label per run: the folder name, numbered where two runs share it."""
+    """One distinct label per run: the folder name; where runs share it (two `profiler_v1`), followed by as many
+    of the folders above it as tell them apart (`profiler_v1 (exp_a)`, `profiler_v1 (exp_b)`), numbered only
+    where even the paths are the same."""
     names = [run.name for run in runs]
     counts = Counter(names)
-    seen: Counter = Counter()
-    labels = []
-    for name in names:
-        seen[name] += 1
-        labels.append(f"{name} ({seen[name]})" if counts[name] > 1 else name)
+    parents = [PurePath(os.path.normpath(str(run.path))).parent.parts for run in runs]
+    labels = list(names)
+    for name in counts:
+        same = [position for position, other in enumerate(names) if other == name]
+        if len(same) < 2:
+            continue
+        places = Counter(parents[position] for position in same)
+        depth = next((depth for depth in range(1, max(map(len, places)) + 1)
+                      if len({place[-depth:] for place in places}) == len(places)), 0) if len(places) > 1 else 0
+        seen: Counter = Counter()
+        for position in same:
+            place = parents[position]
+            seen[place] += 1
+            parts = [("/".join(place[-depth:]) or ".") if depth else "",
+                     str(seen[place]) if places[place] > 1 else ""]
+            labels[position] = f"{name} ({', '.join(part for part in parts if part)})"
     return labels
 
 
@@ -454,7 +476,9 @@ def compare_op_rows(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> pd.
     if len(labels) > 1:
         change = rows[[f"{label} - {labels[0]}" for label in labels[1:]]].abs().max(axis=1)
         rows = rows.iloc[change.fillna(0).sort_values(ascending=False, kind="stable").index]
-    return rows.round(3).reset_index(drop=True)
+    rows = rows.round(3).reset_index(drop=True)
+    rows.attrs[NAMED_COLUMNS] = [column for column in rows.columns if column != "type"]
+    return rows
 
 
 def compare_op_time_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> go.Figure:
@@ -488,9 +512,11 @@ def compare_setting_rows(runs: Sequence[Run]) -> pd.DataFrame:
     """The settings that differ between the runs (perfkit compare's `differences`): setting, one column per run."""
     labels = run_labels(runs)
     rows = differences([settings_of(run) for run in runs])
-    return pd.DataFrame([{"setting": row["setting"], **{label: setting_value(value)
-                                                       for label, value in zip(labels, row["values"])}}
-                         for row in rows], columns=["setting", *labels])
+    table = pd.DataFrame([{"setting": row["setting"], **{label: setting_value(value)
+                                                        for label, value in zip(labels, row["values"])}}
+                          for row in rows], columns=["setting", *labels])
+    table.attrs[NAMED_COLUMNS] = labels
+    return table
 
 
 def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
@@ -506,7 +532,7 @@ def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
         fig.add_bar(x=labels, y=y, name=f"{which} queue empty", marker_color=COLORS[which],
                     text=[percent(v) if v is not None else "no data" for v in y], textposition="outside",
                     cliponaxis=False, hovertemplate=f"%{{x}}<br>{which} queue empty %{{y:.1f}} %<extra></extra>")
-    fig = _style(fig, "Queue emptiness: share of samples with an empty queue", height=380, barmode="group",
+    fig = _style(fig, "Share of samples with an empty queue", height=380, barmode="group",
                  yaxis_title="% of samples empty")
     fig.update_yaxes(range=[0, 115])
     return fig

@@ -156,6 +156,12 @@ class Meta:
     memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    # rank -> the folder holding that rank's files alone (relative to the run), where one does: a path to load
+    # or compare one rank by (`rank_1`, `rank1_ascend_pt`)
+    rank_folders: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rank_folders = {int(rank): folder for rank, folder in self.rank_folders.items()}  # JSON made keys text
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,7 +19,7 @@ from .compare import verdict_words
 from .errors import PerfkitError
 from .model import Run
 from .views import numbers
-from .views.format import cell, column_spec, column_title, speedup
+from .views.format import cell, column_spec, column_titles, speedup
 from .views.panels import CARDS, FIGURE, FINDINGS, TABLE, WITH_DATA, Panel, in_report, rows
 
 # plotly.js's basic bundle (scatter, bar, pie: every trace perfkit.figures draws), same version as the plotly
@@ -65,7 +65,6 @@ table.plain th.text, table.plain td.text { text-align: left; }
   min-height: 0 !important; }
 """
 
-_PLOT_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
 # A table in the report lists at most this many rows (the dashboard pages through all of them).
 REPORT_TABLE_ROWS = figures.TOP_OP_TYPES
 
@@ -74,7 +73,7 @@ def _figure(fig: go.Figure) -> str:
     message = figures.empty_message(fig)
     if message is not None:
         return f'<p class="empty-state">{html.escape(message)}</p>'
-    return fig.to_html(full_html=False, include_plotlyjs=False, config=_PLOT_CONFIG)
+    return fig.to_html(full_html=False, include_plotlyjs=False, config=figures.PLOT_CONFIG)
 
 
 def _card(title: str, body: str) -> str:
@@ -114,7 +113,7 @@ def _table_panel(panel: Panel, run: Run, frame) -> str:
     shown = frame.head(REPORT_TABLE_ROWS)
     # text columns left, numbers right (and formatted as everywhere: views.format)
     align = {c: "" if column_spec(c) else ' class="text"' for c in shown.columns}
-    head = "".join(f"<th{align[c]}>{html.escape(column_title(c))}</th>" for c in shown.columns)
+    head = "".join(f"<th{align[c]}>{html.escape(title)}</th>" for c, title in zip(shown.columns, column_titles(frame)))
     body = "".join("<tr>" + "".join(f"<td{align[c]}>{html.escape(cell(c, v))}</td>" for c, v in zip(shown.columns, row))
                    + "</tr>" for row in shown.itertuples(index=False))
     more = (f'<p class="meta">the first {len(shown):,} of {len(frame):,} rows</p>' if len(frame) > len(shown) else "")

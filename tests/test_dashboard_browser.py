@@ -346,6 +346,30 @@ def test_the_largest_kernel_s_type_is_in_the_op_types_table(driver, base_url, lo
     assert "79.090" == grid_cells(driver, "op-table", "total_ms")[0].text
 
 
+def test_the_toolbar_covers_no_figure_title(driver, base_url, loaded):
+    """Each plot's toolbar, shown while the pointer rests on the plot, against its title: their boxes never meet
+    (the queue-emptiness title in its half-width card was under it)."""
+    indices = ",".join(str(loaded.index(label)) for label in COMPARE_SHOWCASE)
+    open_page(driver, f"{base_url}/compare?runs={indices}", plots=4)
+    plots = driver.find_elements(By.CSS_SELECTOR, "#compare-body .js-plotly-plot")
+    titled = 0
+    for plot in plots:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+        ActionChains(driver).move_to_element(plot).perform()
+        boxes = wait_for(driver, lambda d: d.execute_script(
+            "const p = arguments[0], bar = p.querySelector('.modebar'), title = p.querySelector('.gtitle');"
+            "if (!bar || getComputedStyle(bar).opacity === '0') return null;"
+            "const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };"
+            "return [box(bar), title ? box(title) : null];", plot), "the toolbar on hover")
+        bar, title = boxes
+        if title is None:
+            continue
+        titled += 1
+        apart = title[2] <= bar[0] or bar[2] <= title[0] or title[3] <= bar[1] or bar[3] <= title[1]
+        assert apart, (driver.execute_script("return arguments[0].querySelector('.gtitle').textContent", plot), boxes)
+    assert titled >= 3  # the spread, split and queue-emptiness figures at least
+
+
 def test_compare_shows_speedup(driver, base_url, loaded, shots):
     labels = COMPARE_SHOWCASE
     indices = [loaded.index(label) for label in labels]

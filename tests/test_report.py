@@ -126,3 +126,13 @@ def test_dash_default_host_is_loopback():
 def test_help_has_an_example(command):
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0 and "Example:" in result.output and f"perfkit {command} " in result.output
+
+
+def test_dash_help_lists_every_page_of_the_dashboard():
+    from dashboards import ids
+    result = CliRunner().invoke(main, ["dash", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for path, title in ids.PAGES.items():  # the navigation bar's pages
+        assert f"{title} {path}" in text
+    assert len(ids.PAGES) == 6

@@ -6,7 +6,7 @@ Plain Python (no pandas, no plotly): `perfkit summary` renders through it on its
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Collection
 
 # Milliseconds and other measured amounts: three decimals with thousands separators (`1,421.820`), as the
 # profiler's own CSVs give microsecond resolution. Python's format spec; d3-format (plotly hovers, the
@@ -78,9 +78,26 @@ def column_spec(column: str) -> str | None:
     return None
 
 
-def column_title(column: str) -> str:
-    """`total_ms` -> `total ms`, `share_pct` -> `share %`, `size_mb` -> `size MB`."""
+# A table's columns named after something the user named (a run: `profiler_v1`), kept as written in the header:
+# `frame.attrs[NAMED_COLUMNS]` lists those names (each column is the name, or the name and a unit suffix).
+NAMED_COLUMNS = "named_columns"
+UNIT_TITLES = (("_pct", " %"), ("_mb", " MB"), ("_ms", " ms"))
+
+
+def column_title(column: str, names: Collection[str] = ()) -> str:
+    """`total_ms` -> `total ms`, `share_pct` -> `share %`, `size_mb` -> `size MB`; a column that is one of `names`
+    (with or without a unit suffix) keeps the name as written: `profiler_v1_ms` -> `profiler_v1 ms`."""
+    stem, unit = next(((column[:-len(suffix)], title) for suffix, title in UNIT_TITLES if column.endswith(suffix)),
+                      (column, ""))
+    if stem in names:
+        return stem + unit
     return column.replace("_pct", " %").replace("_mb", " MB").replace("_", " ")
+
+
+def column_titles(frame) -> list[str]:
+    """The header of each of a DataFrame's columns (column_title, with the frame's NAMED_COLUMNS)."""
+    names = frame.attrs.get(NAMED_COLUMNS, ())
+    return [column_title(column, names) for column in frame.columns]
 
 
 def cell(column: str, value: Any) -> str:
