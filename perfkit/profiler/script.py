@@ -31,6 +31,8 @@ PYTHON = re.compile(r"^python[0-9.]*$")
 PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
 NO_STEP_TIMER = ("the script called neither Model.train nor perfkit.profiling: steps are taken from the op "
                  "timestamps (the k-th run of each op is step k, which holds in graph mode)")
+NO_STEP_ENDED = ("the script failed inside {timer} before its first step ended: no step was timed (its error is "
+                 "above and in perfkit_run.json)")
 NOTHING_PROFILED = ("MindSpore's profiler wrote nothing: the script never imported MindSpore, or --warmup was "
                     "given and it never called Model.train nor perfkit.profiling")
 
@@ -166,6 +168,8 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
         rank_notes = list(recorded["notes"])
         if recorded.get("step_timer") is None:
             rank_notes.append(NO_STEP_TIMER)
+        elif status == "failed" and not recorded.get("steps"):
+            rank_notes.append(NO_STEP_ENDED.format(timer=recorded["step_timer"].split()[0]))
         if not any(rank_folder.glob("*_ascend_ms")):
             rank_notes.append(NOTHING_PROFILED)
         notes += [note for note in rank_notes if note not in notes]
