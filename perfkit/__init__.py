@@ -7,6 +7,8 @@ The public names are imported on first use (PEP 562), so `import perfkit` costs 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 
 __version__ = "0.1.0"
 
@@ -14,9 +16,10 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "load": "loader", "load_steps": "loader",
     "Run": "model", "Meta": "model",
-    "summarize": "analysis",
+    # summarize and compare return their JSON dicts, which also show themselves in Jupyter (notebook.py)
+    "summarize": "notebook", "show": "notebook",
     "advise": "advisor",
-    "compare": "compare",
+    "compare": "notebook",
     "PerfkitError": "errors", "LayoutError": "errors", "FileFormatError": "errors", "DeviceError": "errors",
     # profiling from inside a script; StepTimer imports MindSpore when first looked up (it subclasses its Callback)
     "profiling": "profiler.api", "StepTimer": "profiler.api",
@@ -37,3 +40,18 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+class _Package(types.ModuleType):
+    """`perfkit.compare` is the function, though perfkit/compare.py is a submodule of the same name: Python sets
+    a package's attribute to each submodule it loads (any `from .compare import …` in perfkit would have made
+    `perfkit.compare` the module). That one assignment is refused, so the name stays the public function;
+    `import perfkit.compare` and `from perfkit.compare import …` still find the module (sys.modules)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _PUBLIC and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

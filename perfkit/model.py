@@ -224,6 +224,15 @@ class Run:
     def tables(self) -> dict[str, pd.DataFrame]:
         return {name: getattr(self, name) for name in SCHEMA}
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: the run's cards, findings and figures, as the report shows them (perfkit/notebook.py)."""
+        from .notebook import run_html
+        return run_html(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        from .notebook import run_mimebundle
+        return run_mimebundle(self)
+
     def rank(self, rank: int) -> "Run":
         """The same run restricted to one rank."""
         parts = {name: df[df["rank"] == rank].reset_index(drop=True) for name, df in self.tables().items()}

@@ -81,10 +81,14 @@ def _card(title: str, body: str) -> str:
 
 
 def _findings(panel: Panel, run: Run) -> str:
-    result = numbers.findings(run)
+    return findings_card(panel.title, numbers.findings(run))
+
+
+def findings_card(title: str, result: numbers.Findings) -> str:
+    """Findings (views.numbers: worded once) as a card: severity, title, evidence, the change to make."""
     if not result.items:
-        return _card(panel.title, f'<p class="empty-state">{html.escape(result.note or "")}</p>')
-    return _card(panel.title, "".join(
+        return _card(title, f'<p class="empty-state">{html.escape(result.note or "")}</p>')
+    return _card(title, "".join(
         f'<div class="finding sev-{html.escape(item.severity)}"><span class="sev">{html.escape(item.severity)}</span>'
         f'<span class="title">{html.escape(item.title)}</span>'
         f'<div class="evidence">{html.escape(item.detail)}</div>'
@@ -123,10 +127,11 @@ def _table_panel(panel: Panel, run: Run, frame) -> str:
 RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel}
 
 
-def _run_section(index: int, label: str, run: Run) -> str:
-    contents = {panel.id: figures.panel_content(panel, run) for panel in in_report() if panel.kind in (FIGURE, TABLE)}
-    shown = tuple(panel for panel in in_report()
-                  if panel.report != WITH_DATA or figures.has_content(contents[panel.id]))
+def run_section(index: int, label: str, run: Run, kinds: Sequence[str] = (CARDS, FINDINGS, FIGURE, TABLE)) -> str:
+    """A run's section: the report's panels of these kinds (a notebook's summary leaves the findings out)."""
+    panels = tuple(panel for panel in in_report() if panel.kind in kinds)
+    contents = {panel.id: figures.panel_content(panel, run) for panel in panels if panel.kind in (FIGURE, TABLE)}
+    shown = tuple(panel for panel in panels if panel.report != WITH_DATA or figures.has_content(contents[panel.id]))
     parts = []
     for row in rows(shown):
         rendered = "".join(RENDERERS[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
@@ -135,7 +140,7 @@ def _run_section(index: int, label: str, run: Run) -> str:
     return f'<section id="run-{index}"><h2>{html.escape(label)}</h2>{"".join(parts)}</section>'
 
 
-def _compare_section(runs: Sequence[Run], labels: list[str]) -> str:
+def compare_section(runs: Sequence[Run], labels: list[str]) -> str:
     cards = "".join(f'<div class="kpi"><div class="label">{html.escape(label)}</div>'
                     f'<div class="value">{speedup(s)}</div>'
                     f'<div class="note">{html.escape("baseline" if i == 0 else verdict_words(verdict))}</div></div>'
@@ -156,8 +161,8 @@ def render_report(runs: Sequence[Run]) -> str:
     nav = "".join(f'<a href="#run-{i}">{html.escape(label)}</a>' for i, label in enumerate(labels))
     if len(runs) > 1:
         nav = '<a href="#compare">Compare</a>' + nav
-    body = (_compare_section(runs, labels) if len(runs) > 1 else "") + "".join(
-        _run_section(i, label, run) for i, (label, run) in enumerate(zip(labels, runs)))
+    body = (compare_section(runs, labels) if len(runs) > 1 else "") + "".join(
+        run_section(i, label, run) for i, (label, run) in enumerate(zip(labels, runs)))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>perfkit report: {html.escape(', '.join(labels))}</title>"
             f"<style>{STYLESHEET}</style><script>{PLOTLY_BUNDLE.read_text(encoding='utf-8')}</script></head><body>"

@@ -310,9 +310,13 @@ class Findings:
 
 @once_per_run
 def findings(run: Run) -> Findings:
-    """`perfkit advise` for this run, worded once for the dashboard and the report."""
+    """`perfkit advise` for this run, worded once for the dashboard, the report and notebooks."""
     from ..advisor import advise
-    advice = advise(run)
+    return findings_of(advise(run))
+
+
+def findings_of(advice) -> Findings:
+    """An Advice's findings as every view words them."""
     items = []
     for finding in advice.findings:
         numbers_shown = ", ".join(f"{key} = {evidence(value)}" for key, value in finding.evidence.items())
