@@ -635,9 +635,17 @@ def complete_events(events: pd.DataFrame) -> pd.DataFrame:
     An event reaching past its rank's window (`events.attrs["window_us"]`, perfkit.timeline's) is cut at the
     window's edges, its whole duration kept in `full_dur_us` (NaN where it was not cut): a cell-scope span of a
     CPU run runs on into the next step when that step's first ops share its scope (the profiler joins
-    consecutive ops of one scope into one span), and a step's window must not show more than the step."""
+    consecutive ops of one scope into one span), and a step's window must not show more than the step. Depths
+    are those of the whole events: a cut changes where a bar ends, not which row it is in."""
     bars = events[events["dur_us"].notna() & (events["ph"] == "X")].copy()
     bars["end_us"] = bars["start_us"] + bars["dur_us"]
+    bars = bars.sort_values(["rank", "lane_order", "start_us", "end_us"], ascending=[True, True, True, False],
+                            kind="stable")
+    starts, ends = bars["start_us"].to_numpy(), bars["end_us"].to_numpy()
+    depth = np.zeros(len(bars), dtype=np.int64)
+    for rows in bars.groupby(["rank", "lane_order"], sort=False).indices.values():
+        depth[rows] = nesting_depth(starts[rows], ends[rows])
+    bars["depth"] = depth
     bars["full_dur_us"] = np.nan
     for rank, (low, high) in events.attrs.get("window_us", {}).items():
         mine = bars["rank"] == rank
@@ -645,14 +653,7 @@ def complete_events(events: pd.DataFrame) -> pd.DataFrame:
         bars.loc[cut, "full_dur_us"] = bars.loc[cut, "dur_us"]
         bars.loc[mine, "start_us"] = bars.loc[mine, "start_us"].clip(lower=low)
         bars.loc[mine, "end_us"] = bars.loc[mine, "end_us"].clip(upper=high)
-    bars["dur_us"] = bars["end_us"] - bars["start_us"]
-    bars = bars.sort_values(["rank", "lane_order", "start_us", "end_us"], ascending=[True, True, True, False],
-                            kind="stable")
-    starts, ends = bars["start_us"].to_numpy(), bars.pop("end_us").to_numpy()
-    depth = np.zeros(len(bars), dtype=np.int64)
-    for rows in bars.groupby(["rank", "lane_order"], sort=False).indices.values():
-        depth[rows] = nesting_depth(starts[rows], ends[rows])
-    bars["depth"] = depth
+    bars["dur_us"] = bars.pop("end_us") - bars["start_us"]
     return bars
 
 

@@ -298,7 +298,7 @@ def overflowing(driver, cells) -> list[str]:
                                      "return v.scrollWidth > v.clientWidth + 1;", cell)]
 
 
-def test_op_instance_names_are_told_apart_and_types_shown_whole(driver, base_url, loaded):
+def test_op_instance_names_are_told_apart_and_types_shown_whole(driver, base_url, loaded, shots):
     """cpu_2_10's ResNet-50: dozens of Conv2DBackpropFilter-op0 differ only in the cells they sit in. Each shown
     name is those cells as a dotted path and the op, the whole name on hover; no two read the same."""
     index, run = loaded.index("cpu_2_10"), loaded.run("cpu_2_10")
@@ -323,6 +323,7 @@ def test_op_instance_names_are_told_apart_and_types_shown_whole(driver, base_url
     types = grid_cells(driver, "op-types-table", "type") + grid_cells(driver, "op-table", "type")
     assert "Conv2DBackpropFilter" in {cell.text for cell in types}
     assert not overflowing(driver, types)
+    screenshot(driver, "dash_operators_cpu", shots)
 
 
 def test_the_largest_kernel_s_type_is_in_the_op_types_table(driver, base_url, loaded, shots):
