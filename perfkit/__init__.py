@@ -42,6 +42,30 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
+# Shown in Jupyter as the report shows them (perfkit/notebook.py): (module, class) -> notebook's (html, text) functions.
+# Summary and Comparison (perfkit.summarize's and perfkit.compare's results) carry _repr_html_ themselves; Run and
+# Advice cannot: model.py and advisor/ importing notebook.py, which renders through them, would close an import
+# cycle. They are registered with IPython's display formatters by name instead, from here, where every other part
+# of perfkit is reached lazily too.
+NOTEBOOK_DISPLAY = {("perfkit.model", "Run"): ("run_html", "run_text"),
+                    ("perfkit.advisor", "Advice"): ("advice_html", "advice_text")}
+
+
+def _register_notebook_display() -> None:
+    """Register NOTEBOOK_DISPLAY with the running IPython (a Jupyter kernel); nothing outside IPython."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if shell is None:
+        return
+    formatters = shell.display_formatter.formatters
+
+    def shown(function: str):
+        return lambda value, *printer: getattr(importlib.import_module(".notebook", __name__), function)(value, *printer)
+
+    for (module, name), (html, text) in NOTEBOOK_DISPLAY.items():
+        formatters["text/html"].for_type_by_name(module, name, shown(html))
+        formatters["text/plain"].for_type_by_name(module, name, shown(text))
+
+
 class _Package(types.ModuleType):
     """`perfkit.compare` is the function, though perfkit/compare.py is a submodule of the same name: Python sets
     a package's attribute to each submodule it loads (any `from .compare import …` in perfkit would have made
@@ -55,3 +79,4 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
+_register_notebook_display()

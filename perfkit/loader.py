@@ -176,13 +176,13 @@ def assemble(root: Path, jobs: list[Job], results: list) -> Run:
 Entry = tuple[Reader, Path, Parts]
 
 
-def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[int, str]:
+def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[str, str]:
     """Per rank, the folder (relative to `root`) that holds every file of that rank and none of another's:
     `rank_1` of a `perfkit profile --ranks 2` run, `rank1_ascend_pt` of a cluster export. Ranks sharing a folder
     (a legacy folder of several ranks' files, a single-rank run at the root) have none."""
     common = {rank: Path(os.path.commonpath([str(folder) for _, folder, _ in entries]))
               for rank, entries in by_rank.items() if rank != RUN_WIDE}
-    return {rank: os.path.relpath(folder, root) for rank, folder in common.items()
+    return {str(rank): os.path.relpath(folder, root) for rank, folder in common.items()
             if folder != root and not any(other != rank and (place == folder or folder in place.parents
                                                              or place in folder.parents)
                                           for other, place in common.items())}

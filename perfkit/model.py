@@ -156,12 +156,9 @@ class Meta:
     memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
-    # rank -> the folder holding that rank's files alone (relative to the run), where one does: a path to load
-    # or compare one rank by (`rank_1`, `rank1_ascend_pt`)
-    rank_folders: dict[int, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.rank_folders = {int(rank): folder for rank, folder in self.rank_folders.items()}  # JSON made keys text
+    # rank (as text: the cache keeps meta as JSON) -> the folder holding that rank's files alone (relative to the
+    # run), where one does: a path to load or compare one rank by (`rank_1`, `rank1_ascend_pt`)
+    rank_folders: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -223,15 +220,6 @@ class Run:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {name: getattr(self, name) for name in SCHEMA}
-
-    def _repr_html_(self) -> str:
-        """In Jupyter: the run's cards, findings and figures, as the report shows them (perfkit/notebook.py)."""
-        from .notebook import run_html
-        return run_html(self)
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        from .notebook import run_mimebundle
-        return run_mimebundle(self)
 
     def rank(self, rank: int) -> "Run":
         """The same run restricted to one rank."""

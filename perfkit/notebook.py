@@ -3,8 +3,9 @@ show as the report shows them, headline cards, findings and figures, built by th
 layer's panels (perfkit/views), so every number and its wording have one definition.
 
 `perfkit.summarize(run)` and `perfkit.compare(a, b)` return the JSON contracts' dicts, which here also know their
-runs (`Summary`, `Comparison`); `perfkit.advise(run)` returns an Advice; a Run shows itself. `perfkit.show(x)`
-displays any of them. Each output holds plotly.js's basic bundle (the report's, 1.2 MB) before its figures, so
+runs and show themselves (`Summary`, `Comparison`: _repr_html_, _repr_mimebundle_); a Run and an Advice are shown by
+run_html / advice_html, which perfkit/__init__.py registers with IPython's formatters (NOTEBOOK_DISPLAY: why not
+methods). `perfkit.show(x)` displays any of them. Each output holds plotly.js's basic bundle (the report's, 1.2 MB) before its figures, so
 they draw with no network (training clusters often have none); an output without figures (findings) holds none.
 The report's stylesheet applies inside the output only.
 """
@@ -116,8 +117,21 @@ def compare(run_a: Run, run_b: Run) -> Comparison:
     return Comparison(compare_runs(run_a, run_b), (run_a, run_b))
 
 
-def run_mimebundle(run: Run) -> dict[str, str]:
-    return _bundle(run_html(run), summary_text(numbers.summary_of(run)))
+def run_text(run: Run, printer=None, cycle: bool = False) -> str:
+    """A run as plain text: `perfkit summary`'s (with IPython's pretty printer: written to it)."""
+    return _plain(summary_text(numbers.summary_of(run)), printer)
+
+
+def advice_text(advice, printer=None, cycle: bool = False) -> str:
+    """An Advice as plain text: `perfkit advise`'s."""
+    from .advisor.render import advice_text as text
+    return _plain(text(advice), printer)
+
+
+def _plain(text: str, printer) -> str:
+    if printer is not None:
+        printer.text(text)
+    return text
 
 
 def show(value) -> None:
@@ -126,7 +140,12 @@ def show(value) -> None:
         from IPython.display import HTML, display
     except ImportError:
         raise ImportError("perfkit.show displays in Jupyter (IPython); elsewhere use perfkit report") from None
-    if hasattr(value, "_repr_html_"):
+    from .advisor import Advice
+    if isinstance(value, Run):
+        display(HTML(run_html(value)))
+    elif isinstance(value, Advice):
+        display(HTML(advice_html(value)))
+    elif isinstance(value, (Summary, Comparison)):
         display(HTML(value._repr_html_()))
     else:
         raise TypeError(f"perfkit.show takes a Run, perfkit.summarize's, perfkit.advise's or perfkit.compare's "

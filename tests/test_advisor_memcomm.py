@@ -147,7 +147,7 @@ def test_comm_wait_names_the_rank_the_others_wait_for(level1):
 
 def test_rank_folders_are_the_folders_holding_one_rank_alone(tmp_path):
     import shutil
-    assert perfkit.load(FIXTURE_RUNS["new_level1"]).meta.rank_folders == {0: "rank0_ascend_pt", 1: "rank1_ascend_pt"}
+    assert perfkit.load(FIXTURE_RUNS["new_level1"]).meta.rank_folders == {"0": "rank0_ascend_pt", "1": "rank1_ascend_pt"}
     assert perfkit.load(FIXTURE_RUNS["new_level1_rank0"]).meta.rank_folders == {}  # the run is the rank
     assert perfkit.load(FIXTURE_RUNS["legacy_run_2"]).meta.rank_folders == {}  # ranks' files side by side
     copy = shutil.copytree(FIXTURE_RUNS["new_level1"], tmp_path / "run with space")

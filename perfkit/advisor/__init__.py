@@ -43,15 +43,6 @@ class Advice:
     def ids(self) -> list[str]:
         return [f.id for f in self.findings]
 
-    def _repr_html_(self) -> str:
-        """In Jupyter: what bounds the step and the findings, worded as everywhere (perfkit/notebook.py)."""
-        from ..notebook import advice_html
-        return advice_html(self)
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        from .render import advice_text
-        return {"text/html": self._repr_html_(), "text/plain": advice_text(self)}
-
 
 def _caveat(run: Run) -> tuple[str | None, str | None]:
     """What to say first about a run that did not finish, and why no rule may look at it (None: they may)."""

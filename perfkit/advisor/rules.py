@@ -1148,7 +1148,8 @@ def comm_wait(run: Run) -> list[Finding]:
     evidence |= {"wait_ms_per_step": _ms(wait_ms), "wait_ratio_spread": round(spread, 3)}
     if spread > COMM_WAIT_SPREAD:
         slow, target = f"rank {fastest}", f"rank {fastest}"
-        folders = [shlex.quote(os.path.join(run.path, run.meta.rank_folders[rank])) if rank in run.meta.rank_folders
+        known = run.meta.rank_folders
+        folders = [shlex.quote(os.path.join(run.path, known[str(rank)])) if str(rank) in known
                    else f"RANK{rank}_DIR" for rank in (fastest, waiting)]  # the run's own paths where known
         action = (f"Rank {fastest} is the one the others wait for: it reaches the collectives late. Compare its "
                   f"compute and data wait with rank {waiting}'s (perfkit compare {folders[0]} {folders[1]}): "
