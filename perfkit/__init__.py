@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "load": "loader", "load_steps": "loader",
     "Run": "model", "Meta": "model",
-    # summarize and compare return their JSON dicts, which also show themselves in Jupyter (notebook.py)
+    # summarize (summary.py) and compare return their JSON dicts, which also show themselves in Jupyter (notebook.py)
     "summarize": "notebook", "show": "notebook",
     "advise": "advisor",
     "compare": "notebook",
