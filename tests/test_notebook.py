@@ -7,6 +7,7 @@ import html
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,15 +24,26 @@ RUN = REPO / "sample_runs" / "cpu_default"
 OTHER = REPO / "sample_runs" / "cpu_avx2"
 
 
+KERNEL = "perfkit-test"
+
+
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
+    """The notebook run in a kernel of this Python (a kernelspec of our own, first on JUPYTER_PATH: a user's
+    `python3` kernel may be another Python, without perfkit)."""
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     cache = tmp_path_factory.mktemp("cache")
-    env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "PERFKIT_CACHE_DIR": str(cache)}
+    jupyter = tmp_path_factory.mktemp("jupyter")
+    (jupyter / "kernels" / KERNEL).mkdir(parents=True)
+    (jupyter / "kernels" / KERNEL / "kernel.json").write_text(json.dumps(
+        {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+         "display_name": KERNEL, "language": "python"}))
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), "PERFKIT_CACHE_DIR": str(cache),
+           "JUPYTER_PATH": str(jupyter)}
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
-        nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+        nbclient.NotebookClient(notebook, timeout=300, kernel_name=KERNEL,
                                 resources={"metadata": {"path": str(REPO)}}).execute()
     finally:
         for key, value in saved.items():
