@@ -52,6 +52,22 @@ def main() -> None:
     """
 
 
+def progress_printer(stream) -> Callable[[str, float], None]:
+    """A `progress(message, fraction)` for `stream`: on a terminal one line redrawn in place; elsewhere (a log,
+    a pipe) a line of its own for each new message and each further tenth, so lines never run together."""
+    if stream.isatty():
+        return lambda message, fraction: click.echo(f"\r{message}: {fraction:.0%}", file=stream,
+                                                    nl=fraction >= 1.0)
+    said: set[tuple[str, int]] = set()
+
+    def line(message: str, fraction: float) -> None:
+        key = (message, int(fraction * 10))
+        if key not in said:
+            said.add(key)
+            click.echo(f"{message}: {fraction:.0%}", file=stream)
+    return line
+
+
 def _load(path: str):
     from .loader import load
     return load(path)
@@ -318,13 +334,11 @@ def _load_all(paths: tuple[str, ...]) -> list:
     return [_load(path) for path in paths]
 
 
-@main.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path())
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to bind. Anything but loopback exposes the dashboard (no login) to the network.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8050, show_default=True)
-def dash(runs: tuple[str, ...], host: str, port: int) -> None:
-    """Serve the dashboard (overview, operators, compare, ranks) over the given runs.
+def _dash_help() -> str:
+    """`perfkit dash --help`, its page list made from the dashboard's own (views/panels.py: ALL_PAGES)."""
+    from .views.panels import ALL_PAGES
+    pages = ", ".join(f"{page.title} {page.path}" for page in ALL_PAGES)
+    return f"""Serve the dashboard over the given runs; its pages: {pages}.
 
     The runs are read once at start; the app never reads another path.
 
@@ -333,6 +347,14 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
       perfkit dash profiler_v1 profiler_v2 profiler_v3      # then open http://127.0.0.1:8050
       perfkit dash ./cluster_run --port 8060
     """
+
+
+@main.command(help=_dash_help())
+@click.argument("runs", nargs=-1, required=True, type=click.Path())
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind. Anything but loopback exposes the dashboard (no login) to the network.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8050, show_default=True)
+def dash(runs: tuple[str, ...], host: str, port: int) -> None:
     from dashboards.app import check_port, is_loopback, serve
     check_port(host, port)  # a busy port is said before minutes of loading, not after
     loaded = _load_all(runs)
@@ -390,8 +412,7 @@ def trace(run: str, step: int | None, start_ms: float | None, end_ms: float | No
     except ValueError:
         raise click.UsageError(f"--ranks takes comma-separated numbers, not {ranks!r}") from None
     events, warnings = window(run, step=step, start_ms=start_ms, end_ms=end_ms, ranks=chosen,
-                              progress=lambda message, fraction: click.echo(f"\r{message}: {fraction:.0%}", err=True,
-                                                                            nl=fraction >= 1.0))
+                              progress=progress_printer(sys.stderr))
     for warning in warnings:
         click.echo(f"perfkit: warning: {warning}", err=True)
     write_window(events, output, fmt)

@@ -242,6 +242,7 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
         meta_fields["status"] = "incomplete"  # ended "ok", yet the profiler wrote no op data: the split is unknown
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)
+    meta.rank_folders = _rank_folders(root, by_rank)
     if meta.layout is None:  # no unit reader named a layout: only dataset files, or only perfkit's manifest
         named = [reader for entries in [*by_rank.values(), run_wide] for reader, _, _ in entries]
         meta.layout = next((reader.name for reader in named if _gives_run_tables(reader)), named[0].name)
@@ -280,6 +281,18 @@ def _finished(reader: Reader, tables: dict[str, pd.DataFrame]) -> list[Warning]:
             raise
         return [(".", plugins.failure(reader.plugin, "finish", exc))]
     return []
+
+
+def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[str, str]:
+    """Per rank, the folder (relative to `root`) that holds every file of that rank and none of another's:
+    `rank_1` of a `perfkit profile --ranks 2` run, `rank1_ascend_pt` of a cluster export. Ranks sharing a folder
+    (a legacy folder of several ranks' files, a single-rank run at the root) have none."""
+    common = {rank: Path(os.path.commonpath([str(folder) for _, folder, _ in entries]))
+              for rank, entries in by_rank.items() if rank != RUN_WIDE}
+    return {str(rank): os.path.relpath(folder, root) for rank, folder in common.items()
+            if folder != root and not any(other != rank and (place == folder or folder in place.parents
+                                                             or place in folder.parents)
+                                          for other, place in common.items())}
 
 
 def _by_rank(read) -> dict[int, list[Entry]]:

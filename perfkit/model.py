@@ -182,6 +182,9 @@ class Meta:
     memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    # rank (as text: the cache keeps meta as JSON) -> the folder holding that rank's files alone (relative to the
+    # run), where one does: a path to load or compare one rank by (`rank_1`, `rank1_ascend_pt`)
+    rank_folders: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -18,7 +18,7 @@ from . import __version__, figures
 from .errors import PerfkitError
 from .model import Run
 from .views import numbers
-from .views.format import cell, column_spec, column_title
+from .views.format import cell, column_spec, column_titles
 from .views.panels import (CARDS, COMPARE_PANELS, FIGURE, FINDINGS, SPEEDUPS, TABLE, WITH_CONTENT, WITH_DATA, Panel,
                            in_report, rows)
 
@@ -65,7 +65,6 @@ table.plain th.text, table.plain td.text { text-align: left; }
   min-height: 0 !important; }
 """
 
-_PLOT_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
 # A table in the report lists at most this many rows (the dashboard pages through all of them).
 REPORT_TABLE_ROWS = figures.TOP_OP_TYPES
 
@@ -74,7 +73,7 @@ def _figure(fig: go.Figure) -> str:
     message = figures.empty_message(fig)
     if message is not None:
         return f'<p class="empty-state">{html.escape(message)}</p>'
-    return fig.to_html(full_html=False, include_plotlyjs=False, config=_PLOT_CONFIG)
+    return fig.to_html(full_html=False, include_plotlyjs=False, config=figures.PLOT_CONFIG)
 
 
 def _card(title: str, body: str) -> str:
@@ -82,10 +81,14 @@ def _card(title: str, body: str) -> str:
 
 
 def _findings(panel: Panel, run: Run) -> str:
-    result = numbers.findings(run)
+    return findings_card(panel.title, numbers.findings(run))
+
+
+def findings_card(title: str, result: numbers.Findings) -> str:
+    """Findings (views.numbers: worded once) as a card: severity, title, evidence, the change to make."""
     if not result.items:
-        return _card(panel.title, f'<p class="empty-state">{html.escape(result.note or "")}</p>')
-    return _card(panel.title, "".join(
+        return _card(title, f'<p class="empty-state">{html.escape(result.note or "")}</p>')
+    return _card(title, "".join(
         f'<div class="finding sev-{html.escape(item.severity)}"><span class="sev">{html.escape(item.severity)}</span>'
         f'<span class="title">{html.escape(item.title)}</span>'
         f'<div class="evidence">{html.escape(item.detail)}</div>'
@@ -108,10 +111,14 @@ def _speedups(panel: Panel, runs: Sequence[Run], cards: list[numbers.Card]) -> s
     return _card(panel.title, f'<div class="speedups">{_kpis(cards)}</div>')
 
 
-def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
+def _note(panel: Panel, run: Run) -> str:
+    """The panel's sentence above it (views.numbers), where it has one."""
     note = panel.note(run) if panel.note else ""
-    note_html = f'<p class="meta">{html.escape(note)}</p>' if note else ""
-    return _card(panel.title, note_html + _figure(fig))
+    return f'<p class="meta">{html.escape(note)}</p>' if note else ""
+
+
+def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
+    return _card(panel.title, _note(panel, run) + _figure(fig))
 
 
 def _table_panel(panel: Panel, run: Run, frame) -> str:
@@ -120,11 +127,11 @@ def _table_panel(panel: Panel, run: Run, frame) -> str:
     shown = frame.head(REPORT_TABLE_ROWS)
     # text columns left, numbers right (and formatted as everywhere: views.format)
     align = {c: "" if column_spec(c) else ' class="text"' for c in shown.columns}
-    head = "".join(f"<th{align[c]}>{html.escape(column_title(c))}</th>" for c in shown.columns)
+    head = "".join(f"<th{align[c]}>{html.escape(title)}</th>" for c, title in zip(shown.columns, column_titles(frame)))
     body = "".join("<tr>" + "".join(f"<td{align[c]}>{html.escape(cell(c, v))}</td>" for c, v in zip(shown.columns, row))
                    + "</tr>" for row in shown.itertuples(index=False))
     more = (f'<p class="meta">the first {len(shown):,} of {len(frame):,} rows</p>' if len(frame) > len(shown) else "")
-    return _card(panel.title, f'<table class="plain"><tr>{head}</tr>{body}</table>{more}')
+    return _card(panel.title, f'{_note(panel, run)}<table class="plain"><tr>{head}</tr>{body}</table>{more}')
 
 
 RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel, SPEEDUPS: _speedups}
@@ -143,14 +150,24 @@ def _section(section_id: str, title: str, panels: Sequence[Panel], subject: Run 
     return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{"".join(parts)}</section>'
 
 
+def run_section(index: int, label: str, run: Run, kinds: Sequence[str] = (CARDS, FINDINGS, FIGURE, TABLE)) -> str:
+    """A run's section: the report's panels of these kinds (a notebook's summary leaves the findings out)."""
+    return _section(f"run-{index}", label, tuple(panel for panel in in_report() if panel.kind in kinds), run)
+
+
+def compare_section(runs: Sequence[Run]) -> str:
+    """The compare section (views.panels.COMPARE_PANELS), as the dashboard's Compare page shows it."""
+    return _section("compare", "Compare", COMPARE_PANELS, runs)
+
+
 def render_report(runs: Sequence[Run]) -> str:
     """The report as one HTML string (plotly.js's basic bundle inlined: every trace perfkit draws, 1.2 MB)."""
     labels = figures.run_labels(runs)
     nav = "".join(f'<a href="#run-{i}">{html.escape(label)}</a>' for i, label in enumerate(labels))
     if len(runs) > 1:
         nav = '<a href="#compare">Compare</a>' + nav
-    body = (_section("compare", "Compare", COMPARE_PANELS, runs) if len(runs) > 1 else "") + "".join(
-        _section(f"run-{i}", label, in_report(), run) for i, (label, run) in enumerate(zip(labels, runs)))
+    body = (compare_section(runs) if len(runs) > 1 else "") + "".join(
+        run_section(i, label, run) for i, (label, run) in enumerate(zip(labels, runs)))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>perfkit report: {html.escape(', '.join(labels))}</title>"
             f"<style>{STYLESHEET}</style><script>{PLOTLY_BUNDLE.read_text(encoding='utf-8')}</script></head><body>"

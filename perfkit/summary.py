@@ -54,7 +54,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "device": run.meta.device,
         "ranks": [int(r) for r in run.ranks],
         "meta": {key: value for key, value in run.meta.to_dict().items()
-                 if key not in ("ranks", "config", "env")},
+                 if key not in ("ranks", "config", "env", "rank_folders")},
         "steps": step_means(run.steps),
         "per_rank": per_rank,
         "slow_ranks": of_run(run).slow if len(run.steps) and run.steps["rank"].nunique() > 1 else [],

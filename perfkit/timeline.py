@@ -86,6 +86,13 @@ CATEGORIES = (
     ("data", re.compile(r"getnext|initdata|dataset|dequeue|enqueue|minddata|memcpy|hosttodevice|h2d", re.I)),
     ("host", re.compile(r"^(python|cpu op|cann|mindspore|host)|aten::|python_function|\.py\(", re.I)),
 )
+# MindSpore's `CPU OP` process holds the ops the CPU runs (args.type HostCpuOps). Beside a device lane (Ascend
+# Hardware, a GPU's) they are host work; in a trace with none (a CPU run) they are the run's kernels: compute.
+CPU_OPS_PROCESS = "CPU OP"
+DEVICE_PROCESS = re.compile(r"^(ascend hardware|ascend device|gpu device|hccl|overlap analysis)$|npu|gpu", re.I)
+# `Scope Layer`: the cell scopes MindSpore draws over the ops (network-WithLossCell, Default, ...), each span
+# one run of consecutive ops sharing the scope: containers, not work of their own, so they get a colour apart.
+SCOPE_PROCESS = "Scope Layer"
 EVENT_COLUMNS = ["rank", "process", "lane", "lane_order", "pid", "tid", "ph", "name", "cat", "category",
                  "start_us", "dur_us", "step", "shapes", "op_type", "flow_id"]
 
@@ -99,7 +106,7 @@ class TraceFile:
 
 def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text)."""
-    from .formats import ascend_ms, db
+    from .formats import ascend_ms, cpu, db
     from .formats.base import Parts, rank_of
     from .loader import discover
     root, jobs = discover(path)
@@ -107,7 +114,9 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     for reader, folder in jobs:
         name = reader.name
         if name in ("ascend_ms", "cpu") and (folder / NEW_LAYOUT_TRACE).is_file():
-            rank = ascend_ms._read_profiler_info(folder, Parts())
+            # A CPU folder has no profiler_info: its rank is the one its FRAMEWORK/cpu_op_* files name.
+            rank = cpu.folder_rank(folder) if name == "cpu" else None
+            rank = rank if rank is not None else ascend_ms._read_profiler_info(folder, Parts())
             found.setdefault(rank, TraceFile(rank, folder / NEW_LAYOUT_TRACE, folder))
         elif name in ("legacy", "gpu"):
             for pattern in LEGACY_TRACES:
@@ -482,6 +491,7 @@ def timeline(run, step: int | None = None, start_ms: float | None = None, end_ms
     events = table.to_pandas()
     events["step"] = events["step"].astype("Int64")
     events.attrs["warnings"] = warnings
+    events.attrs["window_us"] = window_bounds(table)
     return events
 
 
@@ -492,14 +502,25 @@ def window(run, step: int | None = None, start_ms: float | None = None, end_ms: 
     without importing pandas."""
     found = index(getattr(run, "path", run), progress)
     chosen = _chosen_ranks(found, ranks)
-    tables = [_window(found, rank, *_bounds(found, rank, step, start_ms, end_ms)) for rank in chosen]
+    bounds = {rank: _bounds(found, rank, step, start_ms, end_ms) for rank in chosen}
+    tables = [_window(found, rank, *bounds[rank]) for rank in chosen]
     events = pa.concat_tables(tables) if tables else EVENTS.empty_table()
     if step is not None:
         events = events.set_column(events.schema.get_field_index("step"), "step",
                                    pa.array([step] * len(events), pa.int64()))
     # Sorted by rank, lane, start (Arrow's sort is stable: events starting together keep the file's order).
     events = events.sort_by([("rank", "ascending"), ("lane_order", "ascending"), ("start_us", "ascending")])
+    # Each rank's window [start, end) in µs rides along in the schema's metadata (WINDOW_KEY): the figure cuts
+    # events that run past a step's edges there (a scope span reaching into the next step).
+    events = events.replace_schema_metadata({WINDOW_KEY: json.dumps({str(rank): [start, end if end != float("inf")
+                                                                     else None] for rank, (start, end) in bounds.items()})})
     return events, [warning for rank in chosen for warning in found.ranks[rank]["warnings"]]
+
+
+def window_bounds(events: pa.Table) -> dict[int, tuple[float, float]]:
+    """{rank: (start_us, end_us)} of a `window` table (end inf where the window is open)."""
+    kept = json.loads(((events.schema.metadata or {}).get(WINDOW_KEY.encode()) or b"{}").decode())
+    return {int(rank): (start, end if end is not None else float("inf")) for rank, (start, end) in kept.items()}
 
 
 def _chosen_ranks(found: Index, ranks: Iterable[int] | None) -> list[int]:
@@ -552,6 +573,7 @@ EVENTS = pa.schema([("rank", pa.int64()), ("process", pa.string()), ("lane", pa.
                     ("start_us", pa.float64()), ("dur_us", pa.float64()), ("step", pa.int64()),
                     ("shapes", pa.string()), ("op_type", pa.string()), ("flow_id", pa.string())])
 assert EVENTS.names == EVENT_COLUMNS
+WINDOW_KEY = "perfkit.window_us"
 
 
 def _window(found: Index, rank: int, start: float, end: float) -> pa.Table:
@@ -588,7 +610,8 @@ def _window(found: Index, rank: int, start: float, end: float) -> pa.Table:
     columns = {"rank": pa.array([rank] * len(events), pa.int64()), "process": process.take(lane_of),
                "lane": lane.take(lane_of), "lane_order": lane_order.take(lane_of),
                "step": pa.nulls(len(events), pa.int64())}
-    columns["category"] = _categories(columns["process"], columns["lane"], events.column("name"))
+    cpu_device = not any(DEVICE_PROCESS.search(name or "") for name, _ in processes.values())
+    columns["category"] = _categories(columns["process"], columns["lane"], events.column("name"), cpu_device)
     return pa.table([columns[name] if name in columns else events.column(name) for name in EVENT_COLUMNS],
                     schema=EVENTS)
 
@@ -615,18 +638,23 @@ def _sort_key(sort_index, fallback: str) -> tuple:
             number if number == number else float("inf"), str(fallback))
 
 
-def _categories(process: pa.Array, lane: pa.Array, name: pa.ChunkedArray) -> pa.Array:
-    """compute / communication / data / host per event, decided once per distinct (process, lane, name)."""
+def _categories(process: pa.Array, lane: pa.Array, name: pa.ChunkedArray, cpu_device: bool) -> pa.Array:
+    """compute / communication / data / host / scope / idle per event, decided once per distinct (process, lane,
+    name). `cpu_device`: the trace has no device lane, so its CPU OP lane holds the run's kernels."""
     joined = pc.binary_join_element_wise(process, lane, pc.fill_null(name, ""), "\x1f")
     distinct = pc.unique(joined)
-    decided = pa.array([_category(*key.split("\x1f", 2)) for key in distinct.to_pylist()], pa.string())
+    decided = pa.array([_category(*key.split("\x1f", 2), cpu_device) for key in distinct.to_pylist()], pa.string())
     return decided.take(pc.index_in(joined, value_set=distinct))
 
 
-def _category(process: str, lane: str, name: str) -> str:
+def _category(process: str, lane: str, name: str, cpu_device: bool) -> str:
     if process == "Overlap Analysis":  # its lanes say what they are
         return "communication" if lane.startswith("Communication") else "compute" if lane == "Computing" else "idle"
+    if process == SCOPE_PROCESS:
+        return "scope"
     for category, pattern in CATEGORIES:
+        if category == "host" and cpu_device and process == CPU_OPS_PROCESS:
+            continue  # a CPU run's kernels: compute unless their name says communication or data
         if pattern.search(name) or pattern.search(process):
             return category
     return "compute"

@@ -93,6 +93,16 @@ def test_a_model_train_script_is_profiled_unchanged(model_train):
     assert_steps_add_up(folder)
     assert (folder / "md" / "pipeline_profiling_0.json").is_file()
     assert "perfkit dash" in done.stdout
+    assert_no_profiler_noise(done.stderr)
+
+
+def assert_no_profiler_noise(stderr: str) -> None:
+    """MindSpore's warnings about perfkit's use of its profiler, harmless (api.HARMLESS_PROFILER_WARNINGS), are
+    kept out; the stderr is perfkit's lines and the script's own."""
+    from perfkit.profiler.api import HARMLESS_PROFILER_WARNINGS
+    for message in (*HARMLESS_PROFILER_WARNINGS, "Incorrect schedule"):
+        assert message not in stderr
+    assert not [line for line in stderr.splitlines() if line.startswith("[WARNING] ME")], stderr
 
 
 def perfkit_mindspore_version() -> str:
@@ -129,6 +139,22 @@ def test_the_api_alone_writes_a_run_folder_with_its_schedule(tmp_path):
     assert sum(per_step) == len(starts) and len(set(per_step)) == 1
     assert_steps_add_up(folder)
     assert (folder / "md" / "pipeline_profiling_0.json").is_file()
+    assert_no_profiler_noise(done.stderr)  # a scheduled profiler, the skipped step its warmup
+
+
+@pytest.mark.mindspore
+def test_a_script_failing_inside_model_train_is_told_so(tmp_path):
+    """A MindSpore dataset error raised inside Model.train, before its first step: the run is failed with that
+    error, and perfkit does not claim the script never called Model.train."""
+    done = profile(tmp_path, "--output", "runs/bad", "--", "python", MODEL_TRAIN, "--bad-data")
+    assert done.returncode == 1
+    assert "Cannot batch tensors with different shapes" in done.stderr  # MindSpore's own message, passed through
+    assert "neither Model.train nor perfkit.profiling" not in done.stderr
+    assert "perfkit: warning: the script failed inside Model.train before its first step ended" in done.stderr
+    recorded = manifest(tmp_path / "runs" / "bad")
+    assert recorded["status"] == "failed" and recorded["error"].startswith("RuntimeError: Exception thrown from "
+                                                                           "dataset pipeline")
+    assert recorded["steps"] == [] and recorded["step_timer"] == "Model.train callback"
 
 
 @pytest.mark.mindspore

@@ -150,3 +150,13 @@ def test_the_report_and_the_dashboard_show_one_compare_section():
            f"<td class=\"text\">{isa[1]}</td>" in section and isa == ["-", "AVX2"]
     page = json_module.dumps(compare_body(runs), cls=PlotlyJSONEncoder)
     assert all(f'"id": "{panel.id}"' in page for panel in COMPARE_PANELS)
+
+
+def test_dash_help_lists_every_page_of_the_dashboard():
+    from dashboards import ids
+    result = CliRunner().invoke(main, ["dash", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for path, title in ids.PAGES.items():  # the navigation bar's pages
+        assert f"{title} {path}" in text
+    assert len(ids.PAGES) == 6

@@ -286,3 +286,24 @@ def test_findings_card_and_advise_text_print_evidence_alike():
             assert f"{key} = {shown}" in item.detail and f"{key} {shown}" in text
     # the run's communication (~1,700 ms a step) exercises the thousands separator
     assert any(isinstance(v, float) and v >= 1000 for finding in advice.findings for v in finding.evidence.values())
+
+
+def test_short_op_names_tell_every_op_apart_by_its_cells():
+    """cpu_2_10's ResNet-50: 684 full names, which cut at either end read alike; the short names are distinct,
+    each the instance names of the full name's cells in order, then its op."""
+    names = list(dict.fromkeys(perfkit.load(FIXTURE_RUNS["cpu_2_10"]).ops["name"].astype(str)))
+    short = fmt.short_op_names(names)
+    assert len(set(short)) == len(names) > 600
+    assert len({name[-40:] for name in names}) < len(names)  # what a cut name showed: rows that read the same
+    wrapper = ("Default", "network-WithLossCell", "_backbone-ResNet50")  # in over half the names
+    expected = []
+    for full in names:
+        scopes = full.split("/")
+        cells = [scope.split("-", 1)[0] for scope in scopes[:-1] if "-" in scope and scope not in wrapper]
+        expected.append(f"{'.'.join(cells)}/{scopes[-1]}" if cells else scopes[-1])
+    alike = {value for value in expected if expected.count(value) > 1}  # the loss op, forward and backward
+    assert len(alike) <= 2
+    assert short == [full if value in alike else value for full, value in zip(names, expected)]
+    # two names that shorten alike stay whole; names without scopes are kept
+    assert fmt.short_op_names(["A/x-C/y-D/Op-op0", "B/x-C/y-D/Op-op0", "Conv2D1"]) == \
+        ["A/x-C/y-D/Op-op0", "B/x-C/y-D/Op-op0", "Conv2D1"]

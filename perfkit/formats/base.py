@@ -237,6 +237,14 @@ def _without_repeated_steps(steps: pd.DataFrame, rank: int, warnings: list[str])
     return steps
 
 
+def trim_type_separator(types):
+    """Op types (a pyarrow string array) without a trailing `_`. HCCL writes a collective's type as its kernel
+    name less the ids (`hcom_allReduce__586_0_1` -> `hcom_allReduce_`, in kernel_details.csv and the database's
+    COMMUNICATION_OP alike): the `_` is the separator before the ids, not part of the type."""
+    import pyarrow.compute as pc
+    return pc.utf8_rtrim(types, characters="_")
+
+
 def rank_of(file_name: str) -> int | None:
     """The rank in a file name such as `aicore_intermediate_3_type.csv` or `framework_raw_0.csv`."""
     match = RANK_SUFFIX.search(file_name)

@@ -61,7 +61,7 @@ from ..errors import FileFormatError
 from ..files import open_regular
 from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US
 from . import ascend_ms, communication, memory
-from .base import Parts, Reader, has_match, op_passes, rank_of, walk_names
+from .base import Parts, Reader, has_match, op_passes, rank_of, trim_type_separator, walk_names
 
 LAYOUT = "ascend_db"
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
@@ -418,7 +418,8 @@ def _meta(database: Database) -> dict:
 
 
 def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """(ops, op_types) from TASK ⋈ COMPUTE_TASK_INFO, grouped inside SQLite; COMMUNICATION_OP adds its ops."""
+    """(ops, op_types) from TASK ⋈ COMPUTE_TASK_INFO, grouped inside SQLite; COMMUNICATION_OP adds its ops and
+    their types."""
     task, info = database.columns("TASK"), database.columns("COMPUTE_TASK_INFO")
     if not task or not info:
         return None
@@ -448,12 +449,13 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         kernels[column] = database.strings(kernels[column])
     for column in optional:
         kernels[column] = kernels[column].str.strip().str.strip('"')  # shapes are written quoted, as in the CSV
-    types = (kernels.groupby("type", sort=False, dropna=True)[["count", "total_ns"]].sum()
+    ops = pd.concat([kernels, _communication_ops(database)], ignore_index=True).sort_values("first_ns", kind="stable")
+    # the collectives count among the op types, as in kernel_details.csv of the text export
+    types = (ops.groupby("type", sort=False, dropna=True)[["count", "total_ns"]].sum()
              .sort_values("total_ns", ascending=False).reset_index())
     total = types["total_ns"].sum()
     op_types = pd.DataFrame({"type": types["type"], "total_ms": types["total_ns"] / NS_PER_MS,
                              "count": types["count"], "share": types["total_ns"] / total if total > 0 else np.nan})
-    ops = pd.concat([kernels, _communication_ops(database)], ignore_index=True).sort_values("first_ns", kind="stable")
     ops["total_ms"] = ops["total_ns"] / NS_PER_MS
     ops["avg_ms"] = ops["total_ms"] / ops["count"]
     ops["pass"] = op_passes(ops["name"])
@@ -510,7 +512,9 @@ def _communication_ops(database: Database) -> pd.DataFrame | None:
     if not rows:
         return None
     ops = pd.DataFrame.from_records(rows, columns=["name", "first_ns", "count", "total_ns", "type"])
-    ops["name"], ops["type"] = database.strings(ops["name"]), database.strings(ops["type"])
+    ops["name"] = database.strings(ops["name"])
+    types = pa.array(database.strings(ops["type"]), type=pa.string(), from_pandas=True)
+    ops["type"] = trim_type_separator(types).to_pandas()  # `hcom_allReduce_` -> hcom_allReduce
     return ops
 
 

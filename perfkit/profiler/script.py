@@ -37,6 +37,8 @@ NO_MINDSPORE = ("your script did not use MindSpore (it never imported it): nothi
                 "-- …` profiles MindSpore training scripts")
 NO_OP_DATA = ("MindSpore's profiler left no op data: the script ended without the profiler's analysis (os._exit, "
               "or killed by a signal it could not see); step times are known, their split is not")
+NO_STEP_ENDED = ("the script failed inside {timer} before its first step ended: no step was timed (its error is "
+                 "above and in perfkit_run.json)")
 
 
 @dataclass
@@ -175,6 +177,8 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
             used_mindspore = True
             if recorded.get("step_timer") is None:
                 rank_notes.append(NO_STEP_TIMER)
+            elif status == "failed" and not recorded.get("steps"):
+                rank_notes.append(NO_STEP_ENDED.format(timer=recorded["step_timer"].split()[0]))
             if not any(rank_folder.glob("*_ascend_ms")):
                 rank_notes.append(NOTHING_PROFILED)
             elif status == "ok" and not _has_op_data(rank_folder):

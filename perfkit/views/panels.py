@@ -74,6 +74,9 @@ class Page:
 # Pages over one run, in navigation order; the compare page (several runs) follows them.
 PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/ranks", "Ranks"), Page("/memory", "Memory"))
 COMPARE = Page("/compare", "Compare")
+TIMELINE = Page("/timeline", "Timeline")  # not a page of panels: dashboards/timeline.py builds it
+# Every page of the dashboard, in navigation order (the navigation bar and `perfkit dash --help` list these).
+ALL_PAGES = (*PAGES, COMPARE, TIMELINE)
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ PANELS = (
     Panel("fig-pipeline", "Data pipeline", "/", FIGURE, content=Ref(FIGURES, "pipeline_figure"),
           text=Ref(RENDER, "pipeline_lines")),
     Panel("op-types-table", "Op types (total ms and calls summed over steps and ranks)", "/operators", TABLE,
-          content=Ref(FIGURES, "op_type_rows")),
+          content=Ref(FIGURES, "op_type_rows"), note=Ref(NUMBERS, "op_mix_note")),
     Panel("op-table", "Op instances (total ms and calls summed over steps)", "/operators", INSTANCES,
           report=NEVER),
 )

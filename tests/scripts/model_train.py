@@ -1,7 +1,8 @@
 """A plain Model.train script, as a user writes it (no perfkit in it). `--exit N` exits with N after training,
 `--crash` raises in the middle of training, `--os-exit-at N` ends the process with os._exit(0) at step N (no
 atexit, no profiler analysis), `--epochs N` trains longer, `--data-parallel` trains data parallel under msrun, `--step-timer`
-times the steps with perfkit.StepTimer and prints how many it timed."""
+times the steps with perfkit.StepTimer and prints how many it timed, `--bad-data` gives Model.train a
+dataset whose samples MindSpore cannot batch (its own error, raised inside Model.train before the first step)."""
 
 import argparse
 import os
@@ -20,6 +21,7 @@ parser.add_argument("--crash", action="store_true")
 parser.add_argument("--os-exit-at", type=int)
 parser.add_argument("--data-parallel", action="store_true")
 parser.add_argument("--step-timer", action="store_true")
+parser.add_argument("--bad-data", action="store_true")
 args = parser.parse_args()
 
 
@@ -51,7 +53,13 @@ if args.step_timer:
     import perfkit
     timer = perfkit.StepTimer()
     callbacks.append(timer)
-model.train(args.epochs, dataset(shards, shard_id), callbacks=callbacks or None, dataset_sink_mode=False)
+data = dataset(shards, shard_id)
+if args.bad_data:  # samples of different lengths: batch() fails in MindData's pipeline
+    import mindspore.dataset as ds
+    import numpy as np
+    data = ds.GeneratorDataset([(np.zeros(n, np.float32), np.array(0, np.int32)) for n in (16, 8)],
+                               ["x", "y"], shuffle=False).batch(2)
+model.train(args.epochs, data, callbacks=callbacks or None, dataset_sink_mode=False)
 print("trained")
 if args.step_timer:
     print(f"timed {len(timer.steps)} steps")
