@@ -121,11 +121,15 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
 def _floats(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """`columns` of `frame` as a 2-D float array; a value that is not a number is NaN. An all-numeric frame
     (a step table) converts in one call: selecting columns by a list of names costs more than the data."""
-    if all(pd.api.types.is_float_dtype(t) or pd.api.types.is_integer_dtype(t) for t in frame.dtypes):
+    if all(_numeric(t) for t in frame.dtypes):
         positions = [frame.columns.get_loc(c) for c in columns]
         return frame.to_numpy(dtype=np.float64, na_value=np.nan)[:, positions]
-    return np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-                            for c in columns])
+    return np.column_stack([(frame[c] if _numeric(frame[c].dtype) else pd.to_numeric(frame[c], errors="coerce"))
+                            .to_numpy(dtype=np.float64, na_value=np.nan) for c in columns])
+
+
+def _numeric(dtype) -> bool:
+    return pd.api.types.is_float_dtype(dtype) or pd.api.types.is_integer_dtype(dtype)
 
 
 def _without_repeated_steps(steps: pd.DataFrame, rank: int, warnings: list[str]) -> pd.DataFrame:
@@ -186,8 +190,15 @@ def read_text(path: Path) -> str:
 
 def read_json_object(path: Path) -> dict:
     """A JSON file whose top level is an object; a file cut off mid-write says so."""
+    import orjson
+
+    text = read_text(path)
     try:
-        data = json.loads(read_text(path))
+        data = orjson.loads(text)  # a third of json's time; a cluster run has several JSON files per rank
+    except orjson.JSONDecodeError:
+        data = None  # json says where it broke in its usual words, and reads what orjson refuses (NaN)
+    try:
+        data = json.loads(text) if data is None else data
     except json.JSONDecodeError as exc:
         raise FileFormatError(f"is not valid JSON ({exc.msg} at line {exc.lineno}; cut off mid-write?)", path) from None
     if not isinstance(data, dict):
