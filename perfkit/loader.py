@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import cache, model
+from . import cache, dask_ingest, model
 from .errors import FileFormatError, LayoutError
 from .formats import BY_NAME, READERS, db
 from .formats.base import RUN_WIDE, Parts, Reader, merged_stages, screened
@@ -77,17 +77,30 @@ def discover(path: str | os.PathLike) -> tuple[Path, list[Job]]:
 
 # ---------------------------------------------------------------- load
 
-def load(path: str | os.PathLike) -> Run:
-    """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were."""
+def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None) -> Run:
+    """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were.
+
+    Read in worker processes here, or, with `dask` (else $PERFKIT_DASK, see dask_ingest.target), one task per
+    rank folder on that Dask cluster; the Run is the same.
+    """
     root, jobs = discover(path)
     entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], CODE)
     run = cache.fetch(entry, reload=lambda name: getattr(load(root), name)) if entry is not None else None
     if run is None:
-        results = map_folders(_read_folder, [(reader.name, str(folder)) for reader, folder in jobs])
+        results = _read_all(_read_folder, jobs, dask)
         run = assemble(root, jobs, results)
         if entry is not None:
             cache.store(entry, run)
     return run
+
+
+def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None) -> list:
+    """`function(reader name, folder)` for each job: in worker processes here, or on the Dask cluster."""
+    arguments = [(reader.name, str(folder)) for reader, folder in jobs]
+    where = dask or dask_ingest.target()
+    if where is None:
+        return map_folders(function, arguments)
+    return dask_ingest.read_folders(where, arguments, function.__name__.lstrip("_"))
 
 
 def _read_folder(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatError:
@@ -104,7 +117,8 @@ def _read_steps(reader_name: str, folder: str) -> dict[int, Parts]:
     return screened(BY_NAME[reader_name].read_steps(Path(folder)))
 
 
-def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
+def load_steps(path: str | os.PathLike, dask: dask_ingest.Target | None = None
+               ) -> tuple[Path, pd.DataFrame, list[str]]:
     """(root, the steps table of every rank, warnings): the cheap read behind questions across ranks.
 
     Layouts with `read_steps` (ascend_ms, legacy) read only their step file, about 1 ms a rank instead
@@ -114,12 +128,13 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
     root, jobs = discover(path)
     units = [(reader, folder) for reader, folder in jobs if reader.unit]
     if not units or any(reader.read_steps is None for reader, _ in units):
-        run = load(root)
+        run = load(root, dask)
         return root, run.steps, run.warnings
-    results = map_folders(_read_steps, [(reader.name, str(folder)) for reader, folder in units])
-    by_rank = _by_rank(zip(units, results))
+    results = _read_all(_read_steps, units, dask)
+    failures = [result for result in results if isinstance(result, FileFormatError)]  # only from Dask
+    by_rank = _by_rank((unit, result) for unit, result in zip(units, results) if not isinstance(result, FileFormatError))
     _check_one_unit_per_rank(root, by_rank)
-    warnings: list[Warning] = []
+    warnings: list[Warning] = _skipped(root, failures)
     pieces: list[tuple[int, pd.DataFrame]] = []
     for rank in sorted(by_rank):
         for _, folder, parts in by_rank[rank]:
@@ -139,9 +154,7 @@ def assemble(root: Path, jobs: list[Job], results: list) -> Run:
     _check_one_unit_per_rank(root, by_rank)
     _require_data(root, by_rank, failures)
     meta_fields: dict = {}
-    # a folder none of whose files could be read: the rest of the run still loads
-    warnings: list[Warning] = [(".", f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}")
-                               for exc in failures]
+    warnings: list[Warning] = _skipped(root, failures)
     for _, _, parts in run_wide:
         _merge_meta(meta_fields, parts.meta)
         warnings += [(".", w) for w in parts.warnings]
@@ -173,6 +186,13 @@ def assemble(root: Path, jobs: list[Job], results: list) -> Run:
 
 
 Entry = tuple[Reader, Path, Parts]
+
+
+def _skipped(root: Path, failures: list[FileFormatError]) -> list[Warning]:
+    """A folder none of whose files could be read (or that a Dask worker could not read): the rest of the run
+    still loads, with a warning naming it."""
+    return [(".", f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}")
+            for exc in failures]
 
 
 def _by_rank(read) -> dict[int, list[Entry]]:

@@ -1,0 +1,357 @@
+"""The per-rank read on an existing Dask cluster (`perfkit summary RUN --dask ADDRESS`, or PERFKIT_DASK).
+
+One task per rank folder runs on a worker: it reads the folder with every reader that claimed it (as
+loader.load does in process), writes what it read as the folder's entry to storage that this machine and
+every worker share (a path or an fsspec URL; PERFKIT_DASK_STORAGE, default perfkit's cache dir), and returns
+only the entry's name. A rank's files and tables never pass through the scheduler. This machine then reads
+the entries and assembles the Run exactly as after an in-process read (loader.assemble), so every answer is
+the same. An entry is keyed by the folder's files (name, size, mtime) and perfkit's code: a task whose entry
+is already there reads nothing, so a second run after one rank changed reads that rank only.
+
+What goes wrong, and what the user sees:
+  - no scheduler at the address, no worker within PERFKIT_DASK_TIMEOUT seconds (default 10): one line, exit 2;
+  - storage this machine cannot write, or that the workers do not see (a local path on a cluster): one line;
+  - a worker that dies mid-run: Dask runs its tasks again on the others; a folder whose task failed anyway,
+    or that was left when no worker remained for PERFKIT_DASK_TIMEOUT seconds, is left out of the run and
+    named in its warnings, as is a folder a worker cannot read.
+
+dask and distributed are imported only here, and only when asked for (`pip install 'perfkit[dask]'`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__, cache
+from .errors import FileFormatError, PerfkitError
+
+ADDRESS_ENV = "PERFKIT_DASK"
+STORAGE_ENV = "PERFKIT_DASK_STORAGE"
+TIMEOUT_ENV = "PERFKIT_DASK_TIMEOUT"
+DEFAULT_TIMEOUT_S = 10.0
+# A task that raised (not a dead worker: Dask reruns those itself, up to its allowed-failures) is tried again.
+RETRIES = 1
+# How often the wait for results looks whether any worker is left.
+POLL_S = 1.0
+ENTRY_FORMAT = 1
+ENTRY_KIND = "ranks"  # <storage>/ranks/<place: the folder>/<key: its files and perfkit's code>/
+DESCRIBED = "parts.json"  # written last: an entry without it is incomplete
+# Entries are read back with this many threads: Parquet decoding and file reads release the GIL.
+READ_THREADS = 8
+
+
+# What a task runs on a folder, by the name read_folders is given: the loader's per-folder functions.
+READ_FUNCTIONS = {"read_folder": lambda loader: loader._read_folder, "read_steps": lambda loader: loader._read_steps}
+
+
+@dataclass(frozen=True)
+class Target:
+    address: str
+    storage: str
+
+
+def target(address: str | None = None, storage: str | None = None) -> Target | None:
+    """The cluster to read on: `address`, else $PERFKIT_DASK; None (read in process) when neither is set."""
+    address = (address or os.environ.get(ADDRESS_ENV, "")).strip()
+    if not address:
+        return None
+    return Target(address, storage or os.environ.get(STORAGE_ENV) or str(cache.cache_root()))
+
+
+def timeout_s() -> float:
+    try:
+        return max(0.1, float(os.environ[TIMEOUT_ENV]))
+    except (KeyError, ValueError):
+        return DEFAULT_TIMEOUT_S
+
+
+# ---------------------------------------------------------------- this machine
+
+def read_folders(where: Target, jobs: list[tuple[str, str]], function: str) -> list:
+    """For each (reader name, folder) of `jobs`, what the loader's `function` (READ_FUNCTIONS) gives for it
+    ({rank: Parts}, or a FileFormatError for a folder that was not read), each folder read on a worker."""
+    distributed = _distributed()
+    code = cache.code_digest(tuple(_code()))
+    fs, base = _filesystem(where.storage)
+    probe = _probe(fs, base, where.storage)
+    readers_of: dict[str, list[str]] = {}
+    for reader_name, folder in jobs:
+        readers_of.setdefault(folder, []).append(reader_name)
+    client = _connect(distributed, where.address)
+    try:
+        _check_workers_see(client, distributed, where, probe)
+        futures = {client.submit(_ingest, folder, readers, function, code, where.storage, pure=False,
+                                 retries=RETRIES, key=f"perfkit-{function}-{uuid.uuid4().hex}"): folder
+                   for folder, readers in readers_of.items()}
+        with client.as_current():  # distributed.wait looks for "the current client"
+            outcomes = _gather(client, distributed, futures, where)
+    finally:
+        _remove(fs, probe)
+        client.close(timeout=timeout_s())
+    folders = list(readers_of)
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        read = dict(zip(folders, pool.map(lambda f: _results(fs, outcomes[f], readers_of[f], f, where), folders)))
+    return [read[folder][reader_name] for reader_name, folder in jobs]
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise PerfkitError("--dask / PERFKIT_DASK needs Dask: pip install 'perfkit[dask]'") from None
+    return distributed
+
+
+def _code() -> tuple[Path, ...]:
+    from .loader import CODE
+    return CODE
+
+
+def _connect(distributed, address: str):
+    """A client of the scheduler at `address`, within timeout_s(); never a wait without end."""
+    import logging
+
+    # distributed logs each failed attempt to connect; the user gets one line instead
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    try:
+        return distributed.Client(address, timeout=timeout_s(), set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise PerfkitError(f"cannot reach the Dask scheduler within {timeout_s():g} s "
+                           f"({str(exc).splitlines()[0][:200] or type(exc).__name__})", address) from None
+
+
+def _check_workers_see(client, distributed, where: Target, probe: str) -> None:
+    """Every worker sees the file this machine just wrote to the storage: else their entries would not
+    reach this machine either (a local path on workers of other machines)."""
+    try:
+        client.wait_for_workers(1, timeout=timeout_s())
+    except (TimeoutError, distributed.TimeoutError, OSError):
+        raise PerfkitError(f"no Dask worker is connected to the scheduler (waited {timeout_s():g} s)",
+                           where.address) from None
+    seen = client.run(_sees, where.storage, probe)
+    blind = sorted(worker for worker, sees in seen.items() if not sees)
+    if blind:
+        raise PerfkitError(f"Dask worker(s) {', '.join(blind[:3])} do not see what this machine writes there: "
+                           "the storage must be shared by this machine and every worker "
+                           f"(set {STORAGE_ENV} to a shared path or URL)", where.storage)
+
+
+def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]:
+    """{folder: entry name, result, or the reason it was not read}: waits while tasks finish or workers
+    remain; once no worker has been left for timeout_s(), the folders not read yet are given up."""
+    outcomes: dict[str, Any] = {}
+    pending = set(futures)
+    workerless_since = None
+    while pending:
+        try:
+            done, pending = distributed.wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+        except (TimeoutError, distributed.TimeoutError):
+            done = set()
+        for future in done:
+            folder = futures[future]
+            if future.status == "finished":
+                outcomes[folder] = future.result()
+            elif future.status == "cancelled":
+                raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
+            else:
+                exc = future.exception()
+                outcomes[folder] = FileFormatError(f"not read: its Dask task failed ({type(exc).__name__}: "
+                                                   f"{str(exc).splitlines()[0][:200] if str(exc) else ''})", folder)
+        if not pending or done:
+            workerless_since = None
+            continue
+        if client.status not in ("running", "connecting"):
+            raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
+        if client.nthreads():
+            workerless_since = None
+        elif workerless_since is None:
+            workerless_since = time.monotonic()
+        elif time.monotonic() - workerless_since > timeout_s():
+            for future in pending:
+                outcomes[futures[future]] = FileFormatError(
+                    f"not read: no Dask worker left to read it (none for {timeout_s():g} s)", futures[future])
+                future.cancel()
+            pending = set()
+    return outcomes
+
+
+def _results(fs, outcome: Any, readers: list[str], folder: str, where: Target) -> dict[str, Any]:
+    """{reader name: its result for `folder`} from a task's outcome: its entry in the storage, read here."""
+    if isinstance(outcome, FileFormatError):
+        return {reader_name: outcome for reader_name in readers}
+    if isinstance(outcome, dict):  # the results themselves (_ingest: facts JSON cannot hold)
+        return outcome
+    try:
+        with fs.open(f"{outcome}/{DESCRIBED}", "rb") as handle:
+            described = json.loads(handle.read())
+        return {item["reader"]: _result(fs, outcome, item) for item in described["results"]}
+    except (OSError, ValueError, KeyError) as exc:
+        raise PerfkitError(f"cannot read what a Dask worker wrote there for {folder} ({exc}): the storage must be "
+                           f"shared by this machine and every worker", where.storage) from None
+
+
+def _result(fs, entry: str, item: dict):
+    import pyarrow.parquet as pq
+
+    from .formats.base import Parts
+
+    if "error" in item:
+        return FileFormatError(item["error"], item["path"])
+    result = {}
+    for rank, described in item["ranks"].items():
+        tables = {}
+        for name, spec in described["tables"].items():
+            with fs.open(f"{entry}/{spec['file']}", "rb") as handle:
+                tables[name] = cache.pandas_frame(pq.read_table(handle), spec)
+        result[int(rank)] = Parts(tables=tables, meta=described["meta"], warnings=described["warnings"],
+                                  sources=described["sources"])
+    return result
+
+
+# ---------------------------------------------------------------- the storage
+
+def _filesystem(storage: str):
+    """(fsspec filesystem, path within it) of a path or URL."""
+    from fsspec.core import url_to_fs
+
+    try:
+        fs, base = url_to_fs(storage)
+    except (ImportError, ValueError, OSError) as exc:
+        raise PerfkitError(f"is no storage perfkit can use ({exc})", storage) from None
+    return fs, base.rstrip("/")
+
+
+def _probe(fs, base: str, storage: str) -> str:
+    """Write a file the workers must see; one line when this machine cannot write the storage."""
+    probe = f"{base}/{ENTRY_KIND}/probe-{uuid.uuid4().hex}"
+    try:
+        fs.makedirs(f"{base}/{ENTRY_KIND}", exist_ok=True)
+        with fs.open(probe, "wb") as handle:
+            handle.write(b"perfkit")
+    except (OSError, ValueError) as exc:
+        raise PerfkitError(f"cannot write the Dask storage here ({getattr(exc, 'strerror', None) or exc})",
+                           storage) from None
+    return probe
+
+
+def _remove(fs, path: str) -> None:
+    try:
+        fs.rm(path, recursive=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _sees(storage: str, probe: str) -> bool:
+    """On a worker: whether the probe file this machine wrote is there."""
+    fs, _ = _filesystem(storage)
+    try:
+        return fs.exists(probe)
+    except (OSError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------- on a worker
+
+def _ingest(folder: str, readers: list[str], function: str, code: str, storage: str) -> Any:
+    """On a worker: read `folder` with `readers`, write its entry, return the entry's name (or, for a folder
+    that cannot be read here, the FileFormatError saying so; for results whose facts JSON cannot hold, the
+    results)."""
+    fs, base = _filesystem(storage)
+    unreadable = _unreadable(folder)
+    if unreadable is not None:
+        return FileFormatError(f"cannot be read on Dask worker {_worker_name()} ({unreadable})", folder)
+    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code}\0{function}\0{','.join(readers)}\0".encode())
+    cache.add_folder(digest, folder)
+    place = f"{base}/{ENTRY_KIND}/{hashlib.sha256(folder.encode()).hexdigest()[:24]}"
+    entry = f"{place}/{digest.hexdigest()[:32]}"
+    if fs.exists(f"{entry}/{DESCRIBED}"):
+        return entry
+    results = [(reader_name, _read(reader_name, folder, function)) for reader_name in readers]
+    if not all(_json_holds(result) for _, result in results):
+        return dict(results)  # facts JSON would change (a tuple): through Dask, small, rather than altered
+    _write_entry(fs, entry, results)
+    for stale in fs.ls(place, detail=False):  # the folder's entries for its files as they were before
+        if stale.rstrip("/") != entry.rstrip("/") and not stale.rstrip("/").rpartition("/")[2].startswith(".tmp"):
+            _remove(fs, stale)
+    return entry
+
+
+def _read(reader_name: str, folder: str, function: str):
+    from . import loader
+
+    try:
+        return READ_FUNCTIONS[function](loader)(reader_name, folder)
+    except FileFormatError as exc:
+        return exc
+    except OSError as exc:
+        return FileFormatError(f"cannot be read on Dask worker {_worker_name()} ({exc.strerror or exc})", folder)
+
+
+def _unreadable(folder: str) -> str | None:
+    """Why the worker cannot list `folder` or a folder in it (not mounted here, no permission), or None.
+    Without this check a reader would see an empty folder, and take it for rank 0."""
+    try:
+        for entry in os.scandir(folder):
+            if entry.is_dir():
+                os.listdir(entry.path)
+    except OSError as exc:
+        return f"{exc.strerror or exc}: {exc.filename}"
+    return None
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+        return get_worker().address
+    except (ImportError, ValueError):
+        return "?"
+
+
+def _json_holds(result) -> bool:
+    """Whether the facts and warnings of a reader's result come back from JSON as they are."""
+    if isinstance(result, FileFormatError):
+        return True
+    facts = [(parts.meta, parts.warnings, parts.sources) for parts in result.values()]
+    try:
+        return json.loads(json.dumps(facts, default=cache._jsonable)) == [list(item) for item in facts]
+    except (TypeError, ValueError):
+        return False
+
+
+def _write_entry(fs, entry: str, results: list[tuple[str, Any]]) -> None:
+    """Tables as Parquet files, then the description naming them (last, so that a reader of the storage
+    never takes half an entry for one)."""
+    import pyarrow.parquet as pq
+
+    fs.makedirs(entry, exist_ok=True)
+    described = {"format": ENTRY_FORMAT, "results": []}
+    for index, (reader_name, result) in enumerate(results):
+        if isinstance(result, FileFormatError):
+            described["results"].append({"reader": reader_name, "error": result.message, "path": result.path})
+            continue
+        ranks = {}
+        for rank, parts in result.items():
+            tables = {}
+            for name, frame in parts.tables.items():
+                if frame is None:
+                    continue
+                table, spec = cache.arrow_table(frame)
+                spec["file"] = f"{index}-{rank}-{name}.parquet"
+                with fs.open(f"{entry}/{spec['file']}", "wb") as handle:
+                    pq.write_table(table, handle)
+                tables[name] = spec
+            ranks[str(rank)] = {"tables": tables, "meta": parts.meta, "warnings": parts.warnings,
+                                "sources": parts.sources}
+        described["results"].append({"reader": reader_name, "ranks": ranks})
+    staging = f"{entry}/.tmp-{uuid.uuid4().hex}"
+    with fs.open(staging, "wb") as handle:
+        handle.write(json.dumps(described, default=cache._jsonable).encode())
+    fs.mv(staging, f"{entry}/{DESCRIBED}")
