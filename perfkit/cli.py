@@ -51,9 +51,25 @@ def main() -> None:
     """
 
 
-def _load(path: str):
+def _load(path: str, dask=None):
     from .loader import load
-    return load(path)
+    return load(path, dask)
+
+
+def dask_options(command):
+    """--dask and --dask-storage: the per-rank read of a command on a Dask cluster (perfkit/dask_ingest.py)."""
+    command = click.option("--dask-storage", metavar="PATH|URL", envvar="PERFKIT_DASK_STORAGE", default=None,
+                           help="Where the workers write each rank's tables: a path or fsspec URL that this machine "
+                                "and every worker see (default: perfkit's cache dir, for workers on this machine). "
+                                "[env PERFKIT_DASK_STORAGE]")(command)
+    return click.option("--dask", "dask_address", metavar="ADDRESS", envvar="PERFKIT_DASK", default=None,
+                        help="Read the ranks on this Dask scheduler's workers (e.g. tcp://10.0.0.5:8786); "
+                             "needs perfkit[dask]. [env PERFKIT_DASK]")(command)
+
+
+def _dask(address: str | None, storage: str | None):
+    from .dask_ingest import target
+    return target(address, storage) if address else None
 
 
 def _json(payload) -> str:
@@ -77,7 +93,8 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
 @main.command()
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def summary(run: str, fmt: str) -> None:
+@dask_options
+def summary(run: str, fmt: str, dask_address: str | None, dask_storage: str | None) -> None:
     """Where each step's time goes, which op types dominate, whether data queues ran empty.
 
     \b
@@ -88,7 +105,7 @@ def summary(run: str, fmt: str) -> None:
     def compute() -> tuple[str, int]:
         from .analysis import summarize
         from .render import summary_text
-        result = summarize(_load(run))
+        result = summarize(_load(run, _dask(dask_address, dask_storage)))
         return (_json(result) if fmt == "json" else summary_text(result)), 0
     _answer(("summary", fmt), run, compute)
 
@@ -98,7 +115,8 @@ def summary(run: str, fmt: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
               help="Exit 1 when a finding at or above this severity exists (for CI).")
-def advise(run: str, fmt: str, fail_on: str | None) -> None:
+@dask_options
+def advise(run: str, fmt: str, fail_on: str | None, dask_address: str | None, dask_storage: str | None) -> None:
     """Tuning hints with the numbers behind them, most important first.
 
     \b
@@ -110,7 +128,7 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
     def compute() -> tuple[str, int]:
         from .advisor import advise as run_rules, at_or_above
         from .advisor.render import advice_markdown, advice_text
-        advice = run_rules(_load(run))
+        advice = run_rules(_load(run, _dask(dask_address, dask_storage)))
         output = {"json": lambda: _json(advice.to_dict()), "markdown": lambda: advice_markdown(advice),
                   "text": lambda: advice_text(advice)}[fmt]()
         failed = bool(fail_on) and any(at_or_above(finding, fail_on) for finding in advice.findings)
@@ -121,7 +139,8 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
 @main.command()
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def ranks(run: str, fmt: str) -> None:
+@dask_options
+def ranks(run: str, fmt: str, dask_address: str | None, dask_storage: str | None) -> None:
     """Which ranks of a multi-rank run are slow, from the step files alone (fast on hundreds of ranks).
 
     \b
@@ -132,7 +151,7 @@ def ranks(run: str, fmt: str) -> None:
     def compute() -> tuple[str, int]:
         from .cluster import slow_ranks
         from .render import slow_ranks_text
-        answer = slow_ranks(run).to_dict()
+        answer = slow_ranks(run, _dask(dask_address, dask_storage)).to_dict()
         return (_json(answer) if fmt == "json" else slow_ranks_text(answer)), 0
     _answer(("ranks", fmt), run, compute)
 
@@ -292,8 +311,8 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
     ctx.exit(outcome.exit_code)
 
 
-def _load_all(paths: tuple[str, ...]) -> list:
-    return [_load(path) for path in paths]
+def _load_all(paths: tuple[str, ...], dask=None) -> list:
+    return [_load(path, dask) for path in paths]
 
 
 @main.command()
@@ -325,7 +344,8 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html", show_default=True)
-def report(runs: tuple[str, ...], output: str) -> None:
+@dask_options
+def report(runs: tuple[str, ...], output: str, dask_address: str | None, dask_storage: str | None) -> None:
     """Write one self-contained HTML file with the dashboard's figures and findings (opens offline).
 
     \b
@@ -334,7 +354,7 @@ def report(runs: tuple[str, ...], output: str) -> None:
       perfkit report profiler_v1 profiler_v2 -o ci/perf.html     # with a compare section
     """
     from .report import write_report
-    write_report(_load_all(runs), output)
+    write_report(_load_all(runs, _dask(dask_address, dask_storage)), output)
     click.echo(f"wrote {output}", err=True)
 
 

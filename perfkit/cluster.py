@@ -54,9 +54,10 @@ class SlowRanks:
                 "findings": self.findings, "per_rank": frame.to_dict(orient="records"), "warnings": self.warnings}
 
 
-def slow_ranks(path: str | os.PathLike) -> SlowRanks:
-    """Which ranks are slow, by msprof-analyze's rule: (max - min) / mean step > SLOW_RANK_SPREAD."""
-    root, steps, warnings = load_steps(path)
+def slow_ranks(path: str | os.PathLike, dask=None) -> SlowRanks:
+    """Which ranks are slow, by msprof-analyze's rule: (max - min) / mean step > SLOW_RANK_SPREAD. `dask`: read
+    the step files on that Dask cluster (loader.load_steps)."""
+    root, steps, warnings = load_steps(path, dask)
     if not len(steps):
         raise LayoutError("no per-step times found in any rank (step_trace_time.csv / step_trace_raw_*)", root)
     return of_steps(str(root), steps, warnings)

@@ -121,6 +121,12 @@ def _connect(distributed, address: str):
 
     # distributed logs each failed attempt to connect; the user gets one line instead
     logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    from distributed.comm.addressing import get_address_host_port
+
+    try:  # an address Dask cannot even parse fails here, before a Client exists to complain as it goes
+        get_address_host_port(address)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise PerfkitError(f"is no Dask scheduler address ({exc}); e.g. tcp://10.0.0.5:8786", address) from None
     try:
         return distributed.Client(address, timeout=timeout_s(), set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
