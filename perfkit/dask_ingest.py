@@ -3,7 +3,8 @@
 One task per rank folder runs on a worker: it reads the folder with every reader that claimed it (as
 loader.load does in process), writes what it read as the folder's entry to storage that this machine and
 every worker share (a path or an fsspec URL; PERFKIT_DASK_STORAGE, default perfkit's cache dir), and returns
-only the entry's name. A rank's files and tables never pass through the scheduler. This machine then reads
+only when it is done (what it did is a small file in the storage). A rank's files and tables never pass through
+the scheduler. This machine then reads
 the entries and assembles the Run exactly as after an in-process read (loader.assemble), so every answer is
 the same. An entry is keyed by the folder's files (name, size, mtime) and perfkit's code: a task whose entry
 is already there reads nothing, so a second run after one rank changed reads that rank only.
@@ -44,6 +45,9 @@ POLL_S = 1.0
 ENTRY_FORMAT = 1
 ENTRY_KIND = "ranks"  # <storage>/ranks/<place: the folder>/<key: its files and perfkit's code>/
 DESCRIBED = "parts.json"  # written last: an entry without it is incomplete
+# <storage>/ranks/outcomes/<task>.json: what each task of a run did (its entry's name, or why it read nothing);
+# removed when the run is read
+OUTCOMES = "outcomes"
 # Entries are read back with this many threads: Parquet decoding and file reads release the GIL.
 READ_THREADS = 8
 
@@ -88,17 +92,21 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: str) -> l
     client = _connect(distributed, where.address)
     try:
         _check_workers_see(client, distributed, where, probe)
-        futures = {client.submit(_ingest, folder, readers, function, code, where.storage, pure=False,
-                                 retries=RETRIES, key=f"perfkit-{function}-{uuid.uuid4().hex}"): folder
-                   for folder, readers in readers_of.items()}
+        futures = {}
+        for folder, readers in readers_of.items():
+            outcome = f"{base}/{ENTRY_KIND}/{OUTCOMES}/{uuid.uuid4().hex}.json"
+            futures[client.submit(_ingest, folder, readers, function, code, where.storage, outcome, pure=False,
+                                  retries=RETRIES, key=f"perfkit-{function}-{uuid.uuid4().hex}")] = (folder, outcome)
         with client.as_current():  # distributed.wait looks for "the current client"
             outcomes = _gather(client, distributed, futures, where)
+        folders = list(readers_of)
+        with ThreadPoolExecutor(READ_THREADS) as pool:
+            read = dict(zip(folders, pool.map(lambda f: _results(fs, outcomes[f], readers_of[f], f, where),
+                                              folders)))
     finally:
         _remove(fs, probe)
+        _remove(fs, f"{base}/{ENTRY_KIND}/{OUTCOMES}")
         client.close(timeout=timeout_s())
-    folders = list(readers_of)
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        read = dict(zip(folders, pool.map(lambda f: _results(fs, outcomes[f], readers_of[f], f, where), folders)))
     return [read[folder][reader_name] for reader_name, folder in jobs]
 
 
@@ -119,8 +127,9 @@ def _connect(distributed, address: str):
     """A client of the scheduler at `address`, within timeout_s(); never a wait without end."""
     import logging
 
-    # distributed logs each failed attempt to connect; the user gets one line instead
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    # distributed logs each failed attempt to connect, and each worker lost: the user gets one line or a warning
+    for name in ["distributed", *(name for name in logging.root.manager.loggerDict if name.startswith("distributed."))]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     from distributed.comm.addressing import get_address_host_port
 
     try:  # an address Dask cannot even parse fails here, before a Client exists to complain as it goes
@@ -151,8 +160,10 @@ def _check_workers_see(client, distributed, where: Target, probe: str) -> None:
 
 
 def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]:
-    """{folder: entry name, result, or the reason it was not read}: waits while tasks finish or workers
-    remain; once no worker has been left for timeout_s(), the folders not read yet are given up."""
+    """{folder: the path of its task's outcome file, or why it was not read}: waits while tasks finish or
+    workers remain; once no worker has been left for timeout_s(), the folders not read yet are given up.
+    A finished task is not asked for its result (the worker holding it may be dead by then): it wrote its
+    outcome to the storage before it finished."""
     outcomes: dict[str, Any] = {}
     pending = set(futures)
     workerless_since = None
@@ -162,9 +173,9 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
         except (TimeoutError, distributed.TimeoutError):
             done = set()
         for future in done:
-            folder = futures[future]
+            folder, outcome = futures[future]
             if future.status == "finished":
-                outcomes[folder] = future.result()
+                outcomes[folder] = outcome
             elif future.status == "cancelled":
                 raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
             else:
@@ -182,8 +193,9 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
             workerless_since = time.monotonic()
         elif time.monotonic() - workerless_since > timeout_s():
             for future in pending:
-                outcomes[futures[future]] = FileFormatError(
-                    f"not read: no Dask worker left to read it (none for {timeout_s():g} s)", futures[future])
+                folder, _ = futures[future]
+                outcomes[folder] = FileFormatError(
+                    f"not read: no Dask worker left to read it (none for {timeout_s():g} s)", folder)
                 future.cancel()
             pending = set()
     return outcomes
@@ -191,11 +203,13 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
 
 def _results(fs, outcome: Any, readers: list[str], folder: str, where: Target) -> dict[str, Any]:
     """{reader name: its result for `folder`} from a task's outcome: its entry in the storage, read here."""
-    if isinstance(outcome, FileFormatError):
-        return {reader_name: outcome for reader_name in readers}
-    if isinstance(outcome, dict):  # the results themselves (_ingest: facts JSON cannot hold)
-        return outcome
     try:
+        if not isinstance(outcome, FileFormatError):
+            with fs.open(outcome, "rb") as handle:
+                told = json.loads(handle.read())
+            outcome = FileFormatError(told["error"], folder) if "error" in told else told["entry"]
+        if isinstance(outcome, FileFormatError):
+            return {reader_name: outcome for reader_name in readers}
         with fs.open(f"{outcome}/{DESCRIBED}", "rb") as handle:
             described = json.loads(handle.read())
         return {item["reader"]: _result(fs, outcome, item) for item in described["results"]}
@@ -266,28 +280,24 @@ def _sees(storage: str, probe: str) -> bool:
 
 # ---------------------------------------------------------------- on a worker
 
-def _ingest(folder: str, readers: list[str], function: str, code: str, storage: str) -> Any:
-    """On a worker: read `folder` with `readers`, write its entry, return the entry's name (or, for a folder
-    that cannot be read here, the FileFormatError saying so; for results whose facts JSON cannot hold, the
-    results)."""
+def _ingest(folder: str, readers: list[str], function: str, code: str, storage: str, outcome: str) -> None:
+    """On a worker: read `folder` with `readers`, write its entry (unless it is there), then the outcome file
+    naming the entry (or saying why the folder cannot be read here)."""
     fs, base = _filesystem(storage)
-    unreadable = _unreadable(folder)
-    if unreadable is not None:
-        return FileFormatError(f"cannot be read on Dask worker {_worker_name()} ({unreadable})", folder)
+    unseen = _unseen(folder, readers)
+    if unseen is not None:
+        _write_json(fs, outcome, {"error": f"cannot be read on Dask worker {_worker_name()} ({unseen})"})
+        return
     digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code}\0{function}\0{','.join(readers)}\0".encode())
     cache.add_folder(digest, folder)
     place = f"{base}/{ENTRY_KIND}/{hashlib.sha256(folder.encode()).hexdigest()[:24]}"
     entry = f"{place}/{digest.hexdigest()[:32]}"
-    if fs.exists(f"{entry}/{DESCRIBED}"):
-        return entry
-    results = [(reader_name, _read(reader_name, folder, function)) for reader_name in readers]
-    if not all(_json_holds(result) for _, result in results):
-        return dict(results)  # facts JSON would change (a tuple): through Dask, small, rather than altered
-    _write_entry(fs, entry, results)
-    for stale in fs.ls(place, detail=False):  # the folder's entries for its files as they were before
-        if stale.rstrip("/") != entry.rstrip("/") and not stale.rstrip("/").rpartition("/")[2].startswith(".tmp"):
-            _remove(fs, stale)
-    return entry
+    if not fs.exists(f"{entry}/{DESCRIBED}"):
+        _write_entry(fs, entry, [(reader_name, _read(reader_name, folder, function)) for reader_name in readers])
+        for stale in fs.ls(place, detail=False):  # the folder's entries for its files as they were before
+            if stale.rstrip("/") != entry.rstrip("/"):
+                _remove(fs, stale)
+    _write_json(fs, outcome, {"entry": entry})
 
 
 def _read(reader_name: str, folder: str, function: str):
@@ -301,15 +311,21 @@ def _read(reader_name: str, folder: str, function: str):
         return FileFormatError(f"cannot be read on Dask worker {_worker_name()} ({exc.strerror or exc})", folder)
 
 
-def _unreadable(folder: str) -> str | None:
-    """Why the worker cannot list `folder` or a folder in it (not mounted here, no permission), or None.
-    Without this check a reader would see an empty folder, and take it for rank 0."""
+def _unseen(folder: str, readers: list[str]) -> str | None:
+    """Why this worker does not see `folder` as the client did, or None: it cannot list the folder or one in it
+    (no permission), or a reader that claimed it there finds none of its files here (not mounted alike).
+    Unchecked, a reader would take a folder it sees empty for rank 0's."""
+    from .formats import BY_NAME
+
     try:
         for entry in os.scandir(folder):
             if entry.is_dir():
                 os.listdir(entry.path)
     except OSError as exc:
         return f"{exc.strerror or exc}: {exc.filename}"
+    lost = [name for name in readers if not BY_NAME[name].detect(Path(folder))]
+    if lost:
+        return f"the {', '.join(lost)} files found there on this machine are not there on the worker"
     return None
 
 
@@ -319,17 +335,6 @@ def _worker_name() -> str:
         return get_worker().address
     except (ImportError, ValueError):
         return "?"
-
-
-def _json_holds(result) -> bool:
-    """Whether the facts and warnings of a reader's result come back from JSON as they are."""
-    if isinstance(result, FileFormatError):
-        return True
-    facts = [(parts.meta, parts.warnings, parts.sources) for parts in result.values()]
-    try:
-        return json.loads(json.dumps(facts, default=cache._jsonable)) == [list(item) for item in facts]
-    except (TypeError, ValueError):
-        return False
 
 
 def _write_entry(fs, entry: str, results: list[tuple[str, Any]]) -> None:
@@ -357,7 +362,13 @@ def _write_entry(fs, entry: str, results: list[tuple[str, Any]]) -> None:
             ranks[str(rank)] = {"tables": tables, "meta": parts.meta, "warnings": parts.warnings,
                                 "sources": parts.sources}
         described["results"].append({"reader": reader_name, "ranks": ranks})
-    staging = f"{entry}/.tmp-{uuid.uuid4().hex}"
+    _write_json(fs, f"{entry}/{DESCRIBED}", described)
+
+
+def _write_json(fs, path: str, value) -> None:
+    """Written under a temporary name, then renamed: whoever reads `path` reads all of it."""
+    staging = f"{path}.tmp-{uuid.uuid4().hex}"
+    fs.makedirs(path.rpartition("/")[0], exist_ok=True)
     with fs.open(staging, "wb") as handle:
-        handle.write(json.dumps(described, default=cache._jsonable).encode())
-    fs.mv(staging, f"{entry}/{DESCRIBED}")
+        handle.write(json.dumps(value, default=cache._jsonable).encode())
+    fs.mv(staging, path)

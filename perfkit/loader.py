@@ -191,8 +191,12 @@ Entry = tuple[Reader, Path, Parts]
 def _skipped(root: Path, failures: list[FileFormatError]) -> list[Warning]:
     """A folder none of whose files could be read (or that a Dask worker could not read): the rest of the run
     still loads, with a warning naming it."""
-    return [(".", f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}")
-            for exc in failures]
+    folders: dict[str, list[str]] = {}
+    for exc in failures:
+        where = os.path.relpath(exc.path, root) if exc.path else "?"
+        if where not in folders.setdefault(exc.message, []):  # one folder, several readers
+            folders[exc.message].append(where)
+    return [(".", f"skipped {_named(where)}: {message}") for message, where in folders.items()]
 
 
 def _by_rank(read) -> dict[int, list[Entry]]:
@@ -330,10 +334,11 @@ def _worded(warnings: list[Warning]) -> list[str]:
         places.setdefault(message, [])
         if where != "." and where not in places[message]:
             places[message].append(where)
-    lines = []
-    for message, folders in places.items():
-        if len(folders) > NAMED_FOLDERS:
-            shown = ", ".join(folders[:NAMED_FOLDERS - 1])
-            folders = [f"{len(folders)} folders ({shown}, …, {folders[-1]})"]
-        lines.append(f"{', '.join(folders)}: {message}" if folders else message)
-    return lines
+    return [f"{_named(folders)}: {message}" if folders else message for message, folders in places.items()]
+
+
+def _named(folders: list[str]) -> str:
+    """Folders as a warning names them: all of a few, else how many and a few of them."""
+    if len(folders) > NAMED_FOLDERS:
+        return f"{len(folders)} folders ({', '.join(folders[:NAMED_FOLDERS - 1])}, …, {folders[-1]})"
+    return ", ".join(folders)
