@@ -1,7 +1,7 @@
 """--dask: the per-rank read on a real local Dask cluster (perfkit/dask_ingest.py).
 
-Each test starts `dask scheduler` and two `dask worker` processes on 127.0.0.1 (free ports, no nanny, so the
-worker is the process started), loads a generated multi-rank run through them and stops every process by its
+Each test starts `dask scheduler` and two `dask worker` processes on 127.0.0.1 (benchmarks/local_dask.py: free
+ports, no nanny, so each worker is the process started), loads a generated multi-rank run through them and stops every process by its
 PID; every wait is bounded. The Run read through Dask must be the in-process Run, table for table.
 """
 
@@ -12,8 +12,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,66 +28,10 @@ from perfkit.dask_ingest import ENTRY_KIND, Target  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
+from local_dask import LocalCluster, free_port  # noqa: E402
 
-DASK = Path(sys.executable).parent / "dask"
-START_S = 60      # for the scheduler and both workers to be up, on a loaded machine
 RUN_S = 180       # for one perfkit command through the cluster
 SLOW_RANK = 3
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class LocalCluster:
-    """A scheduler and `workers` worker processes on 127.0.0.1, each worker started through `wrap` (a command
-    prefix, e.g. a mount namespace)."""
-
-    def __init__(self, folder: Path, workers: int = 2, wrap: list[str] | None = None):
-        self.address = f"tcp://127.0.0.1:{free_port()}"
-        env = dict(os.environ, PYTHONPATH=str(REPO), DASK_DISTRIBUTED__WORKER__DAEMON="False")
-        logs = folder / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        self.scheduler = subprocess.Popen(
-            [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", self.address.rpartition(":")[2],
-             "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "w"))
-        self.workers = [subprocess.Popen(
-            [*(wrap or []), str(DASK), "worker", self.address, "--no-nanny", "--nthreads", "1", "--host",
-             "127.0.0.1", "--no-dashboard", "--local-directory", str(folder / f"worker{index}")],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(logs / f"worker{index}.log", "w"))
-            for index in range(workers)]
-        self._wait_for_workers(workers)
-
-    def _wait_for_workers(self, count: int) -> None:
-        from distributed import Client
-
-        deadline = time.monotonic() + START_S
-        while time.monotonic() < deadline:
-            try:
-                with Client(self.address, timeout=5, set_as_default=False) as client:
-                    client.wait_for_workers(count, timeout=max(1.0, deadline - time.monotonic()))
-                    return
-            except (OSError, TimeoutError):
-                time.sleep(0.5)
-        self.stop()
-        pytest.fail(f"the local Dask cluster did not start within {START_S} s")
-
-    def kill_worker(self, index: int) -> None:
-        os.kill(self.workers[index].pid, signal.SIGKILL)
-        self.workers[index].wait(timeout=30)
-
-    def stop(self) -> None:
-        for process in [*self.workers, self.scheduler]:
-            if process.poll() is None:
-                os.kill(process.pid, signal.SIGTERM)
-        for process in [*self.workers, self.scheduler]:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(timeout=20)
 
 
 @pytest.fixture
