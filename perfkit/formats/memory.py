@@ -255,16 +255,14 @@ def on_run_clock(tables: dict[str, pd.DataFrame]) -> None:
     if memory is None and blocks is None:
         return
     step_times = tables.get("step_times")
-    starts = [_smallest(frame[column]) for frame, column in ((memory, "time_ms"), (blocks, "allocated_at_ms"))
+    starts = [frame[column].min() for frame, column in ((memory, "time_ms"), (blocks, "allocated_at_ms"))
               if frame is not None and len(frame)]
     has_steps = step_times is not None and len(step_times) > 0
     if has_steps:  # a sample taken as the profiler started, before step 1's stamp, must not come out negative
         starts.append(step_times["begin_ns"].min() / NS_PER_MS)
     origin = min(starts)
-    # shallow copies with new time columns: a cluster run does this for thousands of ranks, and a deep copy
-    # (DataFrame.assign) of their memory samples cost more than the rest of the assembly
     if memory is not None:
-        memory = _shifted(memory, ("time_ms",), origin)
+        memory = memory.assign(time_ms=memory["time_ms"] - origin)
         if has_steps:
             times = step_times.sort_values("begin_ns")
             begin = times["begin_ns"].to_numpy(np.float64) / NS_PER_MS - origin
@@ -274,25 +272,11 @@ def on_run_clock(tables: dict[str, pd.DataFrame]) -> None:
             step = pd.array(np.where(inside, times["step"].to_numpy()[np.clip(position, 0, None)], 0),
                             dtype="Int64")
             step[~inside] = pd.NA
-            memory["step"] = step
+            memory = memory.assign(step=step)
         tables["memory"] = memory
     if blocks is not None:
-        tables["op_memory"] = _shifted(blocks, ("allocated_at_ms", "released_at_ms"), origin)
-
-
-def _smallest(column: pd.Series) -> float:
-    """The smallest value, NaN left out (NaN when there is none), as Series.min gives it."""
-    values = column.to_numpy(dtype=np.float64, na_value=np.nan)
-    values = values[~np.isnan(values)]
-    return float(values.min()) if len(values) else np.nan
-
-
-def _shifted(frame: pd.DataFrame, columns: tuple[str, ...], origin: float) -> pd.DataFrame:
-    """A shallow copy of `frame` with `columns` less `origin`."""
-    frame = frame.copy(deep=False)
-    for column in columns:
-        frame[column] = frame[column].to_numpy(dtype=np.float64, na_value=np.nan) - origin
-    return frame
+        tables["op_memory"] = blocks.assign(allocated_at_ms=blocks["allocated_at_ms"] - origin,
+                                            released_at_ms=blocks["released_at_ms"] - origin)
 
 
 # Not a unit: memory files add to the rank whose profiler folder they sit in.
