@@ -40,11 +40,14 @@ TIMEOUT_ENV = "PERFKIT_DASK_TIMEOUT"
 DEFAULT_TIMEOUT_S = 10.0
 # A task that raised (not a dead worker: Dask reruns those itself, up to its allowed-failures) is tried again.
 RETRIES = 1
-# How often the wait for results looks whether any worker is left.
+# How often, while no task finishes, the wait looks whether any worker is left.
 POLL_S = 1.0
-ENTRY_FORMAT = 1
-ENTRY_KIND = "ranks"  # <storage>/ranks/<place: the folder>/<key: its files and perfkit's code>/
-DESCRIBED = "parts.json"  # written last: an entry without it is incomplete
+ENTRY_FORMAT = 2
+ENTRY_KIND = "ranks"  # <storage>/ranks/<place: the folder>/<key: its files and perfkit's code>
+# An entry is one file: MAGIC, the length of its description (8 bytes, little-endian), the description (JSON:
+# every reader's facts, and where each table lies after it), then every table as an Arrow IPC stream. One file
+# a rank, not a Parquet file a table: writing and reading six small files cost more than the rows in them.
+MAGIC = b"perfkit-rank-entry\n"
 # <storage>/ranks/outcomes/<task>.json: what each task of a run did (its entry's name, or why it read nothing);
 # removed when the run is read
 OUTCOMES = "outcomes"
@@ -97,8 +100,7 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: str) -> l
             outcome = f"{base}/{ENTRY_KIND}/{OUTCOMES}/{uuid.uuid4().hex}.json"
             futures[client.submit(_ingest, folder, readers, function, code, where.storage, outcome, pure=False,
                                   retries=RETRIES, key=f"perfkit-{function}-{uuid.uuid4().hex}")] = (folder, outcome)
-        with client.as_current():  # distributed.wait looks for "the current client"
-            outcomes = _gather(client, distributed, futures, where)
+        outcomes = _gather(client, distributed, futures, where)
         folders = list(readers_of)
         with ThreadPoolExecutor(READ_THREADS) as pool:
             read = dict(zip(folders, pool.map(lambda f: _results(fs, outcomes[f], readers_of[f], f, where),
@@ -166,13 +168,15 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
     outcome to the storage before it finished."""
     outcomes: dict[str, Any] = {}
     pending = set(futures)
-    workerless_since = None
+    # told by the scheduler as tasks finish (distributed.wait over all pending futures, each time one finished,
+    # cost the client as much CPU as the reads); as_completed finds "the current client"
+    with client.as_current():
+        completed = distributed.as_completed(list(futures))
+    workerless_since, looked = None, time.monotonic()
     while pending:
-        try:
-            done, pending = distributed.wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
-        except (TimeoutError, distributed.TimeoutError):
-            done = set()
-        for future in done:
+        batch = completed.next_batch(block=False)
+        for future in batch:
+            pending.discard(future)
             folder, outcome = futures[future]
             if future.status == "finished":
                 outcomes[folder] = outcome
@@ -182,9 +186,13 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
                 exc = future.exception()
                 outcomes[folder] = FileFormatError(f"not read: its Dask task failed ({type(exc).__name__}: "
                                                    f"{str(exc).splitlines()[0][:200] if str(exc) else ''})", folder)
-        if not pending or done:
+        if batch or not pending:
             workerless_since = None
             continue
+        time.sleep(0.02)
+        if time.monotonic() - looked < POLL_S:
+            continue
+        looked = time.monotonic()
         if client.status not in ("running", "connecting"):
             raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
         if client.nthreads():
@@ -205,35 +213,42 @@ def _results(fs, outcome: Any, readers: list[str], folder: str, where: Target) -
     """{reader name: its result for `folder`} from a task's outcome: its entry in the storage, read here."""
     try:
         if not isinstance(outcome, FileFormatError):
-            with fs.open(outcome, "rb") as handle:
-                told = json.loads(handle.read())
+            told = json.loads(fs.cat_file(outcome))
             outcome = FileFormatError(told["error"], folder) if "error" in told else told["entry"]
         if isinstance(outcome, FileFormatError):
             return {reader_name: outcome for reader_name in readers}
-        with fs.open(f"{outcome}/{DESCRIBED}", "rb") as handle:
-            described = json.loads(handle.read())
-        return {item["reader"]: _result(fs, outcome, item) for item in described["results"]}
+        return _read_entry(fs.cat_file(outcome))
     except (OSError, ValueError, KeyError) as exc:
         raise PerfkitError(f"cannot read what a Dask worker wrote there for {folder} ({exc}): the storage must be "
                            f"shared by this machine and every worker", where.storage) from None
 
 
-def _result(fs, entry: str, item: dict):
-    import pyarrow.parquet as pq
+def _read_entry(data: bytes) -> dict[str, Any]:
+    """{reader name: its result} of an entry's bytes (_entry_bytes)."""
+    import pyarrow as pa
 
     from .formats.base import Parts
 
-    if "error" in item:
-        return FileFormatError(item["error"], item["path"])
-    result = {}
-    for rank, described in item["ranks"].items():
-        tables = {}
-        for name, spec in described["tables"].items():
-            with fs.open(f"{entry}/{spec['file']}", "rb") as handle:
-                tables[name] = cache.pandas_frame(pq.read_table(handle), spec)
-        result[int(rank)] = Parts(tables=tables, meta=described["meta"], warnings=described["warnings"],
-                                  sources=described["sources"])
-    return result
+    if not data.startswith(MAGIC):
+        raise ValueError("not a perfkit rank entry")
+    start = len(MAGIC) + 8
+    length = int.from_bytes(data[len(MAGIC):start], "little")
+    described = json.loads(data[start:start + length])
+    tables_at = start + length
+    buffer = pa.py_buffer(data)
+    results: dict[str, Any] = {}
+    for item in described["results"]:
+        if "error" in item:
+            results[item["reader"]] = FileFormatError(item["error"], item["path"])
+            continue
+        results[item["reader"]] = result = {}
+        for rank, facts in item["ranks"].items():
+            tables = {name: cache.pandas_frame(
+                pa.ipc.open_stream(buffer.slice(tables_at + spec["at"], spec["bytes"])).read_all(), spec)
+                for name, spec in facts["tables"].items()}
+            result[int(rank)] = Parts(tables=tables, meta=facts["meta"], warnings=facts["warnings"],
+                                      sources=facts["sources"])
+    return results
 
 
 # ---------------------------------------------------------------- the storage
@@ -286,18 +301,19 @@ def _ingest(folder: str, readers: list[str], function: str, code: str, storage: 
     fs, base = _filesystem(storage)
     unseen = _unseen(folder, readers)
     if unseen is not None:
-        _write_json(fs, outcome, {"error": f"cannot be read on Dask worker {_worker_name()} ({unseen})"})
+        _write_atomically(fs, outcome, json.dumps({"error": f"cannot be read on Dask worker {_worker_name()} "
+                                                            f"({unseen})"}).encode())
         return
     digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code}\0{function}\0{','.join(readers)}\0".encode())
     cache.add_folder(digest, folder)
     place = f"{base}/{ENTRY_KIND}/{hashlib.sha256(folder.encode()).hexdigest()[:24]}"
     entry = f"{place}/{digest.hexdigest()[:32]}"
-    if not fs.exists(f"{entry}/{DESCRIBED}"):
-        _write_entry(fs, entry, [(reader_name, _read(reader_name, folder, function)) for reader_name in readers])
+    if not fs.exists(entry):
+        _write_atomically(fs, entry, _entry_bytes([(name, _read(name, folder, function)) for name in readers]))
         for stale in fs.ls(place, detail=False):  # the folder's entries for its files as they were before
-            if stale.rstrip("/") != entry.rstrip("/"):
+            if stale.rstrip("/") != entry.rstrip("/") and ".tmp-" not in stale:
                 _remove(fs, stale)
-    _write_json(fs, outcome, {"entry": entry})
+    _write_atomically(fs, outcome, json.dumps({"entry": entry}).encode())
 
 
 def _read(reader_name: str, folder: str, function: str):
@@ -337,14 +353,14 @@ def _worker_name() -> str:
         return "?"
 
 
-def _write_entry(fs, entry: str, results: list[tuple[str, Any]]) -> None:
-    """Tables as Parquet files, then the description naming them (last, so that a reader of the storage
-    never takes half an entry for one)."""
-    import pyarrow.parquet as pq
+def _entry_bytes(results: list[tuple[str, Any]]) -> bytes:
+    """An entry (MAGIC) of every reader's result: the tables as Arrow IPC streams after the description."""
+    import pyarrow as pa
 
-    fs.makedirs(entry, exist_ok=True)
-    described = {"format": ENTRY_FORMAT, "results": []}
-    for index, (reader_name, result) in enumerate(results):
+    described: dict[str, Any] = {"format": ENTRY_FORMAT, "results": []}
+    streams: list[bytes] = []
+    at = 0  # from the end of the description
+    for reader_name, result in results:
         if isinstance(result, FileFormatError):
             described["results"].append({"reader": reader_name, "error": result.message, "path": result.path})
             continue
@@ -355,20 +371,22 @@ def _write_entry(fs, entry: str, results: list[tuple[str, Any]]) -> None:
                 if frame is None:
                     continue
                 table, spec = cache.arrow_table(frame)
-                spec["file"] = f"{index}-{rank}-{name}.parquet"
-                with fs.open(f"{entry}/{spec['file']}", "wb") as handle:
-                    pq.write_table(table, handle)
-                tables[name] = spec
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, table.schema) as writer:
+                    writer.write_table(table)
+                streams.append(sink.getvalue().to_pybytes())
+                tables[name] = {**spec, "at": at, "bytes": len(streams[-1])}
+                at += len(streams[-1])
             ranks[str(rank)] = {"tables": tables, "meta": parts.meta, "warnings": parts.warnings,
                                 "sources": parts.sources}
         described["results"].append({"reader": reader_name, "ranks": ranks})
-    _write_json(fs, f"{entry}/{DESCRIBED}", described)
+    text = json.dumps(described, default=cache._jsonable).encode()
+    return MAGIC + len(text).to_bytes(8, "little") + text + b"".join(streams)
 
 
-def _write_json(fs, path: str, value) -> None:
+def _write_atomically(fs, path: str, data: bytes) -> None:
     """Written under a temporary name, then renamed: whoever reads `path` reads all of it."""
     staging = f"{path}.tmp-{uuid.uuid4().hex}"
     fs.makedirs(path.rpartition("/")[0], exist_ok=True)
-    with fs.open(staging, "wb") as handle:
-        handle.write(json.dumps(value, default=cache._jsonable).encode())
+    fs.pipe_file(staging, data)
     fs.mv(staging, path)

@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("distributed")
 
 from perfkit import loader  # noqa: E402
-from perfkit.dask_ingest import ENTRY_KIND, Target  # noqa: E402
+from perfkit.dask_ingest import ENTRY_KIND, OUTCOMES, Target  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -63,8 +63,9 @@ def assert_same_run(expected, got) -> None:
 
 
 def entries(storage: Path) -> list[Path]:
-    """The rank entries workers finished (their description is written last)."""
-    return sorted((storage / ENTRY_KIND).glob("*/*/parts.json"))
+    """The rank entries workers finished (each is written under a temporary name, then renamed)."""
+    return sorted(path for path in (storage / ENTRY_KIND).glob("*/*")
+                  if path.parent.name != OUTCOMES and ".tmp-" not in path.name)
 
 
 def test_a_run_read_on_dask_is_the_run_read_in_process(cluster, tmp_path, monkeypatch):
@@ -97,17 +98,24 @@ def test_a_run_read_on_dask_is_the_run_read_in_process(cluster, tmp_path, monkey
     assert ranks["slow_ranks"] == [SLOW_RANK]
 
 
+def told(storage: Path) -> list[Path]:
+    """The outcome files of the tasks done so far."""
+    return list((storage / ENTRY_KIND / OUTCOMES).glob("*.json"))
+
+
 def run_killing(cluster: LocalCluster, workers: list[int], run: Path, storage: Path, cache: Path
                 ) -> tuple[subprocess.Popen, int]:
-    """Start `perfkit summary --dask` on `run`; once the workers have written their first entry, kill
+    """Start `perfkit summary --dask` on `run`; once the workers have done a few of its tasks, kill
     `workers`. (the command, entries written when they were killed)."""
     environment = dict(os.environ, PYTHONPATH=str(REPO), PERFKIT_CACHE_DIR=str(cache), PERFKIT_DASK_TIMEOUT="3")
     command = subprocess.Popen([sys.executable, "-m", "perfkit", "summary", "--format", "json", "--dask",
                                 cluster.address, "--dask-storage", str(storage), str(run)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
     deadline = time.monotonic() + RUN_S
-    while not entries(storage) and time.monotonic() < deadline and command.poll() is None:
+    # a few tasks done (their outcome written, which is their last act): the scheduler has them as finished
+    while len(told(storage)) < 4 and time.monotonic() < deadline and command.poll() is None:
         time.sleep(0.005)
+    time.sleep(0.1)
     written = len(entries(storage))
     assert command.poll() is None and 0 < written, "the run ended before a worker could be killed in it"
     for index in workers:
