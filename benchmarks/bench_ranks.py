@@ -8,6 +8,7 @@ RSS of its processes are added to the client's. Every number is one run (the mac
 
     python benchmarks/generate.py ranks_256 ranks_1024 ranks_4096 --out /tmp/runs
     python benchmarks/bench_ranks.py --runs /tmp/runs --out benchmarks/results/ranks.txt
+    python benchmarks/bench_ranks.py --runs /tmp/runs --slow-ranks-only --out benchmarks/results/ranks.txt --append
 """
 
 from __future__ import annotations
@@ -147,6 +148,28 @@ def bench_size(run: Path, ranks: int, peer: bool, peer_timeout: float, report) -
             report("    " + " | ".join(measured.output.strip().splitlines()[-3:]))
 
 
+def bench_slow_ranks(run: Path, ranks: int, report) -> None:
+    """`perfkit ranks` (the step files alone), cold and warm, in process and through Dask."""
+    answer = [PYTHON, "-m", "perfkit", "ranks", "--format", "json", str(run)]
+    with tempfile.TemporaryDirectory(prefix="perfkit-ranks-") as scratch:
+        env = perfkit_env(Path(scratch) / "cache")
+        cold = measure(answer, env)
+        report(line(f"{ranks} ranks: perfkit ranks, in process, cold", cold))
+        report(line(f"{ranks} ranks: perfkit ranks, in process, warm", measure(answer, env)))
+        cluster = LocalCluster(Path(scratch) / "cluster")
+        try:
+            before, _ = cluster_usage(cluster.pids)
+            dask = measure([*answer, "--dask", cluster.address, "--dask-storage", str(Path(scratch) / "storage")],
+                           perfkit_env(Path(scratch) / "cache-dask"))
+            after, _ = cluster_usage(cluster.pids)
+        finally:
+            cluster.stop()
+        same = "same answer" if cold.status == dask.status == "ok" and \
+            json.loads(cold.output) == json.loads(dask.output) else "DIFFERENT ANSWER"
+        report(line(f"{ranks} ranks: perfkit ranks, Dask, cold: client", dask,
+                    f"   (+ cluster CPU {after - before:.1f} s)   {same}"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, required=True, help="folder holding ranks_256, ranks_1024, ranks_4096")
@@ -154,7 +177,10 @@ def main() -> None:
     parser.add_argument("--peer-max-ranks", type=int, default=1024,
                         help="run msprof-analyze on runs of at most this many ranks (default %(default)s)")
     parser.add_argument("--peer-timeout", type=float, default=600)
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--slow-ranks-only", action="store_true",
+                        help="only `perfkit ranks` (the step files), cold and warm, in process and through Dask")
+    parser.add_argument("--out", type=Path, help="also write the report here (--append: at its end)")
+    parser.add_argument("--append", action="store_true")
     args = parser.parse_args()
     lines: list[str] = []
 
@@ -173,6 +199,9 @@ def main() -> None:
         run = args.runs / f"ranks_{ranks}"
         if not run.is_dir():
             sys.exit(f"{run} missing: python benchmarks/generate.py ranks_{ranks} --out {args.runs}")
+        if args.slow_ranks_only:
+            bench_slow_ranks(run, ranks, report)
+            continue
         bench_size(run, ranks, peer and ranks <= args.peer_max_ranks, args.peer_timeout, report)
         if peer and ranks > args.peer_max_ranks:
             report(f"msprof-analyze: not run on {ranks} ranks (--peer-max-ranks {args.peer_max_ranks}: time on "
@@ -180,7 +209,8 @@ def main() -> None:
     report(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("\n".join(lines) + "\n")
+        previous = args.out.read_text() + "\n" if args.append and args.out.exists() else ""
+        args.out.write_text(previous + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
