@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "load": "loader", "load_steps": "loader",
     "Run": "model", "Meta": "model",
-    "summarize": "analysis",
+    "summarize": "summary",
     "advise": "advisor",
     "compare": "compare",
     "PerfkitError": "errors", "LayoutError": "errors", "FileFormatError": "errors", "DeviceError": "errors",

@@ -1,16 +1,15 @@
-"""Pure functions over a Run: step split, op shares, queue emptiness, the top-down bound, the summary contract."""
+"""Pure functions over a Run: step means, op shares, queue emptiness, communication and memory measures (the
+step ledger, perfkit/ledger.py, builds on them; the summary contract is perfkit/summary.py)."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .cluster import of_steps
 from .model import Run
 from .steady import FIRST_STEP_REASONS, first_step_verdicts
 
@@ -187,11 +186,6 @@ QUEUE_EMPTY_PCT = 30.0
 # Layouts whose op tables hold every op the device ran (so step time the ops do not cover is device idle).
 # Legacy Ascend's aicore_intermediate files hold AI Core ops only: AI CPU time would read as idle there.
 ALL_DEVICE_OPS_LAYOUTS = ("gpu", "cpu", "ascend_ms")
-# The parts of a step, in the order they are shown.
-BOUND_PARTS = ("compute", "communication", "pipeline", "data", "host", "unknown")
-# A step is bound by something other than its compute when that part takes this share of it: TensorFlow's
-# input analysis calls >= 20 % of the step "highly input-bound" (formats.md §4); the same bar for every part.
-BOUND_MIN_SHARE = 0.20
 
 
 def comm_kind(op_type: str) -> str | None:
@@ -221,148 +215,6 @@ def data_evidence(run: Run) -> dict[str, Any] | None:
         if stats and stats["samples"] >= MIN_QUEUE_SAMPLES:
             return {"queue": name, **stats, "starving": stats["empty_pct"] > QUEUE_EMPTY_PCT}
     return None
-
-
-@dataclass(frozen=True)
-class Bound:
-    """What bounds the mean step: its parts in ms (they add up to the step) and the evidence behind them."""
-
-    kind: str                       # compute / communication / pipeline / data / host / unknown
-    parts_ms: dict[str, float]      # BOUND_PARTS -> mean ms per step
-    evidence: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "parts_ms": dict(self.parts_ms), "evidence": list(self.evidence)}
-
-    def share(self, part: str) -> float:
-        total = sum(self.parts_ms.values())
-        return self.parts_ms.get(part, 0.0) / total if total > 0 else 0.0
-
-
-def _value(means: dict[str, Any], key: str) -> float | None:
-    value = means.get(key)
-    return None if value is None else float(value)
-
-
-def rank_parts(run: Run) -> pd.DataFrame:
-    """Per rank, the mean step split into BOUND_PARTS (ms) plus `total`, and how idle time was judged.
-
-    compute: the step file's Computing where it has one, else forward+backward+tail less exposed
-    communication, less the in-step time no op covers where the op tables hold every device op.
-    communication / pipeline: exposed collective / point-to-point communication (Bubble and receive ops are
-    pipeline waits; the split from communication.json's kinds where the run has it, else from op names); where the step file does not say what overlaps, the communication op time (an upper bound).
-    data: the idle time, when the queue the device reads from starves; host: the idle time in PyNative mode,
-    the in-step gaps between ops (launch/dispatch), the interval in feed mode with the queues full;
-    unknown: idle time nothing in the files explains. `gaps` and `transfer` say which of the host time is
-    in-step launch gaps and which the feed-mode batch transfer.
-    """
-    per_rank = per_rank_step_means(run.steps)
-    comm_ops = comm_op_ms(run.op_types)
-    op_ms = run.op_types.groupby("rank")["total_ms"].sum() if len(run.op_types) else pd.Series(dtype="float64")
-    feed = data_evidence(run)
-    pynative = run.meta.mode == "pynative"
-    comm_json = communication_by_rank(run)
-    rows = []
-    for entry in per_rank:
-        rank, means = entry["rank"], entry["steps"]
-        total = _value(means, "total_ms")
-        if not total or total <= 0:
-            continue
-        count = max(int(means["count"]), 1)
-        collective_op = float(comm_ops.loc[rank, "collective"]) / count if rank in comm_ops.index else 0.0
-        p2p_op = float(comm_ops.loc[rank, "p2p"]) / count if rank in comm_ops.index else 0.0
-        exposed = _value(means, "comm_exposed_ms")
-        comm_source = "exposed"
-        if exposed is None:
-            exposed, comm_source = _value(means, "comm_ms"), "step_trace_overlap_unknown"
-        if exposed is None and collective_op + p2p_op > 0:
-            exposed, comm_source = collective_op + p2p_op, "ops_overlap_unknown"
-        exposed = min(exposed or 0.0, total)
-        bubble = _value(means, "bubble_ms") or 0.0
-        p2p_share = p2p_op / (collective_op + p2p_op) if collective_op + p2p_op > 0 else 0.0
-        by_kind = comm_json.get(rank)  # communication.json says which ops are p2p: better than their names
-        if by_kind and (by_kind["collective_ms"] or 0.0) + (by_kind["p2p_ms"] or 0.0) > 0:
-            p2p_share = (by_kind["p2p_ms"] or 0.0) / ((by_kind["collective_ms"] or 0.0) + (by_kind["p2p_ms"] or 0.0))
-        pipeline = min(exposed, max(bubble, exposed * p2p_share))
-        collective = exposed - pipeline
-        interval = _value(means, "interval_ms") or 0.0
-        computing = _value(means, "computing_ms")
-        gaps = 0.0
-        if computing is not None:
-            compute = min(computing, total - exposed)
-        else:
-            fwd_bwd = _value(means, "fwd_bwd_ms")
-            # steps marked by op launches alone know their total, not its split
-            after_interval = total - interval if fwd_bwd is None else fwd_bwd + (_value(means, "tail_ms") or 0.0)
-            compute = max(min(after_interval, total - interval) - exposed, 0.0)
-            busy = float(op_ms.get(rank, 0.0)) / count - collective_op - p2p_op
-            if run.meta.layout in ALL_DEVICE_OPS_LAYOUTS and rank in op_ms.index and 0 < busy < compute:
-                gaps, compute = compute - busy, busy
-        idle = max(total - compute - exposed, 0.0)
-        data = host = transfer = 0.0
-        if pynative:
-            host = idle
-        else:
-            before = min(interval, idle)
-            host = min(gaps, idle - before)
-            if feed is not None and feed["starving"]:
-                data = before
-            elif feed is not None and run.meta.data_mode == "feed":
-                transfer = before  # the batch is ready on the host: the interval is the per-step transfer
-                host += transfer
-        rows.append({"rank": rank, "total": total, "compute": compute, "communication": collective,
-                     "pipeline": pipeline, "data": data, "host": host,
-                     "unknown": max(idle - data - host, 0.0), "comm_source": comm_source, "gaps": gaps,
-                     "transfer": transfer})
-    return pd.DataFrame(rows, columns=["rank", "total", *BOUND_PARTS, "comm_source", "gaps", "transfer"])
-
-
-def bound(run: Run) -> Bound:
-    """The top-down breakdown of the mean step over ranks, and the part that bounds it."""
-    parts = rank_parts(run)
-    if not len(parts):
-        return Bound("unknown", {}, ["no step times: the step cannot be split"])
-    parts_ms = {part: round(float(parts[part].mean()), 3) for part in BOUND_PARTS}
-    total = float(parts["total"].mean())
-    waiting = max(BOUND_PARTS[1:], key=lambda part: parts_ms[part])
-    kind = waiting if parts_ms[waiting] >= BOUND_MIN_SHARE * total else "compute"
-    evidence = [f"{part} {parts_ms[part]:,.3f} ms ({100 * parts_ms[part] / total:.1f} % of the "
-                f"{total:,.3f} ms step)" for part in BOUND_PARTS if parts_ms[part] > 0]
-    sources = set(parts.loc[parts["communication"] + parts["pipeline"] > 0, "comm_source"])
-    if "step_trace_overlap_unknown" in sources:
-        evidence.append("communication: the step trace's communication op time; overlap with compute unknown")
-    if "ops_overlap_unknown" in sources:
-        evidence.append("communication: communication op time; overlap with compute unknown")
-    if parts_ms["pipeline"] > 0:
-        evidence.append("pipeline: point-to-point (send/receive) communication and bubble: stages waiting")
-    feed = data_evidence(run)
-    if feed is None:
-        evidence.append(f"data: no data-queue evidence (fewer than {MIN_QUEUE_SAMPLES} queue samples)")
-    else:
-        evidence.append(f"data: {feed['queue']} queue empty in {feed['empty_pct']:.1f} % of "
-                        f"{feed['samples']} samples ({'starving' if feed['starving'] else 'not starving'})")
-    if run.meta.mode == "pynative":
-        evidence.append("host: PyNative mode: every op is dispatched from Python")
-    if float(parts["gaps"].mean()) > 0:
-        evidence.append(f"host: {float(parts['gaps'].mean()):,.3f} ms per step inside the step with no op "
-                        "running (launch/dispatch gaps)")
-    return Bound(kind, parts_ms, evidence)
-
-
-def rank_groups(run: Run) -> list[list[int]]:
-    """Ranks that should take the same time per step: each pipeline stage where the files name the stages
-    (stages compute different layers, so a later stage computing longer is pipeline_stage_imbalance's
-    finding, not a slow rank), else all ranks."""
-    ranks = sorted(int(r) for r in run.steps["rank"].unique()) if len(run.steps) else []
-    stages = [[r for r in stage if r in ranks] for stage in (run.meta.pipeline_stages or [])]
-    stages = [stage for stage in stages if stage]
-    return stages if len(stages) > 1 else [ranks]
-
-
-def slow_rank_answers(run: Run) -> list:
-    """cluster.of_steps's answer for each group of ranks of `rank_groups` that has two ranks or more."""
-    return [of_steps(run.path, run.steps[run.steps["rank"].isin(group)]) for group in rank_groups(run)
-            if len(group) > 1]
 
 
 def host_cpu_busy(cpu_util: pd.DataFrame) -> dict[str, float | None]:
@@ -466,51 +318,3 @@ def communication_summary(by_rank: dict[int, dict[str, Any]]) -> dict[str, Any] 
     links = [entry["slowest_link"] for entry in entries if entry["slowest_link"]]
     return {"collective_ms": mean("collective_ms"), "p2p_ms": mean("p2p_ms"), "wait_ratio": mean("wait_ratio"),
             "slowest_link": min(links, key=lambda link: link["bandwidth_gb_s"]) if links else None}
-
-
-def _slow_ranks(run: Run) -> list[int]:
-    """Ranks `perfkit ranks` names slow (cluster.of_steps: msprof-analyze's 5 % rule on step, interval and
-    compute time), within each pipeline stage where the run has several. In data-parallel lockstep a slow
-    rank's step total matches the others', so the per-rank totals alone would not show it."""
-    if len(run.steps) == 0 or run.steps["rank"].nunique() < 2:
-        return []
-    return sorted({rank for answer in slow_rank_answers(run) for rank in answer.slow})
-
-
-def summarize(run: Run) -> dict[str, Any]:
-    """The `perfkit summary --format json` contract (see README)."""
-    per_rank = per_rank_step_means(run.steps)
-    peaks, communication = memory_peaks(run), communication_by_rank(run)
-    known_ranks = {entry["rank"] for entry in per_rank}
-    per_rank += [{"rank": rank, "steps": None} for rank in sorted((set(peaks) | set(communication)) - known_ranks)]
-    for entry in per_rank:
-        entry["memory"] = peaks.get(entry["rank"])
-        entry["communication"] = communication.get(entry["rank"])
-    shares = op_type_shares(run)
-    by_rank = op_type_shares_by_rank(run)
-    if ranks_run_different_ops(by_rank):  # added only then, so runs whose ranks agree keep their JSON
-        for entry in per_rank:
-            mine = by_rank[by_rank["rank"] == entry["rank"]]
-            entry["op_types"] = _op_type_items(mine.head(PER_RANK_TOP_OP_TYPES))
-    pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
-    first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline
-    return {
-        "run": run.path,
-        "layout": run.meta.layout,
-        "device": run.meta.device,
-        "ranks": [int(r) for r in run.ranks],
-        "meta": {key: value for key, value in run.meta.to_dict().items()
-                 if key not in ("ranks", "config", "env")},
-        "steps": step_means(run.steps),
-        "per_rank": per_rank,
-        "slow_ranks": _slow_ranks(run),
-        "op_types": _op_type_items(shares),
-        "queues": {"host": queue_stats(run.host_queue), "device": queue_stats(run.device_queue)},
-        "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": None if pd.isna(row.workers) else int(row.workers),
-                      "queue_usage": _number(row.queue_usage)}
-                     for row in first_rank_pipeline.itertuples(index=False)],
-        "memory": memory_summary(peaks),
-        "communication": communication_summary(communication),
-        "warnings": list(run.warnings),
-        "bound": bound(run).to_dict(),
-    }

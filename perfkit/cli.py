@@ -103,7 +103,7 @@ def summary(run: str, fmt: str, dask_address: str | None, dask_storage: str | No
       perfkit summary ./rank0_ascend_ms --format json | jq .steps
     """
     def compute() -> tuple[str, int]:
-        from .analysis import summarize
+        from .summary import summarize
         from .render import summary_text
         result = summarize(_load(run, _dask(dask_address, dask_storage)))
         return (_json(result) if fmt == "json" else summary_text(result)), 0

@@ -1,8 +1,8 @@
 """Cluster-wide questions over many ranks: which ranks are slow.
 
-`perfkit.load` on a 256-rank run reads every kernel table of every rank. The slow-rank question
-needs only each rank's step times, so it reads only the step files (`loader.load_steps`): 256
-ranks in about a second, cold, with nothing to cache.
+Every view that names slow ranks (`perfkit ranks`, `summary`, `advise`'s slow_rank, the Ranks page, the report)
+takes this answer, and it reads the step ledger's per-rank roll-up (ledger.rank_parts): the same compute,
+communication and idle ms per rank that the summary and the Ranks page show.
 
 >>> answer = slow_ranks("cluster_run")          # doctest: +SKIP
 >>> answer.slow, answer.per_rank.head()          # doctest: +SKIP
@@ -16,30 +16,32 @@ from typing import Any
 
 import pandas as pd
 
+from .causes import BOUND_PARTS
 from .errors import LayoutError
-from .loader import load_steps
-from .steady import steady_steps
+from .model import Run
 
 # msprof-analyze: slow rank when (max - min) / mean > 5 %. Every spread is taken relative to the mean
-# step (not the mean of that dimension) so that a 0.1 ms interval next to a 0.2 ms one is not a
+# step (not the mean of that dimension) so that a 0.1 ms idle time next to a 0.2 ms one is not a
 # "100 % slower" rank. The advisor's slow_rank rule and `perfkit summary` use this answer too.
 SLOW_RANK_SPREAD = 0.05
 
-# Per-step means compared across ranks, and whether a rank that is higher than the others is itself
-# the slow one. A rank with more communication is usually waiting for a slow peer, so it is reported
-# (as msprof-analyze does, max and min rank) but does not make that rank slow.
-DIMENSIONS = {"total_ms": True, "interval_ms": True, "computing_ms": True, "comm_ms": False}
-# Shown beside them, not judged: the communication not overlapped with compute, which `advise` weighs
-# (analysis.rank_parts) where the step files measure it.
-SHOWN = ("comm_exposed_ms",)
+# Per-rank means of the ledger compared across ranks, and whether a rank that is higher than the others is
+# itself the slow one. Data-parallel ranks meet at every collective, so their step totals agree: a rank that
+# computes longer shows in compute while the others show the wait as communication, so a rank with more
+# communication is reported (as msprof-analyze does, max and min rank) but is not made slow by it.
+# idle_ms: the step's time with the device idle (data wait, host, unknown).
+DIMENSIONS = {"total_ms": True, "idle_ms": True, "compute_ms": True, "communication_ms": False}
+# The per-rank columns: the ledger's bound parts per steady step.
+PART_COLUMNS = {part: f"{part}_ms" for part in BOUND_PARTS}
 
 
 @dataclass
 class SlowRanks:
-    """Per-rank mean step times and the dimensions whose spread across ranks exceeds SLOW_RANK_SPREAD."""
+    """Per-rank mean step split (the ledger's) and the dimensions whose spread across ranks that should
+    match exceeds SLOW_RANK_SPREAD."""
 
     path: str
-    per_rank: pd.DataFrame                  # rank, steps, and the mean of each DIMENSIONS column
+    per_rank: pd.DataFrame                  # rank, steps, total_ms, the bound parts (compute_ms, ...), idle_ms
     findings: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -56,20 +58,57 @@ class SlowRanks:
 
 def slow_ranks(path: str | os.PathLike, dask=None) -> SlowRanks:
     """Which ranks are slow, by msprof-analyze's rule: (max - min) / mean step > SLOW_RANK_SPREAD. `dask`: read
-    the step files on that Dask cluster (loader.load_steps)."""
-    root, steps, warnings = load_steps(path, dask)
-    if not len(steps):
-        raise LayoutError("no per-step times found in any rank (step_trace_time.csv / step_trace_raw_*)", root)
-    return of_steps(str(root), steps, warnings)
+    the ranks on that Dask cluster (loader.load)."""
+    from .loader import load
+    run = load(path, dask)
+    if not len(run.steps):
+        raise LayoutError("no per-step times found in any rank (step_trace_time.csv / step_trace_raw_*)", run.path)
+    return of_run(run)
 
 
-def of_steps(path: str, steps: pd.DataFrame, warnings: list[str] | None = None) -> SlowRanks:
-    """The slow-rank answer from a steps table (the Run's, or the step files' alone): per-rank means over
-    the steady-state steps (steady.steady_steps), `steps` counting every profiled one."""
-    means = (steady_steps(steps).groupby("rank", sort=True)
-             .agg(**{column: (column, "mean") for column in (*DIMENSIONS, *SHOWN) if column in steps}))
-    per_rank = (steps.groupby("rank", sort=True).agg(steps=("step", "size")).join(means).reset_index())
-    return SlowRanks(path=path, per_rank=per_rank, findings=_findings(per_rank), warnings=list(warnings or []))
+def rank_groups(run: Run) -> list[list[int]]:
+    """Ranks that should take the same time per step: each pipeline stage where the files name the stages
+    (stages compute different layers, so a later stage computing longer is pipeline_stage_imbalance's
+    finding, not a slow rank), else all ranks."""
+    ranks = sorted(int(r) for r in run.steps["rank"].unique()) if len(run.steps) else []
+    stages = [[r for r in stage if r in ranks] for stage in (run.meta.pipeline_stages or [])]
+    stages = [stage for stage in stages if stage]
+    return stages if len(stages) > 1 else [ranks]
+
+
+def per_rank_split(run: Run) -> pd.DataFrame:
+    """rank, steps (every profiled one), total_ms and each bound part's mean ms per steady step, idle_ms."""
+    from .ledger import rank_parts
+    parts = rank_parts(run)
+    frame = parts[["rank", "total", *BOUND_PARTS]].rename(columns={"total": "total_ms", **PART_COLUMNS})
+    frame = frame.astype({column: "float64" for column in frame.columns if column != "rank"})
+    frame["idle_ms"] = frame[["data_ms", "host_ms", "unknown_ms"]].sum(axis=1)
+    counts = run.steps.groupby("rank", sort=True)["step"].nunique().rename("steps")
+    return (counts.reset_index().merge(frame, on="rank", how="left")
+            .sort_values("rank", kind="stable").reset_index(drop=True))
+
+
+@dataclass
+class _Memo:
+    answer: SlowRanks
+    versions: tuple
+
+
+def of_run(run: Run) -> SlowRanks:
+    """The slow-rank answer of a run: the spread rule within each group of `rank_groups` with two ranks or
+    more (findings name their group), over the ledger's per-rank split."""
+    kept = run.__dict__.get("_slow_ranks")
+    if kept is not None and kept.versions == run.table_versions():
+        return kept.answer
+    per_rank = per_rank_split(run)
+    findings = []
+    for group in rank_groups(run):
+        if len(group) > 1:
+            members = per_rank[per_rank["rank"].isin(group)]
+            findings += [{**finding, "group": group} for finding in _findings(members)]
+    answer = SlowRanks(path=run.path, per_rank=per_rank, findings=findings, warnings=list(run.warnings))
+    run.__dict__["_slow_ranks"] = _Memo(answer, run.table_versions())
+    return answer
 
 
 def _findings(per_rank: pd.DataFrame) -> list[dict[str, Any]]:

@@ -18,12 +18,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import (bound, framework_memory, link_bandwidth, op_type_shares, op_type_shares_by_rank, queue_stats,
+from .analysis import (framework_memory, link_bandwidth, op_type_shares, op_type_shares_by_rank, queue_stats,
                        ranks_run_different_ops, step_means)
 from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
                       setting_value, spread, step_totals, verdict_words)
 from .model import Run
-from .render import BOUND_PART_LABELS, mean_of_text
+from .ledger import bound
+from .render import mean_of_text
 from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
                            ms, pct, percent, run_color)
 from .views.format import speedup as format_speedup
@@ -149,7 +150,7 @@ def bound_figure(run: Run) -> go.Figure:
     fig = go.Figure()
     for part, value in where.parts_ms.items():
         if value > 0:
-            label = BOUND_PART_LABELS[part]
+            label = where.labels[part]
             fig.add_bar(y=["mean step"], x=[value], orientation="h", name=label, marker_color=BOUND_COLORS[part],
                         showlegend=True,
                         hovertemplate=f"{label} %{{x:{NUMBER_SPEC}}} ms ({pct(value / total)})<extra></extra>")

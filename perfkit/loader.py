@@ -182,7 +182,20 @@ def assemble(root: Path, jobs: list[Job], results: list) -> Run:
     warnings += _step_coverage(tables["steps"], by_rank)
     warnings += _op_coverage(tables["op_types"], by_rank)
     frames = {name: _combine(name, pieces) for name, pieces in tables.items()}
+    frames["op_passes"] = op_pass_ms(frames["ops"])
     return Run(path=str(root), meta=meta, warnings=_worded(warnings), **frames)
+
+
+def op_pass_ms(ops: pd.DataFrame) -> pd.DataFrame:
+    """The op_passes table: per rank and pass, the summed time of the ops that are not communication."""
+    from .analysis import comm_kind
+    if not len(ops):
+        return model.empty("op_passes")
+    types = ops["type"].astype("string").fillna("")
+    communication = types.map({t: comm_kind(t) is not None for t in types.unique()}).astype(bool)
+    summed = (ops[~communication].groupby(["rank", "pass"], observed=True, sort=True)["total_ms"].sum()
+              .reset_index())
+    return model.table("op_passes", summed)
 
 
 Entry = tuple[Reader, Path, Parts]

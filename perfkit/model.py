@@ -34,13 +34,19 @@ SCHEMA: dict[str, dict[str, str]] = {
     # comm_ms = time inside the step covered by communication (the union of its intervals, never above
     # the step); comm_exposed_ms = communication not overlapped by computation (MindSpore's
     # "communication alone"); comm_receive_ms / comm_collective_ms = pipeline receive wait / collective
-    # time (cluster-analyse files). warmup = a step MindSpore's own average leaves out (legacy step
+    # time (cluster-analyse files); comm_tail_ms = the part of comm_ms after backward ends (legacy step trace:
+    # the communication streams clipped to bp_point..end_point); busy_ms = time inside the step with a compute op
+    # running (the union of the step's non-communication op intervals, where op executions are timed). warmup = a step MindSpore's own average leaves out (legacy step
     # trace: the first); steady.steady_steps decides which steps the means cover.
     "steps": {"rank": "int64", "step": "int64", "interval_ms": "float64", "fwd_bwd_ms": "float64",
               "tail_ms": "float64", "total_ms": "float64",
               "computing_ms": "float64", "comm_ms": "float64", "comm_exposed_ms": "float64",
               "comm_overlapped_ms": "float64", "comm_receive_ms": "float64", "comm_collective_ms": "float64",
-              "free_ms": "float64", "preparing_ms": "float64", "bubble_ms": "float64", "warmup": "boolean"},
+              "comm_tail_ms": "float64", "busy_ms": "float64", "free_ms": "float64", "preparing_ms": "float64", "bubble_ms": "float64", "warmup": "boolean"},
+    # Per rank and op pass (forward / backward / other): summed op time of the compute (non-communication) ops,
+    # derived from `ops` by the loader, so the step ledger's forward/backward split needs no op rows
+    # (a warm `perfkit summary` of a million-op run never reads them).
+    "op_passes": {"rank": "int64", "pass": "string", "total_ms": "float64"},
     # Host-side data queue (MindData -> device/iterator), one sample per batch.
     "host_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "int64"},
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
@@ -84,7 +90,7 @@ OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "op_types": {"share", "file_share"},
     "ops": {"input_shapes", "input_dtypes", "max_ms"},  # max_ms: longest single call, where calls are timed
     "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "comm_receive_ms",
-              "comm_collective_ms", "free_ms", "preparing_ms", "bubble_ms", "warmup"},
+              "comm_collective_ms", "comm_tail_ms", "busy_ms", "free_ms", "preparing_ms", "bubble_ms", "warmup"},
     "memory": {"active_mb", "component", "device", "step"},
     "op_memory": {"stream", "device"},
     "comm_ops": {"step", "group", "size_mb"},
@@ -191,6 +197,7 @@ class Run:
     meta: Meta
     op_types: pd.DataFrame = _Table()
     ops: pd.DataFrame = _Table()
+    op_passes: pd.DataFrame = _Table()
     steps: pd.DataFrame = _Table()
     host_queue: pd.DataFrame = _Table()
     device_queue: pd.DataFrame = _Table()

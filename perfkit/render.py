@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from .causes import BOUND_PART_LABELS, BOUND_PARTS, PART_HEADINGS
 from .views.format import STEP_LABELS, STEP_SPLITS, count, mb, ms, pct, percent
 from .views.panels import PANELS
 
@@ -39,11 +40,17 @@ def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     def total(entry: dict[str, Any]) -> float | None:
         return entry["steps"]["total_ms"] if entry["steps"] else None
 
-    def line(entry: dict[str, Any]) -> str:
-        return f"  rank {entry['rank']:<5}{ms(total(entry)):>16}"
+    shown = [part for part in BOUND_PARTS if any((entry.get("parts_ms") or {}).get(part) for entry in per_rank)]
 
+    def line(entry: dict[str, Any]) -> str:
+        parts = entry.get("parts_ms") or {}
+        return f"  rank {entry['rank']:<5}{ms(total(entry)):>16}" + "".join(
+            f"{ms(parts.get(part)):>16}" for part in shown)
+
+    heading = "".join(f"{PART_HEADINGS[part]:>16}" for part in shown)
     if len(per_rank) <= LISTED_RANKS:
-        return ["per rank (mean step total)"] + [line(entry) for entry in per_rank]
+        return ["per rank (mean step: total and its split)", f"  {'':<10}{'total':>16}{heading}"] + \
+            [line(entry) for entry in per_rank]
     timed = sorted((entry for entry in per_rank if total(entry) is not None), key=total)
     lines = [f"per rank (mean step total; {len(per_rank)} ranks, `perfkit ranks` or --format json for all)"]
     if timed:
@@ -74,12 +81,6 @@ def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
     return covered + f"; first step{'' if first is None else f' {ms(first)}'} {mean_of['first_step']}"
 
 
-# How the bound's parts are named in text (analysis.BOUND_PARTS).
-BOUND_PART_LABELS = {"compute": "device compute", "communication": "collective communication (exposed)",
-                     "pipeline": "pipeline wait (p2p, bubble)", "data": "data wait (queue evidence)",
-                     "host": "host-bound (launch, dispatch, transfer)", "unknown": "idle, cause unknown"}
-
-
 def bound_text(bound: dict[str, Any] | None) -> list[str]:
     """The top-down breakdown (analysis.bound's dict): the bound kind, then each part of the mean step."""
     if not bound or not bound.get("parts_ms"):
@@ -88,7 +89,8 @@ def bound_text(bound: dict[str, Any] | None) -> list[str]:
     parts = bound["parts_ms"]
     total = sum(parts.values())
     lines = [f"bound    {bound['kind']}   (top-down split of the mean step)"]
-    lines += [f"  {BOUND_PART_LABELS[part]:<40}{ms(value):>16}  {pct(value / total):>7}"
+    labels = bound.get("labels") or BOUND_PART_LABELS
+    lines += [f"  {labels[part]:<56}{ms(value):>16}  {pct(value / total):>7}"
               for part, value in parts.items() if value > 0]
     return lines
 
@@ -241,13 +243,12 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     listed = [row for row in per_rank if row["rank"] in slow] or per_rank[:shown]
     if fastest not in listed:
         listed.append(fastest)
-    # the split `advise` weighs: computing, and communication not overlapped with it where the files measure it
-    lines.append(f"  {'rank':>6} {'steps':>6} {'total':>14} {'interval':>14} {'computing':>14} {'comm':>14}"
-                 f" {'comm exposed':>14}")
+    # the step ledger's split per rank: the numbers summary, advise and the Ranks page show
+    columns = [("total_ms", "total"), *((f"{part}_ms", PART_HEADINGS[part]) for part in BOUND_PARTS)]
+    lines.append(f"  {'rank':>6} {'steps':>6} " + " ".join(f"{heading:>14}" for _, heading in columns))
     for row in listed[:shown + 1]:
         lines.append(f"  {row['rank']:>6} {row['steps']:>6} " + " ".join(
-            f"{ms(row.get(key)):>14}" for key in ("total_ms", "interval_ms", "computing_ms", "comm_ms",
-                                                   "comm_exposed_ms")))
+            f"{ms(row.get(key)):>14}" for key, _ in columns))
     if len(per_rank) > len(listed[:shown + 1]):
         lines.append(f"  … {len(per_rank) - len(listed[:shown + 1])} more ranks (--format json lists all)")
     for warning in answer["warnings"]:

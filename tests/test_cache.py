@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import perfkit
 from perfkit import cache, model, parallel
-from perfkit.analysis import summarize
+from perfkit.summary import summarize
 from perfkit.cli import main
 from perfkit.formats import READERS
 from perfkit.model import Meta, Run

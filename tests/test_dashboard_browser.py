@@ -33,7 +33,8 @@ from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
 
 import perfkit  # noqa: E402
 from perfkit import figures  # noqa: E402
-from perfkit.analysis import step_means, summarize  # noqa: E402
+from perfkit.analysis import step_means  # noqa: E402
+from perfkit.summary import summarize  # noqa: E402
 from perfkit.compare import compare, verdict_words  # noqa: E402
 from perfkit.report import write_report  # noqa: E402
 from perfkit.views import numbers  # noqa: E402

@@ -25,7 +25,7 @@ from test_dashboard_browser import panels_with_data, text_of  # noqa: E402
 
 import perfkit  # noqa: E402
 from perfkit.report import PLOTLY_BUNDLE  # noqa: E402
-from perfkit.analysis import summarize  # noqa: E402
+from perfkit.summary import summarize  # noqa: E402
 from perfkit.figures import MAX_STEP_BARS  # noqa: E402
 
 STEPS = 2000

@@ -13,7 +13,8 @@ from test_dashboard_browser import (By, driver, open_page, screenshot, shots, st
                                     text_of, wait_for)
 
 import perfkit
-from perfkit.analysis import link_bandwidth, summarize
+from perfkit.analysis import link_bandwidth
+from perfkit.summary import summarize
 
 from conftest import FIXTURE_RUNS, REPO
 

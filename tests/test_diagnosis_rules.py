@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 import perfkit
 from perfkit.advisor import advise
-from perfkit.analysis import bound, rank_parts
+from perfkit.ledger import bound, rank_parts
 from perfkit.cli import main
 from perfkit.formats.ascend_ms import type_from_kernel_name
 

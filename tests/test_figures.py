@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from perfkit import figures
-from perfkit.analysis import summarize
+from perfkit.summary import summarize
 from perfkit.model import Meta, Run, table
 from perfkit.views import numbers
 

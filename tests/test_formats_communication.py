@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import perfkit
-from perfkit.analysis import communication_by_rank, link_bandwidth, summarize
+from perfkit.analysis import communication_by_rank, link_bandwidth
+from perfkit.summary import summarize
 from perfkit.formats import communication as reader
 
 from conftest import FIXTURE_RUNS

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 import perfkit
-from perfkit.analysis import memory_peaks, summarize
+from perfkit.analysis import memory_peaks
+from perfkit.summary import summarize
 from perfkit.formats import memory as memory_reader
 
 from conftest import FIXTURE_RUNS, REPO

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis import bound
+from ..ledger import bound
 from ..model import Run
 from .finding import SEVERITIES, Finding, NotChecked, at_or_above, rank_key
 from .rules import RULES
@@ -30,7 +30,7 @@ class Advice:
     findings: list[Finding]                                  # most important first
     not_checked: dict[str, str] = field(default_factory=dict)  # rule id -> why it could not look
     passed: list[str] = field(default_factory=list)          # rules that looked and found nothing
-    bound: dict[str, Any] | None = None                      # analysis.bound(run).to_dict()
+    bound: dict[str, Any] | None = None                      # ledger.bound(run).to_dict()
     caveat: str | None = None                                # said before anything else (a failed run)
 
     def to_dict(self) -> dict[str, Any]:

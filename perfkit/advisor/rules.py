@@ -17,8 +17,10 @@ from typing import Callable
 import pandas as pd
 
 from ..analysis import (BATCHNORM_FAMILY, MIN_QUEUE_SAMPLES, NETWORK_LINK_TYPES, QUEUE_EMPTY_PCT,
-                        bound, comm_kind, communication_by_rank, framework_memory, host_cpu_busy, memory_peaks,
-                        op_type_shares, queue_stats, rank_parts, slow_rank_answers, step_means)
+                        comm_kind, communication_by_rank, framework_memory, host_cpu_busy, memory_peaks,
+                        op_type_shares, queue_stats, step_means)
+from ..cluster import of_run
+from ..ledger import bound, rank_parts
 from ..model import Run
 from .finding import Finding, NotChecked, severity_for
 
@@ -523,44 +525,52 @@ SLOW_RANK_ADVICE = {
     "total_ms": ("step time",
                  "Compare the named ranks' op time with the others (perfkit summary RUN per rank): a slower device, "
                  "an unbalanced pipeline stage (set_auto_parallel_context(pipeline_stages=...)) or host load"),
-    "interval_ms": ("step interval (device idle)",
-                    "The named ranks wait longer for data: check their dataset shard size and host "
-                    "(dataset.map(..., num_parallel_workers=N), local disk)"),
+    "idle_ms": ("device idle time (data wait, host, unknown)",
+                "The named ranks wait longer for data or the host: check their dataset shard size and host "
+                "(dataset.map(..., num_parallel_workers=N), local disk)"),
     # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
     # longer shows here while the others show the wait as communication.
-    "computing_ms": ("compute time",
+    "compute_ms": ("compute time",
                      "The named ranks compute longer per step while the others wait for them in communication: "
                      "compare their kernels with a fast rank's (perfkit compare RANK_DIR FAST_RANK_DIR); look for a "
                      "throttled or shared device, or more work placed on them"),
 }
 
 
+# The spreads that say why a rank is slow: compute it does longer, time its device stood idle (each claims other
+# ms of the step, so both may be said); the step total alone only where neither explains it.
+SLOW_RANK_CAUSES = ("compute_ms", "idle_ms")
+
+
 @rule("slow_rank", needs=("ranks",))
 def slow_rank(run: Run) -> list[Finding]:
-    """Slow ranks among ranks that should match (analysis.rank_groups: within each pipeline stage)."""
-    return [finding for answer in slow_rank_answers(run) for finding in _slow_rank_findings(answer)]
-
-
-def _slow_rank_findings(answer) -> list[Finding]:
+    """Slow ranks among ranks that should match (cluster.rank_groups: within each pipeline stage), with the ranks
+    cluster.of_run names: per group, a finding per explaining spread (SLOW_RANK_CAUSES), else the step total's."""
+    answer = of_run(run)
     per_rank = answer.per_rank.set_index("rank")
     findings = []
-    for spread_finding in answer.findings:
-        if spread_finding["dimension"] not in SLOW_RANK_ADVICE:
-            continue
-        column, spread, slow = spread_finding["dimension"], spread_finding["spread"], spread_finding["ranks"]
-        what, action = SLOW_RANK_ADVICE[column]
-        values = per_rank[column].dropna()
-        gain = _pct(float(values.max() - values.median()) / float(per_rank["total_ms"].max()))
-        evidence = {"spread_pct_of_step": _pct(spread), "mean_step_ms": _ms(spread_finding["mean_step_ms"])}
-        shown = slow + [spread_finding["min_rank"]]  # the slow ranks and the fastest, not every rank of a cluster
-        evidence |= {f"rank{r}_{column}": _ms(values[r]) for r in shown}
-        findings.append(Finding(
-            id="slow_rank", severity=severity_for(gain),
-            title=f"Rank{'s' if len(slow) > 1 else ''} {', '.join(map(str, slow))} stand{'' if len(slow) > 1 else 's'}"
-                  f" out in {what}: spread {_pct(spread):.1f} % of the step",
-            evidence=evidence, action=action,
-            target=", ".join(f"rank {r}" for r in slow), est_gain_pct=gain))
+    for group in sorted({tuple(spread["group"]) for spread in answer.findings}):
+        spreads = {spread["dimension"]: spread for spread in answer.findings
+                   if tuple(spread["group"]) == group and spread["rank_is_slow"]}
+        explained = [dimension for dimension in SLOW_RANK_CAUSES if dimension in spreads]
+        for column in explained or [dimension for dimension in ("total_ms",) if dimension in spreads]:
+            findings.append(_slow_rank_finding(spreads[column], per_rank.loc[list(group)], per_rank))
     return findings
+
+
+def _slow_rank_finding(spread_finding: dict, group: pd.DataFrame, per_rank: pd.DataFrame) -> Finding:
+    column, spread, slow = spread_finding["dimension"], spread_finding["spread"], spread_finding["ranks"]
+    what, action = SLOW_RANK_ADVICE[column]
+    values = group[column].dropna()
+    gain = _pct(float(values.max() - values.median()) / float(per_rank["total_ms"].max()))
+    evidence = {"spread_pct_of_step": _pct(spread), "mean_step_ms": _ms(spread_finding["mean_step_ms"])}
+    shown = slow + [spread_finding["min_rank"]]  # the slow ranks and the fastest, not every rank of a cluster
+    evidence |= {f"rank{r}_{column}": _ms(values[r]) for r in shown}
+    return Finding(
+        id="slow_rank", severity=severity_for(gain),
+        title=f"Rank{'s' if len(slow) > 1 else ''} {', '.join(map(str, slow))} stand{'' if len(slow) > 1 else 's'}"
+              f" out in {what}: spread {_pct(spread):.1f} % of the step",
+        evidence=evidence, action=action, target=", ".join(f"rank {r}" for r in slow), est_gain_pct=gain)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ STEP_COLUMNS = {
     "interval": ("iteration_interval",),
     "fwd_bwd": ("fp_and_bp", "fp"),
     "tail": ("tail",),
+    "bp": ("bp_point",),
 }
 # Cluster-analyse columns -> steps columns. communication_alone_time is communication not overlapped by
 # computation (MindInsight's "communication alone"); receive_alone_time is pipeline stages' receive wait.
@@ -316,6 +317,8 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     if starts:
         intervals = [(ticks(c), ticks(c[:-len(START_SUFFIX)] + END_SUFFIX)) for c in starts]
         steps["comm_ms"] = _covered_ticks(intervals, ticks(found["start"]), ticks(found["end"])) / TICKS_PER_MS
+        if found["bp"] is not None:  # where the communication lies: the tail after backward (the ledger's optimizer)
+            steps["comm_tail_ms"] = _covered_ticks(intervals, ticks(found["bp"]), ticks(found["end"])) / TICKS_PER_MS
     # MindSpore's average row is the mean of steps 2..n: the first step is its warm-up (steady.steady_steps)
     steps["warmup"] = steps["step"] == steps["step"].min()
     incomplete = steps[["fwd_bwd_ms", "total_ms"]].isna().any(axis=1)

@@ -3,6 +3,8 @@
 Each step splits into interval (before the first forward op: waiting for data or the host),
 fwd_bwd (first forward op start to last backward op end) and tail (after the last backward op:
 optimizer, all-reduce tail). Forward/backward come from the ops' scope names (base.op_passes).
+busy_ms is the step's time with a compute op running (communication ops left out): the step ledger's
+device compute of that very step, where the op tables only give totals over every profiled step.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
-from .base import op_passes, read_text
+from .base import op_passes, op_types_of, read_text
 
 NS_PER_MS = 1e6
-STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms"]
+STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms", "busy_ms"]
 
 
 def derive_steps(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tuple[pd.DataFrame, str]:
@@ -55,14 +57,19 @@ def steps_from_times(step_times: pd.DataFrame) -> pd.DataFrame:
 
 
 def _with_pass(op_events: pd.DataFrame, origin: int) -> pd.DataFrame:
-    """start/end in int64 ns since `origin` and the pass of each execution (computed once per distinct name)."""
+    """start/end in int64 ns since `origin`, the pass of each execution and whether it is a communication op
+    (both computed once per distinct name)."""
+    from ..analysis import comm_kind
     events = op_events[op_events["name"].notna() & op_events["start_ns"].notna()]
     names = events["name"].astype("category")
     per_name = op_passes(names.cat.categories)
+    communication = np.array([comm_kind(op_type) is not None for op_type in op_types_of(names.cat.categories)],
+                             dtype=bool)
     start = events["start_ns"].to_numpy(dtype=np.int64) - origin
     end = start + np.rint(events["dur_ms"].fillna(0.0).to_numpy(dtype=np.float64) * NS_PER_MS).astype(np.int64)
-    return pd.DataFrame({"name": names.cat.codes.to_numpy(), "start": start, "end": end,
-                         "pass": per_name[names.cat.codes.to_numpy()]})
+    codes = names.cat.codes.to_numpy()
+    return pd.DataFrame({"name": codes, "start": start, "end": end, "pass": per_name[codes],
+                         "communication": communication[codes]})
 
 
 def _bounds(events: pd.DataFrame, step: np.ndarray) -> pd.DataFrame:
@@ -77,7 +84,18 @@ def _bounds(events: pd.DataFrame, step: np.ndarray) -> pd.DataFrame:
     bounds = grouped.groupby("step").agg(first_start=("start", "min"), last_end=("end", "max"))
     bounds["forward_start"] = grouped[forward].groupby("step")["start"].min()
     bounds["backward_end"] = grouped[backward].groupby("step")["end"].max()
+    bounds["busy"] = _covered(grouped[~events["communication"].to_numpy()]).reindex(bounds.index, fill_value=0)
     return bounds
+
+
+def _covered(intervals: pd.DataFrame) -> pd.Series:
+    """Per step, the ns covered by at least one of its (start, end) intervals: ops on parallel threads
+    overlap, and their durations added up would exceed the step."""
+    ordered = intervals.sort_values(["step", "start"], kind="stable")
+    reach = ordered.groupby("step")["end"].cummax().groupby(ordered["step"]).shift(1)
+    start = np.maximum(ordered["start"].to_numpy(), reach.fillna(np.iinfo(np.int64).min).to_numpy())
+    added = np.clip(ordered["end"].to_numpy() - start, 0, None)
+    return pd.Series(added, index=ordered.index).groupby(ordered["step"]).sum()
 
 
 def _from_step_times(events: pd.DataFrame, step_times: pd.DataFrame, origin: int) -> pd.DataFrame:
@@ -96,6 +114,7 @@ def _from_step_times(events: pd.DataFrame, step_times: pd.DataFrame, origin: int
         "fwd_bwd_ms": (backward_end - forward_start) / NS_PER_MS,
         "tail_ms": (end - backward_end) / NS_PER_MS,
         "total_ms": (end - begin) / NS_PER_MS,
+        "busy_ms": bounds["busy"].to_numpy(dtype=np.float64) / NS_PER_MS,
     })
 
 
@@ -115,6 +134,7 @@ def _from_occurrences(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         "tail_ms": (bounds["last_end"] - backward_end) / NS_PER_MS,
         # step 1 began at an unknown time before its first op, so its total is unknown too
         "total_ms": (bounds["last_end"] - previous_end) / NS_PER_MS,
+        "busy_ms": bounds["busy"] / NS_PER_MS,
     })
     return steps.reset_index(drop=True).astype({c: "float64" for c in STEP_COLUMNS[1:]}), "op_timestamps"
 

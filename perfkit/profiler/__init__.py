@@ -31,7 +31,7 @@ def report(outcome) -> str:
     from .. import load
     from ..advisor import advise
     from ..advisor.render import advice_text
-    from ..analysis import summarize
+    from ..summary import summarize
     from ..errors import PerfkitError
     from ..render import summary_text
 

@@ -13,8 +13,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .. import analysis
-from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary, summarize
+from .. import analysis, ledger
+from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary
+from ..summary import summarize
 from ..model import Run
 from ..render import mean_of_text
 from .format import COMM_OPS, STEP_LABELS, STEP_SPLITS, evidence, mb, ms, pct, percent
@@ -106,7 +107,7 @@ def communication(run: Run) -> Communication | None:
     if not has_comm(run):
         return None
     # exposed communication (collective and point-to-point) as the advisor's communication rule splits the step
-    parts = analysis.rank_parts(run).set_index("rank")
+    parts = ledger.rank_parts(run).set_index("rank")
     per_rank = pd.DataFrame({"comm_ms": parts["communication"] + parts["pipeline"], "total_ms": parts["total"]})
     source, how = COMM_SOURCE_LABEL[parts["comm_source"].iloc[0] if len(parts) else "exposed"]
     return Communication(per_rank=per_rank, source=source, how=how)

@@ -1,0 +1,68 @@
+"""The `perfkit summary --format json` contract: every number of the summary, from the analyses and the ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .analysis import (PER_RANK_TOP_OP_TYPES, _number, _op_type_items, communication_by_rank, communication_summary,
+                       memory_peaks, memory_summary, op_type_shares, op_type_shares_by_rank, per_rank_step_means,
+                       queue_stats, ranks_run_different_ops, step_means)
+from .causes import BOUND_PARTS
+from .cluster import of_run
+from .ledger import bound, ledger, rank_parts
+from .model import Run
+
+
+def _ledger_communication(run: Run) -> dict[int, dict[str, Any]]:
+    """Per rank, communication per step where no communication file says more: the ledger's, when it is the
+    communication ops' time (CPU and GPU runs: overlap unknown, so op time and what the bound counts agree)."""
+    parts = rank_parts(run)
+    measured_by_ops = parts[(parts["comm_source"] == "ops_overlap_unknown")
+                            & (parts["communication"] + parts["pipeline"] > 0)]
+    return {int(row.rank): {"collective_ms": _number(row.communication), "p2p_ms": _number(row.pipeline),
+                            "wait_ratio": None, "slowest_link": None}
+            for row in measured_by_ops.itertuples(index=False)}
+
+
+def summarize(run: Run) -> dict[str, Any]:
+    """The `perfkit summary --format json` contract (see README)."""
+    per_rank = per_rank_step_means(run.steps)
+    peaks, communication = memory_peaks(run), communication_by_rank(run) or _ledger_communication(run)
+    parts = rank_parts(run).set_index("rank")
+    known_ranks = {entry["rank"] for entry in per_rank}
+    per_rank += [{"rank": rank, "steps": None} for rank in sorted((set(peaks) | set(communication)) - known_ranks)]
+    for entry in per_rank:
+        entry["memory"] = peaks.get(entry["rank"])
+        entry["communication"] = communication.get(entry["rank"])
+        entry["parts_ms"] = ({part: _number(parts.at[entry["rank"], part]) for part in BOUND_PARTS}
+                             if entry["rank"] in parts.index else None)
+    shares = op_type_shares(run)
+    by_rank = op_type_shares_by_rank(run)
+    if ranks_run_different_ops(by_rank):  # added only then, so runs whose ranks agree keep their JSON
+        for entry in per_rank:
+            mine = by_rank[by_rank["rank"] == entry["rank"]]
+            entry["op_types"] = _op_type_items(mine.head(PER_RANK_TOP_OP_TYPES))
+    pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
+    first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline
+    return {
+        "run": run.path,
+        "layout": run.meta.layout,
+        "device": run.meta.device,
+        "ranks": [int(r) for r in run.ranks],
+        "meta": {key: value for key, value in run.meta.to_dict().items()
+                 if key not in ("ranks", "config", "env")},
+        "steps": step_means(run.steps),
+        "per_rank": per_rank,
+        "slow_ranks": of_run(run).slow if len(run.steps) and run.steps["rank"].nunique() > 1 else [],
+        "op_types": _op_type_items(shares),
+        "queues": {"host": queue_stats(run.host_queue), "device": queue_stats(run.device_queue)},
+        "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": None if pd.isna(row.workers) else int(row.workers),
+                      "queue_usage": _number(row.queue_usage)}
+                     for row in first_rank_pipeline.itertuples(index=False)],
+        "memory": memory_summary(peaks),
+        "communication": communication_summary(communication),
+        "warnings": list(run.warnings) + list(ledger(run).attrs["warnings"]),
+        "bound": bound(run).to_dict(),
+    }
