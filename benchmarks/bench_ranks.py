@@ -139,7 +139,8 @@ def bench_size(run: Path, ranks: int, peer: bool, peer_timeout: float, report) -
             cluster.stop()
     if not peer:
         return
-    for label, arguments in (("cluster", ["cluster", "-d", str(run)]), ("advisor all", ["advisor", "all", "-d", str(run)])):
+    for label, arguments in (("cluster", ["cluster", "-d", str(run)]),
+                             ("advisor all", ["advisor", "all", "-d", str(run)])):
         with tempfile.TemporaryDirectory(prefix="msprof-out-") as output:
             measured = measure([PEER, *arguments, "-o", output], timeout=peer_timeout, rss_limit=PEER_RSS_LIMIT,
                                cwd=Path(output))

@@ -29,7 +29,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import __version__, cache
 from .errors import FileFormatError, PerfkitError
@@ -55,10 +55,6 @@ OUTCOMES = "outcomes"
 READ_THREADS = 8
 
 
-# What a task runs on a folder, by the name read_folders is given: the loader's per-folder functions.
-READ_FUNCTIONS = {"read_folder": lambda loader: loader._read_folder, "read_steps": lambda loader: loader._read_steps}
-
-
 @dataclass(frozen=True)
 class Target:
     address: str
@@ -82,11 +78,11 @@ def timeout_s() -> float:
 
 # ---------------------------------------------------------------- this machine
 
-def read_folders(where: Target, jobs: list[tuple[str, str]], function: str) -> list:
-    """For each (reader name, folder) of `jobs`, what the loader's `function` (READ_FUNCTIONS) gives for it
-    ({rank: Parts}, or a FileFormatError for a folder that was not read), each folder read on a worker."""
+def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable, code: str) -> list:
+    """For each (reader name, folder) of `jobs`, what `function(reader name, folder)` gives for it ({rank: Parts},
+    or a FileFormatError for a folder that was not read), each folder read on a worker. `function` is a loader's
+    module-level function (workers import it by name); `code`: the digest of the code it runs, for the keys."""
     distributed = _distributed()
-    code = cache.code_digest(tuple(_code()))
     fs, base = _filesystem(where.storage)
     probe = _probe(fs, base, where.storage)
     readers_of: dict[str, list[str]] = {}
@@ -98,8 +94,9 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: str) -> l
         futures = {}
         for folder, readers in readers_of.items():
             outcome = f"{base}/{ENTRY_KIND}/{OUTCOMES}/{uuid.uuid4().hex}.json"
-            futures[client.submit(_ingest, folder, readers, function, code, where.storage, outcome, pure=False,
-                                  retries=RETRIES, key=f"perfkit-{function}-{uuid.uuid4().hex}")] = (folder, outcome)
+            task = client.submit(_ingest, folder, readers, function, code, where.storage, outcome, pure=False,
+                                 retries=RETRIES, key=f"perfkit-{function.__name__}-{uuid.uuid4().hex}")
+            futures[task] = (folder, outcome)
         outcomes = _gather(client, distributed, futures, where)
         folders = list(readers_of)
         with ThreadPoolExecutor(READ_THREADS) as pool:
@@ -118,11 +115,6 @@ def _distributed():
     except ImportError:
         raise PerfkitError("--dask / PERFKIT_DASK needs Dask: pip install 'perfkit[dask]'") from None
     return distributed
-
-
-def _code() -> tuple[Path, ...]:
-    from .loader import CODE
-    return CODE
 
 
 def _connect(distributed, address: str):
@@ -295,7 +287,7 @@ def _sees(storage: str, probe: str) -> bool:
 
 # ---------------------------------------------------------------- on a worker
 
-def _ingest(folder: str, readers: list[str], function: str, code: str, storage: str, outcome: str) -> None:
+def _ingest(folder: str, readers: list[str], function: Callable, code: str, storage: str, outcome: str) -> None:
     """On a worker: read `folder` with `readers`, write its entry (unless it is there), then the outcome file
     naming the entry (or saying why the folder cannot be read here)."""
     fs, base = _filesystem(storage)
@@ -304,7 +296,8 @@ def _ingest(folder: str, readers: list[str], function: str, code: str, storage: 
         _write_atomically(fs, outcome, json.dumps({"error": f"cannot be read on Dask worker {_worker_name()} "
                                                             f"({unseen})"}).encode())
         return
-    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code}\0{function}\0{','.join(readers)}\0".encode())
+    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code}\0{function.__name__}\0{','.join(readers)}\0"
+                            .encode())
     cache.add_folder(digest, folder)
     place = f"{base}/{ENTRY_KIND}/{hashlib.sha256(folder.encode()).hexdigest()[:24]}"
     entry = f"{place}/{digest.hexdigest()[:32]}"
@@ -316,11 +309,9 @@ def _ingest(folder: str, readers: list[str], function: str, code: str, storage: 
     _write_atomically(fs, outcome, json.dumps({"entry": entry}).encode())
 
 
-def _read(reader_name: str, folder: str, function: str):
-    from . import loader
-
+def _read(reader_name: str, folder: str, function: Callable):
     try:
-        return READ_FUNCTIONS[function](loader)(reader_name, folder)
+        return function(reader_name, folder)
     except FileFormatError as exc:
         return exc
     except OSError as exc:

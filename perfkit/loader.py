@@ -100,7 +100,7 @@ def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None) -> lis
     where = dask or dask_ingest.target()
     if where is None:
         return map_folders(function, arguments)
-    return dask_ingest.read_folders(where, arguments, function.__name__.lstrip("_"))
+    return dask_ingest.read_folders(where, arguments, function, cache.code_digest(CODE))
 
 
 def _read_folder(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatError:
@@ -132,7 +132,8 @@ def load_steps(path: str | os.PathLike, dask: dask_ingest.Target | None = None
         return root, run.steps, run.warnings
     results = _read_all(_read_steps, units, dask)
     failures = [result for result in results if isinstance(result, FileFormatError)]  # only from Dask
-    by_rank = _by_rank((unit, result) for unit, result in zip(units, results) if not isinstance(result, FileFormatError))
+    by_rank = _by_rank((unit, result) for unit, result in zip(units, results)
+                       if not isinstance(result, FileFormatError))
     _check_one_unit_per_rank(root, by_rank)
     warnings: list[Warning] = _skipped(root, failures)
     pieces: list[tuple[int, pd.DataFrame]] = []

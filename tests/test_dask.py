@@ -1,8 +1,9 @@
 """--dask: the per-rank read on a real local Dask cluster (perfkit/dask_ingest.py).
 
 Each test starts `dask scheduler` and two `dask worker` processes on 127.0.0.1 (benchmarks/local_dask.py: free
-ports, no nanny, so each worker is the process started), loads a generated multi-rank run through them and stops every process by its
-PID; every wait is bounded. The Run read through Dask must be the in-process Run, table for table.
+ports, no nanny, so each worker is the process started), loads a generated multi-rank run through them and stops
+every process by its PID; every wait is bounded. The Run read through Dask must be the in-process Run, table for
+table.
 """
 
 from __future__ import annotations
