@@ -48,8 +48,8 @@ ENTRY_KIND = "ranks"  # <storage>/ranks/<place: the folder>/<key: its files and 
 # every reader's facts, and where each table lies after it), then every table as an Arrow IPC stream. One file
 # a rank, not a Parquet file a table: writing and reading six small files cost more than the rows in them.
 MAGIC = b"perfkit-rank-entry\n"
-# <storage>/ranks/outcomes/<task>.json: what each task of a run did (its entry's name, or why it read nothing);
-# removed when the run is read
+# <storage>/ranks/outcomes-<run>/<task>.json: what each task of a run did (its entry's name, or why it read
+# nothing); removed when the run is read
 OUTCOMES = "outcomes"
 # Entries are read back with this many threads: Parquet decoding and file reads release the GIL.
 READ_THREADS = 8
@@ -85,6 +85,7 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable,
     distributed = _distributed()
     fs, base = _filesystem(where.storage)
     probe = _probe(fs, base, where.storage)
+    outcomes_folder = f"{base}/{ENTRY_KIND}/{OUTCOMES}-{uuid.uuid4().hex}"  # this run's: others may share the storage
     readers_of: dict[str, list[str]] = {}
     for reader_name, folder in jobs:
         readers_of.setdefault(folder, []).append(reader_name)
@@ -93,7 +94,7 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable,
         _check_workers_see(client, distributed, where, probe)
         futures = {}
         for folder, readers in readers_of.items():
-            outcome = f"{base}/{ENTRY_KIND}/{OUTCOMES}/{uuid.uuid4().hex}.json"
+            outcome = f"{outcomes_folder}/{uuid.uuid4().hex}.json"
             task = client.submit(_ingest, folder, readers, function, code, where.storage, outcome, pure=False,
                                  retries=RETRIES, key=f"perfkit-{function.__name__}-{uuid.uuid4().hex}")
             futures[task] = (folder, outcome)
@@ -104,7 +105,7 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable,
                                               folders)))
     finally:
         _remove(fs, probe)
-        _remove(fs, f"{base}/{ENTRY_KIND}/{OUTCOMES}")
+        _remove(fs, outcomes_folder)
         client.close(timeout=timeout_s())
     return [read[folder][reader_name] for reader_name, folder in jobs]
 

@@ -66,7 +66,7 @@ def assert_same_run(expected, got) -> None:
 def entries(storage: Path) -> list[Path]:
     """The rank entries workers finished (each is written under a temporary name, then renamed)."""
     return sorted(path for path in (storage / ENTRY_KIND).glob("*/*")
-                  if path.parent.name != OUTCOMES and ".tmp-" not in path.name)
+                  if not path.parent.name.startswith(OUTCOMES) and ".tmp-" not in path.name)
 
 
 def test_a_run_read_on_dask_is_the_run_read_in_process(cluster, tmp_path, monkeypatch):
@@ -101,7 +101,7 @@ def test_a_run_read_on_dask_is_the_run_read_in_process(cluster, tmp_path, monkey
 
 def told(storage: Path) -> list[Path]:
     """The outcome files of the tasks done so far."""
-    return list((storage / ENTRY_KIND / OUTCOMES).glob("*.json"))
+    return list((storage / ENTRY_KIND).glob(f"{OUTCOMES}-*/*.json"))
 
 
 def run_killing(cluster: LocalCluster, workers: list[int], run: Path, storage: Path, cache: Path
