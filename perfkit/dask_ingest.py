@@ -2,11 +2,10 @@
 
 One task per rank folder runs on a worker: it reads the folder with every reader that claimed it (as
 loader.load does in process), writes what it read as the folder's entry to storage that this machine and
-every worker share (a path or an fsspec URL; PERFKIT_DASK_STORAGE, default perfkit's cache dir), and returns
-only when it is done (what it did is a small file in the storage). A rank's files and tables never pass through
-the scheduler. This machine then reads
-the entries and assembles the Run exactly as after an in-process read (loader.assemble), so every answer is
-the same. An entry is keyed by the folder's files (name, size, mtime) and perfkit's code: a task whose entry
+every worker share (a path or an fsspec URL; PERFKIT_DASK_STORAGE, default perfkit's cache dir), and says what
+it did in a small outcome file there. A rank's files and tables never pass through the scheduler. This machine
+then reads the entries and assembles the Run exactly as after an in-process read (loader.assemble), so every
+answer is the same. An entry is keyed by the folder's files (name, size, mtime) and perfkit's code: a task whose entry
 is already there reads nothing, so a second run after one rank changed reads that rank only.
 
 What goes wrong, and what the user sees:
@@ -45,13 +44,14 @@ POLL_S = 1.0
 ENTRY_FORMAT = 2
 ENTRY_KIND = "ranks"  # <storage>/ranks/<place: the folder>/<key: its files and perfkit's code>
 # An entry is one file: MAGIC, the length of its description (8 bytes, little-endian), the description (JSON:
-# every reader's facts, and where each table lies after it), then every table as an Arrow IPC stream. One file
-# a rank, not a Parquet file a table: writing and reading six small files cost more than the rows in them.
+# every reader's facts, and where each table lies after it), then every table as an Arrow IPC stream: one file
+# to write and read a rank, not six small Parquet files (with as_completed below, the client's CPU for 256
+# ranks went from 5.9 to 4.0 s and the workers' from 9.9 to 7.5 s, benchmarks/bench_ranks.py).
 MAGIC = b"perfkit-rank-entry\n"
 # <storage>/ranks/outcomes-<run>/<task>.json: what each task of a run did (its entry's name, or why it read
 # nothing); removed when the run is read
 OUTCOMES = "outcomes"
-# Entries are read back with this many threads: Parquet decoding and file reads release the GIL.
+# Entries are read back with this many threads: file reads on shared storage wait, and release the GIL.
 READ_THREADS = 8
 
 
@@ -161,8 +161,8 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
     outcome to the storage before it finished."""
     outcomes: dict[str, Any] = {}
     pending = set(futures)
-    # told by the scheduler as tasks finish (distributed.wait over all pending futures, each time one finished,
-    # cost the client as much CPU as the reads); as_completed finds "the current client"
+    # told by the scheduler as tasks finish: distributed.wait over every pending future, again after each one
+    # finished, costs the client in proportion to the square of the ranks; as_completed finds "the current client"
     with client.as_current():
         completed = distributed.as_completed(list(futures))
     workerless_since, looked = None, time.monotonic()
