@@ -85,6 +85,21 @@ def test_a_run_read_on_dask_is_the_run_read_in_process(cluster, tmp_path, monkey
         assert steps["step"].tolist() == [int(row["Step"]) for row in rows]
         assert steps["computing_ms"].tolist() == pytest.approx([float(row["Computing"]) / 1000 for row in rows])
 
+    # a second read after one rank's file changed: only that rank is read again (its entry replaced)
+    before = {path: path.stat().st_mtime_ns for path in entries(storage)}
+    changed = run / "rank5_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10**9))
+    assert_same_run(through_dask, loader.load(run, Target(cluster.address, str(storage))))
+    after = {path: path.stat().st_mtime_ns for path in entries(storage)}
+    assert len(after) == 12 and len(set(after) - set(before)) == 1
+    assert all(after[path] == mtime for path, mtime in before.items() if path in after)
+
+    # the step files alone (loader.load_steps), read by read_steps on the workers
+    _, steps, warnings = loader.load_steps(run, Target(cluster.address, str(tmp_path / "storage-steps")))
+    _, expected_steps, expected_warnings = loader.load_steps(run)
+    pd.testing.assert_frame_equal(steps, expected_steps, check_exact=True)
+    assert warnings == expected_warnings and len(steps) == 12 * 3
+
     # the commands: the same answers with and without --dask (PERFKIT_DASK for one of them)
     for command in (["summary", "--format", "json"], ["ranks", "--format", "json"],
                     ["advise", "--format", "json"]):
