@@ -51,25 +51,35 @@ def main() -> None:
     """
 
 
-def _load(path: str, dask=None):
+def _load(path: str):
     from .loader import load
-    return load(path, dask)
+    return load(path, _dask())
 
 
 def dask_options(command):
-    """--dask and --dask-storage: the per-rank read of a command on a Dask cluster (perfkit/dask_ingest.py)."""
+    """--dask and --dask-storage: the per-rank read of a command on a Dask cluster (perfkit/dask_ingest.py); kept
+    in the click context for _dask()."""
+    def keep(ctx, param, value):
+        ctx.meta[f"perfkit_{param.name}"] = value
     command = click.option("--dask-storage", metavar="PATH|URL", envvar="PERFKIT_DASK_STORAGE", default=None,
+                           expose_value=False, callback=keep,
                            help="Where the workers write each rank's tables: a path or fsspec URL that this machine "
                                 "and every worker see (default: perfkit's cache dir, for workers on this machine). "
                                 "[env PERFKIT_DASK_STORAGE]")(command)
     return click.option("--dask", "dask_address", metavar="ADDRESS", envvar="PERFKIT_DASK", default=None,
+                        expose_value=False, callback=keep,
                         help="Read the ranks on this Dask scheduler's workers (e.g. tcp://10.0.0.5:8786); "
                              "needs perfkit[dask]. [env PERFKIT_DASK]")(command)
 
 
-def _dask(address: str | None, storage: str | None):
+def _dask():
+    """The Dask cluster the running command was given (--dask), or None: read in process."""
+    context = click.get_current_context(silent=True)
+    address = context.meta.get("perfkit_dask_address") if context is not None else None
+    if not address:
+        return None
     from .dask_ingest import target
-    return target(address, storage) if address else None
+    return target(address, context.meta.get("perfkit_dask_storage"))
 
 
 def _json(payload) -> str:
@@ -94,7 +104,7 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @dask_options
-def summary(run: str, fmt: str, dask_address: str | None, dask_storage: str | None) -> None:
+def summary(run: str, fmt: str) -> None:
     """Where each step's time goes, which op types dominate, whether data queues ran empty.
 
     \b
@@ -105,7 +115,7 @@ def summary(run: str, fmt: str, dask_address: str | None, dask_storage: str | No
     def compute() -> tuple[str, int]:
         from .summary import summarize
         from .render import summary_text
-        result = summarize(_load(run, _dask(dask_address, dask_storage)))
+        result = summarize(_load(run))
         return (_json(result) if fmt == "json" else summary_text(result)), 0
     _answer(("summary", fmt), run, compute)
 
@@ -116,7 +126,7 @@ def summary(run: str, fmt: str, dask_address: str | None, dask_storage: str | No
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
               help="Exit 1 when a finding at or above this severity exists (for CI).")
 @dask_options
-def advise(run: str, fmt: str, fail_on: str | None, dask_address: str | None, dask_storage: str | None) -> None:
+def advise(run: str, fmt: str, fail_on: str | None) -> None:
     """Tuning hints with the numbers behind them, most important first.
 
     \b
@@ -128,7 +138,7 @@ def advise(run: str, fmt: str, fail_on: str | None, dask_address: str | None, da
     def compute() -> tuple[str, int]:
         from .advisor import advise as run_rules, at_or_above
         from .advisor.render import advice_markdown, advice_text
-        advice = run_rules(_load(run, _dask(dask_address, dask_storage)))
+        advice = run_rules(_load(run))
         output = {"json": lambda: _json(advice.to_dict()), "markdown": lambda: advice_markdown(advice),
                   "text": lambda: advice_text(advice)}[fmt]()
         failed = bool(fail_on) and any(at_or_above(finding, fail_on) for finding in advice.findings)
@@ -140,7 +150,7 @@ def advise(run: str, fmt: str, fail_on: str | None, dask_address: str | None, da
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @dask_options
-def ranks(run: str, fmt: str, dask_address: str | None, dask_storage: str | None) -> None:
+def ranks(run: str, fmt: str) -> None:
     """Which ranks of a multi-rank run are slow, from the step files alone (fast on hundreds of ranks).
 
     \b
@@ -151,7 +161,7 @@ def ranks(run: str, fmt: str, dask_address: str | None, dask_storage: str | None
     def compute() -> tuple[str, int]:
         from .cluster import slow_ranks
         from .render import slow_ranks_text
-        answer = slow_ranks(run, _dask(dask_address, dask_storage)).to_dict()
+        answer = slow_ranks(run, _dask()).to_dict()
         return (_json(answer) if fmt == "json" else slow_ranks_text(answer)), 0
     _answer(("ranks", fmt), run, compute)
 
@@ -311,8 +321,8 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
     ctx.exit(outcome.exit_code)
 
 
-def _load_all(paths: tuple[str, ...], dask=None) -> list:
-    return [_load(path, dask) for path in paths]
+def _load_all(paths: tuple[str, ...]) -> list:
+    return [_load(path) for path in paths]
 
 
 @main.command()
@@ -345,7 +355,7 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
 @click.argument("runs", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html", show_default=True)
 @dask_options
-def report(runs: tuple[str, ...], output: str, dask_address: str | None, dask_storage: str | None) -> None:
+def report(runs: tuple[str, ...], output: str) -> None:
     """Write one self-contained HTML file with the dashboard's figures and findings (opens offline).
 
     \b
@@ -354,7 +364,7 @@ def report(runs: tuple[str, ...], output: str, dask_address: str | None, dask_st
       perfkit report profiler_v1 profiler_v2 -o ci/perf.html     # with a compare section
     """
     from .report import write_report
-    write_report(_load_all(runs, _dask(dask_address, dask_storage)), output)
+    write_report(_load_all(runs), output)
     click.echo(f"wrote {output}", err=True)
 
 
