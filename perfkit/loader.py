@@ -257,7 +257,7 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
         for name in model.SCHEMA:
             if name in rank_tables:
                 tables[name].append((rank, rank_tables[name], origins[name]))
-    if meta_fields.get("step_source") == "recorded_step_times" and meta_fields.get("status") in (None, "ok"):
+    if meta_fields.get("no_op_data") and meta_fields.get("status") in (None, "ok"):
         meta_fields["status"] = "incomplete"  # ended "ok", yet the profiler wrote no op data: the split is unknown
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)

@@ -531,16 +531,32 @@ def test_cpu_run_gets_cpu_advice_only():
 
 def test_tail_fires_when_the_optimizer_tail_is_a_large_share():
     finding = only(advise(make_run(steps=step_rows(0.2, 8.0, 2.0))), "tail")
-    assert finding.evidence["tail_share_pct"] == pytest.approx(100 * 2.0 / 10.2, abs=0.01)
+    assert finding.evidence["optimizer_share_pct"] == pytest.approx(100 * 2.0 / 10.2, abs=0.01)
     assert finding.est_gain_pct == pytest.approx(100 * 2.0 / 10.2 / 2, abs=0.01)
+    assert finding.claims == {"optimizer": pytest.approx(3 * 2.0 / 2, abs=0.01)}  # half of each steady 2 ms update
     assert finding.action.startswith("dataset.batch(2 * batch_size")
 
 
-def test_tail_on_multi_rank_points_at_the_all_reduce_and_is_silent_when_small():
-    rows = step_rows(0.2, 8.0, 2.0, rank=0) + step_rows(0.2, 8.0, 2.0, rank=1)
-    assert "comm_fusion" in only(advise(make_run(steps=rows)), "tail").action
-    advice = advise(make_run(steps=step_rows(0.2, 8.0, 0.5)))
-    assert "tail" not in advice.ids() and "tail" not in advice.not_checked
+def test_tail_leaves_the_all_reduce_inside_it_to_the_communication_finding():
+    """The real legacy run of issue 22: a 5.5 ms tail of which 4.5 ms is the AllReduce (the step trace's stream
+    columns place it after bp_point). The tail finding said 16.3 %, the communication one 13.5 %: the same
+    4.5 ms twice. Now the tail's optimizer part is ~2.8 % (below the bar) and communication claims the 4.5 ms."""
+    import csv
+    from conftest import FIXTURE_RUNS
+    from perfkit import load
+    run_dir = FIXTURE_RUNS["legacy_ut"]
+    rows = list(csv.DictReader(next(run_dir.glob("step_trace_raw_*_detail_time.csv")).open()))
+    step = next(row for row in rows if row["step_num"] == "2")
+    advice = advise(load(run_dir))
+    assert "tail" not in advice.ids()
+    communication = only(advice, "communication")
+    streams = [(int(step[c]), int(step[c.replace("start_point", "end_point")])) for c in step
+               if c.startswith("stream_") and c.endswith("_start_point")]
+    in_tail = sum(max(0, min(end, int(step["end_point"])) - max(start, int(step["bp_point"])))
+                  for start, end in streams) / 1e5  # 10-ns ticks -> ms; the streams here do not overlap
+    assert sum(communication.claims.values()) == pytest.approx(in_tail, abs=1e-3)
+    optimizer = (int(step["tail"]) / 1e5 - in_tail) / (int(step["total"]) / 1e5)
+    assert 0 < optimizer < 0.10
 
 
 def test_amp_level_on_gpu_at_o2_does_not_count_convs_already_in_fp16():

@@ -105,7 +105,8 @@ class Derivation:
     """A schema table the loader makes for a rank that no reader gave it, from the rank's other tables.
 
     `derive(rank, tables)` gets the rank's tables when any of `needs` is among them and returns
-    (the table or None, Meta field values, warnings).
+    (the table or None, Meta field values, warnings). Among the values, `no_op_data: True` says the table holds
+    totals the profiler's op data could not split: the loader marks such a run `incomplete`.
     """
 
     table: str

@@ -15,7 +15,7 @@ import pandas as pd
 from ...analysis import NETWORK_LINK_TYPES, communication_by_rank, step_means
 from ...causes import COMM_SOURCE_LABEL
 from ...cluster import of_run
-from ...ledger import rank_parts
+from ...ledger import CAUSES_OF, Claim, rank_parts
 from ...model import Run
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
@@ -28,7 +28,7 @@ from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
 COMM_MIN_SHARE = 0.05
 
 
-@rule("communication", needs=("comm",))
+@rule("communication", needs=("comm",), claims=("comm", "comm_transfer"))
 def communication(run: Run) -> list[Finding]:
     """Exposed collective communication (ledger.rank_parts): point-to-point waits are pipeline_stage_imbalance's."""
     per_rank = rank_parts(run).set_index("rank")
@@ -77,7 +77,7 @@ def stage_of_rank(run: Run) -> dict[int, int]:
     return {rank: stage for stage, ranks in enumerate(run.meta.pipeline_stages or []) for rank in ranks}
 
 
-@rule("pipeline_stage_imbalance", needs=("steps",))
+@rule("pipeline_stage_imbalance", needs=("steps",), claims=("p2p",))
 def pipeline_stage_imbalance(run: Run) -> list[Finding]:
     parts = rank_parts(run)
     stages = stage_of_rank(run)
@@ -148,6 +148,12 @@ SLOW_RANK_ADVICE = {
 SLOW_RANK_CAUSES = ("compute_ms", "idle_ms")
 
 
+# What a slow rank's finding claims on the slow ranks: the part of their step its spread is in.
+SLOW_RANK_CLAIMS = {"compute_ms": CAUSES_OF["compute"],
+                    "idle_ms": CAUSES_OF["data"] + CAUSES_OF["host"] + CAUSES_OF["unknown"],
+                    "total_ms": tuple(cause for causes in CAUSES_OF.values() for cause in causes)}
+
+
 @rule("slow_rank", needs=("ranks",))
 def slow_rank(run: Run) -> list[Finding]:
     """Slow ranks among ranks that should match (cluster.rank_groups: within each pipeline stage), with the ranks
@@ -176,7 +182,8 @@ def _slow_rank_finding(spread_finding: dict, group: pd.DataFrame, per_rank: pd.D
         id="slow_rank", severity=severity_for(gain),
         title=f"Rank{'s' if len(slow) > 1 else ''} {', '.join(map(str, slow))} stand{'' if len(slow) > 1 else 's'}"
               f" out in {what}: spread {percent(spread):.1f} % of the step",
-        evidence=evidence, action=action, target=", ".join(f"rank {r}" for r in slow), est_gain_pct=gain)
+        evidence=evidence, action=action, target=", ".join(f"rank {r}" for r in slow), est_gain_pct=gain,
+        claim=Claim(SLOW_RANK_CLAIMS[column], ranks=tuple(slow)))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -196,7 +203,7 @@ SLOW_LINK_MIN_MB = {"HCCS": 16.0, "PCIE": 16.0, "SIO": 16.0, "RDMA": 1.0}
 SLOW_LINKS_NAMED = 5
 
 
-@rule("slow_link", needs=("comm_links",))
+@rule("slow_link", needs=("comm_links",), claims=("comm", "comm_transfer"))
 def slow_link(run: Run) -> list[Finding]:
     links = run.comm_links[run.comm_links["link_type"].isin(NETWORK_LINK_TYPES)].copy()
     minimum_mb = links["link_type"].map(SLOW_LINK_MIN_MB).astype("float64")  # float even when no link is left
@@ -245,7 +252,7 @@ COMM_WAIT_SPREAD = 0.2
 COMM_WAIT_DOMINANT = 0.5
 
 
-@rule("comm_wait", needs=("comm_ops",))
+@rule("comm_wait", needs=("comm_ops",), claims=("comm_wait",))
 def comm_wait(run: Run) -> list[Finding]:
     by_rank = {rank: entry for rank, entry in communication_by_rank(run).items() if entry["wait_ratio"] is not None}
     if not by_rank:
