@@ -630,3 +630,52 @@ def test_cpu_data_parallel_sample_run_is_communication_bound():
                                 if r["op_type"] == "AllReduce")
         per_step.append(all_reduce_ms / len(steps))
     assert finding.evidence["comm_ops_ms"] == pytest.approx(sum(per_step) / 2, abs=0.01)
+
+
+@pytest.mark.parametrize("name", ["new_level1", "new_2023"])
+def test_communication_on_wait_dominated_runs_says_waiting_and_no_fusion(name):
+    """These real runs' collectives are ~97 % not transfer (communication.json: Elapse less Transit time is
+    wait, synchronisation and idle): buckets/fusion
+    cannot help, so the finding must not prescribe them."""
+    folder = FIXTURE_RUNS[name]
+    finding = next(f for f in advise(load(folder)).findings if f.id == "communication")
+    transit = wait = 0.0
+    for path in sorted(folder.glob("*/ASCEND_PROFILER_OUTPUT/communication.json")):
+        for step in json.loads(path.read_text()).values():
+            for op_name, op in step["collective"].items():
+                if op_name != "Total Op Info":
+                    transit += op["Communication Time Info"]["Transit Time(ms)"]
+                    info = op["Communication Time Info"]
+                    wait += info["Elapse Time(ms)"] - info["Transit Time(ms)"]
+    assert wait > transit  # independent: the raw file says wait dominates
+    assert "mostly waiting" in finding.title
+    assert finding.evidence["comm_wait_ms"] > finding.evidence["comm_transfer_ms"]
+    assert "comm_fusion" not in finding.action and "bucket_cap_mb" not in finding.action
+
+
+
+def wait_split_run(late_compute_ms: float, interval_ms: float = 0.0):
+    """Two ranks with 6 ms of exposed collective time a step, of which the ops moved data 1 ms in 10 (the rest
+    waiting): rank 1 computes `late_compute_ms` against rank 0's 4 ms, and waits least."""
+    rows = (step_rows(interval_ms, 10.0, 0.0, rank=0, comm_exposed_ms=6.0, computing_ms=4.0)
+            + step_rows(interval_ms, late_compute_ms + 1.0, 0.0, rank=1, comm_exposed_ms=1.0,
+                        computing_ms=late_compute_ms))
+    ops = pd.DataFrame([{"rank": rank, "step": step, "name": "hcom_allReduce__1", "kind": "collective",
+                         "elapse_ms": elapse, "transit_ms": elapse / 10, "wait_ms": elapse * 0.9,
+                         "synchronization_ms": 0.0}
+                        for rank, elapse in ((0, 6.0), (1, 1.0)) for step in (1, 2, 3)])
+    meta = Meta(device="Ascend", data_mode="sink", ranks=[0, 1])
+    return Run(path="crafted", meta=meta, steps=table("steps", pd.DataFrame(rows)), comm_ops=table("comm_ops", ops))
+
+
+def test_communication_waiting_names_the_late_rank_by_its_compute():
+    finding = only(advise(wait_split_run(late_compute_ms=9.0)), "communication")
+    assert "mostly waiting" in finding.title and finding.target == "rank 1"
+    assert finding.evidence["late_rank_compute_ms"] == pytest.approx(9.0)
+    assert finding.evidence["other_ranks_compute_ms"] == pytest.approx(4.0)
+    assert "comm_fusion" not in finding.action
+
+
+def test_communication_waiting_does_not_blame_a_rank_whose_compute_matches():
+    finding = only(advise(wait_split_run(late_compute_ms=4.0)), "communication")
+    assert "late_rank" not in finding.evidence and "not profiled" in finding.action

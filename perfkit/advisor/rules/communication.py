@@ -15,7 +15,7 @@ import pandas as pd
 from ...analysis import NETWORK_LINK_TYPES, communication_by_rank, step_means
 from ...causes import COMM_SOURCE_LABEL
 from ...cluster import of_run
-from ...ledger import CAUSES_OF, Claim, rank_parts
+from ...ledger import CAUSES_OF, Claim, rank_parts, steady_means
 from ...model import Run
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
@@ -49,6 +49,11 @@ def communication(run: Run) -> list[Finding]:
     if len(per_rank) > 1:
         evidence["worst_rank"] = worst
         evidence["worst_rank_share_pct"] = percent(per_rank.loc[worst, "share"])
+    causes = steady_means(run).reindex(per_rank.index)
+    transfer = causes.get("comm_transfer", pd.Series(0.0, index=per_rank.index)).fillna(0.0)
+    wait = causes.get("comm_wait", pd.Series(0.0, index=per_rank.index)).fillna(0.0)
+    if float(wait.mean()) > float(transfer.mean()):
+        return [_waiting_finding(run, per_rank, transfer, wait, gain, evidence, worst)]
     if is_torch(run):
         action = ("DistributedDataParallel(model, bucket_cap_mb=...) with larger buckets so gradient all-reduces "
                   "overlap backward (Megatron: --overlap-grad-reduce); a larger per-device batch hides more of it")
@@ -60,6 +65,40 @@ def communication(run: Run) -> list[Finding]:
         title=f"Collective communication {label}: {gain:.1f} % of the step",
         evidence=evidence, action=action,
         target=f"rank {worst}" if len(per_rank) > 1 else None, est_gain_pct=gain)]
+
+
+def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait: pd.Series, gain: float,
+                     evidence: dict, worst: int) -> Finding:
+    """Exposed collective time that is mostly waiting (the ledger's comm_wait above comm_transfer): fusion,
+    overlap or bucket sizes shorten transfers and cannot help; the late arrival is what to fix."""
+    host_ms = float(per_rank["host"].mean())
+    evidence = evidence | {"comm_transfer_ms": round_ms(transfer.mean()), "comm_wait_ms": round_ms(wait.mean()),
+                           "host_ms": round_ms(host_ms)}
+    # the rank that waits least arrives last; its compute before the collectives against the others' says why
+    late = int(wait.idxmin())
+    late_compute = float(per_rank.loc[late, "compute"])
+    others_compute = float(per_rank.drop(index=late)["compute"].mean()) if len(per_rank) > 1 else late_compute
+    if late_compute - others_compute > COMM_MIN_SHARE * per_rank["total"].mean():
+        evidence |= {"late_rank": late, "late_rank_compute_ms": round_ms(late_compute),
+                     "other_ranks_compute_ms": round_ms(others_compute)}
+        causes = [f"rank {late} waits least, so the others wait for it (its compute {late_compute:.1f} ms a step "
+                  f"against {others_compute:.1f} ms): balance its work, data shard or device"]
+    else:
+        profiled = "the profiled ranks' compute matches, so they" if len(per_rank) > 1 else "the rank"
+        causes = [f"{profiled} wait for ranks that were not profiled or for a synchronisation: profile every rank "
+                  "of the group and run perfkit ranks over them to find the late one"]
+    if host_ms > 0:
+        remedy = ("fewer host synchronisations (.item(), .cpu()) and torch_npu graph mode" if is_torch(run)
+                  else "graph mode / @ms.jit and dataset sink mode")
+        causes.append(f"{host_ms:.1f} ms a step of host time, which the peers wait through: {remedy}")
+    return Finding(
+        id="communication", severity=severity_for(gain),
+        title=f"Collective communication mostly waiting for peers: {gain:.1f} % of the step, "
+              f"{wait.mean():.1f} ms wait against {transfer.mean():.1f} ms transfer",
+        evidence=evidence,
+        action="Larger fusion buckets or more overlap cannot help waiting time. " + "; ".join(causes),
+        target=f"rank {evidence.get('late_rank', worst)}" if len(per_rank) > 1 else None, est_gain_pct=gain,
+        claim=Claim(("comm_wait",)))  # the wait is what a late rank or the host gap costs, not the transfer
 
 
 # ---------------------------------------------------------------------------------------------------------
