@@ -34,7 +34,7 @@ def _number(value: Any) -> float | None:
 def _mean_of(steps: pd.DataFrame, used: np.ndarray, first: pd.DataFrame) -> dict[str, Any]:
     """Which steps the means cover, and what became of the first profiled step."""
     covered = steps[used]
-    reasons = [reason for reason in first["reason"] if reason is not None]
+    reasons = [reason for reason in first["reason"] if isinstance(reason, str)]  # None or NaN: included
     return {"count": int(covered.groupby("rank")["step"].nunique().max()) if len(covered) else 0,
             "first": int(covered["step"].min()) if len(covered) else None,
             "last": int(covered["step"].max()) if len(covered) else None,

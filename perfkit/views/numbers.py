@@ -305,8 +305,21 @@ def findings_of(advice) -> Findings:
         target = f" · {finding.target}" if finding.target else ""
         items.append(FindingView(finding.severity, finding.title, f"{finding.id}{target}{gain} — {numbers_shown}",
                                  finding.action, finding.id, finding.target))
-    note = None if items else "no findings: none of perfkit's rules found something to change in this run"
-    return Findings(items, advice.ids(), note)
+    return Findings(items, advice.ids(), None if items else _nothing_found(advice))
+
+
+def _nothing_found(advice) -> str:
+    """Why no finding is shown: "nothing found" only where rules looked; else which could not and why, as
+    `perfkit advise` says it (a caveat about the run first)."""
+    caveat = f"{advice.caveat}. " if advice.caveat else ""
+    reasons: dict[str, list[str]] = {}
+    for rule_id, reason in advice.not_checked.items():
+        reasons.setdefault(reason, []).append(rule_id)
+    not_checked = "; ".join(f"{', '.join(ids)}: {reason}" for reason, ids in reasons.items())
+    if not advice.passed:
+        return f"{caveat}no rule could look at this run (not checked: {not_checked})"
+    looked = f"no findings: {', '.join(advice.passed)} looked and found nothing to change"
+    return caveat + looked + (f"; not checked: {not_checked}" if not_checked else "")
 
 
 # ---------------------------------------------------------------------------------------------------------

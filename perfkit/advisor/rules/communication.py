@@ -309,7 +309,13 @@ def comm_wait(run: Run) -> list[Finding]:
     evidence = {f"rank{rank}_wait_ratio": round(entry["wait_ratio"], 3) for rank, entry in by_rank.items()}
     evidence |= {"wait_ms_per_step": round_ms(wait_ms), "wait_ratio_spread": round(spread, 3)}
     if spread > COMM_WAIT_SPREAD:
-        slow, target = f"rank {fastest}", f"rank {fastest}"
+        # "slow" is said of the ranks every view names slow (cluster.of_run): a rank that only arrives last, its
+        # step, compute and idle time within the spread rule, is named as arriving last, not as slow
+        slow_ranks = of_run(run).slow if run.steps["rank"].nunique() > 1 else []
+        slow = (f"the slow one is rank {fastest}" if fastest in slow_ranks else
+                f"rank {fastest} arrives last, though its step, compute and idle time match the others' (not a "
+                "slow rank)")
+        target = f"rank {fastest}"
         known = run.meta.rank_folders
         folders = [shlex.quote(os.path.join(run.path, known[str(rank)])) if str(rank) in known
                    else f"RANK{rank}_DIR" for rank in (fastest, waiting)]  # the run's own paths where known
@@ -318,12 +324,11 @@ def comm_wait(run: Run) -> list[Finding]:
                   "a slower or shared device, more work placed on it, or a slower data shard")
     else:
         peers = sorted(set(run.comm_links["dst"].astype(int)) - set(by_rank)) if len(run.comm_links) else []
-        slow, target = "a rank that was not profiled", None
+        slow, target = "the slow one is a rank that was not profiled", None
         action = ("Every profiled rank waits about as much: the slow rank is elsewhere. Profile the other ranks of "
                   "the group" + (f" ({', '.join(map(str, peers[:16]))})" if peers else "")
                   + " and run perfkit ranks over all of them")
     return [Finding(
         id="comm_wait", severity=severity_for(gain, default="medium"),
-        title=f"Rank {waiting}'s collectives spend {100 * ratio:.0f} % of their transfer time waiting: "
-              f"the slow one is {slow}",
+        title=f"Rank {waiting}'s collectives spend {100 * ratio:.0f} % of their transfer time waiting: {slow}",
         evidence=evidence, action=action, target=target, est_gain_pct=gain)]

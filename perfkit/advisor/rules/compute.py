@@ -106,7 +106,7 @@ def host_bound(run: Run) -> list[Finding]:
         return []
     host_ms = float((parts["host"] - parts["transfer"]).mean())  # the feed-mode transfer is sink_mode's
     total = float(parts["total"].mean())
-    if parts["data"].sum() > 0 or host_ms / total < HOST_BOUND_MIN_SHARE:
+    if not total > 0 or parts["data"].sum() > 0 or host_ms / total < HOST_BOUND_MIN_SHARE:
         return []
     share = percent(host_ms / total)
     pynative = run.meta.mode == "pynative"

@@ -34,6 +34,8 @@ def tail(run: Run) -> list[Finding]:
     steps = step_means(run.steps)
     causes = steady_means(run, by="cause").mean()
     optimizer = float(causes.get("optimizer", 0.0))
+    if not steps["total_ms"]:
+        return []
     share = optimizer / steps["total_ms"]
     if share < TAIL_MIN_SHARE:
         return []
