@@ -6,6 +6,7 @@ B is judged against A (the baseline): speedup = A's mean step / B's mean step, s
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 import re
 from typing import Any, Sequence
 
@@ -454,3 +455,96 @@ def compare_markdown(result: dict[str, Any], gate_result: dict[str, Any] | None 
     new = ", ".join(f"`{finding['id']}` ({finding['severity']})" for finding in result["new_findings"]) or "none"
     lines += ["", f"Resolved findings: {resolved} · new: {new}"]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The verdict over groups of runs (repeats): run-to-run noise, throughput, an interval of the speedup
+
+# Half-width, in % of the step time, within which two single runs of the same settings differ by chance on this
+# machine class. PROVISIONAL: the sample runs of one setting differ by about 10 % from run to run on the shared
+# 2-core VM (sample_runs/README.md); to be replaced by the A/A benchmark's measured 95th percentile
+# (benchmarks/compare_noise.py, not yet run).
+NOISE_FLOOR_PCT = 10.0
+SAME_RUN = "same run"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """B against A over groups of runs. speedup > 1 means B is faster; per sample when the batches differ.
+    interval: the 95 % interval of the speedup; basis: "run means" (repeats on both sides: Welch t over the
+    log run means) or "noise floor" (a single run on a side: the difference must exceed noise_floor_pct)."""
+    kind: str  # "faster", "slower", NO_CHANGE or SAME_RUN
+    speedup: float
+    interval: tuple[float, float]
+    noise_floor_pct: float | None
+    basis: str
+    per_sample: bool
+    n_a: int
+    n_b: int
+    p_value: float | None = None
+
+
+def _t_quantile(df: float, two_sided_p: float = SIGNIFICANCE_P) -> float:
+    """The t with two-sided tail two_sided_p at df degrees of freedom, by bisection on the Student tail."""
+    low, high = 0.0, 1e3
+    for _ in range(200):
+        mid = (low + high) / 2
+        tail = _regularized_beta(df / 2, 0.5, df / (df + mid * mid))
+        low, high = (mid, high) if tail > two_sided_p else (low, mid)
+    return (low + high) / 2
+
+
+def run_mean_ms(run: Run, per_sample: bool) -> float | None:
+    """The run's mean steady step in ms, or per sample of the global batch (batch x ranks) when per_sample."""
+    totals = step_totals(run.steps)
+    totals = totals[totals > 0]
+    if not len(totals):
+        return None
+    mean = float(np.mean(totals))
+    return mean / (_batch_size(run) * (len(run.meta.ranks) or 1)) if per_sample else mean
+
+
+def samples_per_s(run: Run) -> float | None:
+    """Global batch (per-rank batch x ranks) per mean steady step; None when the batch is unknown."""
+    batch, mean = _batch_size(run), run_mean_ms(run, per_sample=False)
+    if batch is None or not mean:
+        return None
+    return batch * (len(run.meta.ranks) or 1) * 1000.0 / mean
+
+
+def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT) -> Verdict:
+    """Whether the runs of B differ from those of A by more than run-to-run noise (see Verdict).
+
+    Steps of one run are not independent draws of the run-to-run variation (a busy machine slows them all), so
+    each run counts once, by its mean. Per sample when both batches are known and differ."""
+    if not group_a or not group_b:
+        raise PerfkitError("compare needs at least one run on each side")
+    if sorted(run.path for run in group_a) == sorted(run.path for run in group_b):
+        return Verdict(SAME_RUN, 1.0, (1.0, 1.0), None, SAME_RUN, False, len(group_a), len(group_b), 1.0)
+    batches_a = {_batch_size(run) for run in group_a}
+    batches_b = {_batch_size(run) for run in group_b}
+    per_sample = None not in batches_a | batches_b and batches_a != batches_b
+    logs = []
+    for group in (group_a, group_b):
+        means = [run_mean_ms(run, per_sample) for run in group]
+        unknown = [run.path for run, mean in zip(group, means) if not mean]
+        if unknown:
+            raise PerfkitError(f"{unknown[0]}: no step times to compare")
+        logs.append(np.log(np.array(means, dtype=np.float64)))
+    log_a, log_b = logs
+    log_ratio = float(np.mean(log_a) - np.mean(log_b))  # > 0: B's time is shorter, B is faster
+    p_value = None
+    if len(log_a) >= 2 and len(log_b) >= 2:
+        test = welch_test(log_b, log_a)
+        half = _t_quantile(test["df"]) * math.sqrt(np.var(log_a, ddof=1) / len(log_a)
+                                                    + np.var(log_b, ddof=1) / len(log_b))
+        basis, floor, p_value = "run means", None, test["p"]
+        significant = test["p"] < SIGNIFICANCE_P
+    else:
+        half = math.log1p(noise_floor_pct / 100)
+        basis, floor = "noise floor", noise_floor_pct
+        significant = abs(log_ratio) > half
+    significant = significant and abs(math.expm1(-log_ratio)) * 100 >= MIN_EFFECT_PCT
+    kind = NO_CHANGE if not significant else ("faster" if log_ratio > 0 else "slower")
+    return Verdict(kind, math.exp(log_ratio), (math.exp(log_ratio - half), math.exp(log_ratio + half)), floor,
+                   basis, per_sample, len(log_a), len(log_b), p_value)

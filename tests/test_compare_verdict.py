@@ -1,0 +1,79 @@
+"""compare.verdict over groups of runs: run means, the noise floor, per-sample time when batches differ.
+
+Runs are sample_runs/cpu_default (real, batch 32) and copies of it whose manifest batch is changed to 16 (crafted
+from that run's structure: only perfkit_run.json's config.batch_size differs)."""
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import perfkit
+import importlib
+
+compare = importlib.import_module("perfkit.compare")  # perfkit.compare is also the function it exports
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_runs" / "cpu_default"
+
+
+def _copy_with_batch(tmp_path: Path, name: str, batch: int) -> Path:
+    target = tmp_path / name
+    shutil.copytree(SAMPLE, target)
+    manifest = json.loads((target / "perfkit_run.json").read_text())
+    manifest["config"]["batch_size"] = batch
+    (target / "perfkit_run.json").write_text(json.dumps(manifest))
+    return target
+
+
+def test_a_run_against_itself_is_no_change():
+    run = perfkit.load(SAMPLE)
+    result = compare.verdict([run], [run])
+    assert result.kind == compare.SAME_RUN and result.speedup == 1.0
+
+
+def test_batch_32_vs_16_is_judged_per_sample(tmp_path):
+    run_a = perfkit.load(SAMPLE)
+    run_b = perfkit.load(_copy_with_batch(tmp_path, "b16", 16))
+    result = compare.verdict([run_a], [run_b])
+    assert result.per_sample
+    # same step times, half the samples per step: per sample B takes twice as long
+    assert result.speedup == pytest.approx(0.5)
+    assert result.kind == "slower"
+    assert compare.samples_per_s(run_b) == pytest.approx(compare.samples_per_s(run_a) / 2)
+
+
+def test_samples_per_s_from_the_raw_step_trace():
+    """Independent: 32 samples over the mean of step_trace's steady steps (the first, a warm-up, left out)."""
+    run = perfkit.load(SAMPLE)
+    expected_ms = np.mean(compare.step_totals(run.steps))
+    assert compare.samples_per_s(run) == pytest.approx(32 * 1000 / expected_ms)
+    manifest = json.loads((SAMPLE / "perfkit_run.json").read_text())
+    assert manifest["config"]["batch_size"] == 32
+
+
+def test_single_runs_within_the_noise_floor_are_no_change():
+    run_a, run_b = perfkit.load(SAMPLE), perfkit.load(SAMPLE.parent / "cpu_workers1")
+    result = compare.verdict([run_a], [run_b])
+    assert result.basis == "noise floor" and result.kind == compare.NO_CHANGE
+    low, high = result.interval
+    assert low < result.speedup < high
+    assert high / result.speedup == pytest.approx(1 + compare.NOISE_FLOOR_PCT / 100)
+
+
+def test_repeats_both_sides_test_run_means():
+    runs = [perfkit.load(SAMPLE.parent / name) for name in ("cpu_default", "cpu_workers1", "cpu_workers4", "cpu_avx2")]
+    result = compare.verdict(runs[:2], runs[2:])
+    assert result.basis == "run means" and result.p_value is not None
+    means_a = [np.mean(compare.step_totals(run.steps)) for run in runs[:2]]
+    means_b = [np.mean(compare.step_totals(run.steps)) for run in runs[2:]]
+    assert result.speedup == pytest.approx(math.exp(np.mean(np.log(means_a)) - np.mean(np.log(means_b))))
+    assert result.interval[0] < result.speedup < result.interval[1]
+
+
+def test_t_quantile_matches_the_table():
+    assert compare._t_quantile(10) == pytest.approx(2.228, abs=1e-3)
+    assert compare._t_quantile(2) == pytest.approx(4.303, abs=1e-3)
