@@ -10,7 +10,10 @@ request, HTTP/1.0) send a fixed mix, shuffled with a seed, built from what the a
   sends (output, outputs, inputs, changedPropIds, parsedChangedPropsIds): each page's render for the runs in
   turn, the compare body, the operator filter, the nav links and the run picker;
 - the same callbacks with unknown or path-like run ids (`?run=99`, `?run=../../etc/passwd`): 200 and the
-  "unknown run" state; malformed callback bodies and script paths Dash does not serve: 4xx.
+  "unknown run" state; malformed callback bodies and script paths Dash does not serve: 4xx;
+- every callback, the Timeline page's too, with hostile values in each input and state (`1e400`, `-1e400`,
+  `Infinity`, `NaN`, 30-digit integers, a 5,000-digit string, nested lists): 200 or a 4xx, never a 5xx; bodies
+  nested 100,000 deep or over the size limit: 4xx.
 
 Every reply is checked (status, and a phrase of the page it should show). Exit status 1 if any check failed.
 
@@ -54,7 +57,7 @@ class Request:
     method: str
     path: str
     body: bytes | None = None
-    status: int | None = 200  # None: any 4xx
+    status: int | None = 200  # None: any 4xx; NOT_5XX: anything below 500
     expect: str | None = None  # a phrase the reply must contain
 
 
@@ -99,12 +102,30 @@ def callback_body(dependency: dict, values: dict, changed: Sequence[str]) -> byt
                        "parsedChangedPropsIds": list(changed)}).encode()
 
 
+NOT_5XX = -1
 MALFORMED_BODIES = [b"not json", b"{}", json.dumps({"output": "page.children"}).encode(),
                     json.dumps({"output": "nope.children", "outputs": {"id": "nope", "property": "children"},
                                 "inputs": [], "changedPropIds": []}).encode(),
                     json.dumps({"output": "page.children", "outputs": {"id": "page", "property": "children"},
                                 "inputs": [], "changedPropIds": []}).encode(),
-                    b"[1, 2", json.dumps([{"output": "page.children"}]).encode(), b"null", b'"page.children"']
+                    b"[1, 2", json.dumps([{"output": "page.children"}]).encode(), b"null", b'"page.children"',
+                    # deep: RecursionError in the JSON decoder (was a 500); big: over the server's body limit
+                    b"[" * 100_000, b'{"output": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_001,
+                    b'{"output": "' + b"x" * (2 * 1024 * 1024) + b'"}']
+# Raw JSON put in place of a callback's inputs and states: numbers no int or float holds (`1e400` was a 500 in
+# the Timeline's int() with OverflowError), values of the wrong type, text a number parser chokes on.
+HOSTILE_VALUES = ["1e400", "-1e400", "Infinity", "-Infinity", "NaN", "1" * 30, "-" + "9" * 25, "2147483648",
+                  "-1", '"1e400"', '"' + "9" * 5000 + '"', "[1e400, -1e400]", '{"value": 1e400}', "null", "true",
+                  "[" * 100 + "]" * 100, '"?run=0&step=1e400"', '"?run=1e400&step=-1e400"']
+
+
+def hostile_body(dependency: dict, first: int) -> bytes:
+    """A callback body with HOSTILE_VALUES (from the `first`th on) as its inputs' and states' values."""
+    keys = [f"{i['id']}.{i['property']}" for kind in ("inputs", "state") for i in dependency.get(kind, [])]
+    text = callback_body(dependency, {key: f"@@{n}@@" for n, key in enumerate(keys)}, keys[:1]).decode()
+    for n in range(len(keys)):
+        text = text.replace(f'"@@{n}@@"', HOSTILE_VALUES[(first + n) % len(HOSTILE_VALUES)])
+    return text.encode()
 UNKNOWN_SEARCHES = ["?run=99", "?run=-1", "?run=abc", "?run=../../etc/passwd", "?run=/etc/passwd", "?run=1e3"]
 
 
@@ -117,6 +138,7 @@ def visit(cycle: int, run_count: int, deps: dict[str, dict], scripts: Sequence[s
     a, b = (2 * cycle) % run_count, (2 * cycle + 1) % run_count
     page, nav = deps["page.children"], deps[next(k for k in deps if "nav-overview.className" in k)]
     sync, ops = deps["..url.search...run-select.value.."], deps["..op-table.rowData...op-count.children.."]
+    poll = deps[next(k for k in deps if "timeline-status.children" in k)]
     compare_body = deps["compare-body.children"]
     unknown, unknown2, unknown3 = (UNKNOWN_SEARCHES[(cycle + i) % len(UNKNOWN_SEARCHES)] for i in range(3))
 
@@ -177,7 +199,12 @@ def visit(cycle: int, run_count: int, deps: dict[str, dict], scripts: Sequence[s
         Request("GET bad script path", "GET", ("/_dash-component-suites/dash/../../../../etc/passwd",
                                                "/_dash-component-suites/perfkit/app.py",
                                                "/_dash-component-suites/dash/deps/nope.js")[cycle % 3], status=None),
-    ]
+        # the Timeline page's poll builds the run's index, so that hostile draws reach the index
+        post("POST timeline poll", callback_body(poll, {"timeline-poll.n_intervals": cycle,
+                                                        "url.search": f"?run={a}"}, ["timeline-poll.n_intervals"]),
+             None),
+    ] + [post(f"POST hostile {output.strip('.').split('.')[0]}", hostile_body(dependency, cycle + n), None, NOT_5XX)
+         for n, (output, dependency) in enumerate(sorted(deps.items()))]
 
 
 def build_requests(base: tuple[str, int], run_count: int, total: int, seed: int = 0) -> list[Request]:
@@ -217,6 +244,8 @@ def send(base: tuple[str, int], request: Request) -> Outcome:
     failure = None
     if request.status is None and not 400 <= status < 500:
         failure = f"{request.method} {request.path}: {status}, expected a 4xx"
+    elif request.status == NOT_5XX:
+        failure = f"{request.method} {request.path}: {status}" if status >= 500 else None
     elif request.status is not None and status != request.status:
         failure = f"{request.method} {request.path}: {status}, expected {request.status}"
     elif request.expect is not None and request.expect.encode() not in body:

@@ -13,7 +13,6 @@ import logging
 import socket
 import traceback
 from pathlib import Path
-from urllib.parse import parse_qs
 from typing import Any, Sequence
 
 import dash
@@ -27,6 +26,7 @@ from perfkit.report import STYLESHEET
 from perfkit import figures, report
 
 from . import ids, layout, timeline
+from .inputs import query_value, run_index, text
 
 LOOPBACK_HOST = "127.0.0.1"
 # perfkit's plotly.js basic bundle (perfkit.report.PLOTLY_BUNDLE), a page script served like Dash's own, so
@@ -42,24 +42,6 @@ SERVER_THREADS = 8
 INDEX_STRING = """<!DOCTYPE html>
 <html lang="en"><head>{%metas%}<title>{%title%}</title>{%favicon%}{%css%}<style>""" + STYLESHEET + """</style>
 </head><body>{%app_entry%}<footer>{%config%}{%scripts%}{%renderer%}</footer></body></html>"""
-
-
-def run_index(value: Any, count: int) -> int | None:
-    """A run index from a callback input, or None when it is not one of the loaded runs."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        return None
-    try:
-        index = int(value)
-    except ValueError:
-        return None
-    return index if 0 <= index < count else None
-
-
-def query_value(search: Any, key: str, default: str) -> str:
-    """One value of the URL's query string (`?run=1`), `default` when absent or unreadable."""
-    if not isinstance(search, str):
-        return default
-    return parse_qs(search.lstrip("?")).get(key, [default])[0]
 
 
 def unknown_run(count: int) -> list:
@@ -142,12 +124,34 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         if run is None:
             return [], f"unknown run: choose one of the {len(runs)} loaded runs"
         passes = [p for p in passes if p in PASSES] if isinstance(passes, list) else list(PASSES)
-        rows, matched = figures.op_instance_rows(run, passes, search if isinstance(search, str) else "")
+        rows, matched = figures.op_instance_rows(run, passes, text(search))
         return rows.to_dict("records"), layout.instances_count(len(rows), matched)
 
-    timeline.register(app, runs, picked_index, query_value)
+    timeline.register(app, runs, picked_index)
+    _bounded_requests(app)
     _reject_malformed_requests(app)
     return app
+
+
+# A callback body is a few KB; a bigger one is no browser's (413, before it is read).
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def _bounded_requests(app: dash.Dash) -> None:
+    """Request bodies: at most MAX_BODY_BYTES, and decoded by perfkit's bounded JSON decoder
+    (perfkit/boundedjson.py), so that a body nested 100,000 deep is a 400 (Flask answers 400 to a ValueError
+    while decoding; the standard decoder raised RecursionError: a 500), and numbers no callback can use
+    (`1e400`, `Infinity`, 30 digits) arrive as None (dashboards/inputs.py checks the rest)."""
+    from flask.json.provider import DefaultJSONProvider
+
+    from perfkit import boundedjson
+
+    class BoundedJSON(DefaultJSONProvider):
+        def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+            return boundedjson.loads(s.decode("utf-8", "replace") if isinstance(s, (bytes, bytearray)) else s)
+
+    app.server.json = BoundedJSON(app.server)
+    app.server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 
 
 def _reject_malformed_requests(app: dash.Dash) -> None:

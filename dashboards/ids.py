@@ -1,13 +1,12 @@
 """Component ids shared by the layout, the callbacks and the browser tests (panels' ids: views.panels.PANELS)."""
 
-from perfkit.views.panels import COMPARE, PAGES as RUN_PAGES
+from perfkit.views.panels import ALL_PAGES, TIMELINE as TIMELINE_PAGE
 
 URL = "url"
 PAGE = "page"
 RUN = "run-select"
 COMPARE_RUNS = "compare-runs"
 COMPARE_BODY = "compare-body"
-COMPARE_SETTINGS = "compare-settings"
 COMPARE_OP_TABLE = "compare-op-table"
 OP_PASSES = "op-passes"
 OP_SEARCH = "op-search"
@@ -19,9 +18,8 @@ COMM_OP_TABLE = "comm-op-table"
 FINDING_TIMELINE_LINK = "finding-timeline-link"
 
 # path -> title, in navigation order: the run pages, then the compare page.
-PAGES = {page.path: page.title for page in (*RUN_PAGES, COMPARE)}
-TIMELINE = "/timeline"
-PAGES[TIMELINE] = "Timeline"  # not a page of panels: dashboards/timeline.py builds it
+PAGES = {page.path: page.title for page in ALL_PAGES}
+TIMELINE = TIMELINE_PAGE.path
 
 
 def kpi(key: str) -> str:

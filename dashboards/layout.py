@@ -15,20 +15,22 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from perfkit import figures
-from perfkit.compare import verdict_words
 from perfkit.model import PASSES, Run
 from perfkit.views import numbers
-from perfkit.views.format import COUNT_SPEC, ROW_TINTS, column_spec, column_title, speedup
-from perfkit.views.panels import CARDS, FIGURE, FINDINGS, INSTANCES, TABLE, Panel, panels_on, rows
+from perfkit.views.format import COUNT_SPEC, NAMED_COLUMNS, ROW_TINTS, column_spec, column_title
+from perfkit.views.panels import (CARDS, COMPARE_PANELS, FIGURE, FINDINGS, INSTANCES, SPEEDUPS, TABLE, WITH_CONTENT,
+                                  Panel, panels_on, rows)
 
 from . import ids
 
-GRAPH_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
 # Rows of a highlighted meaning get its tint: op families in the op tables, slow ranks in the rank table.
 ROW_STYLES = {"styleConditions": [
     {"condition": "params.data.family === 'Cast'", "style": {"backgroundColor": ROW_TINTS["Cast"]}},
     {"condition": "params.data.family === 'BatchNorm'", "style": {"backgroundColor": ROW_TINTS["BatchNorm"]}},
     {"condition": "params.data.slow === 'yes'", "style": {"backgroundColor": ROW_TINTS["slow"]}}]}
+# A text column's width for its longest value: the grid's 14 px font averages under 8 px a character.
+TEXT_PX_PER_CHAR = 8
+CELL_PADDING_PX = 40
 # Rows per grid page.
 PAGE_ROWS = {ids.OP_TYPES_TABLE: 15, ids.OP_TABLE: 20, ids.RANK_TABLE: 16, ids.COMM_OP_TABLE: 15,
              ids.COMPARE_OP_TABLE: 12}
@@ -43,7 +45,7 @@ def graph(fig: go.Figure, graph_id: str) -> html.Div | html.P:
     message = figures.empty_message(fig)
     if message is not None:
         return html.P(message, className="empty-state", id=graph_id)
-    return dcc.Graph(id=graph_id, figure=fig, config=GRAPH_CONFIG)
+    return dcc.Graph(id=graph_id, figure=fig, config=figures.PLOT_CONFIG)
 
 
 def card(title: str, *children) -> html.Div:
@@ -60,11 +62,12 @@ def header(labels: Sequence[str]) -> html.Header:
                        className="top")
 
 
-def _column(column: str) -> dict:
+def _column(column: str, frame: pd.DataFrame) -> dict:
     """An AG Grid column: numbers right-aligned and formatted as the report prints them (`1,421.820`),
-    op instance names keeping their tail (the layer that tells which op it is) with the whole name on hover."""
+    op instance names shown short (`short_name`: the cells that tell the op apart) with the whole name on hover,
+    op types never cut."""
     spec = column_spec(column)
-    definition = {"field": column, "headerName": column_title(column)}
+    definition = {"field": column, "headerName": column_title(column, frame.attrs.get(NAMED_COLUMNS, ()))}
     if spec is not None:
         # d3-format reads the same spec as Python's format()
         definition |= {"type": "rightAligned", "filter": "agNumberColumnFilter",
@@ -74,19 +77,27 @@ def _column(column: str) -> dict:
     else:
         definition["tooltipField"] = column  # a cut text cell shows the whole text on hover
     if column == "name":
-        # A right-to-left cell puts the ellipsis first: "…/fc3-Dense/MatMul-op19", not "Default/network-With…".
+        # Shown short where the table has short names (views.format.short_op_names); a right-to-left cell puts
+        # the ellipsis of a name still too long first: "…/fc3-Dense/MatMul-op19", not "Default/network-With…".
         # The name itself is isolated as left-to-right text (U+2066 … U+2069), else the right-to-left cell
         # would reorder its number-only parts.
+        shown = "params.data.short_name" if "short_name" in frame else "params.value"
         definition |= {"flex": 3, "minWidth": 280,
                        "cellStyle": {"direction": "rtl", "textAlign": "left"},
-                       "valueFormatter": {"function": "'\u2066' + params.value + '\u2069'"}}
-    elif column in ("type", "input_shapes"):
-        definition |= {"flex": 2 if column == "input_shapes" else 1, "minWidth": 170}
+                       "valueFormatter": {"function": f"'\u2066' + {shown} + '\u2069'"}}
+    elif column == "short_name":
+        definition["hide"] = True
+    elif column in ("type", "family"):  # as wide as the longest value: `Conv2DBackpropFilter` whole
+        longest = int(frame[column].astype(str).str.len().max()) if len(frame) else 0
+        definition |= {"minWidth": max(120, TEXT_PX_PER_CHAR * longest + CELL_PADDING_PX)}
+    elif column == "input_shapes":
+        definition |= {"flex": 2, "minWidth": 170}
     return definition
 
 
 def grid(grid_id: str, frame: pd.DataFrame) -> dag.AgGrid:
-    return dag.AgGrid(id=grid_id, columnDefs=[_column(c) for c in frame.columns], rowData=frame.to_dict("records"),
+    return dag.AgGrid(id=grid_id, columnDefs=[_column(c, frame) for c in frame.columns],
+                      rowData=frame.to_dict("records"),
                       defaultColDef={"sortable": True, "filter": True, "floatingFilter": True,
                                      "suppressHeaderMenuButton": True, "suppressHeaderFilterButton": True,
                                      "resizable": True, "flex": 1, "minWidth": 90, "wrapHeaderText": True,
@@ -125,16 +136,27 @@ def _timeline_link(link: numbers.TimelineLink | None, run_index: int) -> list:
     return [html.Div(dcc.Link(link.text, href=href, className=ids.FINDING_TIMELINE_LINK))]
 
 
+def _speedups(panel: Panel, runs: Sequence[Run], cards: list[numbers.Card]) -> html.Div:
+    kpis = [html.Div([html.Div(c.label, className="label"), html.Div(c.value, className="value", id=c.key),
+                      html.Div(c.note, className="note", id=c.key.replace("speedup", "verdict"))], className="kpi")
+            for c in cards]
+    return card(panel.title, html.Div(kpis, className="speedups", id=panel.id))
+
+
+def _notes(panel: Panel, run: Run) -> list:
+    """The panel's sentence above it (views.numbers), where it has one."""
+    note = panel.note(run) if panel.note else None
+    return [html.P(note, className="meta", id=f"{panel.id}-note")] if note else []
+
+
 def _figure(panel: Panel, run: Run, fig: go.Figure) -> html.Div:
-    note = getattr(numbers, panel.note)(run) if panel.note else None
-    notes = [html.P(note, className="meta", id=f"{panel.id}-note")] if note else []
-    return card(panel.title, *notes, graph(fig, panel.id))
+    return card(panel.title, *_notes(panel, run), graph(fig, panel.id))
 
 
 def _table(panel: Panel, run: Run, frame: pd.DataFrame) -> html.Div:
     if not len(frame):
-        return card(panel.title, empty("nothing to list in this run"))
-    return card(panel.title, grid(panel.id, frame))
+        return card(panel.title, empty(panel.empty))
+    return card(panel.title, *_notes(panel, run), grid(panel.id, frame))
 
 
 def _instances(panel: Panel, run: Run) -> html.Div:
@@ -151,19 +173,23 @@ def _instances(panel: Panel, run: Run) -> html.Div:
     return card(panel.title, controls, grid(panel.id, instances))
 
 
-RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table, INSTANCES: _instances}
+RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table, INSTANCES: _instances,
+             SPEEDUPS: _speedups}
 
 
 def run_page(path: str, run: Run, run_index: int) -> list:
     """One run's page (the run is `runs[run_index]` of the app: its links name it): its panels in the view
     layer's order, half-width ones side by side; an optional panel only where it has something to show."""
-    renderers = RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)}
-    contents = {panel.id: figures.panel_content(panel, run) for panel in panels_on(path)
-                if panel.kind in (FIGURE, TABLE)}
-    shown = tuple(panel for panel in panels_on(path) if not panel.optional or figures.has_content(contents[panel.id]))
+    return _panels_body(panels_on(path), run, RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)})
+
+
+def _panels_body(panels: Sequence[Panel], subject: Run | Sequence[Run], renderers: dict) -> list:
+    """`panels` of one run (or the compare panels of several runs) in order, half-width ones side by side."""
+    contents = {panel.id: figures.panel_content(panel, subject) for panel in panels if panel.kind in WITH_CONTENT}
+    shown = tuple(panel for panel in panels if not panel.optional or figures.has_content(contents[panel.id]))
     body = []
     for row in rows(shown):
-        rendered = [renderers[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
+        rendered = [renderers[panel.kind](panel, subject, *([contents[panel.id]] if panel.id in contents else []))
                     for panel in row]
         body.append(html.Div(rendered, className="grid2") if row[0].half else rendered[0])
     return body
@@ -183,26 +209,7 @@ def compare_page(labels: Sequence[str], chosen: Sequence[int]) -> list:
 
 
 def compare_body(runs: Sequence[Run]) -> list:
+    """The compare section (views.panels.COMPARE_PANELS, as the report shows it) over the chosen runs."""
     if len(runs) < 2:
         return [card("Compare", empty("pick two or more runs to compare"))]
-    labels = figures.run_labels(runs)
-    kpis = []
-    for i, (label, ratio, verdict) in enumerate(zip(labels, figures.speedups(runs), figures.step_verdicts(runs))):
-        note = "baseline" if i == 0 else verdict_words(verdict)
-        kpis.append(html.Div([html.Div(label, className="label"),
-                              html.Div(speedup(ratio), className="value", id=f"speedup-{i}"),
-                              html.Div(note, className="note", id=f"verdict-{i}")], className="kpi"))
-    settings = figures.compare_setting_rows(runs)
-    # ms per step: the grid formats a column by its unit suffix
-    op_rows = figures.compare_op_rows(runs).rename(columns=lambda c: c if c == "type" else f"{c}_ms")
-    return [card(f"Speedup over {labels[0]} (mean step time ratio) and whether it is beyond the noise",
-                 html.Div(kpis, className="speedups")),
-            card("What differed between the runs",
-                 grid(ids.COMPARE_SETTINGS, settings) if len(settings)
-                 else empty("nothing the runs' files record differs (device, network, batch, config, env, versions)")),
-            card("Step time spread", graph(figures.compare_step_spread_figure(runs), "fig-compare-spread")),
-            html.Div([card("Step split", graph(figures.compare_steps_figure(runs), "fig-compare-steps")),
-                      card("Queue emptiness", graph(figures.compare_queues_figure(runs), "fig-compare-queues"))],
-                     className="grid2"),
-            card("Op time per step", graph(figures.compare_op_time_figure(runs), "fig-compare-ops"),
-                 grid(ids.COMPARE_OP_TABLE, op_rows) if len(op_rows) else empty("no operator statistics"))]
+    return _panels_body(COMPARE_PANELS, runs, RENDERERS)

@@ -21,6 +21,7 @@ from perfkit.model import Run
 from perfkit.views import numbers
 
 from . import ids, layout
+from .inputs import integer, query_value, text
 
 PATH = ids.TIMELINE
 STEP = "timeline-step"
@@ -71,7 +72,7 @@ def page(search: Any, count: int, run_index) -> list:
                         dcc.Interval(id=POLL, interval=POLL_MS), dcc.Loading(html.Div(id=BODY)))]
 
 
-def register(app: dash.Dash, runs: Sequence[Run], run_index, query_value) -> None:
+def register(app: dash.Dash, runs: Sequence[Run], run_index) -> None:
     """The page's callbacks. `run_index(search)` is the app's reading of ?run=N (None when unknown)."""
     builds = Builds()
 
@@ -89,7 +90,7 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index, query_value) -> Non
         if found is None:
             return f"{state['message']}: {state['fraction']:.0%}", False, [], None, [], []
         steps = found.steps()
-        wanted = _int(query_value(search, "step", ""))
+        wanted = integer(query_value(search, "step", ""))
         step = wanted if wanted in steps else (steps[0] if steps else None)
         ranks = sorted(found.ranks)
         note = "; ".join(found.warnings)
@@ -107,8 +108,8 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index, query_value) -> Non
         if state["index"] is None:
             return dash.no_update
         try:
-            events = timeline.timeline(runs[index].path, step=_int(step) if state["index"].steps() else None,
-                                       ranks=[r for r in map(_int, ranks) if r is not None])
+            events = timeline.timeline(runs[index].path, step=integer(step) if state["index"].steps() else None,
+                                       ranks=[r for r in map(integer, ranks) if r is not None])
         except PerfkitError as exc:
             return layout.empty(str(exc))
         op = query_value(search, "op", "")
@@ -122,11 +123,5 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index, query_value) -> Non
         """Clicking an op's name on the Operators page opens its occurrences on the timeline."""
         if not isinstance(cell, dict) or cell.get("colId") != "name" or not isinstance(cell.get("value"), str):
             raise dash.exceptions.PreventUpdate
-        return PATH, "?" + urlencode({"run": query_value(search, "run", "0"), "op": cell["value"]})
+        return PATH, "?" + urlencode({"run": query_value(search, "run", "0"), "op": text(cell["value"])})
 
-
-def _int(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None

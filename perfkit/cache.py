@@ -18,20 +18,30 @@ into place, so a reader never sees half an entry; one that cannot be read back i
 read cold. A cache that cannot be written (read-only home, full disk) only costs speed. PERFKIT_NO_CACHE=1
 turns it off. The cache is kept under $PERFKIT_CACHE_MAX_MB (default 2 GB) by dropping the least recently
 used entries: runs, answers and timeline indexes alike.
+
+**Optional.** Whatever is wrong with the cache dir (PERFKIT_CACHE_DIR naming a file or a symlink loop, a
+read-only file system holding stale entries, a full disk, PERFKIT_CACHE_MAX_MB=inf), every public function
+here is `_optional`: the fault is said once per process, on stderr, the cache is off for the rest of it
+(under the same settings), and the caller computes its answer from the files as if there were no cache.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
+import math
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from . import __version__
+from . import __version__, boundedjson
+from .errors import FileFormatError
+from .files import open_regular
 from .units import BYTES_PER_MB
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
@@ -60,6 +70,47 @@ ENTRY_KINDS = ("runs", "answers", "timeline")
 Job = tuple[str, Path]  # (reader name, folder)
 
 
+# Why the cache is off for the rest of this process, for the settings (_settings) under which a fault was
+# found in it (said once): other settings (another PERFKIT_CACHE_DIR) are tried afresh.
+_faults: dict[tuple, str] = {}
+# What a cache fault is: the file system's errors, Path.resolve's symlink loop (RuntimeError), an entry's
+# JSON or Arrow data that is not what this module wrote (ValueError; pyarrow's errors derive from it).
+FAULTS = (OSError, RuntimeError, ValueError)
+
+
+def _optional(default: Any = None):
+    """Decorator of the public functions: a fault in the cache dir turns the cache off (said once), and the
+    function answers `default`, what it answers when there is no cache."""
+    def decorate(function):
+        @functools.wraps(function)
+        def optional(*args, **kwargs):
+            if _settings() in _faults:
+                return default
+            try:
+                return function(*args, **kwargs)
+            except FAULTS as exc:
+                turn_off(exc)
+                return default
+        return optional
+    return decorate
+
+
+def turn_off(cause: BaseException) -> None:
+    """Stop using the cache (as now set) in this process, and say why on stderr (the first time)."""
+    if _settings() in _faults:
+        return
+    where = getattr(cause, "filename", None)
+    why = _faults[_settings()] = f"{where}: {cause.strerror}" if where and getattr(cause, "strerror", None) \
+        else str(cause)
+    sys.stderr.write(f"perfkit: warning: the cache is not used ({why}); answers are computed from the files "
+                     "without it\n")
+
+
+def _settings() -> tuple:
+    return tuple(os.environ.get(name) for name in ("PERFKIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME",
+                                                   "PERFKIT_CACHE_MAX_MB"))
+
+
 def enabled() -> bool:
     return os.environ.get("PERFKIT_NO_CACHE", "").strip() not in ("1", "true", "yes")
 
@@ -73,19 +124,32 @@ def cache_root() -> Path:
 
 
 def max_bytes() -> int:
-    try:
-        return int(float(os.environ["PERFKIT_CACHE_MAX_MB"]) * BYTES_PER_MB)
-    except (KeyError, ValueError):
+    """$PERFKIT_CACHE_MAX_MB in bytes (DEFAULT_MAX_BYTES where unset); ValueError where it is not a finite
+    number of MB from 0 on (`inf`, `nan`, `-1`, `lots`): a cache fault, as a cache dir that is a file."""
+    setting = os.environ.get("PERFKIT_CACHE_MAX_MB")
+    if setting is None or not setting.strip():
         return DEFAULT_MAX_BYTES
+    try:
+        megabytes = float(setting)
+    except ValueError:
+        megabytes = math.nan
+    if not (math.isfinite(megabytes) and megabytes >= 0):
+        raise ValueError(f"PERFKIT_CACHE_MAX_MB={setting!r} is not a size in MB")
+    return int(megabytes * BYTES_PER_MB)
 
 
+@_optional()
 def usable_root(run_root: Path) -> Path | None:
-    """The cache root, or None when caching is off or the root lies inside the run being read."""
+    """The cache root, or None when caching is off or the root lies inside the run being read. A root that
+    cannot hold the cache (a file, a link loop, a bad size limit) is a fault: said once, then None."""
     if not enabled():
         return None
     root = cache_root()
     if root == run_root or run_root in root.parents:
         return None
+    if os.path.lexists(root) and not root.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
+    max_bytes()  # a bad limit is said now, before anything is stored
     return root
 
 
@@ -132,6 +196,7 @@ def code_digest(code: tuple[Path, ...]) -> str:
     return digest.hexdigest()
 
 
+@_optional()
 def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path]) -> Path | None:
     """The entry's path for the run at `run_root` (its folders `jobs`, built by the Python files `code`)
     as it is on disk now; None when there is no usable cache."""
@@ -185,8 +250,9 @@ def _read_table(folder: Path, spec: dict):
     table = pq.ParquetFile(path).read(use_threads=threaded)
     frame = table.to_pandas(use_threads=threaded)
     for name in spec["json_columns"]:
-        frame[name] = pd.Series([None if v is None else json.loads(v) for v in table.column(name).to_pylist()],
-                                index=frame.index, dtype=object)
+        values = table.column(name).to_pylist()
+        frame[name] = pd.Series([None if v is None else boundedjson.loads(v) for v in values], index=frame.index,
+                                dtype=object)
     for name, dtype in spec["dtypes"].items():
         if str(frame[name].dtype) != dtype:
             frame[name] = frame[name].astype(dtype)
@@ -216,6 +282,7 @@ class Deferred:
             return self.reload(self.name)
 
 
+@_optional(False)
 def store(entry: Path, run) -> bool:
     """Write `run` as the entry at `entry`, atomically, then trim the cache; False when it cannot be cached."""
     import pyarrow as pa
@@ -226,7 +293,7 @@ def store(entry: Path, run) -> bool:
             return False  # e.g. tuples would come back as lists: the cold read wins
     except (TypeError, ValueError):
         return False
-    staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    staging = staging_name(entry)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
@@ -234,14 +301,20 @@ def store(entry: Path, run) -> bool:
                                for name, frame in run.tables().items() if len(frame)}
         (staging / META_FILE).write_text(json.dumps(described, default=_jsonable))
         os.rename(staging, entry)  # atomic; fails if another process stored the same entry first
-    except (OSError, TypeError, ValueError, pa.ArrowException):
+    except (TypeError, ValueError, pa.ArrowException):  # a table pyarrow cannot store: the cold read wins
         shutil.rmtree(staging, ignore_errors=True)
-        return entry.is_dir()
-    _remove_siblings(entry)
+        return False
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if entry.is_dir():
+            return True  # another process stored the same entry first
+        raise  # a cache that cannot be written: said once (_optional)
+    remove_siblings(entry)
     trim(entry.parents[2], keep={entry})
     return True
 
 
+@_optional()
 def fetch(entry: Path, reload: Callable[[str], Any]):
     """The Run cached at `entry`, DEFERRED_TABLES read on first use (through `reload(name)` if the entry
     is gone by then); None when there is none or it is broken (then it is removed)."""
@@ -250,24 +323,60 @@ def fetch(entry: Path, reload: Callable[[str], Any]):
     if not entry.is_dir():
         return None
     try:
-        described = json.loads((entry / META_FILE).read_text())
+        described = read_json(entry / META_FILE)
         if described["format"] != ENTRY_FORMAT:
             raise ValueError("entry format")
         tables = {name: (Deferred(entry, spec, name, reload) if name in DEFERRED_TABLES
                          else _read_table(entry, spec))
                   for name, spec in described["tables"].items() if name in SCHEMA}
         run = Run(path=described["run"], meta=Meta(**described["meta"]), warnings=described["warnings"], **tables)
-        os.utime(entry / META_FILE)  # last use, for trim()
-        return run
     except Exception:  # noqa: BLE001 - whatever is wrong with a cache entry, the files are the truth
         shutil.rmtree(entry, ignore_errors=True)
         return None
+    touch(entry / META_FILE)
+    return run
 
 
-def _remove_siblings(entry: Path) -> None:
-    """Entries for earlier versions of the same run's files (or of the same answer)."""
+def read_json(path: Path) -> Any:
+    """One of the cache's JSON files: a regular file only (files.open_regular), through the bounded decoder."""
+    with open_regular(path) as handle:
+        return boundedjson.loads(handle.read().decode("utf-8"))
+
+
+def touch(path: Path) -> None:
+    """Mark an entry's last use, for trim(); a read-only cache is still read."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def staging_name(entry: Path) -> Path:
+    """A temporary name beside `entry` to write it under before it is renamed into place; it names the
+    writing process, so that one left by a killed writer can be told from one being written (_being_written)."""
+    return entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def _being_written(path: Path) -> bool:
+    """Whether `path` is a staging name of a process still running (a killed `perfkit trace` leaves its
+    half-written index behind: that one is stale, removed with the other stale entries)."""
+    if not path.name.startswith(".tmp-"):
+        return False
+    try:
+        os.kill(int(path.name.split("-")[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, IndexError, OSError):
+        return True  # not our name, or a process of another user: leave it
+    return True
+
+
+@_optional()
+def remove_siblings(entry: Path) -> None:
+    """Entries for earlier versions of the same run's files (or of the same answer or index), and what
+    writers killed meanwhile left there."""
     for stale in entry.parent.iterdir():
-        if stale != entry and not stale.name.startswith(".tmp-"):
+        if stale != entry and not _being_written(stale):
             if stale.is_dir():
                 shutil.rmtree(stale, ignore_errors=True)
             else:
@@ -276,6 +385,7 @@ def _remove_siblings(entry: Path) -> None:
 
 # ---------------------------------------------------------------- answers
 
+@_optional()
 def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Sequence[Path]) -> Path | None:
     """Where the answer to `question` (command and options) about the run at `run_path` is kept, for the
     run's files and perfkit's `code` as they are now; None when there is no usable cache or no such folder."""
@@ -298,31 +408,38 @@ def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Seq
     return cache / "answers" / place / f"{digest.hexdigest()[:32]}.json"
 
 
+@_optional()
 def fetch_answer(entry: Path) -> tuple[str, int] | None:
     """(output, exit code) kept at `entry`, or None."""
     try:
-        answer = json.loads(entry.read_text())
-        os.utime(entry)  # last use, for trim()
-        return str(answer["output"]), int(answer["exit_code"])
-    except (OSError, ValueError, KeyError, TypeError):
+        answer = read_json(entry)
+        kept = str(answer["output"]), int(answer["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError, FileFormatError):
         return None
+    touch(entry)
+    return kept
 
 
+@_optional()
 def store_answer(entry: Path, output: str, exit_code: int) -> None:
     """Keep an answer (atomically; a cache that cannot be written only costs speed)."""
-    staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    staging = staging_name(entry)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         staging.write_text(json.dumps({"output": output, "exit_code": exit_code}))
         os.replace(staging, entry)
     except OSError:
-        staging.unlink(missing_ok=True)
-        return
-    _remove_siblings(entry)
+        try:
+            staging.unlink(missing_ok=True)
+        except OSError:  # a read-only file system says so even for a name that is not there
+            pass
+        raise  # said once (_optional)
+    remove_siblings(entry)
 
 
 # ---------------------------------------------------------------- size
 
+@_optional()
 def trim(root: Path, keep: set[Path]) -> None:
     """Remove the least recently used entries of every kind (ENTRY_KINDS) until the cache fits in
     max_bytes(); never those in `keep`. An entry's last use is the newest mtime of its files: whoever reads
@@ -335,8 +452,8 @@ def trim(root: Path, keep: set[Path]) -> None:
             except OSError:
                 continue
             for entry in found:
-                if entry.name.startswith(".tmp-"):
-                    continue  # being written by another process
+                if _being_written(Path(entry.path)):
+                    continue
                 files = (list(_files_under(Path(entry.path), FINGERPRINT_DEPTH))
                          if entry.is_dir(follow_symlinks=False) else [(entry.path, *_size_and_mtime(entry))])
                 if files:

@@ -6,6 +6,7 @@ Data goes to stdout, diagnostics to stderr. Every PerfkitError becomes one line 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Callable
@@ -15,7 +16,7 @@ import click
 from . import __version__
 from .errors import PerfkitError
 
-# perfkit's own code: an answer kept in the cache is stale once any of it changes.
+# perfkit's own code: an answer kept in the cache is stale once any of it, or an installed plugin's, changes.
 CODE = (Path(__file__).resolve().parent,)
 
 
@@ -51,20 +52,49 @@ def main() -> None:
     """
 
 
+def progress_printer(stream) -> Callable[[str, float], None]:
+    """A `progress(message, fraction)` for `stream`: on a terminal one line redrawn in place; elsewhere (a log,
+    a pipe) a line of its own for each new message and each further tenth, so lines never run together."""
+    if stream.isatty():
+        return lambda message, fraction: click.echo(f"\r{message}: {fraction:.0%}", file=stream,
+                                                    nl=fraction >= 1.0)
+    said: set[tuple[str, int]] = set()
+
+    def line(message: str, fraction: float) -> None:
+        key = (message, int(fraction * 10))
+        if key not in said:
+            said.add(key)
+            click.echo(f"{message}: {fraction:.0%}", file=stream)
+    return line
+
+
 def _load(path: str):
     from .loader import load
     return load(path)
 
 
 def _json(payload) -> str:
-    return json.dumps(payload, indent=2, allow_nan=False)
+    """Strict JSON (jq and most parsers refuse NaN/Infinity): a number that is not finite is null, unknown.
+    Inputs are screened as they are read; this covers what arithmetic on sound inputs can still make (a
+    ratio over a zero)."""
+    return json.dumps(_finite(payload), indent=2, allow_nan=False)
+
+
+def _finite(node):
+    if isinstance(node, float):
+        return node if math.isfinite(node) else None
+    if isinstance(node, dict):
+        return {key: _finite(value) for key, value in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_finite(value) for value in node]
+    return node
 
 
 def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str, int]]) -> None:
     """Print `compute()`'s (output, exit code), or the answer kept from an earlier identical question about
     the same, unchanged files: that costs no pandas import (perfkit/cache.py, answers)."""
-    from . import cache
-    entry = cache.answer_entry(run, question, CODE)
+    from . import cache, plugins
+    entry = cache.answer_entry(run, question, CODE + plugins.code_paths())
     kept = cache.fetch_answer(entry) if entry is not None else None
     output, exit_code = kept if kept is not None else compute()
     if entry is not None and kept is None:
@@ -115,9 +145,9 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
                   "text": lambda: advice_text(advice)}[fmt]()
         failed = bool(fail_on) and any(at_or_above(finding, fail_on) for finding in advice.findings)
         return output, 1 if failed else 0
-    from .plugins import RULES_GROUP, fingerprint
+    from .plugins import RULES, fingerprint
     # rules from installed packages are part of the answer: adding, removing or upgrading one asks again
-    _answer(("advise", fmt, fail_on or "", *fingerprint(RULES_GROUP)), run, compute)
+    _answer(("advise", fmt, fail_on or "", *fingerprint(RULES)), run, compute)
 
 
 @main.command()
@@ -283,9 +313,15 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
                                            warmup=warmup or 0, steps=steps, profile_memory=profile_memory))
     for note in outcome.notes:
         click.echo(f"perfkit: warning: {note}", err=True)
-    if outcome.status in ("ok", "interrupted"):
+    if outcome.status in ("ok", "interrupted", "incomplete") and outcome.profiled:
         click.echo(report(outcome))
-    if outcome.status == "interrupted":
+    if not outcome.profiled:
+        click.echo(f"perfkit: {outcome.folder} holds only perfkit_run.json (the script did not use MindSpore); "
+                   f"exit code {outcome.exit_code}, the script's", err=True)
+    elif outcome.status == "incomplete":
+        click.echo(f"perfkit: incomplete: {outcome.folder} holds the step times only (no op data from MindSpore's "
+                   "profiler), marked incomplete", err=True)
+    elif outcome.status == "interrupted":
         click.echo(f"perfkit: interrupted: {outcome.folder} holds what was profiled before {outcome.stop_signal}",
                    err=True)
     elif outcome.status == "failed":
@@ -298,13 +334,11 @@ def _load_all(paths: tuple[str, ...]) -> list:
     return [_load(path) for path in paths]
 
 
-@main.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path())
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to bind. Anything but loopback exposes the dashboard (no login) to the network.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8050, show_default=True)
-def dash(runs: tuple[str, ...], host: str, port: int) -> None:
-    """Serve the dashboard (overview, operators, compare, ranks) over the given runs.
+def _dash_help() -> str:
+    """`perfkit dash --help`, its page list made from the dashboard's own (views/panels.py: ALL_PAGES)."""
+    from .views.panels import ALL_PAGES
+    pages = ", ".join(f"{page.title} {page.path}" for page in ALL_PAGES)
+    return f"""Serve the dashboard over the given runs; its pages: {pages}.
 
     The runs are read once at start; the app never reads another path.
 
@@ -313,6 +347,14 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
       perfkit dash profiler_v1 profiler_v2 profiler_v3      # then open http://127.0.0.1:8050
       perfkit dash ./cluster_run --port 8060
     """
+
+
+@main.command(help=_dash_help())
+@click.argument("runs", nargs=-1, required=True, type=click.Path())
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind. Anything but loopback exposes the dashboard (no login) to the network.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8050, show_default=True)
+def dash(runs: tuple[str, ...], host: str, port: int) -> None:
     from dashboards.app import check_port, is_loopback, serve
     check_port(host, port)  # a busy port is said before minutes of loading, not after
     loaded = _load_all(runs)
@@ -370,8 +412,7 @@ def trace(run: str, step: int | None, start_ms: float | None, end_ms: float | No
     except ValueError:
         raise click.UsageError(f"--ranks takes comma-separated numbers, not {ranks!r}") from None
     events, warnings = window(run, step=step, start_ms=start_ms, end_ms=end_ms, ranks=chosen,
-                              progress=lambda message, fraction: click.echo(f"\r{message}: {fraction:.0%}", err=True,
-                                                                            nl=fraction >= 1.0))
+                              progress=progress_printer(sys.stderr))
     for warning in warnings:
         click.echo(f"perfkit: warning: {warning}", err=True)
     write_window(events, output, fmt)

@@ -27,3 +27,7 @@ class FileFormatError(PerfkitError):
 
 class DeviceError(PerfkitError):
     """The requested device is not usable by the installed MindSpore."""
+
+
+class PluginError(PerfkitError):
+    """An installed plugin's reader, panel or rule raised: said in one line naming the plugin, the rest goes on."""

@@ -11,27 +11,30 @@ long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
+from pathlib import PurePath
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .analysis import (framework_memory, link_bandwidth, op_type_shares, op_type_shares_by_rank, queue_stats,
-                       ranks_run_different_ops, step_means)
+from .analysis import framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
 from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
                       setting_value, spread, step_totals, verdict_words)
+from .errors import PluginError
 from .model import Run
 from .ledger import bound
 from .render import mean_of_text
 from .units import US_PER_MS
 from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
-                           ms, pct, percent, run_color)
+                           NAMED_COLUMNS, ms, pct, percent, run_color, short_op_names)
 from .views.format import speedup as format_speedup
-from .views.numbers import (FWD_BWD_OTHER_OPS, OpTarget, amp_families_apply, batchnorm_share, cast_share,
-                            communication, once_per_run, op_family, per_rank_parts, rank_bar_segments, slow_ranks,
-                            step_split)
+from .views.numbers import (FWD_BWD_OTHER_OPS, Card, OpTarget, amp_families_apply, batchnorm_share, cast_share,
+                            communication, once_per_run, op_family, op_mix_columns, per_rank_parts, rank_bar_segments,
+                            slow_ranks, step_split)
+from .views.panels import FIGURE
 
 # A line trace wider than the plot in pixels shows nothing more: a dashboard plot is ~1,000-1,500 px wide,
 # and plotly draws 2,000 SVG points per trace well under 100 ms.
@@ -70,6 +73,13 @@ HOVER_MS = "%{y:" + NUMBER_SPEC + "} ms"
 # Shared helpers
 
 
+# How the dashboard and the report show a figure: the toolbar (on hover, top right) keeps the four buttons a
+# reader uses, so it stays narrow and clear of a figure's title on its left.
+PLOT_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover",
+               "modeBarButtonsToRemove": ["select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d",
+                                          "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian"]}
+
+
 def empty_state(message: str, height: int = 160) -> go.Figure:
     """A figure that says in words why there is nothing to plot: no axes, no traces."""
     fig = go.Figure()
@@ -98,25 +108,42 @@ def _style(fig: go.Figure, title: str, height: int = 380, **layout: Any) -> go.F
     return fig
 
 
-def panel_content(panel, run: Run) -> go.Figure | pd.DataFrame:
-    """What a FIGURE or TABLE panel of perfkit.views.panels shows for this run."""
-    return globals()[panel.figure or panel.table](run, *panel.args)
+def panel_content(panel, subject: Run | Sequence[Run]) -> go.Figure | pd.DataFrame | list:
+    """What a panel of perfkit.views.panels with a content function shows for this run (a compare panel: these
+    runs). A plugin's function that raised shows its one-line error instead (an empty figure or table)."""
+    try:
+        return panel.content(subject)
+    except PluginError as exc:
+        return empty_state(exc.message) if panel.kind == FIGURE else pd.DataFrame()
 
 
-def has_content(content: go.Figure | pd.DataFrame) -> bool:
-    """A figure with data (not an `empty_state`) or a table with rows."""
-    return bool(len(content)) if isinstance(content, pd.DataFrame) else empty_message(content) is None
+def has_content(content: go.Figure | pd.DataFrame | list) -> bool:
+    """A figure with data (not an `empty_state`), a table with rows, cards."""
+    return empty_message(content) is None if isinstance(content, go.Figure) else bool(len(content))
 
 
 def run_labels(runs: Sequence[Run]) -> list[str]:
-    """One distinct label per run: the folder name, numbered where two runs share it."""
+    """One distinct label per run: the folder name; where runs share it (two `profiler_v1`), followed by as many
+    of the folders above it as tell them apart (`profiler_v1 (exp_a)`, `profiler_v1 (exp_b)`), numbered only
+    where even the paths are the same."""
     names = [run.name for run in runs]
     counts = Counter(names)
-    seen: Counter = Counter()
-    labels = []
-    for name in names:
-        seen[name] += 1
-        labels.append(f"{name} ({seen[name]})" if counts[name] > 1 else name)
+    parents = [PurePath(os.path.normpath(str(run.path))).parent.parts for run in runs]
+    labels = list(names)
+    for name in counts:
+        same = [position for position, other in enumerate(names) if other == name]
+        if len(same) < 2:
+            continue
+        places = Counter(parents[position] for position in same)
+        depth = next((depth for depth in range(1, max(map(len, places)) + 1)
+                      if len({place[-depth:] for place in places}) == len(places)), 0) if len(places) > 1 else 0
+        seen: Counter = Counter()
+        for position in same:
+            place = parents[position]
+            seen[place] += 1
+            parts = [("/".join(place[-depth:]) or ".") if depth else "",
+                     str(seen[place]) if places[place] > 1 else ""]
+            labels[position] = f"{name} ({', '.join(part for part in parts if part)})"
     return labels
 
 
@@ -322,29 +349,32 @@ def _workers(workers) -> str:
 def op_type_rows(run: Run) -> pd.DataFrame:
     """Op types largest first, as the operators table shows them (share in %).
 
-    Where ranks run different op-type mixes (analysis.ranks_run_different_ops), one more column per rank:
-    the type's share of that rank's op time (0 where the rank does not run it), so the pooled share is not
-    read as any one rank's.
+    Where ranks run different op-type mixes (analysis.ranks_run_different_ops), one more column per mix of
+    ranks (views.numbers.op_mix_columns, a few at most): the type's share of those ranks' op time (0 where they
+    do not run it), so the pooled share is not read as any one rank's.
     """
     shares = op_type_shares(run)
     rows = pd.DataFrame({"type": shares["type"].astype(str), "family": shares["type"].astype(str).map(op_family),
                          "total_ms": shares["total_ms"].astype(float),
                          "count": shares["count"].astype("int64"),
                          "share_pct": 100 * shares["share"].astype(float)})
-    by_rank = op_type_shares_by_rank(run)
-    if not ranks_run_different_ops(by_rank):
-        return rows
-    per_rank = (100 * by_rank.assign(type=by_rank["type"].astype(str))
-                .pivot_table(index="type", columns="rank", values="share", aggfunc="sum", fill_value=0.0))
-    per_rank.columns = [f"rank{rank}_share_pct" for rank in per_rank.columns]
-    return rows.join(per_rank, on="type")
+    mixes = op_mix_columns(run)
+    return rows if mixes is None else rows.join(mixes.shares.fillna(0.0), on="type")
+
+
+@once_per_run
+def _short_op_names(run: Run) -> dict[str, str]:
+    """Full op name -> the short one the instance table shows (views.format.short_op_names over every op of the
+    run, so a search or pass filter never changes how a name reads)."""
+    names = run.ops["name"].astype(str).tolist()
+    return dict(zip(names, short_op_names(names)))
 
 
 def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str = "",
                      limit: int = MAX_TABLE_ROWS) -> tuple[pd.DataFrame, int]:
     """Op instances (largest total time first) of the given passes whose name or type contains `search`.
 
-    Returns at most `limit` rows and the number that matched.
+    Returns at most `limit` rows and the number that matched; `short_name` is how the table shows `name`.
     """
     ops = run.ops
     if passes:
@@ -355,7 +385,9 @@ def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str 
                   | ops["type"].str.lower().str.contains(needle, regex=False, na=False)]
     matched = len(ops)
     top = ops.nlargest(limit, "total_ms") if matched > limit else ops.sort_values("total_ms", ascending=False)
+    short = _short_op_names(run)
     rows = pd.DataFrame({"rank": top["rank"].astype("int64"), "name": top["name"].astype(str),
+                         "short_name": top["name"].astype(str).map(short),
                          "type": top["type"].astype(str), "pass": top["pass"].astype(str),
                          "input_shapes": top["input_shapes"].astype("string").fillna(""),
                          "avg_ms": top["avg_ms"].astype(float), "count": top["count"].astype("int64"),
@@ -407,6 +439,13 @@ def step_verdicts(runs: Sequence[Run]) -> list[dict[str, Any] | None]:
     return [None] + [noise_verdict(base, step_totals(run.steps)) for run in runs[1:]]
 
 
+def compare_speedup_cards(runs: Sequence[Run]) -> list[Card]:
+    """One card per run: its speedup over the first and whether the change is beyond the noise."""
+    return [Card(f"speedup-{index}", label, format_speedup(ratio), "baseline" if index == 0 else verdict_words(verdict))
+            for index, (label, ratio, verdict) in enumerate(zip(run_labels(runs), speedups(runs),
+                                                                 step_verdicts(runs)))]
+
+
 def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
     """Every step's total per run (a box and its points), with the noise verdict against the first run."""
     labels = run_labels(runs)
@@ -452,7 +491,14 @@ def compare_op_rows(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> pd.
     if len(labels) > 1:
         change = rows[[f"{label} - {labels[0]}" for label in labels[1:]]].abs().max(axis=1)
         rows = rows.iloc[change.fillna(0).sort_values(ascending=False, kind="stable").index]
-    return rows.round(3).reset_index(drop=True)
+    rows = rows.round(3).reset_index(drop=True)
+    rows.attrs[NAMED_COLUMNS] = [column for column in rows.columns if column != "type"]
+    return rows
+
+
+def compare_op_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """compare_op_rows with its columns named as ms (a table formats a column by its unit suffix)."""
+    return compare_op_rows(runs).rename(columns=lambda c: c if c == "type" else f"{c}_ms")
 
 
 def compare_op_time_figure(runs: Sequence[Run], top: int = COMPARE_TOP_OP_TYPES) -> go.Figure:
@@ -486,9 +532,11 @@ def compare_setting_rows(runs: Sequence[Run]) -> pd.DataFrame:
     """The settings that differ between the runs (perfkit compare's `differences`): setting, one column per run."""
     labels = run_labels(runs)
     rows = differences([settings_of(run) for run in runs])
-    return pd.DataFrame([{"setting": row["setting"], **{label: setting_value(value)
-                                                       for label, value in zip(labels, row["values"])}}
-                         for row in rows], columns=["setting", *labels])
+    table = pd.DataFrame([{"setting": row["setting"], **{label: setting_value(value)
+                                                        for label, value in zip(labels, row["values"])}}
+                          for row in rows], columns=["setting", *labels])
+    table.attrs[NAMED_COLUMNS] = labels
+    return table
 
 
 def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
@@ -504,7 +552,7 @@ def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
         fig.add_bar(x=labels, y=y, name=f"{which} queue empty", marker_color=COLORS[which],
                     text=[percent(v) if v is not None else "no data" for v in y], textposition="outside",
                     cliponaxis=False, hovertemplate=f"%{{x}}<br>{which} queue empty %{{y:.1f}} %<extra></extra>")
-    fig = _style(fig, "Queue emptiness: share of samples with an empty queue", height=380, barmode="group",
+    fig = _style(fig, "Share of samples with an empty queue", height=380, barmode="group",
                  yaxis_title="% of samples empty")
     fig.update_yaxes(range=[0, 115])
     return fig
@@ -566,8 +614,9 @@ MAX_TIMELINE_BARS = 4000
 # Events shorter than this share of the window (under a pixel at dashboard width) are merged with
 # adjacent tiny ones in their lane when the window has too many bars.
 TINY_EVENT_SHARE = 1 / 1500
+# "scope": cell-scope spans (a CPU run's Scope Layer), containers of the compute under them, not compute.
 TIMELINE_COLORS = {"compute": "#4e79a7", "communication": "#e15759", "data": "#f28e2b", "host": "#59a14f",
-                   "idle": "#bab0ac"}
+                   "idle": "#bab0ac", "scope": "#d4c4e0"}
 TIMELINE_LANE_PX = 22
 
 
@@ -601,16 +650,30 @@ def nesting_depth(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def complete_events(events: pd.DataFrame) -> pd.DataFrame:
     """A window's events with a duration (what the timeline draws), in lane and time order, each with its
-    nesting `depth` in its lane (rank, lane_order; `nesting_depth`)."""
+    nesting `depth` in its lane (rank, lane_order; `nesting_depth`).
+
+    An event reaching past its rank's window (`events.attrs["window_us"]`, perfkit.timeline's) is cut at the
+    window's edges, its whole duration kept in `full_dur_us` (NaN where it was not cut): a cell-scope span of a
+    CPU run runs on into the next step when that step's first ops share its scope (the profiler joins
+    consecutive ops of one scope into one span), and a step's window must not show more than the step. Depths
+    are those of the whole events: a cut changes where a bar ends, not which row it is in."""
     bars = events[events["dur_us"].notna() & (events["ph"] == "X")].copy()
     bars["end_us"] = bars["start_us"] + bars["dur_us"]
     bars = bars.sort_values(["rank", "lane_order", "start_us", "end_us"], ascending=[True, True, True, False],
                             kind="stable")
-    starts, ends = bars["start_us"].to_numpy(), bars.pop("end_us").to_numpy()
+    starts, ends = bars["start_us"].to_numpy(), bars["end_us"].to_numpy()
     depth = np.zeros(len(bars), dtype=np.int64)
     for rows in bars.groupby(["rank", "lane_order"], sort=False).indices.values():
         depth[rows] = nesting_depth(starts[rows], ends[rows])
     bars["depth"] = depth
+    bars["full_dur_us"] = np.nan
+    for rank, (low, high) in events.attrs.get("window_us", {}).items():
+        mine = bars["rank"] == rank
+        cut = mine & ((bars["start_us"] < low) | (bars["end_us"] > high))
+        bars.loc[cut, "full_dur_us"] = bars.loc[cut, "dur_us"]
+        bars.loc[mine, "start_us"] = bars.loc[mine, "start_us"].clip(lower=low)
+        bars.loc[mine, "end_us"] = bars.loc[mine, "end_us"].clip(upper=high)
+    bars["dur_us"] = bars.pop("end_us") - bars["start_us"]
     return bars
 
 
@@ -633,7 +696,7 @@ def timeline_bars(events: pd.DataFrame, max_bars: int = MAX_TIMELINE_BARS) -> tu
         rank=("rank", "first"), process=("process", "first"), lane=("lane", "first"),
         lane_order=("lane_order", "first"), depth=("depth", "first"), name=("name", "first"),
         category=("category", "first"), start_us=("start_us", "min"), shapes=("shapes", "first"),
-        count=("count", "sum"), ph=("ph", "first"))
+        count=("count", "sum"), ph=("ph", "first"), full_dur_us=("full_dur_us", "first"))
     ends = (bars["start_us"] + bars["dur_us"]).groupby(bars["group"], sort=False).max()
     merged["dur_us"] = ends.to_numpy() - merged["start_us"].to_numpy()
     several = merged["count"] > 1
@@ -664,12 +727,17 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
     fig = go.Figure()
     for category, part in bars.groupby("category", sort=True):
         shapes = part["shapes"].where(part["shapes"].notna(), "").astype(str).str.replace("\r\n", " ", regex=False)
+        cut = part["full_dur_us"].map(lambda us: "" if us != us else
+                                      f"<br>cut at the window's edge: runs {us / US_PER_MS:,.3f} ms in all")
         fig.add_bar(y=part["label"], x=part["dur_us"] / US_PER_MS, base=(part["start_us"] - zero) / US_PER_MS,
                     orientation="h", name=category, marker_color=TIMELINE_COLORS.get(category, "#9c755f"),
-                    marker_line_width=0, customdata=np.stack([part["name"].astype(str), shapes], axis=1),
+                    marker_line_width=0, customdata=np.stack([part["name"].astype(str), shapes, cut], axis=1),
                     hovertemplate="%{customdata[0]}<br>%{x:.3f} ms at %{base:.3f} ms<br>%{customdata[1]}"
-                                  "<extra>" + category + "</extra>")
+                                  "%{customdata[2]}<extra>" + category + "</extra>")
     note = f" · {merged_away:,} tiny events merged into neighbours" if merged_away else ""
+    cut_count = int(complete["full_dur_us"].notna().sum())
+    if cut_count:
+        note += f" · {cut_count:,} cut at the window's edges (hover: whole length)"
     if highlight is not None:
         found = complete[highlight.matches(complete)]
         fig.add_bar(y=_row_labels(found), x=found["dur_us"] / US_PER_MS, base=(found["start_us"] - zero) / US_PER_MS,
@@ -681,7 +749,7 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
                       bargap=0.15, height=max(240, 80 + TIMELINE_LANE_PX * len(order)), font=FONT,
                       plot_bgcolor="white", paper_bgcolor="white", margin=dict(l=20, r=20, t=50, b=40),
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
-                      meta={"bars": len(bars), "merged": merged_away})
+                      meta={"bars": len(bars), "merged": merged_away, "cut": cut_count})
     fig.update_xaxes(title="ms from the window's start", showgrid=True, gridcolor="#eee", zeroline=False)
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True)
     return fig

@@ -359,6 +359,8 @@ def bound(run: Run) -> Bound:
     parts = rank_parts(run)
     if not len(parts):
         return Bound("unknown", {}, ["no step times: the step cannot be split"])
+    if run.meta.status == "incomplete":  # the loader's mark: a rank has step totals but no op data to split them
+        return Bound("unknown", {}, ["the profiler wrote no op data: step times are known, their split is not"])
     parts_ms = {part: round(float(parts[part].mean()), 3) for part in BOUND_PARTS}
     total = float(parts["total"].mean())
     waiting = max(BOUND_PARTS[1:], key=lambda part: parts_ms[part])

@@ -3,7 +3,7 @@
 Layouts are detected, never configured: the user may point at a legacy flat folder, the `profiler/`
 folder or its parent, a `*_ascend_ms` folder, its `ASCEND_PROFILER_OUTPUT/`, a `perfkit profile`
 output, or a parent holding one folder per rank. Every folder under the path is offered to every
-reader of the registry (formats.READERS); each folder a reader claims is read into per-rank `Parts`,
+reader (formats.readers(): the registry, then installed plugins); each folder a reader claims is read into per-rank `Parts`,
 and the Parts of all folders are assembled into one `Run`, cached as Parquet until a file changes.
 
 >>> run = load("profiler_v1")          # doctest: +SKIP
@@ -18,20 +18,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import cache, model
+from . import cache, model, plugins
 from .errors import FileFormatError, LayoutError
-from .formats import BY_NAME, READERS, db
-from .formats.base import RUN_WIDE, Parts, Reader, merged_stages, screened
-from .formats.steps import derive_steps, steps_from_times
+from .formats import DERIVATIONS, by_name, plugin_problems, readers
+from .formats.base import INTERMEDIATE_TABLES, RUN_WIDE, Parts, Reader, merged_stages, screened, walk_names
 from .model import Meta, Run
 from .parallel import map_folders
 
 # Folders that hold raw or internal files the readers reach from their unit root.
 SKIP_DIRS = ("PROF_", "logs", "FRAMEWORK", "__pycache__")
 MAX_DEPTH = 5
-# The code a cached Run is built by: a change to any of it makes every entry stale.
+# The code a cached Run is built by: a change to any of it, or to an installed plugin's (plugins.code_paths),
+# makes every entry stale.
 PACKAGE = Path(__file__).resolve().parent
 CODE = (PACKAGE / "formats", PACKAGE / "model.py", PACKAGE / "loader.py", PACKAGE / "cache.py")
+# How deep the "no profiler files" message looks for files that no reader took, and how many it names.
+UNUSABLE_DEPTH = 3
+SHOWN_UNUSABLE = 5
 
 Job = tuple[Reader, Path]
 Warning = tuple[str, str]  # (where under the run's root, "." for the root itself; what)
@@ -66,42 +69,108 @@ def _normalize(path: Path) -> Path:
 
 def discover(path: str | os.PathLike) -> tuple[Path, list[Job]]:
     """The run's root and every (reader, folder) under it whose files that reader reads."""
+    root, jobs, _ = _discover(path)
+    return root, jobs
+
+
+def _discover(path: str | os.PathLike) -> tuple[Path, list[Job], list[Warning]]:
+    """discover's answer, and a warning for each plugin reader whose detect raised (it then claims nothing)."""
     root = Path(path).expanduser()
     if not root.exists():
         raise LayoutError("does not exist", root)
     if not root.is_dir():
         raise LayoutError("is not a folder (pass the profiler output folder)", root)
     root = _normalize(root.resolve())
-    return root, [(reader, folder) for folder in _walk(root) for reader in READERS if reader.detect(folder)]
+    jobs: list[Job] = []
+    problems: list[Warning] = []
+    for folder in _walk(root):
+        for reader in readers():
+            try:
+                if reader.detect(folder):
+                    jobs.append((reader, folder))
+            except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own detect raising is a bug
+                if reader.plugin is None:
+                    raise
+                problems.append((os.path.relpath(folder, root), plugins.failure(reader.plugin, "detect", exc)))
+    return root, jobs, problems
 
 
 # ---------------------------------------------------------------- load
 
 def load(path: str | os.PathLike) -> Run:
     """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were."""
-    root, jobs = discover(path)
-    entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], CODE)
+    root, jobs, problems = _discover(path)
+    entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], CODE + plugins.code_paths())
     run = cache.fetch(entry, reload=lambda name: getattr(load(root), name)) if entry is not None else None
     if run is None:
         results = map_folders(_read_folder, [(reader.name, str(folder)) for reader, folder in jobs])
-        run = assemble(root, jobs, results)
+        run = assemble(root, jobs, results, problems)
         if entry is not None:
             cache.store(entry, run)
     return run
 
 
-def _read_folder(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatError:
-    """One folder's Parts, screened; a folder whose files are all broken comes back as its error, not
-    raised: it must not stop the other folders being read (module-level: run in worker processes)."""
+def _read_folder(reader_name: str, folder: str, steps_only: bool = False) -> dict[int, Parts] | FileFormatError:
+    """One folder's Parts (only its steps: `read_steps`), checked and screened; a folder whose files are all
+    broken, whose reader gave nothing the schema allows, or whose plugin reader raised comes back as its
+    error, not raised: it must not stop the other folders being read (module-level: run in worker processes)."""
+    reader, path = by_name(reader_name), Path(folder)
     try:
-        return screened(BY_NAME[reader_name].read(Path(folder)))
+        return screened(_checked(reader, path, (reader.read_steps if steps_only else reader.read)(path)))
     except FileFormatError as exc:
         return exc
+    except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own reader raising is a bug to see
+        if reader.plugin is None:
+            raise
+        return FileFormatError(plugins.failure(reader.plugin, "reading this folder", exc), path)
 
 
-def _read_steps(reader_name: str, folder: str) -> dict[int, Parts]:
-    """One folder's steps, screened (module-level: run in worker processes)."""
-    return screened(BY_NAME[reader_name].read_steps(Path(folder)))
+def _checked(reader: Reader, folder: Path, result) -> dict[int, Parts]:
+    """`result` without the tables that break the schema, each said in a warning naming the reader and the
+    files it read; a result left without any table is that error, which names the folder."""
+    if not isinstance(result, dict) or not all(isinstance(rank, int) and isinstance(parts, Parts)
+                                               for rank, parts in result.items()):
+        raise FileFormatError(f"{reader.label} returned {type(result).__name__}, not {{rank: Parts}}", folder)
+    problems = []
+    for rank, parts in result.items():
+        for name, frame in list(parts.tables.items()):
+            problem = _table_problem(name, frame, rank, values=reader.plugin is not None)
+            if problem is not None:
+                del parts.tables[name]
+                read = f" (read from {', '.join(os.path.basename(s) for s in parts.sources[:3])})" if parts.sources else ""
+                problems.append(f"{reader.label} gave table {name!r} {problem}{read}")
+                parts.warnings.append(problems[-1] + "; left out")
+    if problems and not any(parts.tables for parts in result.values()):
+        raise FileFormatError(problems[0], folder)
+    return result
+
+
+def _table_problem(name: str, frame, rank: int, values: bool) -> str | None:
+    """What makes a reader's table unusable, or None. Its values are checked here only for a plugin's reader
+    (`values`): perfkit's own readers' tables are coerced once per table over all ranks, in _combine, which
+    with hundreds of ranks costs a fraction of a coercion per rank; a plugin's broken table must be left out
+    before it takes precedence over another source's."""
+    if frame is None:
+        return None
+    if not isinstance(frame, pd.DataFrame):
+        return f"that is a {type(frame).__name__}, not a DataFrame"
+    if name not in model.SCHEMA and name not in INTERMEDIATE_TABLES:
+        return f"that the schema does not have (model.SCHEMA: {', '.join(model.SCHEMA)})"
+    if not len(frame):
+        return None
+    columns = set(frame.columns) | {"rank"}
+    missing = (model.missing_columns(name, columns) if name in model.SCHEMA
+               else [c for c in INTERMEDIATE_TABLES[name] if c not in columns])
+    if missing:
+        return f"without column(s) {', '.join(missing)}"
+    if values and name in model.SCHEMA:
+        try:
+            model.table(name, frame.drop(columns="rank", errors="ignore"), rank=0)
+        except model.SchemaError as exc:
+            return f"whose {str(exc).removeprefix(f'table {name!r} ')}"
+    if rank == RUN_WIDE and "rank" in frame.columns and pd.to_numeric(frame["rank"], errors="coerce").isna().any():
+        return "whose rank column holds values that are not ranks"
+    return None
 
 
 def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
@@ -111,64 +180,82 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
     of every kernel table; a run with any unit folder whose layout has none (CPU, GPU: steps derived
     from op events) is loaded whole, through the cache.
     """
-    root, jobs = discover(path)
+    root, jobs, _ = _discover(path)
     units = [(reader, folder) for reader, folder in jobs if reader.unit]
     if not units or any(reader.read_steps is None for reader, _ in units):
         run = load(root)
         return root, run.steps, run.warnings
-    results = map_folders(_read_steps, [(reader.name, str(folder)) for reader, folder in units])
-    by_rank = _by_rank(zip(units, results))
+    results = map_folders(_read_folder, [(reader.name, str(folder), True) for reader, folder in units])
+    failures = [result for result in results if isinstance(result, FileFormatError)]
+    by_rank = _by_rank((job, result) for job, result in zip(units, results) if not isinstance(result, FileFormatError))
+    if not by_rank and failures:
+        raise failures[0]
     _check_one_unit_per_rank(root, by_rank)
-    warnings: list[Warning] = []
-    pieces: list[tuple[int, pd.DataFrame]] = []
+    warnings = _skipped(root, failures)
+    pieces: list[Piece] = []
     for rank in sorted(by_rank):
-        for _, folder, parts in by_rank[rank]:
+        for reader, folder, parts in by_rank[rank]:
             warnings += _located(root, folder, parts.warnings)
             if len(parts.tables.get("steps", ())):
-                pieces.append((rank, parts.tables["steps"]))
-    return root, _combine("steps", pieces), _worded(warnings)
+                pieces.append((rank, parts.tables["steps"], (folder, reader)))
+    steps, unusable = _combine(root, "steps", pieces)
+    return root, steps, _worded(warnings + unusable)
 
 
 # ---------------------------------------------------------------- assemble
 
-def assemble(root: Path, jobs: list[Job], results: list) -> Run:
-    """The Run made of every folder's reader results (`results[i]` is jobs[i]'s {rank: Parts} or its error)."""
+Entry = tuple[Reader, Path, Parts]
+Piece = tuple[int, pd.DataFrame, tuple[Path, Reader]]  # (rank, table, where it came from)
+
+
+def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning] = ()) -> Run:
+    """The Run made of every folder's reader results (`results[i]` is jobs[i]'s {rank: Parts} or its error);
+    `problems`: what discovery has to say (a plugin's detect that raised)."""
     failures = [result for result in results if isinstance(result, FileFormatError)]
     by_rank = _by_rank((job, result) for job, result in zip(jobs, results) if not isinstance(result, FileFormatError))
     run_wide = by_rank.pop(RUN_WIDE, [])
     _check_one_unit_per_rank(root, by_rank)
-    _require_data(root, by_rank, failures)
+    _require_data(root, by_rank, run_wide, failures)
     meta_fields: dict = {}
-    # a folder none of whose files could be read: the rest of the run still loads
-    warnings: list[Warning] = [(".", f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}")
-                               for exc in failures]
-    for _, _, parts in run_wide:
+    warnings: list[Warning] = [(".", problem) for problem in plugin_problems()] + list(problems)
+    warnings += _skipped(root, failures)
+    for _, folder, parts in run_wide:
         _merge_meta(meta_fields, parts.meta)
-        warnings += [(".", w) for w in parts.warnings]
+        warnings += _located(root, folder, parts.warnings)
+    for rank, entries in _spread(run_wide, sorted(by_rank)).items():
+        by_rank.setdefault(rank, []).extend(entries)
     # Per-rank frames are tagged with their rank and validated once per table, not once per rank:
     # with hundreds of ranks, per-rank validation dominated the warm load time.
-    tables: dict[str, list[tuple[int, pd.DataFrame]]] = {name: [] for name in model.SCHEMA}
+    tables: dict[str, list[Piece]] = {name: [] for name in model.SCHEMA}
     for rank in sorted(by_rank):
         for _, folder, parts in by_rank[rank]:
             _merge_meta(meta_fields, parts.meta)
             warnings += _located(root, folder, parts.warnings)
-        rank_tables = _preferred_tables(by_rank[rank])
-        if "steps" not in rank_tables:
-            warnings += _derive_steps(rank, rank_tables, meta_fields)
-        for reader in READERS:
+        rank_tables, origins = _rank_tables(root, rank, by_rank[rank], meta_fields, warnings)
+        for reader in readers():
             if reader.finish is not None:
-                reader.finish(rank_tables)
+                warnings += _finished(reader, rank_tables)
         for name in model.SCHEMA:
             if name in rank_tables:
-                tables[name].append((rank, rank_tables[name]))
+                tables[name].append((rank, rank_tables[name], origins[name]))
+    if meta_fields.get("step_source") == "recorded_step_times" and meta_fields.get("status") in (None, "ok"):
+        meta_fields["status"] = "incomplete"  # ended "ok", yet the profiler wrote no op data: the split is unknown
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)
+    meta.rank_folders = _rank_folders(root, by_rank)
     if meta.layout is None:  # no unit reader named a layout: only dataset files, or only perfkit's manifest
-        readers = [reader for entries in by_rank.values() for reader, _, _ in entries]
-        meta.layout = next((reader.name for reader in readers if _gives_run_tables(reader)), readers[0].name)
+        named = [reader for entries in [*by_rank.values(), run_wide] for reader, _, _ in entries]
+        meta.layout = next((reader.name for reader in named if _gives_run_tables(reader)), named[0].name)
+    frames, unusable = {}, []
+    for name, pieces in tables.items():
+        frames[name], left_out = _combine(root, name, pieces)
+        unusable += left_out
+    if unusable and not any(len(frame) for frame in frames.values()):
+        where, message = unusable[0]
+        raise FileFormatError(message.removesuffix("; left out"), root / where)  # nothing else to show
+    warnings += unusable
     warnings += _step_coverage(tables["steps"], by_rank)
     warnings += _op_coverage(tables["op_types"], by_rank)
-    frames = {name: _combine(name, pieces) for name, pieces in tables.items()}
     frames["op_passes"] = op_pass_ms(frames["ops"])
     return Run(path=str(root), meta=meta, warnings=_worded(warnings), **frames)
 
@@ -185,7 +272,27 @@ def op_pass_ms(ops: pd.DataFrame) -> pd.DataFrame:
     return model.table("op_passes", summed)
 
 
-Entry = tuple[Reader, Path, Parts]
+def _finished(reader: Reader, tables: dict[str, pd.DataFrame]) -> list[Warning]:
+    """reader.finish(tables); a plugin's that raises is a warning naming it (the tables as they were)."""
+    try:
+        reader.finish(tables)
+    except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own finish raising is a bug to see
+        if reader.plugin is None:
+            raise
+        return [(".", plugins.failure(reader.plugin, "finish", exc))]
+    return []
+
+
+def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[str, str]:
+    """Per rank, the folder (relative to `root`) that holds every file of that rank and none of another's:
+    `rank_1` of a `perfkit profile --ranks 2` run, `rank1_ascend_pt` of a cluster export. Ranks sharing a folder
+    (a legacy folder of several ranks' files, a single-rank run at the root) have none."""
+    common = {rank: Path(os.path.commonpath([str(folder) for _, folder, _ in entries]))
+              for rank, entries in by_rank.items() if rank != RUN_WIDE}
+    return {str(rank): os.path.relpath(folder, root) for rank, folder in common.items()
+            if folder != root and not any(other != rank and (place == folder or folder in place.parents
+                                                             or place in folder.parents)
+                                          for other, place in common.items())}
 
 
 def _by_rank(read) -> dict[int, list[Entry]]:
@@ -197,59 +304,106 @@ def _by_rank(read) -> dict[int, list[Entry]]:
     return by_rank
 
 
-def _require_data(root: Path, by_rank: dict[int, list[Entry]], failures: list[FileFormatError]) -> None:
-    """A run needs a folder of a reader that gives Run tables, or recorded step times: a manifest that
-    records nothing is no profile."""
-    if any(_gives_run_tables(reader) or len(parts.tables.get("step_times", ()))
-           for entries in by_rank.values() for reader, _, parts in entries):
+def _spread(run_wide: list[Entry], ranks: list[int]) -> dict[int, list[Entry]]:
+    """The tables of RUN_WIDE Parts as per-rank entries: a table with a rank column split by it, one without
+    given to every rank of the run (`ranks` and those the rank columns name; rank 0 where there is none)."""
+    given = [{name: frame for name, frame in parts.tables.items() if frame is not None and len(frame)}
+             for _, _, parts in run_wide]
+    rank_columns = {id(frame): pd.to_numeric(frame["rank"]).astype("int64")
+                    for tables in given for frame in tables.values() if "rank" in frame.columns}
+    every = sorted(set(ranks).union(*(set(column) for column in rank_columns.values()))) or [0]
+    spread: dict[int, list[Entry]] = {}
+    for (reader, folder, _), tables in zip(run_wide, given):
+        per_rank: dict[int, Parts] = {}
+        for name, frame in tables.items():
+            if id(frame) in rank_columns:
+                pieces = {int(rank): piece.drop(columns="rank") for rank, piece in frame.groupby(rank_columns[id(frame)])}
+            else:
+                pieces = {rank: frame for rank in every}
+            for rank, piece in pieces.items():
+                per_rank.setdefault(rank, Parts()).tables[name] = piece
+        for rank, parts in per_rank.items():
+            spread.setdefault(rank, []).append((reader, folder, parts))
+    return spread
+
+
+def _require_data(root: Path, by_rank: dict[int, list[Entry]], run_wide: list[Entry],
+                  failures: list[FileFormatError]) -> None:
+    """A run needs a folder of a reader that gives Run tables, or a table a derivation turns into one (recorded
+    step times): a manifest that records nothing is no profile."""
+    needs = {need for derivation in DERIVATIONS for need in derivation.needs}
+    if any(_gives_run_tables(reader) or any(len(parts.tables.get(need, ())) for need in needs)
+           for entries in [*by_rank.values(), run_wide] for reader, _, parts in entries):
         return
     if failures:
         raise failures[0]  # nothing else to show: the broken folder is the answer
-    raise LayoutError(db.raw_data_hint(root) or (
-        "no MindSpore profiler files found (looked for aicore_intermediate_*, step_trace_raw_*, "
-        "ASCEND_PROFILER_OUTPUT/ text or database export, FRAMEWORK/cpu_op_*, gpu_op_*, pipeline_profiling_*, "
-        "perfkit_run.json)" + db.unusable_note(root)), root)
+    hint = next((hint for reader in readers() if reader.raw_data_hint is not None
+                 for hint in [reader.raw_data_hint(root)] if hint), None)
+    looked_for = ", ".join(reader.looks_for for reader in readers() if reader.looks_for)
+    raise LayoutError(hint or f"no MindSpore profiler files found (looked for {looked_for}){_unusable_note(root)}",
+                      root)
+
+
+def _unusable_note(root: Path) -> str:
+    """'; found only files perfkit does not read: …' naming a few files under root that look like profiler
+    output (csv, json, txt, db, pb), or that there are none."""
+    found = [os.path.relpath(folder / name, root) for folder, names in walk_names(root, UNUSABLE_DEPTH)
+             for name in names if name.endswith((".csv", ".json", ".txt", ".db", ".pb")) and (folder / name).is_file()]
+    if not found:
+        return "; the folder holds no such files"
+    shown = ", ".join(found[:SHOWN_UNUSABLE]) + (f" and {len(found) - SHOWN_UNUSABLE} more"
+                                                 if len(found) > SHOWN_UNUSABLE else "")
+    return f"; found only files perfkit does not read: {shown}"
 
 
 def _gives_run_tables(reader: Reader) -> bool:
     return bool(reader.provides & model.SCHEMA.keys())
 
 
-def _preferred_tables(entries: list[Entry]) -> dict[str, pd.DataFrame]:
-    """A rank's tables, each from the first reader (in registry order) that gave it rows."""
+def _rank_tables(root: Path, rank: int, entries: list[Entry], meta_fields: dict, warnings: list[Warning]
+                 ) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, Reader]]]:
+    """A rank's tables and where each came from, by the precedence base.Reader states: the first reader in
+    priority that gives the table (and does not merely fill it), else a derivation, else a reader that fills
+    it. What a winner replaces from another reader is said in `warnings`."""
+    priority = {reader.name: index for index, reader in enumerate(readers())}
+    ordered = sorted(entries, key=lambda entry: priority[entry[0].name])
+    given = [(name, frame, reader, folder) for reader, folder, parts in ordered
+             for name, frame in parts.tables.items() if frame is not None and len(frame)]
     tables: dict[str, pd.DataFrame] = {}
-    for _, _, parts in entries:
-        for name, frame in parts.tables.items():
-            if frame is not None and len(frame) and name not in tables:
-                tables[name] = frame
-    return tables
+    origins: dict[str, tuple[Path, Reader]] = {}
+    for name, frame, reader, folder in given:
+        if name not in reader.fills and name not in tables:
+            tables[name], origins[name] = frame, (folder, reader)
+    for derivation in DERIVATIONS:
+        sources = [(reader, folder) for name, _, reader, folder in given if name in derivation.needs]
+        if derivation.table in tables:
+            winner = origins[derivation.table][1]
+            warnings += [(os.path.relpath(origins[derivation.table][0], root),
+                          f"{derivation.table}: {winner.label}'s table replaces the one {reader.label} "
+                          f"would give through {'/'.join(derivation.needs)}")
+                         for reader in {reader.name: reader for reader, _ in sources
+                                        if reader is not winner and reader.unit}.values()]
+        elif sources:
+            frame, meta, said = derivation.derive(rank, {name: tables[name] for name in tables})
+            _merge_meta(meta_fields, meta)
+            warnings += [(".", line) for line in said]
+            if frame is not None and len(frame):
+                tables[derivation.table], origins[derivation.table] = frame, sources[0][::-1]
+    for name, frame, reader, folder in given:
+        if name in reader.fills and name not in tables:
+            tables[name], origins[name] = frame, (folder, reader)
+    for name, frame, reader, folder in given:  # another reader's table of the same name, left out
+        winner = origins.get(name, (None, reader))[1]
+        if reader is not winner and reader.unit and name not in reader.fills and name in model.SCHEMA:
+            warnings.append((os.path.relpath(folder, root), f"{name}: {winner.label}'s table is used, "
+                                                            f"{reader.label}'s left out"))
+    return tables, origins
 
 
-def _derive_steps(rank: int, tables: dict[str, pd.DataFrame], meta_fields: dict) -> list[Warning]:
-    """Steps for a rank no reader gave a step table: from its op events (CPU, bounded by perfkit's recorded
-    step times where there are some), else the recorded step times alone. Adds "steps" to `tables`."""
-    if "op_events" in tables:
-        steps, how = derive_steps(tables["op_events"], tables.get("step_times"))
-        if not len(steps):
-            return [(".", f"rank {rank}: steps unknown: {how}")]
-        tables["steps"] = steps
-        meta_fields.setdefault("step_source", how)
-        if how == "first_op_timestamps":
-            return [(".", f"rank {rank}: steps derived from op launch times (the k-th run of the first op starts "
-                          "step k; ops ran different numbers of times): totals only, no interval/compute split")]
-        return []
-    if "step_times" in tables:
-        tables["steps"] = steps_from_times(tables["step_times"])
-        meta_fields.setdefault("step_source", "recorded_step_times")
-        return [(".", f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step "
-                      "times are the ones perfkit profile recorded, their split is unknown")]
-    return []
-
-
-def _op_coverage(op_types: list[tuple[int, pd.DataFrame]], by_rank: dict) -> list[Warning]:
+def _op_coverage(op_types: list[Piece], by_rank: dict) -> list[Warning]:
     """A warning naming the ranks without op data when others have it: op-type totals and shares pool the
     ranks that have them, which may not stand for the rest (a pipeline stage, a rank whose files are missing)."""
-    with_ops = {rank for rank, frame in op_types if len(frame)}
+    with_ops = {rank for rank, frame, _ in op_types if len(frame)}
     without = sorted(set(by_rank) - with_ops)
     if not with_ops or not without:
         return []
@@ -257,25 +411,38 @@ def _op_coverage(op_types: list[tuple[int, pd.DataFrame]], by_rank: dict) -> lis
                   "over the ranks that have them")]
 
 
-def _step_coverage(steps: list[tuple[int, pd.DataFrame]], by_rank: dict) -> list[Warning]:
+def _step_coverage(steps: list[Piece], by_rank: dict) -> list[Warning]:
     """A warning when no rank, or not every rank, has step times."""
     if not steps:
         return [(".", "steps unknown: no step trace, step_trace_time.csv or recorded step times")]
-    without_steps = sorted(set(by_rank) - {rank for rank, _ in steps})
+    without_steps = sorted(set(by_rank) - {rank for rank, _, _ in steps})
     if without_steps:
         return [(".", f"steps unknown on rank(s) {without_steps} (no step trace or step_trace_time.csv): "
                       "step times are over the other ranks only")]
     return []
 
 
-def _combine(name: str, pieces: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
-    """One schema table from per-rank pieces."""
+def _combine(root: Path, name: str, pieces: list[Piece]) -> tuple[pd.DataFrame, list[Warning]]:
+    """One schema table from per-rank pieces, and a warning for each reader's piece whose values break the
+    schema (those are found piece by piece only when the whole fails: one coercion per table, not per rank)."""
     if not pieces:
-        return model.empty(name)
-    combined = pd.concat([piece for _, piece in pieces], ignore_index=True)
+        return model.empty(name), []
+    combined = pd.concat([frame for _, frame, _ in pieces], ignore_index=True)
     # one column for all ranks: an assign per rank cost more than the data with hundreds of ranks
-    combined["rank"] = np.repeat([rank for rank, _ in pieces], [len(piece) for _, piece in pieces])
-    return model.table(name, combined)
+    combined["rank"] = np.repeat([rank for rank, _, _ in pieces], [len(frame) for _, frame, _ in pieces])
+    try:
+        return model.table(name, combined), []
+    except model.SchemaError:
+        pass
+    kept, unusable = [], []
+    for piece in pieces:
+        rank, frame, (folder, reader) = piece
+        try:
+            model.table(name, frame, rank=rank)
+            kept.append(piece)
+        except model.SchemaError as exc:
+            unusable.append((os.path.relpath(folder, root), f"{reader.label}: {exc}; left out"))
+    return _combine(root, name, kept)[0], unusable
 
 
 def _merge_meta(into: dict, new: dict) -> None:
@@ -296,7 +463,8 @@ def _check_one_unit_per_rank(root: Path, by_rank: dict[int, list[Entry]]) -> Non
     for rank, entries in by_rank.items():
         folders = sorted({folder for reader, folder, _ in entries if reader.unit})
         if not folders:
-            for name in {reader.name for reader, _, _ in entries if reader.name != "manifest"}:
+            # a reader that gives no schema table (perfkit's manifest) only adds facts to the folders beside it
+            for name in {reader.name for reader, _, _ in entries if _gives_run_tables(reader)}:
                 same = sorted({folder for reader, folder, _ in entries if reader.name == name})
                 if len(same) > 1:
                     folders = same
@@ -308,6 +476,11 @@ def _check_one_unit_per_rank(root: Path, by_rank: dict[int, list[Entry]]) -> Non
 
 
 # ---------------------------------------------------------------- warnings
+
+def _skipped(root: Path, failures: list[FileFormatError]) -> list[Warning]:
+    """A folder none of whose files could be read: the rest of the run still loads."""
+    return [(".", f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}") for exc in failures]
+
 
 def _located(root: Path, folder: Path, warnings: list[str]) -> list[Warning]:
     """A folder's warnings, with where it is under the run's root."""

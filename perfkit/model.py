@@ -30,7 +30,8 @@ SCHEMA: dict[str, dict[str, str]] = {
             "count": "int64", "total_ms": "float64", "pass": "string",
             "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64"},
     # One row per profiled step. interval = waiting for data/host before forward starts,
-    # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail).
+    # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail); a layout that
+    # knows only each step's total (a training log, recorded step times) leaves the three NA.
     # comm_ms = time inside the step covered by communication (the union of its intervals, never above
     # the step); comm_exposed_ms = communication not overlapped by computation (MindSpore's
     # "communication alone"); comm_receive_ms / comm_collective_ms = pipeline receive wait / collective
@@ -89,8 +90,9 @@ SCHEMA: dict[str, dict[str, str]] = {
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "op_types": {"share", "file_share"},
     "ops": {"input_shapes", "input_dtypes", "max_ms"},  # max_ms: longest single call, where calls are timed
-    "steps": {"computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "comm_receive_ms",
-              "comm_collective_ms", "comm_tail_ms", "busy_ms", "free_ms", "preparing_ms", "bubble_ms", "warmup"},
+    "steps": {"interval_ms", "fwd_bwd_ms", "tail_ms", "computing_ms", "comm_ms", "comm_exposed_ms",
+              "comm_overlapped_ms", "comm_receive_ms", "comm_collective_ms", "comm_tail_ms", "busy_ms", "free_ms",
+              "preparing_ms", "bubble_ms", "warmup"},
     "memory": {"active_mb", "component", "device", "step"},
     "op_memory": {"stream", "device"},
     "comm_ops": {"step", "group", "size_mb"},
@@ -105,39 +107,57 @@ def empty(name: str) -> pd.DataFrame:
     return pd.DataFrame({col: pd.Series(dtype=dtype) for col, dtype in SCHEMA[name].items()})
 
 
+class SchemaError(ValueError):
+    """A reader's table breaks SCHEMA (a required column missing, values of the wrong kind): the loader says
+    it in one line naming the reader and its folder, never as a traceback."""
+
+
+def missing_columns(name: str, columns) -> list[str]:
+    """The required columns of table `name` that `columns` lacks (a check that costs no coercion)."""
+    optional = OPTIONAL_COLUMNS.get(name, set())
+    return [col for col in SCHEMA[name] if col not in optional and col not in columns]
+
+
 def table(name: str, data: pd.DataFrame | dict | list, rank: int | None = None) -> pd.DataFrame:
     """Coerce reader output to the schema of table `name`.
 
     Missing optional columns are filled with NA, unknown columns are dropped, dtypes are enforced.
-    A missing required column is a programming error in the reader, not a user error.
+    A missing required column or values that are not of the column's kind raise SchemaError.
     """
     frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
     frame = frame.copy()
     if rank is not None:
         frame["rank"] = rank
     columns = SCHEMA[name]
-    optional = OPTIONAL_COLUMNS.get(name, set())
+    missing = missing_columns(name, frame.columns) if len(frame) else []
+    if missing:
+        raise SchemaError(f"table {name!r} lacks column(s) {', '.join(missing)}")
     for col in columns:
         if col not in frame.columns:
-            if col not in optional and len(frame):
-                raise KeyError(f"reader produced table {name!r} without column {col!r}")
             frame[col] = pd.NA
     frame = frame[list(columns)]
     for col, dtype in columns.items():
-        if dtype == "object":
-            continue
-        if dtype in ("float64",):
-            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
-        elif dtype in ("int64",):
-            frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(0).astype("int64")
-        elif dtype == "Int64":
-            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("Int64")
-        else:
-            frame[col] = frame[col].astype(dtype)
+        try:
+            frame[col] = _coerced(frame[col], dtype)
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"table {name!r} column {col!r} holds values that are not {dtype} "
+                              f"({str(exc).splitlines()[0][:120]})") from None
     if name == "op_types":
         rank_total = frame.groupby("rank")["total_ms"].transform("sum")
         frame["share"] = (frame["total_ms"] / rank_total.where(rank_total > 0)).astype("float64")
     return frame.reset_index(drop=True)
+
+
+def _coerced(column: pd.Series, dtype: str) -> pd.Series:
+    if dtype == "object":
+        return column
+    if dtype == "float64":
+        return pd.to_numeric(column, errors="coerce").astype("float64")
+    if dtype == "int64":
+        return pd.to_numeric(column, errors="coerce").fillna(0).astype("int64")
+    if dtype == "Int64":
+        return pd.to_numeric(column, errors="coerce").astype("Int64")
+    return column.astype(dtype)
 
 
 @dataclass
@@ -162,6 +182,9 @@ class Meta:
     memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    # rank (as text: the cache keeps meta as JSON) -> the folder holding that rank's files alone (relative to the
+    # run), where one does: a path to load or compare one rank by (`rank_1`, `rank1_ascend_pt`)
+    rank_folders: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

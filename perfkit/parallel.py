@@ -1,10 +1,18 @@
 """Work in forked worker processes: a cluster run's rank folders (map_folders), the blocks of a trace and the
-row chunks of a profiler database for the timeline index (map_ahead)."""
+row chunks of a profiler database for the timeline index (map_ahead).
+
+Every worker is tied to the process that forked it (_tied_to): killed the moment that process dies,
+whatever killed it. Without this, a `perfkit trace` stopped by SIGTERM, SIGHUP or SIGKILL while it built
+an index left its workers running for ever under PID 1, ~125 MB each, blocked on the pool's pipe (issue 25):
+no handler runs in a process killed by SIGKILL, and Python's default SIGTERM/SIGHUP end it without cleanup.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -13,6 +21,25 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 # Folders are read in worker processes only from this many on: a pool of forked workers costs tens of
 # ms to start and its results must be pickled back, which a few small folders do not repay.
 PARALLEL_MIN_FOLDERS = 8
+# prctl(2): the signal the kernel sends this process when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of `workers` forked processes tied to this one.
+    fork: workers start in milliseconds with perfkit imported and, unlike spawn/forkserver, never re-run the
+    user's __main__ script; Arrow resets its thread pools in a forked child."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_tied_to, initargs=(os.getpid(),))
+
+
+def _tied_to(parent: int) -> None:
+    """In each worker, first: be killed when `parent` dies (PR_SET_PDEATHSIG; the kernel sends it when the
+    thread that forked this worker ends: the pool's caller, which waits for the pool to shut down). Linux
+    only, as is the rest of this module (os.sched_getaffinity)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died between the fork and the prctl
+        os._exit(1)
 
 
 def map_folders(function, arguments: Sequence[tuple]) -> list:
@@ -23,11 +50,8 @@ def map_folders(function, arguments: Sequence[tuple]) -> list:
     if len(arguments) < PARALLEL_MIN_FOLDERS or "fork" not in multiprocessing.get_all_start_methods():
         return [function(*args) for args in arguments]
     workers = min(len(os.sched_getaffinity(0)), len(arguments))
-    # fork: workers start in milliseconds with perfkit imported and, unlike spawn/forkserver, never
-    # re-run the user's __main__ script; Arrow resets its thread pools in a forked child.
-    context = multiprocessing.get_context("fork")
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        with _pool(workers) as pool:
             return list(pool.map(function, *zip(*arguments), chunksize=max(1, len(arguments) // (workers * 4))))
     except BrokenProcessPool:  # a worker died (e.g. killed for memory): run here instead
         return [function(*args) for args in arguments]
@@ -49,7 +73,7 @@ def map_ahead(function: Callable, arguments: Iterable[tuple], workers: int) -> I
 
 def _ahead_in_workers(function: Callable, arguments: Iterator[tuple], workers: int) -> Iterator[tuple[tuple, Any]]:
     """As map_ahead, in workers; stops early, leaving the rest of `arguments`, if a worker dies."""
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    pool = _pool(workers)
     ahead: deque = deque()  # [args, future] in order
     try:
         for args in arguments:

@@ -1,6 +1,6 @@
 """Plain-text renderings of the summary for a terminal.
 
-The summary's sections are the text forms of the view layer's panels (views.panels.PANELS, in that order),
+The summary's sections are the text forms of the view layer's panels (views.panels.panels(), in that order),
 numbers through views.format. No pandas: this renders a summary dict, also one read back from the cache.
 """
 
@@ -11,7 +11,8 @@ from typing import Any
 
 from .causes import BOUND_PART_LABELS, BOUND_PARTS, PART_HEADINGS
 from .views.format import STEP_LABELS, STEP_SPLITS, count, mb, ms, pct, percent
-from .views.panels import PANELS
+from .errors import PluginError
+from .views.panels import panels
 
 
 # Up to this many ranks the summary lists each one; beyond, it shows the spread and the outliers.
@@ -213,8 +214,11 @@ def summary_text(summary: dict[str, Any]) -> str:
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
              f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
     previous = None
-    for panel in PANELS:
-        section = globals()[panel.text](summary, *panel.args) if panel.text else []
+    for panel in panels():
+        try:
+            section = panel.text(summary) if panel.text else []
+        except PluginError as exc:
+            section = [f"warning: {exc.message}"]
         if section:
             # half-width panels side by side on a page are consecutive lines here (the two queues)
             lines += ([] if panel.half and previous is not None and previous.half else [""]) + section

@@ -15,12 +15,12 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from . import __version__, figures
-from .compare import verdict_words
 from .errors import PerfkitError
 from .model import Run
 from .views import numbers
-from .views.format import cell, column_spec, column_title, speedup
-from .views.panels import CARDS, FIGURE, FINDINGS, TABLE, WITH_DATA, Panel, in_report, rows
+from .views.format import cell, column_spec, column_titles
+from .views.panels import (CARDS, COMPARE_PANELS, FIGURE, FINDINGS, SPEEDUPS, TABLE, WITH_CONTENT, WITH_DATA, Panel,
+                           in_report, rows)
 
 # plotly.js's basic bundle (scatter, bar, pie: every trace perfkit.figures draws), same version as the plotly
 # package (tests/test_dashboard_first_page.py checks), MIT: vendor/plotly.js-LICENSE. A quarter of the full
@@ -65,7 +65,6 @@ table.plain th.text, table.plain td.text { text-align: left; }
   min-height: 0 !important; }
 """
 
-_PLOT_CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": "hover"}
 # A table in the report lists at most this many rows (the dashboard pages through all of them).
 REPORT_TABLE_ROWS = figures.TOP_OP_TYPES
 
@@ -74,7 +73,7 @@ def _figure(fig: go.Figure) -> str:
     message = figures.empty_message(fig)
     if message is not None:
         return f'<p class="empty-state">{html.escape(message)}</p>'
-    return fig.to_html(full_html=False, include_plotlyjs=False, config=_PLOT_CONFIG)
+    return fig.to_html(full_html=False, include_plotlyjs=False, config=figures.PLOT_CONFIG)
 
 
 def _card(title: str, body: str) -> str:
@@ -82,69 +81,83 @@ def _card(title: str, body: str) -> str:
 
 
 def _findings(panel: Panel, run: Run) -> str:
-    result = numbers.findings(run)
+    return findings_card(panel.title, numbers.findings(run))
+
+
+def findings_card(title: str, result: numbers.Findings) -> str:
+    """Findings (views.numbers: worded once) as a card: severity, title, evidence, the change to make."""
     if not result.items:
-        return _card(panel.title, f'<p class="empty-state">{html.escape(result.note or "")}</p>')
-    return _card(panel.title, "".join(
+        return _card(title, f'<p class="empty-state">{html.escape(result.note or "")}</p>')
+    return _card(title, "".join(
         f'<div class="finding sev-{html.escape(item.severity)}"><span class="sev">{html.escape(item.severity)}</span>'
         f'<span class="title">{html.escape(item.title)}</span>'
         f'<div class="evidence">{html.escape(item.detail)}</div>'
         f'<div>Change: <code>{html.escape(item.action)}</code></div></div>' for item in result.items))
 
 
+def _kpis(cards: list[numbers.Card]) -> str:
+    return "".join(f'<div class="kpi"><div class="label">{html.escape(card.label)}</div>'
+                   f'<div class="value">{html.escape(card.value)}</div>'
+                   + (f'<div class="note">{html.escape(card.note)}</div>' if card.note else "") + "</div>"
+                   for card in cards)
+
+
 def _cards(panel: Panel, run: Run) -> str:
-    kpis = "".join(f'<div class="kpi"><div class="label">{html.escape(card.label)}</div>'
-                   f'<div class="value">{html.escape(card.value)}</div></div>' for card in numbers.headline_cards(run))
-    return f'<p class="meta">{html.escape(numbers.run_description(run))}</p><div class="kpis">{kpis}</div>'
+    return (f'<p class="meta">{html.escape(numbers.run_description(run))}</p>'
+            f'<div class="kpis">{_kpis(numbers.headline_cards(run))}</div>')
+
+
+def _speedups(panel: Panel, runs: Sequence[Run], cards: list[numbers.Card]) -> str:
+    return _card(panel.title, f'<div class="speedups">{_kpis(cards)}</div>')
+
+
+def _note(panel: Panel, run: Run) -> str:
+    """The panel's sentence above it (views.numbers), where it has one."""
+    note = panel.note(run) if panel.note else ""
+    return f'<p class="meta">{html.escape(note)}</p>' if note else ""
 
 
 def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
-    note = getattr(numbers, panel.note)(run) if panel.note else ""
-    note_html = f'<p class="meta">{html.escape(note)}</p>' if note else ""
-    return _card(panel.title, note_html + _figure(fig))
+    return _card(panel.title, _note(panel, run) + _figure(fig))
 
 
 def _table_panel(panel: Panel, run: Run, frame) -> str:
     if not len(frame):
-        return _card(panel.title, '<p class="empty-state">nothing to list in this run</p>')
+        return _card(panel.title, f'<p class="empty-state">{html.escape(panel.empty)}</p>')
     shown = frame.head(REPORT_TABLE_ROWS)
     # text columns left, numbers right (and formatted as everywhere: views.format)
     align = {c: "" if column_spec(c) else ' class="text"' for c in shown.columns}
-    head = "".join(f"<th{align[c]}>{html.escape(column_title(c))}</th>" for c in shown.columns)
+    head = "".join(f"<th{align[c]}>{html.escape(title)}</th>" for c, title in zip(shown.columns, column_titles(frame)))
     body = "".join("<tr>" + "".join(f"<td{align[c]}>{html.escape(cell(c, v))}</td>" for c, v in zip(shown.columns, row))
                    + "</tr>" for row in shown.itertuples(index=False))
     more = (f'<p class="meta">the first {len(shown):,} of {len(frame):,} rows</p>' if len(frame) > len(shown) else "")
-    return _card(panel.title, f'<table class="plain"><tr>{head}</tr>{body}</table>{more}')
+    return _card(panel.title, f'{_note(panel, run)}<table class="plain"><tr>{head}</tr>{body}</table>{more}')
 
 
-RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel}
+RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel, SPEEDUPS: _speedups}
 
 
-def _run_section(index: int, label: str, run: Run) -> str:
-    contents = {panel.id: figures.panel_content(panel, run) for panel in in_report() if panel.kind in (FIGURE, TABLE)}
-    shown = tuple(panel for panel in in_report()
-                  if panel.report != WITH_DATA or figures.has_content(contents[panel.id]))
+def _section(section_id: str, title: str, panels: Sequence[Panel], subject: Run | Sequence[Run]) -> str:
+    """A section of the report: `panels` (of one run, or the compare panels of several) in their order and rows;
+    a WITH_DATA panel only where it has something to show."""
+    contents = {panel.id: figures.panel_content(panel, subject) for panel in panels if panel.kind in WITH_CONTENT}
+    shown = tuple(panel for panel in panels if panel.report != WITH_DATA or figures.has_content(contents[panel.id]))
     parts = []
     for row in rows(shown):
-        rendered = "".join(RENDERERS[panel.kind](panel, run, *([contents[panel.id]] if panel.id in contents else []))
+        rendered = "".join(RENDERERS[panel.kind](panel, subject, *([contents[panel.id]] if panel.id in contents else []))
                            for panel in row)
         parts.append(f'<div class="grid2">{rendered}</div>' if row[0].half else rendered)
-    return f'<section id="run-{index}"><h2>{html.escape(label)}</h2>{"".join(parts)}</section>'
+    return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{"".join(parts)}</section>'
 
 
-def _compare_section(runs: Sequence[Run], labels: list[str]) -> str:
-    cards = "".join(f'<div class="kpi"><div class="label">{html.escape(label)}</div>'
-                    f'<div class="value">{speedup(s)}</div>'
-                    f'<div class="note">{html.escape("baseline" if i == 0 else verdict_words(verdict))}</div></div>'
-                    for i, (label, s, verdict) in enumerate(zip(labels, figures.speedups(runs),
-                                                                 figures.step_verdicts(runs))))
-    return ('<section id="compare"><h2>Compare</h2>'
-            f'<p class="meta">speedup over {html.escape(labels[0])} (mean step time ratio)</p>'
-            f'<div class="speedups">{cards}</div>'
-            + _card("Step split", _figure(figures.compare_steps_figure(runs)))
-            + _card("Step time spread", _figure(figures.compare_step_spread_figure(runs)))
-            + _card("Op time per step", _figure(figures.compare_op_time_figure(runs)))
-            + _card("Queue emptiness", _figure(figures.compare_queues_figure(runs))) + "</section>")
+def run_section(index: int, label: str, run: Run, kinds: Sequence[str] = (CARDS, FINDINGS, FIGURE, TABLE)) -> str:
+    """A run's section: the report's panels of these kinds (a notebook's summary leaves the findings out)."""
+    return _section(f"run-{index}", label, tuple(panel for panel in in_report() if panel.kind in kinds), run)
+
+
+def compare_section(runs: Sequence[Run]) -> str:
+    """The compare section (views.panels.COMPARE_PANELS), as the dashboard's Compare page shows it."""
+    return _section("compare", "Compare", COMPARE_PANELS, runs)
 
 
 def render_report(runs: Sequence[Run]) -> str:
@@ -153,8 +166,8 @@ def render_report(runs: Sequence[Run]) -> str:
     nav = "".join(f'<a href="#run-{i}">{html.escape(label)}</a>' for i, label in enumerate(labels))
     if len(runs) > 1:
         nav = '<a href="#compare">Compare</a>' + nav
-    body = (_compare_section(runs, labels) if len(runs) > 1 else "") + "".join(
-        _run_section(i, label, run) for i, (label, run) in enumerate(zip(labels, runs)))
+    body = (compare_section(runs) if len(runs) > 1 else "") + "".join(
+        run_section(i, label, run) for i, (label, run) in enumerate(zip(labels, runs)))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>perfkit report: {html.escape(', '.join(labels))}</title>"
             f"<style>{STYLESHEET}</style><script>{PLOTLY_BUNDLE.read_text(encoding='utf-8')}</script></head><body>"

@@ -13,6 +13,7 @@ from .causes import BOUND_PARTS
 from .cluster import of_run
 from .ledger import bound, ledger, rank_parts
 from .model import Run
+from .views.panels import summary_entries
 
 
 def _ledger_communication(run: Run) -> dict[int, dict[str, Any]]:
@@ -46,13 +47,14 @@ def summarize(run: Run) -> dict[str, Any]:
             entry["op_types"] = _op_type_items(mine.head(PER_RANK_TOP_OP_TYPES))
     pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
     first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline
+    panel_entries, panel_problems = summary_entries(run)  # the JSON form of panels that declare one (plugins')
     return {
         "run": run.path,
         "layout": run.meta.layout,
         "device": run.meta.device,
         "ranks": [int(r) for r in run.ranks],
         "meta": {key: value for key, value in run.meta.to_dict().items()
-                 if key not in ("ranks", "config", "env")},
+                 if key not in ("ranks", "config", "env", "rank_folders")},
         "steps": step_means(run.steps),
         "per_rank": per_rank,
         "slow_ranks": of_run(run).slow if len(run.steps) and run.steps["rank"].nunique() > 1 else [],
@@ -63,6 +65,7 @@ def summarize(run: Run) -> dict[str, Any]:
                      for row in first_rank_pipeline.itertuples(index=False)],
         "memory": memory_summary(peaks),
         "communication": communication_summary(communication),
-        "warnings": list(run.warnings) + list(ledger(run).attrs["warnings"]),
+        "warnings": list(run.warnings) + list(ledger(run).attrs["warnings"]) + panel_problems,
         "bound": bound(run).to_dict(),
+        **panel_entries,
     }

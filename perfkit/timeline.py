@@ -7,12 +7,14 @@ of the index: memory stays bounded by the block, not the trace. A rank without a
 from the op times MindSpore wrote as text (trace_text.py). A window reads only the parts whose
 time range meets it, and inside them only the row groups that do (Parquet min/max statistics).
 
-The index lives in perfkit's cache dir (cache.usable_root: never inside the run), under
+The index lives in perfkit's cache dir (cache.usable_root: never inside the run; without a usable cache, in a
+temporary folder of the process, removed at exit), under
 `timeline/<run>/<digest>`, where the digest covers the trace files' (path, size, mtime) and the code
 that builds the index: a changed file or a new perfkit makes a new index. It is written to a
 temporary folder and renamed into place, so a half-written index is never seen; an index that cannot
-be read back is deleted and rebuilt; one that cannot be written (full disk) is an error naming the
-cache folder, with nothing left behind.
+be read back is deleted and rebuilt; one that cannot be written in the cache (full disk, read-only) turns
+the cache off (one warning) and is built in the temporary folder; failing there too is an error naming
+it, with nothing left behind.
 
 Steps: the trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the
 step file (kernel_details.csv's Step ID and times; for output_timeline_data, the legacy step trace's
@@ -25,6 +27,7 @@ alone: `perfkit trace` on an indexed run never imports pandas (pyarrow_without_p
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
@@ -32,7 +35,7 @@ import os
 import re
 import shutil
 import sys
-import uuid
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -83,6 +86,13 @@ CATEGORIES = (
     ("data", re.compile(r"getnext|initdata|dataset|dequeue|enqueue|minddata|memcpy|hosttodevice|h2d", re.I)),
     ("host", re.compile(r"^(python|cpu op|cann|mindspore|host)|aten::|python_function|\.py\(", re.I)),
 )
+# MindSpore's `CPU OP` process holds the ops the CPU runs (args.type HostCpuOps). Beside a device lane (Ascend
+# Hardware, a GPU's) they are host work; in a trace with none (a CPU run) they are the run's kernels: compute.
+CPU_OPS_PROCESS = "CPU OP"
+DEVICE_PROCESS = re.compile(r"^(ascend hardware|ascend device|gpu device|hccl|overlap analysis)$|npu|gpu", re.I)
+# `Scope Layer`: the cell scopes MindSpore draws over the ops (network-WithLossCell, Default, ...), each span
+# one run of consecutive ops sharing the scope: containers, not work of their own, so they get a colour apart.
+SCOPE_PROCESS = "Scope Layer"
 EVENT_COLUMNS = ["rank", "process", "lane", "lane_order", "pid", "tid", "ph", "name", "cat", "category",
                  "start_us", "dur_us", "step", "shapes", "op_type", "flow_id"]
 
@@ -96,7 +106,7 @@ class TraceFile:
 
 def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text)."""
-    from .formats import ascend_ms, db
+    from .formats import ascend_ms, cpu, db
     from .formats.base import Parts, rank_of
     from .loader import discover
     root, jobs = discover(path)
@@ -104,7 +114,9 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     for reader, folder in jobs:
         name = reader.name
         if name in ("ascend_ms", "cpu") and (folder / NEW_LAYOUT_TRACE).is_file():
-            rank = ascend_ms._read_profiler_info(folder, Parts())
+            # A CPU folder has no profiler_info: its rank is the one its FRAMEWORK/cpu_op_* files name.
+            rank = cpu.folder_rank(folder) if name == "cpu" else None
+            rank = rank if rank is not None else ascend_ms._read_profiler_info(folder, Parts())
             found.setdefault(rank, TraceFile(rank, folder / NEW_LAYOUT_TRACE, folder))
         elif name in ("legacy", "gpu"):
             for pattern in LEGACY_TRACES:
@@ -142,16 +154,33 @@ def _fingerprint(path: Path) -> str:
     return f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}"
 
 
-def index_path(root: Path, files: list[TraceFile]) -> Path | None:
-    """Where the index of these trace files lives; None when there is no usable cache dir."""
-    base = cache.usable_root(root)
-    if base is None:
-        return None
+def index_path(root: Path, files: list[TraceFile]) -> Path:
+    """Where the index of these trace files lives: in the cache, else (no cache, a faulty one, one inside the
+    run) in a folder of this process's own, removed when it exits."""
+    base = cache.usable_root(root) or _scratch_root()
     digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
     for file in files:
         digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{_fingerprint(_step_file(file))}\0".encode())
     place = hashlib.sha256(str(root).encode()).hexdigest()[:24]
     return base / "timeline" / place / digest.hexdigest()[:32]
+
+
+class _NotWritten(PerfkitError):
+    """An index could not be written (full disk, read-only file system): `cause` is the OSError."""
+
+    def __init__(self, cause: OSError, folder: Path):
+        super().__init__(f"cannot write the timeline index ({cause.strerror or cause}); free space or set "
+                         "PERFKIT_CACHE_DIR elsewhere", folder)
+        self.cause = cause
+
+
+@functools.lru_cache(maxsize=1)
+def _scratch_root() -> Path:
+    """A temporary folder for the indexes this process builds without a cache (one per process, so that
+    the dashboard builds each index once), removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="perfkit-timeline-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 @dataclass
@@ -182,10 +211,14 @@ def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None
         return found
     root, files = trace_files(path)
     entry = index_path(root, files)
-    if entry is None:
-        raise PerfkitError("the timeline needs a cache folder to keep its index in: unset PERFKIT_NO_CACHE, or "
-                           "set PERFKIT_CACHE_DIR to a writable folder outside the run")
-    found = _fetch(entry) or _build(entry, files, progress or (lambda message, fraction: None))
+    progress = progress or (lambda message, fraction: None)
+    try:
+        found = _fetch(entry) or _build(entry, files, progress)
+    except _NotWritten as exc:
+        if entry.is_relative_to(_scratch_root()):
+            raise
+        cache.turn_off(exc.cause)  # the cache is optional: build in this process's own folder instead
+        found = _build(index_path(root, files), files, progress)
     if location is not None:
         cache.store_answer(location, str(found.folder), 0)
     return found
@@ -196,7 +229,7 @@ def _fetch(entry: Path) -> Index | None:
     if not entry.is_dir():
         return None
     try:
-        described = json.loads((entry / INDEX_FILE).read_text())
+        described = cache.read_json(entry / INDEX_FILE)
         if described["format"] != INDEX_FORMAT:
             raise ValueError("index format")
         ranks = {int(rank): info for rank, info in described["ranks"].items()}
@@ -204,7 +237,7 @@ def _fetch(entry: Path) -> Index | None:
             for part in info["parts"]:
                 if pq.ParquetFile(entry / part["file"]).metadata.num_rows != part["rows"]:
                     raise ValueError("part rows")
-        os.utime(entry / INDEX_FILE)
+        cache.touch(entry / INDEX_FILE)
         return Index(entry, ranks)
     except Exception:  # noqa: BLE001 - whatever is wrong with an index, the trace files are the truth
         shutil.rmtree(entry, ignore_errors=True)
@@ -212,7 +245,7 @@ def _fetch(entry: Path) -> Index | None:
 
 
 def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float], None]) -> Index:
-    staging = entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+    staging = cache.staging_name(entry)
     total_bytes = sum(file.path.stat().st_size for file in files) or 1
     done_bytes = 0
     try:
@@ -232,14 +265,11 @@ def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float],
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise PerfkitError(f"cannot write the timeline index ({exc.strerror or exc}); free space or set "
-                           "PERFKIT_CACHE_DIR elsewhere", entry.parent) from None
+        raise _NotWritten(exc, entry.parent) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    for stale in entry.parent.iterdir():  # indexes of earlier versions of the run's files
-        if stale != entry and not stale.name.startswith(".tmp-"):
-            shutil.rmtree(stale, ignore_errors=True)
+    cache.remove_siblings(entry)  # indexes of earlier versions of the run's files, builds killed midway
     cache.trim(entry.parents[2], keep={entry})  # an index counts towards $PERFKIT_CACHE_MAX_MB like a run entry
     progress("indexed", 1.0)
     found = _fetch(entry)
@@ -280,6 +310,9 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
         warnings.append(f"{file.path}: the {'file' if text else 'JSON'} stops at byte {stats.truncated_at} "
                         f"(cut off or corrupt): the {stats.events:,} events before it are shown")
     warnings += [f"{file.path}: {note}" for note in stats.notes]
+    if stats.too_deep:
+        warnings.append(f"{file.path}: {stats.too_deep:,} events nested too deep to read (arrays or objects over "
+                        "~1,000 levels inside each other) are left out")
     if missing_ts:
         warnings.append(f"{file.path}: {missing_ts:,} events without a time (ts) are left out")
     if text and stats.bad_values:
@@ -458,6 +491,7 @@ def timeline(run, step: int | None = None, start_ms: float | None = None, end_ms
     events = table.to_pandas()
     events["step"] = events["step"].astype("Int64")
     events.attrs["warnings"] = warnings
+    events.attrs["window_us"] = window_bounds(table)
     return events
 
 
@@ -468,14 +502,25 @@ def window(run, step: int | None = None, start_ms: float | None = None, end_ms: 
     without importing pandas."""
     found = index(getattr(run, "path", run), progress)
     chosen = _chosen_ranks(found, ranks)
-    tables = [_window(found, rank, *_bounds(found, rank, step, start_ms, end_ms)) for rank in chosen]
+    bounds = {rank: _bounds(found, rank, step, start_ms, end_ms) for rank in chosen}
+    tables = [_window(found, rank, *bounds[rank]) for rank in chosen]
     events = pa.concat_tables(tables) if tables else EVENTS.empty_table()
     if step is not None:
         events = events.set_column(events.schema.get_field_index("step"), "step",
                                    pa.array([step] * len(events), pa.int64()))
     # Sorted by rank, lane, start (Arrow's sort is stable: events starting together keep the file's order).
     events = events.sort_by([("rank", "ascending"), ("lane_order", "ascending"), ("start_us", "ascending")])
+    # Each rank's window [start, end) in µs rides along in the schema's metadata (WINDOW_KEY): the figure cuts
+    # events that run past a step's edges there (a scope span reaching into the next step).
+    events = events.replace_schema_metadata({WINDOW_KEY: json.dumps({str(rank): [start, end if end != float("inf")
+                                                                     else None] for rank, (start, end) in bounds.items()})})
     return events, [warning for rank in chosen for warning in found.ranks[rank]["warnings"]]
+
+
+def window_bounds(events: pa.Table) -> dict[int, tuple[float, float]]:
+    """{rank: (start_us, end_us)} of a `window` table (end inf where the window is open)."""
+    kept = json.loads(((events.schema.metadata or {}).get(WINDOW_KEY.encode()) or b"{}").decode())
+    return {int(rank): (start, end if end is not None else float("inf")) for rank, (start, end) in kept.items()}
 
 
 def _chosen_ranks(found: Index, ranks: Iterable[int] | None) -> list[int]:
@@ -528,6 +573,7 @@ EVENTS = pa.schema([("rank", pa.int64()), ("process", pa.string()), ("lane", pa.
                     ("start_us", pa.float64()), ("dur_us", pa.float64()), ("step", pa.int64()),
                     ("shapes", pa.string()), ("op_type", pa.string()), ("flow_id", pa.string())])
 assert EVENTS.names == EVENT_COLUMNS
+WINDOW_KEY = "perfkit.window_us"
 
 
 def _window(found: Index, rank: int, start: float, end: float) -> pa.Table:
@@ -564,7 +610,8 @@ def _window(found: Index, rank: int, start: float, end: float) -> pa.Table:
     columns = {"rank": pa.array([rank] * len(events), pa.int64()), "process": process.take(lane_of),
                "lane": lane.take(lane_of), "lane_order": lane_order.take(lane_of),
                "step": pa.nulls(len(events), pa.int64())}
-    columns["category"] = _categories(columns["process"], columns["lane"], events.column("name"))
+    cpu_device = not any(DEVICE_PROCESS.search(name or "") for name, _ in processes.values())
+    columns["category"] = _categories(columns["process"], columns["lane"], events.column("name"), cpu_device)
     return pa.table([columns[name] if name in columns else events.column(name) for name in EVENT_COLUMNS],
                     schema=EVENTS)
 
@@ -591,24 +638,32 @@ def _sort_key(sort_index, fallback: str) -> tuple:
             number if number == number else float("inf"), str(fallback))
 
 
-def _categories(process: pa.Array, lane: pa.Array, name: pa.ChunkedArray) -> pa.Array:
-    """compute / communication / data / host per event, decided once per distinct (process, lane, name)."""
+def _categories(process: pa.Array, lane: pa.Array, name: pa.ChunkedArray, cpu_device: bool) -> pa.Array:
+    """compute / communication / data / host / scope / idle per event, decided once per distinct (process, lane,
+    name). `cpu_device`: the trace has no device lane, so its CPU OP lane holds the run's kernels."""
     joined = pc.binary_join_element_wise(process, lane, pc.fill_null(name, ""), "\x1f")
     distinct = pc.unique(joined)
-    decided = pa.array([_category(*key.split("\x1f", 2)) for key in distinct.to_pylist()], pa.string())
+    decided = pa.array([_category(*key.split("\x1f", 2), cpu_device) for key in distinct.to_pylist()], pa.string())
     return decided.take(pc.index_in(joined, value_set=distinct))
 
 
-def _category(process: str, lane: str, name: str) -> str:
+def _category(process: str, lane: str, name: str, cpu_device: bool) -> str:
     if process == "Overlap Analysis":  # its lanes say what they are
         return "communication" if lane.startswith("Communication") else "compute" if lane == "Computing" else "idle"
+    if process == SCOPE_PROCESS:
+        return "scope"
     for category, pattern in CATEGORIES:
+        if category == "host" and cpu_device and process == CPU_OPS_PROCESS:
+            continue  # a CPU run's kernels: compute unless their name says communication or data
         if pattern.search(name) or pattern.search(process):
             return category
     return "compute"
 
 
 # ---------------------------------------------------------------- export
+
+_EXPORT_TID = re.compile(r"-?[0-9]{1,18}")
+
 
 def chrome_trace(events: pa.Table) -> list[dict]:
     """A Chrome trace (the JSON array Perfetto and chrome://tracing open) of a window (schema EVENTS): each
@@ -630,7 +685,8 @@ def chrome_trace(events: pa.Table) -> list[dict]:
                          {"ph": "M", "name": "process_sort_index", "pid": number, "tid": 0,
                           "args": {"sort_index": number}}]
         number = process_ids[(rank, pid)]
-        numeric = tid is not None and tid.lstrip("-").isdigit()
+        # a tid the export's integers can hold (JSON readers take 64 bits; a trace may carry 400 digits)
+        numeric = tid is not None and _EXPORT_TID.fullmatch(tid) is not None
         thread = thread_ids[(rank, pid, tid)] = int(tid) if numeric else lane_order
         metadata += [{"ph": "M", "name": "thread_name", "pid": number, "tid": thread, "args": {"name": lane}},
                      {"ph": "M", "name": "thread_sort_index", "pid": number, "tid": thread,

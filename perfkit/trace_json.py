@@ -35,7 +35,9 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import boundedjson
 from .errors import FileFormatError
+from .files import open_regular
 from .parallel import map_ahead
 from .units import BYTES_PER_MB
 
@@ -98,6 +100,7 @@ class Stats:
     slow_blocks: int = 0
     slow_bytes: int = 0          # bytes decoded by the standard library, not msgspec
     bad_values: int = 0          # ts/dur that are not numbers (strings such as "abc", NaN)
+    too_deep: int = 0            # events nested too deep to decode, skipped
     truncated_at: Optional[int] = None  # byte offset where the JSON stops, for a cut-off file
     notes: list = field(default_factory=list)  # other warnings about the file, whole sentences
 
@@ -106,6 +109,7 @@ class Stats:
         self.slow_blocks += other.slow_blocks
         self.slow_bytes += other.slow_bytes
         self.bad_values += other.bad_values
+        self.too_deep += other.too_deep
         self.notes += other.notes
 
 
@@ -166,7 +170,7 @@ def map_blocks(path: Path, each: Callable[[int, pa.Table], Any], stats: Stats | 
     after some events gives those, with `stats.truncated_at` set.
     """
     stats = stats if stats is not None else Stats()
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         size = os.fstat(file.fileno()).st_size
         first = _array_start(file, size, path)
         if workers > 1 and (size - first <= BLOCK_BYTES or "fork" not in multiprocessing.get_all_start_methods()):
@@ -275,7 +279,7 @@ def _decoded(spans: Iterator[tuple[int, int, bool]], path: Path, each: Callable,
 
 
 def _decode_span(path: Path, start: int, end: int, last: bool, number: int, each: Callable) -> tuple:
-    with open(path, "rb") as file:
+    with open_regular(path) as file:
         return _decode(_body(file, start, end, last), number, each)
 
 
@@ -293,7 +297,7 @@ def _decode(array: bytearray, number: int, each: Callable) -> tuple[Stats, int, 
 
 # What msgspec raises for a block it cannot take: ValidationError (a value of a type the structs do not
 # take) is a DecodeError; bytes that are not UTF-8 a ValueError.
-_REJECTED = (msgspec.DecodeError, ValueError)
+_REJECTED = (msgspec.DecodeError, ValueError, RecursionError)
 
 
 def _parsed(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
@@ -400,11 +404,13 @@ def _float(value, stats: Stats) -> float | None:
 
 
 def _slow(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
-    """(events of `body` decoded one by one, bytes of `body` they span): stops where the JSON does."""
+    """(events of `body` decoded one by one, bytes of `body` they span): stops where the JSON does. Through
+    perfkit's bounded decoder: a number out of range is a bad value; an event nested too deep to decode is
+    skipped to the next gap after it between two events (counted), where there is one."""
     stats.slow_blocks += 1
     stats.slow_bytes += len(body)
     text = body.decode("utf-8", errors="surrogateescape")
-    decoder = json.JSONDecoder()
+    counts = boundedjson.Counts()
     rows: list[dict] = []
     position, end, parsed_chars = 0, len(text), 0
     while position < end:
@@ -414,14 +420,28 @@ def _slow(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
             parsed_chars = end
             break
         try:
-            event, position = decoder.raw_decode(text, position)
-        except json.JSONDecodeError:
+            event, position = boundedjson.decode_value(text, position, counts)
+        except boundedjson.TooDeep:
+            gap = _AFTER_VALUE.search(text, position)
+            if gap is None:
+                break
+            stats.too_deep += 1
+            position = gap.end() - 1
+            parsed_chars = position
+            continue
+        except boundedjson.JSONError:
             break
         parsed_chars = position
         if isinstance(event, dict):
             rows.append(_row(event, stats))
+    stats.bad_values += counts.numbers
     used = len(text[:parsed_chars].encode("utf-8", errors="surrogateescape"))
     return pa.Table.from_pylist(rows, schema=OUTPUT), used
+
+
+# The end of a value in a list of events and the start of the next event: where decoding resumes after an
+# event too deep to decode (an array ends in `]`, an object in `}`).
+_AFTER_VALUE = re.compile(r"[\]}][ \t\r\n]*,[ \t\r\n]*\{")
 
 
 def _row(event: dict, stats: Stats) -> dict:
@@ -451,4 +471,9 @@ def _arg(value, kind: pa.DataType):
         return None
     if pa.types.is_integer(kind):
         return value if isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63 else None
-    return _text(value) if isinstance(value, str) else _text(json.dumps(value, ensure_ascii=False))
+    if isinstance(value, str):
+        return _text(value)
+    try:
+        return _text(json.dumps(value, ensure_ascii=False))
+    except RecursionError:  # decoded near the recursion limit, then encoded from a deeper stack
+        return None

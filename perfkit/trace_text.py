@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import FileFormatError
+from .files import open_regular
 from .trace_json import Stats, chrome_events
 from .units import BYTES_PER_MB, NS_PER_US, US_PER_MS
 
@@ -111,7 +112,7 @@ def text_trace_blocks(path: Path, stats: Stats | None = None,
     layout = _layout_of(path)
     lanes: set[str] = set()  # lanes whose M events are out
     try:
-        with open(path, "rb") as file:
+        with open_regular(path) as file:
             for start, lines, end in _line_chunks(file):
                 if end is None:  # a last line without its newline: cut off
                     end, kept = start + len(lines), _complete_part(lines, layout)

@@ -132,11 +132,13 @@ def not_sqlite(path: Path) -> None:
 def _edit_database(path: Path, *statements: str) -> None:
     import sqlite3
     connection = sqlite3.connect(path)
-    connection.execute("PRAGMA journal_mode=DELETE")  # the fixture copy is in WAL mode: leave no -wal behind
-    for statement in statements:
-        connection.execute(statement)
-    connection.commit()
-    connection.close()
+    try:
+        connection.execute("PRAGMA journal_mode=DELETE")  # the fixture copy is in WAL mode: leave no -wal behind
+        for statement in statements:
+            connection.execute(statement)
+        connection.commit()
+    finally:
+        connection.close()  # also after a statement SQLite refused: the next edit must find the file unlocked
 
 
 def drop_table(path: Path, table: str) -> None:
@@ -146,3 +148,28 @@ def drop_table(path: Path, table: str) -> None:
 def rename_column(path: Path, table: str, old: str, new: str) -> None:
     """A schema version perfkit does not know: a column under another name."""
     _edit_database(path, f'ALTER TABLE "{table}" RENAME COLUMN "{old}" TO "{new}"')
+
+
+def fifo(path: Path) -> None:
+    """A named pipe in place of the file: opening it for reading waits for a writer that never comes."""
+    path.unlink()
+    os.mkfifo(path)
+
+
+def nested(opening: bytes, depth: int) -> bytes:
+    """A JSON value `depth` levels deep: arrays (`[`) or objects (`{`) inside each other."""
+    if opening == b"[":
+        return b"[" * depth + b"]" * depth
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def set_cells(path: Path, table: str, assignments: str, where: str = "1") -> None:
+    """UPDATE `table` SET `assignments` WHERE `where` in a copy of a profiler database."""
+    _edit_database(path, f'UPDATE "{table}" SET {assignments} WHERE {where}')
+
+
+def replace_once(path: Path, old: bytes, new: bytes) -> None:
+    """Replace the first `old` only (a trace repeats its keys in every event)."""
+    raw = path.read_bytes()
+    assert old in raw, f"{old!r} not in {path.name}"
+    path.write_bytes(raw.replace(old, new, 1))

@@ -140,6 +140,21 @@ def test_comm_wait_names_the_rank_the_others_wait_for(level1):
     assert finding.evidence["rank0_wait_ratio"] == pytest.approx(ratios[0], abs=1e-3)
     assert finding.evidence["wait_ms_per_step"] == pytest.approx(
         totals[0]["Communication Time Info"]["Wait Time(ms)"], abs=1e-3)
+    # the command compares the run's own rank folders, no placeholders
+    rank1, rank0 = (FIXTURE_RUNS["new_level1"].resolve() / f"rank{rank}_ascend_pt" for rank in (1, 0))
+    assert f"perfkit compare {rank1} {rank0}" in finding.action and "_DIR" not in finding.action
+
+
+def test_rank_folders_are_the_folders_holding_one_rank_alone(tmp_path):
+    import shutil
+    assert perfkit.load(FIXTURE_RUNS["new_level1"]).meta.rank_folders == {"0": "rank0_ascend_pt", "1": "rank1_ascend_pt"}
+    assert perfkit.load(FIXTURE_RUNS["new_level1_rank0"]).meta.rank_folders == {}  # the run is the rank
+    assert perfkit.load(FIXTURE_RUNS["legacy_run_2"]).meta.rank_folders == {}  # ranks' files side by side
+    copy = shutil.copytree(FIXTURE_RUNS["new_level1"], tmp_path / "run with space")
+    run = perfkit.load(copy)
+    [finding], _ = findings(run, "comm_wait")
+    assert f"perfkit compare '{copy.resolve() / 'rank1_ascend_pt'}' '{copy.resolve() / 'rank0_ascend_pt'}'" \
+        in finding.action  # quoted for the shell
 
 
 def test_comm_wait_says_the_slow_rank_was_not_profiled_when_all_wait(run_2023):

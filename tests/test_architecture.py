@@ -96,6 +96,17 @@ def test_every_layout_module_declares_one_reader_in_the_registry():
         assert reader.provides and reader.provides <= SCHEMA.keys() | set(INTERMEDIATE_TABLES), reader
 
 
+def test_the_loader_names_no_layout_and_no_reader_table():
+    """A new layout is one module and one registry line: the loader knows readers only through the protocol."""
+    path = PACKAGE / "loader.py"
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    assert {m for m in imported_modules(path, modules) if m.startswith("perfkit.formats.")} == {"perfkit.formats.base"}
+    strings = {node.value for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    named = strings & ({reader.name for reader in formats.READERS} | set(INTERMEDIATE_TABLES))
+    assert not named, f"the loader names {sorted(named)}"
+
+
 def run_perfkit(*args: str, cache: Path) -> subprocess.CompletedProcess:
     """perfkit in a fresh interpreter that prints, after the command, which heavy modules it imported."""
     code = ("import atexit, sys\n"

@@ -62,7 +62,8 @@ def test_malformed_inputs_to_a_real_callback_are_handled(client):
     response = update(client, "compare-body.children", {"id": "compare-body", "property": "children"},
                       [("compare-runs", "value", [0, "1", None, 7, 0, {"x": 1}])])
     text = response.get_data(as_text=True)
-    assert response.status_code == 200 and "Speedup over v1" in text and "pick two" not in text
+    # the speedup cards, the first run (v1) the baseline
+    assert response.status_code == 200 and '"v1"' in text and '"baseline"' in text and "pick two" not in text
 
 
 def test_run_index_accepts_only_loaded_indices():

@@ -26,6 +26,7 @@ if not (CHROMIUM and CHROMEDRIVER):
 
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -193,7 +194,7 @@ def cast_share_pct(summary) -> float:
 
 def drawn_figures(run, panels) -> int:
     """How many of these panels are figures with data for this run (the others say in words why not)."""
-    return sum(panel.kind == FIGURE and figures.empty_message(getattr(figures, panel.figure)(run, *panel.args)) is None
+    return sum(panel.kind == FIGURE and figures.empty_message(panel.content(run)) is None
                for panel in panels)
 
 
@@ -289,6 +290,86 @@ def test_operators_table_filters(driver, base_url, loaded, shots):
              "backward instances to leave the table")
     assert all(c.text != "backward" for c in
                driver.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell[col-id='pass']"))
+
+
+def overflowing(driver, cells) -> list[str]:
+    """The texts of the cells whose text is cut (wider than the cell: drawn with an ellipsis)."""
+    return [cell.get_attribute("textContent") for cell in cells
+            if driver.execute_script("const v = arguments[0].querySelector('.ag-cell-value') || arguments[0];"
+                                     "return v.scrollWidth > v.clientWidth + 1;", cell)]
+
+
+def test_op_instance_names_are_told_apart_and_types_shown_whole(driver, base_url, loaded, shots):
+    """cpu_2_10's ResNet-50: dozens of Conv2DBackpropFilter-op0 differ only in the cells they sit in. Each shown
+    name is those cells as a dotted path and the op, the whole name on hover; no two read the same."""
+    index, run = loaded.index("cpu_2_10"), loaded.run("cpu_2_10")
+    driver.get(f"{base_url}/operators?run={index}")
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell"), "op instance table")
+    top = run.ops.sort_values("total_ms", ascending=False).head(20)
+    names = grid_cells(driver, "op-table", "name")
+    shown = [cell.get_attribute("textContent").strip("\u2066\u2069") for cell in names]
+    assert len(shown) == 20 and len(set(shown)) == 20
+    assert len({name.rsplit("/", 1)[-1] for name in top["name"]}) < 20  # the op parts alone repeat
+    for text, full in zip(shown, top["name"]):
+        cells, op = text.rsplit("/", 1)
+        assert full.endswith("/" + op)
+        scopes = [scope.split("-", 1)[0] for scope in full.split("/")[:-1]]
+        position = 0
+        for cell in cells.split("."):  # each cell, in order, is the instance name of one of the full name's scopes
+            position = scopes.index(cell, position) + 1
+    assert not overflowing(driver, names)
+    ActionChains(driver).move_to_element(names[0]).perform()
+    tooltip = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ag-tooltip"), "the name's tooltip")
+    assert tooltip[0].text == top["name"].iloc[0]
+    types = grid_cells(driver, "op-types-table", "type") + grid_cells(driver, "op-table", "type")
+    assert "Conv2DBackpropFilter" in {cell.text for cell in types}
+    assert not overflowing(driver, types)
+    screenshot(driver, "dash_operators_cpu", shots)
+
+
+def test_the_largest_kernel_s_type_is_in_the_op_types_table(driver, base_url, loaded, shots):
+    """msinsight_level1: hcom_allReduce (HCCL, left out of op_statistic.csv) is the largest type and holds the
+    largest kernel (79 ms); its type reads as HCCL means it, not `hcom_allReduce_`. Numbers from the CSV."""
+    import csv
+    index = loaded.index("new_level1")
+    hccl = [row for rank in (0, 1) for row in csv.DictReader(open(
+        FIXTURE_RUNS["new_level1"] / f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+        if row["Accelerator Core"] == "HCCL"]
+    total_ms = sum(float(row["Duration(us)"]) for row in hccl) / 1000
+    driver.get(f"{base_url}/operators?run={index}")
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-types-table .ag-cell"), "op types table")
+    types = [cell.text for cell in grid_cells(driver, "op-types-table", "type")]
+    assert types[0] == "hcom_allReduce" and not any(t.endswith("_") for t in types)
+    assert grid_cells(driver, "op-types-table", "total_ms")[0].text == f"{total_ms:,.3f}"
+    assert grid_cells(driver, "op-types-table", "count")[0].text == str(len(hccl))
+    largest = max(hccl, key=lambda row: float(row["Duration(us)"]))
+    assert grid_cells(driver, "op-table", "total_ms")[0].text == f"{float(largest['Duration(us)']) / 1000:,.3f}"
+    assert grid_cells(driver, "op-table", "type")[0].text == "hcom_allReduce"
+    assert "79.090" == grid_cells(driver, "op-table", "total_ms")[0].text
+
+
+def test_the_toolbar_covers_no_figure_title(driver, base_url, loaded):
+    """Each plot's toolbar, shown while the pointer rests on the plot, against its title: their boxes never meet
+    (the queue-emptiness title in its half-width card was under it)."""
+    indices = ",".join(str(loaded.index(label)) for label in COMPARE_SHOWCASE)
+    open_page(driver, f"{base_url}/compare?runs={indices}", plots=4)
+    plots = driver.find_elements(By.CSS_SELECTOR, "#compare-body .js-plotly-plot")
+    titled = 0
+    for plot in plots:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+        ActionChains(driver).move_to_element(plot).perform()
+        boxes = wait_for(driver, lambda d: d.execute_script(
+            "const p = arguments[0], bar = p.querySelector('.modebar'), title = p.querySelector('.gtitle');"
+            "if (!bar || getComputedStyle(bar).opacity === '0') return null;"
+            "const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };"
+            "return [box(bar), title ? box(title) : null];", plot), "the toolbar on hover")
+        bar, title = boxes
+        if title is None:
+            continue
+        titled += 1
+        apart = title[2] <= bar[0] or bar[2] <= title[0] or title[3] <= bar[1] or bar[3] <= title[1]
+        assert apart, (driver.execute_script("return arguments[0].querySelector('.gtitle').textContent", plot), boxes)
+    assert titled >= 3  # the spread, split and queue-emptiness figures at least
 
 
 def test_compare_shows_speedup(driver, base_url, loaded, shots):

@@ -109,8 +109,9 @@ def test_timeline_page_draws_picks_steps_and_hovers(page, run_folder, tmp_path_f
     hover = wait_for(driver, lambda d: d.execute_script(
         "const h = document.querySelector('#timeline-graph .hoverlayer .hovertext');"
         "return h ? h.textContent : '';"), "a hover label")
-    longest_any = second[second["ph"] == "X"].sort_values("dur_us").iloc[-1]
-    assert longest_any["name"] in hover and "ms" in hover
+    drawn = figures.complete_events(second)  # as drawn: events reaching past the step cut at its edges
+    longest_any = drawn[drawn["dur_us"] == drawn["dur_us"].max()]
+    assert any(name in hover for name in longest_any["name"]) and "ms" in hover
     assert len(longest["name"]) > 0
     screenshot(driver, "dash_timeline", tmp_path_factory.mktemp("shots"))
 
@@ -192,3 +193,43 @@ def test_a_database_export_has_its_timeline(page, tmp_path_factory):
         for process in ("Python", "CANN", "Ascend Hardware", "HCCL"):
             assert any(label.startswith(f"rank {rank} · {process} · ") for label in labels), (rank, process)
     screenshot(driver, "dash_timeline_db", tmp_path_factory.mktemp("shots"))
+
+
+def drawn_bars(driver) -> list[dict]:
+    """Every bar of the timeline figure as drawn (plotly's full data: arrays decoded): its trace's name (the
+    category) and colour, its row, its op's name, where it ends (ms from the window's start)."""
+    return driver.execute_script(
+        "const gd = document.querySelector('#timeline-graph .js-plotly-plot');"
+        "const bars = [];"
+        "gd._fullData.forEach(t => { for (let i = 0; i < t.y.length; i++) bars.push({category: t.name,"
+        "  color: t.marker.color, row: t.y[i], name: t.customdata ? t.customdata[i][0] : null,"
+        "  end: t.base[i] + t.x[i]}); });"
+        "return bars;")
+
+
+def test_cpu_lanes_are_coloured_by_what_runs_on_them(page, tmp_path_factory):
+    """The CPU run (cpu_2_10): its CPU OP lane holds the kernels (args.type HostCpuOps in the raw trace) and is
+    drawn in the compute colour; its Scope Layer lanes hold cell scopes, drawn in the scope colour; no bar runs
+    past the step."""
+    from test_timeline import raw_lane_kinds
+    driver, url = page
+    trace = next(FIXTURE_RUNS["cpu_2_10"].rglob("trace_view.json"))
+    kinds = {}
+    for (name, _), kind in raw_lane_kinds(trace).items():
+        kinds.setdefault(name, set()).add(kind)
+    assert all(len(found) == 1 for found in kinds.values())
+    driver.get(f"{url}/timeline?run=1&step=2")
+    wait_for(driver, lambda d: bars(d) > 0, "timeline bars")
+    window = timeline.timeline(FIXTURE_RUNS["cpu_2_10"], step=2)
+    (start, end), = window.attrs["window_us"].values()
+    drawn = wait_for(driver, lambda d: drawn_bars(d) if len(drawn_bars(d)) == len(figures.timeline_bars(window)[0])
+                     else None, "every bar")
+    assert {bar["category"] for bar in drawn} == {"compute", "scope"}
+    for bar in drawn:
+        (kind,) = kinds[bar["name"]]
+        assert bar["category"] == kind and bar["color"] == figures.TIMELINE_COLORS[kind]
+        assert (" · CPU OP · " in bar["row"]) == (kind == "compute")
+        assert bar["end"] <= (end - start) / 1000 + 1e-6
+    assert sum(" · CPU OP · " in bar["row"] for bar in drawn) == \
+        sum(1 for (name, ts), kind in raw_lane_kinds(trace).items() if kind == "compute" and start <= ts < end)
+    screenshot(driver, "dash_timeline_cpu", tmp_path_factory.mktemp("shots"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -199,6 +200,32 @@ def test_op_instance_rows_filter_by_pass_and_search():
 
 def test_run_labels_are_distinct():
     assert figures.run_labels([make_run("a"), make_run("b"), make_run("a")]) == ["a (1)", "b", "a (2)"]
+
+
+def test_runs_of_one_name_are_told_apart_by_their_paths():
+    def at(path):
+        return dataclasses.replace(make_run(), path=path)
+    assert figures.run_labels([at("/w/exp_a/profiler_v1"), at("/w/exp_b/profiler_v1"), at("/w/profiler_v2")]) == \
+        ["profiler_v1 (exp_a)", "profiler_v1 (exp_b)", "profiler_v2"]
+    assert figures.run_labels([at("/a/x/profiler_v1"), at("/b/x/profiler_v1")]) == \
+        ["profiler_v1 (a/x)", "profiler_v1 (b/x)"]
+    assert figures.run_labels([at("/a/x/profiler_v1"), at("/b/x/profiler_v1"), at("/a/x/profiler_v1/")]) == \
+        ["profiler_v1 (a/x, 1)", "profiler_v1 (b/x)", "profiler_v1 (a/x, 2)"]  # the same folder twice
+
+
+def test_tables_keep_run_names_as_written_in_their_headers():
+    from perfkit.views.format import column_titles
+    runs = [dataclasses.replace(make_run(), path=f"/w/{exp}/profiler_v1") for exp in ("exp_a", "exp_b")]
+    settings = figures.compare_setting_rows([runs[0], dataclasses.replace(runs[1], meta=dataclasses.replace(
+        runs[1].meta, data_mode="feed"))])
+    assert column_titles(settings) == ["setting", "profiler_v1 (exp_a)", "profiler_v1 (exp_b)"]
+    ops = figures.compare_op_rows(runs)
+    assert column_titles(ops) == ["type", "profiler_v1 (exp_a)", "profiler_v1 (exp_b)",
+                                  "profiler_v1 (exp_b) - profiler_v1 (exp_a)"]
+    in_ms = ops.rename(columns=lambda c: c if c == "type" else f"{c}_ms")  # as the compare page ships it
+    assert column_titles(in_ms)[1] == "profiler_v1 (exp_a) ms"
+    assert column_titles(figures.op_type_rows(runs[0]))[:2] == ["type", "family"]  # names made by perfkit: spaced
+
 
 
 def test_findings_are_the_advisors():

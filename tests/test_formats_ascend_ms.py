@@ -91,13 +91,19 @@ def test_2023_steps_without_preparing_column(rank):
     assert math.isnan(step["preparing_ms"])
 
 
-def test_op_types_from_op_statistic():
+def test_op_types_from_op_statistic_and_the_collectives_it_leaves_out():
+    """op_statistic.csv's compute types, plus the HCCL collectives kernel_details.csv lists (Accelerator Core HCCL,
+    Type `hcom_allReduce_`: the name `hcom_allReduce__586_0_1` less its ids; the type is hcom_allReduce)."""
     expected = defaultdict(lambda: [0.0, 0, 0.0])
     for row in csv_rows(LEVEL1_RANK0 / OUTPUT / "op_statistic.csv"):
         entry = expected[row["OP Type"]]
         entry[0] += float(row["Total Time(us)"]) / 1000
         entry[1] += int(row["Count"])
         entry[2] += float(row["Ratio(%)"]) / 100
+    compute_ms = sum(total_ms for total_ms, _, _ in expected.values())
+    hccl = [row for row in csv_rows(LEVEL1_RANK0 / OUTPUT / "kernel_details.csv") if row["Accelerator Core"] == "HCCL"]
+    assert {row["Type"] for row in hccl} == {"hcom_allReduce_"}
+    expected["hcom_allReduce"] = [sum(float(row["Duration(us)"]) for row in hccl) / 1000, len(hccl), None]
     run = perfkit.load(LEVEL1_RANK0)
     got = {row.type: [row.total_ms, row.count, row.file_share, row.share] for row in run.op_types.itertuples()}
     assert set(got) == set(expected)
@@ -105,9 +111,15 @@ def test_op_types_from_op_statistic():
     for op_type, (total_ms, count, ratio) in expected.items():
         assert got[op_type][0] == pytest.approx(total_ms)
         assert got[op_type][1] == count
-        assert got[op_type][2] == pytest.approx(ratio)  # Ratio(%): of the file's own rows, rounded
         assert got[op_type][3] == pytest.approx(total_ms / all_ms)
-        assert got[op_type][3] == pytest.approx(ratio, abs=1e-4)
+        if ratio is None:  # the file does not count it
+            assert math.isnan(got[op_type][2])
+        else:
+            assert got[op_type][2] == pytest.approx(ratio)  # Ratio(%): of the file's own rows, rounded
+            assert got[op_type][3] * all_ms / compute_ms == pytest.approx(ratio, abs=1e-4)
+    largest = max(float(row["Duration(us)"]) for row in hccl) / 1000
+    assert largest == pytest.approx(79.08952)  # the largest kernel of the run
+    assert run.ops.set_index("name").loc["hcom_allReduce__586_0_1", "type"] == "hcom_allReduce"
 
 
 def test_op_types_from_kernels_when_op_statistic_is_missing():
@@ -115,8 +127,9 @@ def test_op_types_from_kernels_when_op_statistic_is_missing():
     totals = defaultdict(float)
     counts = defaultdict(int)
     for row in csv_rows(RANK0_2023 / OUTPUT / "kernel_details.csv"):
-        totals[row["Type"]] += float(row["Duration(us)"]) / 1000
-        counts[row["Type"]] += 1
+        op_type = row["Type"].rstrip("_")  # hcom_broadcast_ -> hcom_broadcast
+        totals[op_type] += float(row["Duration(us)"]) / 1000
+        counts[op_type] += 1
     run = perfkit.load(RANK0_2023)
     got = run.op_types.set_index("type")
     assert set(got.index) == set(totals)
@@ -143,7 +156,7 @@ def test_ops_aggregate_kernel_details_by_name(rank_dir):
         assert ops.loc[name, "total_ms"] == pytest.approx(entry["total"])
         assert ops.loc[name, "count"] == entry["count"]
         assert ops.loc[name, "avg_ms"] == pytest.approx(entry["total"] / entry["count"])
-        assert ops.loc[name, "type"] == first[name]["Type"]
+        assert ops.loc[name, "type"] == first[name]["Type"].rstrip("_")  # hcom_allReduce_: see trim_type_separator
         shapes = first[name]["Input Shapes"]
         if shapes != "N/A":
             assert ops.loc[name, "input_shapes"] == shapes.strip('"')

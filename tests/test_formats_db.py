@@ -90,11 +90,19 @@ def test_step_time_is_step_time_table(run, rank):
 
 @pytest.mark.parametrize("rank", RANKS)
 def test_op_type_totals_are_task_sums(run, rank):
+    """Compute tasks by type, and the collectives by COMMUNICATION_OP's opType (`hcom_allReduce_` written, the
+    trailing separator left off: hcom_allReduce, the run's largest type)."""
     rows = sql(profiler_db(rank), """
         SELECT s.value, count(*), sum(t.endNs - t.startNs) / 1e6
         FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId JOIN STRING_IDS s ON s.id = c.opType
         GROUP BY s.value""")
+    collectives = sql(profiler_db(rank), """
+        SELECT rtrim(s.value, '_'), count(*), sum(o.endNs - o.startNs) / 1e6 FROM COMMUNICATION_OP o
+        JOIN STRING_IDS s ON s.id = o.opType GROUP BY s.value""")
+    assert [name for name, _, _ in collectives] == ["hcom_allReduce"]
+    rows += collectives
     types = run.op_types[run.op_types["rank"] == rank].set_index("type")
+    assert types["total_ms"].idxmax() == "hcom_allReduce"
     assert sorted(types.index) == sorted(name for name, _, _ in rows)
     for name, count, total_ms in rows:
         assert types.loc[name, "count"] == count

@@ -100,11 +100,16 @@ def test_a_run_stopped_before_the_profiler_wrote_loads_from_its_manifest(tmp_pat
     assert any("profiler wrote no op data" in w for w in run.warnings)
     summary = perfkit.summarize(run)
     assert summary["steps"]["total_ms"] == pytest.approx(run.steps["total_ms"].mean())
+    # issue 25: the manifest says ok, but no op data splits the steps: incomplete, bound unknown (was
+    # "compute-bound 100 %")
+    assert run.meta.status == "incomplete" and summary["bound"]["kind"] == "unknown"
 
 
 def test_a_manifest_without_step_times_is_still_no_run(tmp_path):
     manifest = json.loads((REPO / "sample_runs" / "cpu_default" / "perfkit_run.json").read_text())
     manifest["steps"] = []
     (tmp_path / "perfkit_run.json").write_text(json.dumps(manifest))
-    with pytest.raises(LayoutError, match="no MindSpore profiler files"):
+    # issue 25: was "no MindSpore profiler files found (looked for …, perfkit_run.json); found only files
+    # perfkit does not read: perfkit_run.json"
+    with pytest.raises(LayoutError, match="its perfkit_run.json records no profiled step"):
         perfkit.load(tmp_path)

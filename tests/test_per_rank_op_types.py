@@ -79,7 +79,7 @@ def test_real_run_whose_ranks_run_different_ops_gets_per_rank_tables():
     rows = op_type_rows(run).set_index("type")
     expected = 100 * shares_by_rank(run)
     for rank in (0, 1):
-        assert rows[f"rank{rank}_share_pct"].to_numpy() == pytest.approx(expected.loc[rank, rows.index].to_numpy())
+        assert rows[f"rank {rank}_share_pct"].to_numpy() == pytest.approx(expected.loc[rank, rows.index].to_numpy())
 
 
 def test_crafted_pipeline_stages_get_per_rank_tables(tmp_path):
@@ -98,3 +98,41 @@ def test_real_data_parallel_ranks_keep_the_pooled_table_only():
     assert all("op_types" not in entry for entry in payload["per_rank"])
     assert "mixes them" not in CliRunner().invoke(main, ["summary", str(FIXTURE_RUNS["new_level1"])]).output
     assert not [column for column in op_type_rows(run).columns if column.startswith("rank")]
+
+
+def test_a_256_rank_run_gets_a_column_per_mix_never_one_per_rank():
+    """Crafted from the real msinsight_2023 run (its two ranks run different mixes): 256 ranks, ranks 0-127 rank
+    0's op types, 128-255 rank 1's, and 8 ranks each with one type of its own on top: 10 mixes, of which the
+    table keeps MAX_MIX_COLUMNS (the two of 120 ranks each, then the odd ranks farthest from the pooled shares)
+    and says so."""
+    from dataclasses import replace
+    from perfkit.model import table
+    from perfkit.views.numbers import MAX_MIX_COLUMNS, op_mix_note
+    real = perfkit.load(FIXTURE_RUNS["new_2023"]).op_types
+    odd = {7: 1.0, 20: 2.0, 140: 4.0, 150: 8.0, 160: 16.0, 170: 32.0, 180: 64.0, 190: 128.0}  # ms of its own type
+    rows = []
+    for rank in range(256):
+        rows += [dict(row, rank=rank) for row in real[real["rank"] == (0 if rank < 128 else 1)].to_dict("records")]
+        if rank in odd:
+            rows.append(dict(rank=rank, type=f"Odd{rank}", total_ms=odd[rank], count=1, share=0.0))
+    run = replace(perfkit.load(FIXTURE_RUNS["new_2023"]), op_types=table("op_types", rows),
+                  meta=replace(perfkit.load(FIXTURE_RUNS["new_2023"]).meta, ranks=list(range(256))))
+    got = op_type_rows(run).set_index("type")
+    columns = [column for column in got.columns if column.startswith("rank")]
+    assert len(columns) == MAX_MIX_COLUMNS == 6
+    shares = shares_by_rank(run) * 100
+    # independently: the largest gap of each odd rank from the pooled shares; the farthest six are kept
+    pooled = run.op_types.astype({"type": str}).groupby("type")["total_ms"].sum()
+    pooled = 100 * pooled / pooled.sum()
+    assert "ranks 0-6, 8-19, 21-127_share_pct" in columns and "ranks 128-139, 141-149, 151-159, 161-169, " \
+        "171-179, 181-189, 191-255_share_pct" in columns
+    gaps = {rank: float((shares.loc[rank] - pooled.reindex(shares.columns, fill_value=0)).abs().max()) for rank in odd}
+    kept_odd = sorted(sorted(odd, key=lambda rank: -gaps[rank])[:MAX_MIX_COLUMNS - 2])
+    assert [column for column in columns if not column.startswith("ranks")] == \
+        [f"rank {rank}_share_pct" for rank in kept_odd]
+    for rank in kept_odd:
+        assert got[f"rank {rank}_share_pct"].to_numpy() == pytest.approx(shares.loc[rank, got.index].to_numpy())
+    group = [rank for rank in range(128) if rank not in odd]
+    assert got["ranks 0-6, 8-19, 21-127_share_pct"].to_numpy() == pytest.approx(
+        shares.loc[group, got.index].mean().to_numpy())
+    assert "6 of 10 mixes shown" in op_mix_note(run)

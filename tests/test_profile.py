@@ -268,3 +268,24 @@ def test_profile_help_has_an_example():
     assert result.exit_code == 0
     assert "Example:" in result.output and "perfkit profile --steps 3" in result.output
     assert "32 on CPU" in result.output
+
+
+@pytest.mark.mindspore
+def test_the_readme_main_job_prints_only_perfkit_s_own_lines(tmp_path):
+    """The README's main job: pip quiet (errors only, no upgrade notice), then `perfkit profile` without a
+    terminal: every stderr line is perfkit's (a `perfkit:` line or a progress label, one per line), stdout the
+    summary; MindSpore's log goes to train.log."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (job,) = [line.strip() for line in readme.splitlines() if "python3 -m venv .venv" in line]
+    install = job.split("&&")[1].split()
+    assert install[:3] == [".venv/bin/pip", "install", "-q"] and "--disable-pip-version-check" in install
+    assert job.split("&&")[2].split() == [".venv/bin/perfkit", "profile"]
+    done = subprocess.run([*PERFKIT, "profile", *SMALL_FLAGS, "--output", str(tmp_path / "profiler_v1")],
+                          capture_output=True, text=True, timeout=WAIT_SECONDS, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    labels = {"compiling (warmup)", "training (profiled steps)", "analysing profile"}  # launch.py's progress bars
+    assert [line for line in done.stderr.splitlines() if not line.startswith("perfkit: ") and line not in labels] == []
+    assert {"compiling (warmup)", "analysing profile"} <= set(done.stderr.splitlines())
+    assert done.stdout.startswith("run ") and "perfkit dash" in done.stdout
+    log = (tmp_path / "profiler_v1" / "train.log").read_text()
+    assert "[WARNING] ME(" in log  # MindSpore's own log, kept from the terminal

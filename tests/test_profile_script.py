@@ -93,6 +93,16 @@ def test_a_model_train_script_is_profiled_unchanged(model_train):
     assert_steps_add_up(folder)
     assert (folder / "md" / "pipeline_profiling_0.json").is_file()
     assert "perfkit dash" in done.stdout
+    assert_no_profiler_noise(done.stderr)
+
+
+def assert_no_profiler_noise(stderr: str) -> None:
+    """MindSpore's warnings about perfkit's use of its profiler, harmless (api.HARMLESS_PROFILER_WARNINGS), are
+    kept out; the stderr is perfkit's lines and the script's own."""
+    from perfkit.profiler.api import HARMLESS_PROFILER_WARNINGS
+    for message in (*HARMLESS_PROFILER_WARNINGS, "Incorrect schedule"):
+        assert message not in stderr
+    assert not [line for line in stderr.splitlines() if line.startswith("[WARNING] ME")], stderr
 
 
 def perfkit_mindspore_version() -> str:
@@ -129,6 +139,22 @@ def test_the_api_alone_writes_a_run_folder_with_its_schedule(tmp_path):
     assert sum(per_step) == len(starts) and len(set(per_step)) == 1
     assert_steps_add_up(folder)
     assert (folder / "md" / "pipeline_profiling_0.json").is_file()
+    assert_no_profiler_noise(done.stderr)  # a scheduled profiler, the skipped step its warmup
+
+
+@pytest.mark.mindspore
+def test_a_script_failing_inside_model_train_is_told_so(tmp_path):
+    """A MindSpore dataset error raised inside Model.train, before its first step: the run is failed with that
+    error, and perfkit does not claim the script never called Model.train."""
+    done = profile(tmp_path, "--output", "runs/bad", "--", "python", MODEL_TRAIN, "--bad-data")
+    assert done.returncode == 1
+    assert "Cannot batch tensors with different shapes" in done.stderr  # MindSpore's own message, passed through
+    assert "neither Model.train nor perfkit.profiling" not in done.stderr
+    assert "perfkit: warning: the script failed inside Model.train before its first step ended" in done.stderr
+    recorded = manifest(tmp_path / "runs" / "bad")
+    assert recorded["status"] == "failed" and recorded["error"].startswith("RuntimeError: Exception thrown from "
+                                                                           "dataset pipeline")
+    assert recorded["steps"] == [] and recorded["step_timer"] == "Model.train callback"
 
 
 @pytest.mark.mindspore
@@ -191,6 +217,35 @@ def test_ctrl_c_is_passed_on_and_the_profile_so_far_is_kept(tmp_path):
     loaded = assert_steps_add_up(folder)
     assert loaded.meta.status == "interrupted"
     assert (folder / "md" / "pipeline_profiling_0.json").is_file()  # MindData's profile was saved too
+
+
+@pytest.mark.mindspore
+def test_a_script_that_os_exits_mid_training_is_incomplete_with_its_bound_unknown(tmp_path):
+    """Issue 25: os._exit(0) at step 2 skips atexit, so MindSpore's profiler never analyses what it recorded.
+    Was: exit 0, status ok, "compute-bound 100 %" from step totals alone."""
+    done = profile(tmp_path, "--output", "runs/exit", "--", "python", MODEL_TRAIN, "--os-exit-at", "2")
+    assert done.returncode == 0, done.stderr  # the script's
+    assert "perfkit: incomplete: runs/exit holds the step times only" in done.stderr
+    assert "bound    unknown (the profiler wrote no op data" in done.stdout and "100.0 %" not in done.stdout
+    recorded = manifest(tmp_path / "runs" / "exit")
+    assert recorded["status"] == "incomplete" and "left no op data" in recorded["error"]
+    loaded = perfkit.load(tmp_path / "runs" / "exit")
+    assert loaded.meta.status == "incomplete" and loaded.steps["fwd_bwd_ms"].isna().all()
+    assert perfkit.summarize(loaded)["bound"]["kind"] == "unknown"
+
+
+@pytest.mark.parametrize("code", [0, 4])
+def test_a_script_that_never_imports_mindspore_says_so_and_exits_as_it_did(tmp_path, code):
+    """Issue 25: was exit 2 (though the script exited 0) with "found only files perfkit does not read:
+    perfkit_run.json" while that file is among what perfkit looks for."""
+    (tmp_path / "plain.py").write_text(f"import sys\nprint('no MindSpore here')\nsys.exit({code})\n")
+    done = profile(tmp_path, "--output", "runs/plain", "--", "python", "plain.py")
+    assert done.returncode == code, done.stderr
+    assert "no MindSpore here" in done.stdout
+    assert "your script did not use MindSpore (it never imported it)" in done.stderr
+    assert f"runs/plain holds only perfkit_run.json (the script did not use MindSpore); exit code {code}" in done.stderr
+    assert "does not read" not in done.stderr and "MindSpore's profiler wrote nothing" not in done.stderr
+    assert manifest(tmp_path / "runs" / "plain")["status"] == ("ok" if code == 0 else "failed")
 
 
 @pytest.mark.mindspore

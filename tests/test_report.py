@@ -126,3 +126,37 @@ def test_dash_default_host_is_loopback():
 def test_help_has_an_example(command):
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0 and "Example:" in result.output and f"perfkit {command} " in result.output
+
+
+def test_the_report_and_the_dashboard_show_one_compare_section():
+    """views.panels.COMPARE_PANELS is the compare section of both: the report shows what differed between the
+    runs (here the one setting the two sample runs' manifests differ in) as the dashboard's Compare page does."""
+    import json as json_module
+
+    from plotly.utils import PlotlyJSONEncoder
+
+    from dashboards.layout import compare_body
+    from perfkit import load
+    from perfkit.views.panels import COMPARE_PANELS
+    runs = [load(REPO / "sample_runs/cpu_default"), load(REPO / "sample_runs/cpu_avx2")]
+    manifests = [json_module.loads((REPO / f"sample_runs/{name}/perfkit_run.json").read_text())
+                 for name in ("cpu_default", "cpu_avx2")]
+    isa = [manifest["env"].get("ONEDNN_MAX_CPU_ISA", "-") for manifest in manifests]
+    text = render_report(runs)
+    section = text[text.index('<section id="compare">'):text.index('<section id="run-0">')]
+    positions = [section.find(f"<h2>{html.escape(panel.title)}</h2>") for panel in COMPARE_PANELS]
+    assert all(p >= 0 for p in positions) and positions == sorted(positions)
+    assert f"<td class=\"text\">env.ONEDNN_MAX_CPU_ISA</td><td class=\"text\">{isa[0]}</td>" \
+           f"<td class=\"text\">{isa[1]}</td>" in section and isa == ["-", "AVX2"]
+    page = json_module.dumps(compare_body(runs), cls=PlotlyJSONEncoder)
+    assert all(f'"id": "{panel.id}"' in page for panel in COMPARE_PANELS)
+
+
+def test_dash_help_lists_every_page_of_the_dashboard():
+    from dashboards import ids
+    result = CliRunner().invoke(main, ["dash", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for path, title in ids.PAGES.items():  # the navigation bar's pages
+        assert f"{title} {path}" in text
+    assert len(ids.PAGES) == 6

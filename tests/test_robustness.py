@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -35,7 +36,9 @@ NEW_OUT = "ASCEND_PROFILER_OUTPUT"
 # A real CPU run with MindSpore's memory record (profile_memory=True), which no shared fixture has.
 CPU_MEMORY = "cpu_2_10_memory"
 CPU_MEMORY_FILE = "vm_21053_20261123192539361_ascend_ms/FRAMEWORK/cpu_ms_memory_record_0.txt"
-RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory"}
+# A real `perfkit profile` run (its manifest perfkit_run.json), which no shared fixture has.
+OWN_RUN = "sample_cpu_default"
+RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory", OWN_RUN: REPO / "sample_runs/cpu_default"}
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +128,43 @@ CASES = {
                                         lambda p: broken.set_column(p, "Total Allocated(Byte)", "-686592")),
     "cpu_memory_record_out_of_order": (CPU_MEMORY, CPU_MEMORY_FILE, broken.reverse_rows),
     "cpu_memory_record_empty": (CPU_MEMORY, CPU_MEMORY_FILE, broken.empty),
+    # issue 25: hostile JSON (every JSON file goes through perfkit/boundedjson.py) and numbers the model
+    # cannot hold (formats/base.screened)
+    "communication_json_400_digit_int": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
+        p, b'"Wait Time(ms)": 5.6', b'"Wait Time(ms)": ' + b"9" * 400)),
+    "communication_json_arrays_5k_deep": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
+        p, b'"p2p": {}', b'"p2p": ' + broken.nested(b"[", 5_000))),
+    "communication_matrix_objects_100k_deep": (NEW, f"{NEW_OUT}/communication_matrix.json",
+                                               lambda p: broken.replace_bytes(
+                                                   p, b'"p2p": {}', b'"p2p": ' + broken.nested(b"{", 100_000))),
+    "communication_json_lone_surrogate": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
+        p, b'hcom_allReduce__586_0_1@', b'hcom_allReduce__586_0_1\\ud800@')),
+    "communication_matrix_huge_step": (NEW, f"{NEW_OUT}/communication_matrix.json", lambda p: broken.replace_bytes(
+        p, b'"step50"', b'"step-99999999999999999999999"')),
+    "communication_matrix_huge_rank": (NEW, f"{NEW_OUT}/communication_matrix.json", lambda p: broken.replace_bytes(
+        p, b'"0-1"', b'"0-' + b"1" * 30 + b'"')),
+    "pipeline_json_nan_and_inf": (LEGACY, "pipeline_profiling_1.json", lambda p: broken.replace_bytes(
+        p, b'"num_workers":8', b'"num_workers":NaN')),
+    "db_task_all_null": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", lambda p: broken.set_cells(
+        p, "TASK", ", ".join(f'"{c}" = NULL' for c in ("startNs", "endNs", "deviceId", "connectionId",
+                                                       "globalTaskId", "globalPid", "taskType", "contextId",
+                                                       "streamId", "taskId", "modelId", "depth")))),
+    "analysis_db_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "StepTraceTime",
+                                                                               "computing = 9e999")),
+    "db_three_20mb_strings": (DB, f"{NEW_OUT}/ascend_pytorch_profiler_0.db", lambda p: _huge_strings(p)),
+    "analysis_db_comm_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "CommAnalyzerTime",
+                                                                                    "elapse_time = 9e999")),
+    # was `advise --format json`: "Out of range float values are not JSON compliant: inf" (size_mb is no time)
+    "analysis_db_link_size_inf": (DB, f"{NEW_OUT}/analysis.db", lambda p: broken.set_cells(p, "CommAnalyzerMatrix",
+                                                                                         "transit_size = 9e999")),
 }
+
+def _huge_strings(database: Path) -> None:
+    """The names of the three most run kernels 20 MB long (issue 25: `perfkit trace` took 21 s and 3.9 GB
+    for this 4,000-event run, over 2 minutes under load)."""
+    broken.set_cells(database, "STRING_IDS", "value = replace(hex(zeroblob(10000000)), '00', 'xy')",
+                     "id IN (SELECT name FROM COMPUTE_TASK_INFO GROUP BY name ORDER BY count(*) DESC LIMIT 3)")
+
 
 # Outcomes seen per case, written into docs/robustness.md by hand from `pytest -s` output.
 OUTCOMES: dict[str, str] = {}
@@ -217,14 +256,15 @@ def test_unreadable_file_is_skipped_and_named(tmp_path, monkeypatch):
     target.chmod(0)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         # root reads through chmod 000: make opening it fail as it does for anyone else (EACCES)
-        real_open = io.open
-
-        def denying_open(file, *args, **kwargs):
-            if isinstance(file, (str, os.PathLike)) and os.fspath(file) == str(target):
-                raise PermissionError(errno.EACCES, "Permission denied", str(target))
-            return real_open(file, *args, **kwargs)
-        monkeypatch.setattr(io, "open", denying_open)
-        monkeypatch.setattr(builtins, "open", denying_open)
+        def denying(real):
+            def denying_open(file, *args, **kwargs):
+                if isinstance(file, (str, os.PathLike)) and os.fspath(file) == str(target):
+                    raise PermissionError(errno.EACCES, "Permission denied", str(target))
+                return real(file, *args, **kwargs)
+            return denying_open
+        monkeypatch.setattr(io, "open", denying(io.open))
+        monkeypatch.setattr(builtins, "open", denying(builtins.open))
+        monkeypatch.setattr(os, "open", denying(os.open))  # perfkit.files.open_regular
     try:
         summary = _check_outcome(_invoke("summary", run), target)
     finally:
@@ -233,6 +273,37 @@ def test_unreadable_file_is_skipped_and_named(tmp_path, monkeypatch):
     named = [w for w in summary["warnings"] if target.name in w]
     assert named and "Permission denied" in named[0], summary["warnings"]
     OUTCOMES["unreadable_file"] = "exit 0: " + named[0]
+
+
+@pytest.mark.parametrize("relative", [f"{NEW_OUT}/ascend_pytorch_profiler_0.db", f"{NEW_OUT}/analysis.db"])
+def test_fifo_in_place_of_a_database_is_refused_not_waited_on(relative, tmp_path):
+    """Issue 25: a named pipe called ascend_pytorch_profiler_0.db hung summary, advise and trace for ever
+    (opening a FIFO for reading waits for a writer). Run as subprocesses with a timeout, so that a hang
+    fails the test instead of stopping the suite."""
+    import subprocess
+    import sys
+    run = broken.copy_run(FIXTURE_RUNS[DB], tmp_path / "run")
+    broken.fifo(run / relative)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PERFKIT_CACHE_DIR": str(tmp_path / "cache")}
+    for command in (["summary", str(run), "--format", "json"], ["advise", str(run), "--format", "json"],
+                    ["trace", str(run), "--start-ms", "0", "-o", str(tmp_path / "trace.json")]):
+        result = subprocess.run([sys.executable, "-m", "perfkit", *command], capture_output=True, text=True,
+                                env=env, timeout=120)
+        assert "Traceback" not in result.stderr, result.stderr
+        message = f"{Path(relative).name}: is a named pipe (FIFO), not a file: not read"
+        if result.returncode == 2:  # nothing else to read: the one line names the pipe
+            assert message in result.stderr, result.stderr
+        else:
+            assert result.returncode == 0, result.stderr
+            if command[0] == "summary":
+                assert any(message in w for w in json.loads(result.stdout)["warnings"]), result.stdout
+
+
+def test_json_output_writes_non_finite_numbers_as_null():
+    """The CLI's JSON is strict (jq refuses NaN/Infinity): a number arithmetic made infinite is null."""
+    from perfkit.cli import _json
+    payload = json.loads(_json({"a": math.inf, "b": [math.nan, 1.5], "c": {"d": -math.inf, "e": 2}}))
+    assert payload == {"a": None, "b": [None, 1.5], "c": {"d": None, "e": 2}}
 
 
 def test_warning_names_the_skipped_file(tmp_path):
@@ -267,6 +338,11 @@ MUTATION_TARGETS = [
     (NEW, f"{NEW_OUT}/operator_memory.csv"),
     (NEW, f"{NEW_OUT}/communication.json"),
     (NEW, f"{NEW_OUT}/communication_matrix.json"),
+    # every other JSON a reader takes, through the bounded decoder (issue 25)
+    (NEW, "profiler_info_0.json"),
+    (NEW, "profiler_metadata.json"),
+    (LEGACY, "minddata_cpu_utilization_1.json"),
+    (OWN_RUN, "perfkit_run.json"),
     (CPU_MEMORY, CPU_MEMORY_FILE),
 ]
 
@@ -291,11 +367,50 @@ def _mutate(raw: bytes, op: str, a: int, b: int) -> bytes:
             cells[x], cells[y] = cells[y], cells[x]
             return b",".join(cells) + end
         return b"".join(swap(r) for r in rows)
+    if op == "hostile_json":
+        return _hostile_json(raw, a, b)
     raise AssertionError(op)
 
 
+# JSON that the bounded decoder (perfkit/boundedjson.py) must take: deep nesting, numbers no int64 or float
+# holds, NaN/Infinity, lone surrogates, a long string.
+HOSTILE_JSON = [broken.nested(b"[", 5_000).decode(), broken.nested(b"{", 3_000).decode(), "1" * 400, "9e999",
+                "-9e999", "NaN", "Infinity", '"\\ud800"', '"step-99999999999999999999999"', '"' + "x" * 100_000 + '"',
+                "12345678901234567890123", "-1", "null", "[]"]
+
+
+def _hostile_json(raw: bytes, a: int, b: int) -> bytes:
+    """One value (or key) of a JSON file replaced by one of HOSTILE_JSON; a file that is not JSON (already
+    broken by another mutation, or a CSV) is left as it is."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # an earlier mutation made it too deep for this helper too
+        return raw
+    slots = []  # (container, key) of every value
+
+    def walk(node) -> None:
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            slots.append((node, key))
+            walk(value)
+    try:
+        walk(data)
+    except RecursionError:
+        return raw
+    if not slots:
+        return raw
+    container, key = slots[a % len(slots)]
+    hostile = HOSTILE_JSON[b % len(HOSTILE_JSON)]
+    if isinstance(container, dict) and b % 5 == 0 and hostile.startswith('"'):  # a hostile key
+        container["@@KEY@@"] = container.pop(key)
+        return json.dumps(data).replace('"@@KEY@@"', hostile, 1).encode()
+    container[key] = "@@VALUE@@"
+    return json.dumps(data).replace('"@@VALUE@@"', hostile, 1).encode()
+
+
 MUTATIONS = st.lists(
-    st.tuples(st.sampled_from(["truncate", "delete_line", "duplicate_line", "flip_byte", "swap_columns"]),
+    st.tuples(st.sampled_from(["truncate", "delete_line", "duplicate_line", "flip_byte", "swap_columns",
+                               "hostile_json"]),
               st.integers(0, 2**20), st.integers(0, 2**20)),
     min_size=1, max_size=3)
 
@@ -325,6 +440,54 @@ def test_mutated_file_loads_or_raises_perfkit_error(fixture, relative, mutations
             assert str(exc)
         else:
             assert isinstance(loaded, perfkit.Run)
+        assert broken.folder_digest(run) == before
+    EXAMPLES["count"] += 1
+
+
+# ---- property-based: hostile values in the database export's cells (issue 25) ---------------------------
+
+HOSTILE_CELLS = ["NULL", "9e999", "-9e999", "-1", "0", "9223372036854775807", "'x'", "''",
+                 "replace(hex(zeroblob(50000)), '00', 'ab')", "X'FFFE00'", "'12345678901234567890123'"]
+
+
+def _columns(database: Path) -> list[tuple[str, str]]:
+    connection = sqlite3.connect(f"file:{database}?mode=ro&immutable=1", uri=True)
+    try:
+        tables = [name for (name,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return [(table, row[1]) for table in tables for row in connection.execute(f'PRAGMA table_info("{table}")')]
+    finally:
+        connection.close()
+
+
+DB_FILES = [f"{NEW_OUT}/ascend_pytorch_profiler_0.db", f"{NEW_OUT}/analysis.db"]
+
+
+@pytest.mark.parametrize("relative", DB_FILES, ids=[Path(r).name for r in DB_FILES])
+@settings(max_examples=int(os.environ.get("PERFKIT_HYPOTHESIS_EXAMPLES", "12")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, 2**16), st.sampled_from(HOSTILE_CELLS), st.sampled_from(["1", "rowid % 2 = 0", "rowid = 1"])),
+                      min_size=1, max_size=3))
+def test_hostile_cells_in_a_database_load_or_raise_perfkit_error(relative, edits):
+    """Cells of any table and column set to values no profiler writes (NULL, 9e999, text in a number column,
+    a 100,000-character string, bytes): a Run with finite numbers in its summary JSON, or a PerfkitError."""
+    with tempfile.TemporaryDirectory() as scratch:
+        run = broken.copy_run(RUNS[DB], Path(scratch) / "run")
+        database = run / relative
+        columns = _columns(database)
+        for column_index, value, where in edits:
+            table, column = columns[column_index % len(columns)]
+            try:
+                broken.set_cells(database, table, f'"{column}" = {value}', where)
+            except sqlite3.IntegrityError:  # a primary key cannot be NULL or repeated: that cell stays
+                pass
+        before = broken.folder_digest(run)
+        result = CliRunner().invoke(main, ["summary", str(run), "--format", "json"])
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        if result.exit_code == 0:
+            _assert_sound_numbers(json.loads(result.stdout))
+        else:
+            assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert broken.folder_digest(run) == before
     EXAMPLES["count"] += 1
 
@@ -364,6 +527,66 @@ def test_mutated_trace_is_indexed_or_named(fixture, relative, mutations):
             assert isinstance(json.loads((Path(scratch) / "w.json").read_bytes()), list)
         assert broken.folder_digest(run) == before
     EXAMPLES["count"] += 1
+
+
+# Issue 25: hostile trace_view.json (a copy of the real msinsight_level1 rank 0 trace, one event changed).
+TRACE_VIEW = f"{NEW_OUT}/trace_view.json"
+FIRST_EVENT = b'[{"ph": "X", "name": "aten::empty"'
+TRACE_CASES = {
+    # was RecursionError out of msgspec (fast path) and json (slow path): a traceback
+    "args_3000_deep": (lambda p: broken.replace_once(p, b'"args": {"Sequence number": -1',
+                                                    b'"args": {"name": ' + broken.nested(b"{", 3000)
+                                                    + b', "Sequence number": -1'), "nested too deep"),
+    "array_event_50000_deep": (lambda p: broken.replace_once(p, FIRST_EVENT, b"[" + broken.nested(b"[", 50_000)
+                                                             + b", " + FIRST_EVENT[1:]), "nested too deep"),
+    "lone_surrogate_name": (lambda p: broken.replace_once(p, FIRST_EVENT, FIRST_EVENT[:-1] + b'\\ud800"'), None),
+    "duration_1e400": (lambda p: broken.replace_once(p, b'"dur": 145.57', b'"dur": 1e400'), "not numbers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRACE_CASES))
+def test_hostile_trace_is_indexed_with_a_warning(case, tmp_path, monkeypatch):
+    monkeypatch.delenv("PERFKIT_NO_CACHE")
+    mutate, said = TRACE_CASES[case]
+    run = broken.copy_run(FIXTURE_RUNS[NEW], tmp_path / "run")
+    mutate(run / TRACE_VIEW)
+    result = CliRunner().invoke(main, ["trace", str(run), "--step", "50", "-o", str(tmp_path / "w.json")])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
+    events = json.loads((tmp_path / "w.json").read_bytes())
+    expected = _step_50_events(FIXTURE_RUNS[NEW])
+    assert abs(len(events) - expected) <= 1  # at most the changed event is left out
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line and "trace_view.json" in line]
+    if said:
+        assert any(said in line for line in warnings), result.stderr
+        OUTCOMES[f"trace_{case}"] = "exit 0: " + next(line for line in warnings if said in line)
+    else:
+        assert any("\ufffd" in str(event.get("name")) for event in events)
+        OUTCOMES[f"trace_{case}"] = "exit 0: the name shown with U+FFFD"
+
+
+def test_huge_database_strings_are_cut_for_the_timeline(tmp_path, monkeypatch):
+    from perfkit.formats.db import MAX_STRING
+    monkeypatch.delenv("PERFKIT_NO_CACHE")
+    run = broken.copy_run(FIXTURE_RUNS[DB], tmp_path / "run")
+    _huge_strings(run / f"{NEW_OUT}/ascend_pytorch_profiler_0.db")
+    result = CliRunner().invoke(main, ["trace", str(run), "--step", "50", "-o", str(tmp_path / "w.json")])
+    assert result.exit_code == 0, result.output
+    assert "STRING_IDS: 3 string(s) longer than 4,096 characters cut" in result.stderr
+    names = [event.get("name") or "" for event in json.loads((tmp_path / "w.json").read_bytes())]
+    assert len(names) == _step_50_events(FIXTURE_RUNS[DB])
+    cut = [name for name in names if len(name) > 1000]
+    assert cut and all(len(name) == MAX_STRING + 1 and name.startswith("xyxy") for name in cut)
+
+
+@functools.lru_cache(maxsize=None)
+def _step_50_events(source: Path) -> int:
+    with tempfile.TemporaryDirectory() as scratch, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PERFKIT_CACHE_DIR", scratch)
+        patch.delenv("PERFKIT_NO_CACHE", raising=False)
+        result = CliRunner().invoke(main, ["trace", str(source), "--step", "50", "-o", f"{scratch}/w.json"])
+        assert result.exit_code == 0, result.output
+        return len(json.loads(Path(f"{scratch}/w.json").read_bytes()))
 
 
 def test_zz_report_counts():

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import perfkit
-from perfkit import timeline as tl
+from perfkit import figures, timeline as tl
 from perfkit.cli import main
 from perfkit.errors import FileFormatError, PerfkitError
 from perfkit import trace_json
@@ -131,8 +131,10 @@ def test_full_disk_while_indexing_is_one_error_and_leaves_nothing(monkeypatch, t
     monkeypatch.setattr(tl.pq, "write_table", no_space)
     result = CliRunner().invoke(main, ["trace", str(NEW_RANK0), "--step", "50", "-o", str(tmp_path / "s.json")])
     assert result.exit_code == 2
-    lines = [line for line in result.stderr.splitlines() if line.startswith("perfkit:")]
-    assert len(lines) == 1 and "No space left" in lines[0] and "Traceback" not in result.output
+    # the cache is given up (one warning), the index tried in the process's temporary folder, which fails too
+    warning, error = [line for line in result.stderr.splitlines() if line.startswith("perfkit:")]
+    assert "warning: the cache is not used" in warning and "No space left" in warning
+    assert "No space left" in error and "Traceback" not in result.output
     timeline_cache = tmp_path / "cache" / "timeline"
     assert not [p for p in timeline_cache.rglob("*") if p.is_file()]
     assert not (tmp_path / "s.json").exists()
@@ -435,11 +437,13 @@ def test_run_without_a_trace_says_so(tmp_path):
 
 
 def test_index_never_lives_in_the_run(tmp_path, monkeypatch):
+    """A cache dir inside the run is not used: the index is built in the process's own temporary folder."""
     run = broken.copy_run(NEW_RANK0, tmp_path / "run")
+    before = broken.folder_digest(run)
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(run / "cache"))
-    with pytest.raises(PerfkitError, match="cache folder"):
-        tl.index(run)
-    assert not (run / "cache").exists()
+    found = tl.index(run)
+    assert found.folder.is_relative_to(tl._scratch_root()) and found.steps() == [50]
+    assert broken.folder_digest(run) == before
 
 
 @pytest.mark.parametrize("run", sorted(TRACES))
@@ -482,3 +486,95 @@ def test_one_odd_event_costs_a_small_piece_of_slow_decoding(tmp_path, monkeypatc
     assert list(read["name"]) == [e["name"] for e in events]
     assert stats.bad_values == 1 and read["dur"].isna().sum() == sum("dur" not in e for e in events) + 1
     assert 0 < stats.slow_bytes <= 30_000, stats
+
+
+# ---------------------------------------------------------------- lanes coloured by what runs on them (issue 29)
+
+CPU_RANKS2 = Path(__file__).resolve().parents[1] / "sample_runs/cpu_ranks2"
+
+
+def raw_lane_kinds(trace: Path) -> dict[tuple[str, float], str]:
+    """Independently, from json.load: per complete event (name, ts) what its raw trace says runs there. The CPU
+    OP process (args.type HostCpuOps) of a trace without a device process holds the run's kernels: compute, an
+    AllReduce among them communication; the Scope Layer process holds cell scopes."""
+    events = json.load(open(trace))
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    assert set(processes.values()) == {"CPU OP", "Scope Layer"}  # no device lane: a CPU run
+    kinds = {}
+    for event in events:
+        if event.get("ph") != "X":
+            continue
+        process = processes[event["pid"]]
+        if process == "CPU OP":
+            assert event["args"]["type"] == "HostCpuOps"
+            op_type = event["name"].rsplit("/", 1)[-1].split("-op")[0]
+            kinds[(event["name"], float(event["ts"]))] = "communication" if op_type == "AllReduce" else "compute"
+        else:
+            assert process == "Scope Layer" and not event.get("args")
+            kinds[(event["name"], float(event["ts"]))] = "scope"
+    return kinds
+
+
+@pytest.mark.parametrize("run", ["cpu_2_10", "cpu_ranks2"])
+def test_cpu_run_lanes_are_coloured_by_what_runs_on_them(run):
+    folder = FIXTURE_RUNS[run] if run in FIXTURE_RUNS else CPU_RANKS2
+    events = tl.timeline(folder, start_ms=0)
+    for rank, trace in ((0, next(folder.rglob("trace_view.json"))),) if run == "cpu_2_10" else \
+            ((r, next((folder / f"rank_{r}").rglob("trace_view.json"))) for r in (0, 1)):
+        expected = raw_lane_kinds(trace)
+        mine = events[(events["rank"] == rank) & (events["ph"] == "X")]
+        got = {(name, start): category for name, start, category in zip(mine["name"], mine["start_us"],
+                                                                         mine["category"])}
+        assert got == expected
+        assert Counter(got.values())["compute"] > 600  # the kernels: Conv2D, BatchNorm, ...
+    fig = figures.timeline_figure(tl.timeline(folder, step=2))
+    colours = {trace.name: trace.marker.color for trace in fig.data}
+    assert colours["compute"] == figures.TIMELINE_COLORS["compute"]
+    assert colours["scope"] == figures.TIMELINE_COLORS["scope"] != colours["compute"]
+    assert "host" not in colours
+
+
+def test_scope_spans_are_cut_at_their_steps_edges_with_their_whole_length_on_hover():
+    """cpu_ranks2's step 1: a `Default` scope span runs on into step 2 (the profiler joins consecutive ops of one
+    scope, and step 2 starts with Default ops): drawn up to the step's end, its whole length in the hover."""
+    events = tl.timeline(CPU_RANKS2, step=1, ranks=[0])
+    (start, end), = events.attrs["window_us"].values()
+    raw = json.load(open(next((CPU_RANKS2 / "rank_0").rglob("trace_view.json"))))
+    past = [e for e in raw if e.get("ph") == "X" and start <= float(e["ts"]) < end
+            and float(e["ts"]) + float(e["dur"]) > end]
+    assert past and all(e["pid"] == 3 for e in past)  # Scope Layer spans only
+    fig = figures.timeline_figure(events)
+    step_ms = (end - start) / 1000
+    for trace in fig.data:
+        assert max(b + x for b, x in zip(trace.base, trace.x)) <= step_ms + 1e-6
+    assert fig.layout.meta["cut"] == len(past) + len(events[(events["start_us"] < start) & (events["ph"] == "X")])
+    scope = next(trace for trace in fig.data if trace.name == "scope")
+    notes = [row[2] for row in scope.customdata if row[2]]
+    assert any(f"runs {float(e['dur']) / 1000:,.3f} ms in all" in note for e in past for note in notes)
+
+
+def test_cpu_rank_is_the_rank_its_framework_files_name():
+    """CPU folders have no profiler_info: rank 1 is rank_1's trace_view.json, not rank 0 twice with rank 1's text
+    timestamps as a fallback."""
+    root, files = tl.trace_files(CPU_RANKS2)
+    assert [(f.rank, f.path.relative_to(root).parts[0], f.path.name) for f in files] == \
+        [(0, "rank_0", "trace_view.json"), (1, "rank_1", "trace_view.json")]
+    raw = json.load(open(files[1].path))
+    scopes = sum(1 for e in raw if e.get("ph") == "X" and e["pid"] == 3)
+    events = tl.timeline(CPU_RANKS2, start_ms=0, ranks=[1])
+    assert (events["process"] == "Scope Layer").sum() == scopes > 5_000  # ~1,786 a step
+
+
+def test_progress_without_a_terminal_is_one_line_each():
+    import io
+    from perfkit.cli import progress_printer
+    stream = io.StringIO()
+    show = progress_printer(stream)
+    for fraction in (0.0, 0.05, 0.5, 0.88, 1.0):
+        show("indexing trace_view.json of rank 0", fraction)
+    show("indexed", 1.0)
+    lines = stream.getvalue().split("\n")
+    assert lines == ["indexing trace_view.json of rank 0: 0%", "indexing trace_view.json of rank 0: 50%",
+                     "indexing trace_view.json of rank 0: 88%", "indexing trace_view.json of rank 0: 100%",
+                     "indexed: 100%", ""]
+    assert "\r" not in stream.getvalue()

@@ -17,7 +17,8 @@ from perfkit import figures, render
 from perfkit.cli import main
 from perfkit.model import Meta, Run, table
 from perfkit.views import format as fmt, numbers
-from perfkit.views.panels import INSTANCES, PAGES, PANELS, TABLE, WITH_DATA, in_report, panels_on, rows
+from perfkit.views.panels import (COMPARE, COMPARE_PANELS, FIGURE, INSTANCES, PAGES, PANELS, TABLE, WITH_DATA, Panel,
+                                  Ref, in_report, panels_on, rows)
 from test_figures import make_run
 
 # Every multi-rank real run: fixtures, the 2-rank CPU sample run. (Checked by loading: a run listed here that
@@ -138,17 +139,25 @@ def test_step_parts_have_one_label_and_colour_each():
 
 
 def test_every_panel_names_functions_that_exist():
-    for panel in PANELS:
-        if panel.figure:
-            assert callable(getattr(figures, panel.figure)), panel.id
-        if panel.table:
-            assert callable(getattr(figures, panel.table)), panel.id
-        if panel.text:
-            assert callable(getattr(render, panel.text)), panel.id
-        if panel.note:
-            assert callable(getattr(numbers, panel.note)), panel.id
-        assert panel.page in {page.path for page in PAGES}
-    assert len({panel.id for panel in PANELS}) == len(PANELS)
+    """Every Ref of the panel lists resolves to a function: a misspelt name fails here (a misspelt module
+    already fails when the list is built)."""
+    for panel in PANELS + COMPARE_PANELS:
+        for ref in (panel.content, panel.text, panel.data, panel.note):
+            if ref is not None:
+                assert isinstance(ref, Ref) and callable(ref.resolve()), (panel.id, ref)
+        assert panel.page in {page.path for page in PAGES} | {COMPARE.path}
+    assert len({panel.id for panel in PANELS + COMPARE_PANELS}) == len(PANELS + COMPARE_PANELS)
+
+
+def test_a_misspelt_panel_function_fails_when_the_list_is_built_or_resolved():
+    with pytest.raises(ValueError, match="no module perfkit.figurs"):
+        Ref("perfkit.figurs", "bound_figure")
+    with pytest.raises(AttributeError):
+        Ref("perfkit.figures", "bound_figur").resolve()
+    with pytest.raises(ValueError, match="needs a content function"):
+        Panel("fig-x", "X", "/", FIGURE)
+    with pytest.raises(ValueError, match="text is not callable"):
+        Panel("fig-x", "X", "/", FIGURE, content=Ref("perfkit.figures", "bound_figure"), text="bound_lines")
 
 
 def test_dashboard_pages_show_their_panels_in_list_order():
@@ -189,8 +198,8 @@ def test_summary_text_sections_follow_the_panel_list():
     text = render.summary_text(numbers.summary_of(run))
     heads = {"steps_lines": "steps (", "per_rank_lines": "per rank", "op_type_lines": "op types (",
              "queue_lines": "host queue", "pipeline_lines": "data pipeline"}
-    order = [heads[panel.text] for panel in PANELS if panel.text and panel.text in heads
-             and not (panel.text == "queue_lines" and panel.args == ("device",))]
+    order = [heads[panel.text.name] for panel in PANELS if panel.text and panel.text.name in heads
+             and panel.text.args != ("device",)]
     positions = [text.find(head) for head in order]
     assert all(p >= 0 for p in positions) and positions == sorted(positions)
     assert "summed over steps and ranks" in text
@@ -277,3 +286,24 @@ def test_findings_card_and_advise_text_print_evidence_alike():
             assert f"{key} = {shown}" in item.detail and f"{key} {shown}" in text
     # the run's communication (~1,700 ms a step) exercises the thousands separator
     assert any(isinstance(v, float) and v >= 1000 for finding in advice.findings for v in finding.evidence.values())
+
+
+def test_short_op_names_tell_every_op_apart_by_its_cells():
+    """cpu_2_10's ResNet-50: 684 full names, which cut at either end read alike; the short names are distinct,
+    each the instance names of the full name's cells in order, then its op."""
+    names = list(dict.fromkeys(perfkit.load(FIXTURE_RUNS["cpu_2_10"]).ops["name"].astype(str)))
+    short = fmt.short_op_names(names)
+    assert len(set(short)) == len(names) > 600
+    assert len({name[-40:] for name in names}) < len(names)  # what a cut name showed: rows that read the same
+    wrapper = ("Default", "network-WithLossCell", "_backbone-ResNet50")  # in over half the names
+    expected = []
+    for full in names:
+        scopes = full.split("/")
+        cells = [scope.split("-", 1)[0] for scope in scopes[:-1] if "-" in scope and scope not in wrapper]
+        expected.append(f"{'.'.join(cells)}/{scopes[-1]}" if cells else scopes[-1])
+    alike = {value for value in expected if expected.count(value) > 1}  # the loss op, forward and backward
+    assert len(alike) <= 2
+    assert short == [full if value in alike else value for full, value in zip(names, expected)]
+    # two names that shorten alike stay whole; names without scopes are kept
+    assert fmt.short_op_names(["A/x-C/y-D/Op-op0", "B/x-C/y-D/Op-op0", "Conv2D1"]) == \
+        ["A/x-C/y-D/Op-op0", "B/x-C/y-D/Op-op0", "Conv2D1"]

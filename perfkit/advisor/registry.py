@@ -167,7 +167,7 @@ def installed_rules() -> list[Plugin]:
     """The rule plugins installed on sys.path now, each imported once per process."""
     with _LOADING:
         found = []
-        for entry in plugins.installed(plugins.RULES_GROUP):
+        for entry in plugins.entry_points(plugins.RULES):
             key = (entry.name, entry.value)
             if key not in _LOADED:
                 _LOADED[key] = _load(entry, taken={r.id for r in RULES}
@@ -180,7 +180,7 @@ def _load(entry, taken: set[str]) -> Plugin:
     """Import the plugin's module; the rules its import registers are moved from RULES into the Plugin."""
     name = plugins.describe(entry)
     before = len(RULES)
-    _, problem = plugins.load(entry)
+    _, problem = plugins.import_entry(entry)
     added = RULES[before:]
     del RULES[before:]
     if problem:

@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from ..errors import FileFormatError
 from ..units import US_PER_MS
-from .base import (Parts, Reader, guarded, op_passes, rank_of, read_csv_table, read_json_object, stages_from_count,
-                   stages_from_pp_groups)
+from .base import (Parts, Reader, guarded, op_passes, rank_of, read_csv_table, json_object, stages_from_count,
+                   stages_from_pp_groups, trim_type_separator)
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -75,6 +75,8 @@ FLOAT32_DTYPES = {"FLOAT", "FLOAT32", "DT_FLOAT", "FP32"}
 # dataset.csv stages run by the device-queue thread, which exists only in dataset sink mode.
 SINK_STAGES = {"PushToAscend", "WaitForAscend"}
 SINK_OP_TYPES = {"GetNext", "GetNextFromQueue", "DynamicGetNext"}
+# HCCL's collective tasks in kernel_details.csv (Accelerator Core HCCL), which op_statistic.csv leaves out.
+COLLECTIVE_TYPE_PREFIX = "hcom_"
 METADATA = "profiler_metadata.json"
 CONTEXT_MODES = {0: "graph", 1: "pynative", "graph": "graph", "graph_mode": "graph",
                  "pynative": "pynative", "pynative_mode": "pynative"}
@@ -108,7 +110,7 @@ def read(folder: Path) -> dict[int, Parts]:
         parts.tables["ops"] = _ops(kernels)
         parts.meta.update(_precision(kernels, mindspore="ms_version" in parts.meta))
     if op_statistic is not None:
-        parts.tables["op_types"] = _op_types_from_statistic(op_statistic)
+        parts.tables["op_types"] = _op_types_from_statistic(op_statistic, kernels)
     elif kernels is not None:
         parts.tables["op_types"] = _op_types_from_kernels(kernels)
     if step_trace is not None:
@@ -145,7 +147,7 @@ def _read_metadata(folder: Path, parts: Parts) -> None:
     path = folder / METADATA
     if not path.is_file():
         return
-    metadata = guarded(parts, path, read_json_object)
+    metadata = json_object(parts, path)
     stages = stages_from_pp_groups(metadata.get("parallel_group_info")) if isinstance(metadata, dict) else None
     if stages:
         parts.meta["pipeline_stages"] = stages
@@ -160,7 +162,7 @@ def _read_profiler_info(folder: Path, parts: Parts) -> int:
         parts.warnings.append(f"several profiler_info files ({', '.join(f.name for f in files)}); "
                               f"using {files[0].name}")
     path = files[0]
-    info = guarded(parts, path, read_json_object)
+    info = json_object(parts, path)
     named_rank = rank_of(path.name)
     if not isinstance(info, dict):
         if info is not None:
@@ -220,6 +222,10 @@ class _Kernels:
             derived = pa.array([type_from_kernel_name(name) for name in self.names.to_pylist()])
             codes, self.types = _codes(pa.chunked_array([derived]))
             self.type = codes[self.name]
+        trimmed = trim_type_separator(self.types)
+        if not pc.all(pc.equal(trimmed, self.types)).as_py():  # `hcom_allReduce_` -> hcom_allReduce
+            codes, self.types = _codes(pa.chunked_array([trimmed]))
+            self.type = np.where(self.type >= 0, codes[np.maximum(self.type, 0)], -1)
         self.strings = {column: _codes(table.column(column))
                         for column in ("input_shapes", "input_dtypes") if column in table.column_names}
         self.name_passes = op_passes(self.names)  # per distinct name
@@ -304,8 +310,11 @@ def _ops(kernels: _Kernels) -> pd.DataFrame:
     })
 
 
-def _op_types_from_statistic(statistic: pa.Table) -> pd.DataFrame:
-    """One row per type: op_statistic.csv splits a type by core (AI_CORE / AI_VECTOR_CORE)."""
+def _op_types_from_statistic(statistic: pa.Table, kernels: _Kernels | None) -> pd.DataFrame:
+    """One row per type: op_statistic.csv splits a type by core (AI_CORE / AI_VECTOR_CORE). It counts the
+    compute tasks only; the HCCL collectives kernel_details.csv lists beside them (`hcom_*`: on msinsight_level1
+    hcom_allReduce, its largest kernel) are added from the kernels, as where op_statistic.csv is absent, with no
+    file_share (the file does not count them)."""
     codes, types = _codes(statistic.column("type"))
     typed = codes >= 0
     ids = pd.unique(codes[typed])
@@ -319,7 +328,11 @@ def _op_types_from_statistic(statistic: pa.Table) -> pd.DataFrame:
     ratio = statistic.column("ratio_pct") if "ratio_pct" in statistic.column_names else None
     if ratio is not None and typed.any() and pc.any(pc.is_valid(ratio.filter(pa.array(typed)))).as_py():
         frame["file_share"] = per_type("ratio_pct") / 100.0
-    return frame
+    if kernels is None:
+        return frame
+    beside = _op_types_from_kernels(kernels)
+    beside = beside[beside["type"].str.startswith(COLLECTIVE_TYPE_PREFIX) & ~beside["type"].isin(set(frame["type"]))]
+    return pd.concat([frame, beside], ignore_index=True) if len(beside) else frame
 
 
 def _op_types_from_kernels(kernels: _Kernels) -> pd.DataFrame:
@@ -451,4 +464,5 @@ def _data_mode(dataset: pa.Table | None, kernels: _Kernels | None) -> str | None
 
 
 READER = Reader(name="ascend_ms", provides=frozenset({"steps", "op_types", "ops"}),
-                detect=detect, read=read, read_steps=read_steps)
+                detect=detect, read=read, read_steps=read_steps,
+                looks_for="ASCEND_PROFILER_OUTPUT/ text export")

@@ -8,7 +8,6 @@ readers through this protocol.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import re
 import sys
@@ -20,18 +19,19 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .. import boundedjson
 from ..errors import FileFormatError
+from ..files import open_regular
 from ..units import BYTES_PER_MB
 
 
 @dataclass
 class Parts:
-    """A reader's contribution to one rank of a Run.
+    """A reader's contribution to one rank of a Run (or, keyed RUN_WIDE, to every rank).
 
-    `tables` maps schema table names (see model.SCHEMA) to DataFrames without the rank column;
-    it may also hold intermediate tables that `load` combines across readers:
-      - "op_events": name, start_ns (int64, epoch ns), dur_ms — one row per op execution;
-      - "step_times": step, begin_ns, end_ns — step wall-clock bounds recorded by `perfkit profile`.
+    `tables` maps schema table names (see model.SCHEMA) to DataFrames without the rank column; it may also
+    hold the INTERMEDIATE_TABLES that a derivation (formats.DERIVATIONS) turns into a schema table.
+    A RUN_WIDE Parts' table with a `rank` column is split by it; one without goes to every rank of the run.
     `meta` holds Meta field values the files tell; `sources` the files read (for messages).
     """
 
@@ -43,11 +43,12 @@ class Parts:
 
 RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfkit_run.json)
 
-# Tables a reader may give besides the schema's (model.SCHEMA), which the loader combines across readers:
-#   "op_events": name, start_ns (int64, epoch ns), dur_ms — one row per op execution;
-#   "step_times": step, begin_ns, end_ns — step wall-clock bounds recorded by `perfkit profile`.
-# A rank with op events or step times but no step table gets its steps derived from them (formats/steps.py).
-INTERMEDIATE_TABLES = ("op_events", "step_times")
+# Tables a reader may give besides the schema's (model.SCHEMA), which a derivation turns into a schema table,
+# with their columns:
+INTERMEDIATE_TABLES: dict[str, tuple[str, ...]] = {
+    "op_events": ("name", "start_ns", "dur_ms"),    # one row per op execution; start_ns: int64 epoch ns
+    "step_times": ("step", "begin_ns", "end_ns"),   # step wall-clock bounds recorded by `perfkit profile`
+}
 
 
 @dataclass
@@ -59,6 +60,12 @@ class Reader:
     that hold for every rank). `read_steps(folder)`, where a layout can give its steps from one small
     file, answers cross-rank questions (`perfkit ranks`) without reading every kernel table; layouts
     without it are loaded whole for those questions.
+
+    Where two sources give a rank the same table, the loader takes, in this order: the table of the
+    reader first in priority (formats.readers(): perfkit's registry order, then installed plugins) among
+    those that do not merely fill it; the table a derivation makes (steps from op events or recorded step
+    times); the table of a reader that `fills` it. A table that replaces what another reader gave or what a
+    derivation would make from another reader's tables is said in a warning: never silently.
     """
 
     name: str                                   # the layout's name, Meta.layout of the runs it reads
@@ -73,25 +80,58 @@ class Reader:
     # tables in place where they need another reader's (memory samples put on the clock of the steps
     # perfkit profile recorded).
     finish: Callable[[dict], None] | None = None
+    # Tables of `provides` this reader gives only where nothing else does (see the class doc): step totals
+    # from a training log must not replace the steps, with their split, that a profiler's op events give.
+    fills: frozenset[str] = frozenset()
+    # What the loader says when nothing under a path is read: the files this reader looks for ...
+    looks_for: str = ""
+    # ... and, asked of every reader, a sentence about what the folder holds instead and how to make it
+    # readable (raw CANN data: the command that analyses it), or None.
+    raw_data_hint: Callable[[Path], str | None] | None = None
+    # The installed package it comes from ("entry point name = module:attribute"), None for perfkit's own.
+    plugin: str | None = None
 
     def __repr__(self) -> str:  # shown in test ids and messages; the functions' reprs say nothing
         return f"Reader({self.name})"
+
+    @property
+    def label(self) -> str:
+        """The reader as messages name it."""
+        return f"the {self.name} reader" + (f" (plugin {self.plugin})" if self.plugin else "")
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A schema table the loader makes for a rank that no reader gave it, from the rank's other tables.
+
+    `derive(rank, tables)` gets the rank's tables when any of `needs` is among them and returns
+    (the table or None, Meta field values, warnings).
+    """
+
+    table: str
+    needs: tuple[str, ...]
+    derive: Callable[[int, "dict[str, pd.DataFrame]"], "tuple[pd.DataFrame | None, dict[str, Any], list[str]]"]
+
 
 RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
 
 
 def screened(result: dict[int, Parts]) -> dict[int, Parts]:
-    """A reader's result without values no measurement can have, each change said in a warning.
+    """A reader's result without values no measurement can have, each change said in a warning: the one
+    check of every number that crosses into the model.
 
-    A negative or infinite duration is a broken file, not a measurement: it becomes unknown (op types
-    left without a time are dropped). A step row written twice is dropped; steps without a total are
-    said. Applied to each reader's result before it is cached, so a warm load warns as the cold one did.
-    numpy on each column: a cluster question screens hundreds of small step tables.
+    A number the schema's column cannot hold (infinite, NaN spelled in a file, an integer outside int64 such
+    as a 23-digit step id) becomes unknown. A negative or infinite duration is a broken file, not a
+    measurement: it becomes unknown too (op types left without a time are dropped). A step row written
+    twice is dropped; steps without a total are said. Applied to each reader's result before it is cached,
+    so a warm load warns as the cold one did. numpy on each column: a cluster question screens hundreds of
+    small step tables.
     """
     for rank, parts in result.items():
         for name, frame in list(parts.tables.items()):
             if frame is None:
                 continue
+            frame = _representable(frame, name, rank, parts.warnings)
             times = [c for c in frame.columns if str(c).endswith("_ms")]
             if times:
                 block = _floats(frame, times)  # one conversion for every time column
@@ -117,6 +157,56 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
                                           "of step means")
             parts.tables[name] = frame
     return result
+
+
+def _representable(frame: pd.DataFrame, name: str, rank: int, warnings: list[str]) -> pd.DataFrame:
+    """`frame` with each value of its schema's numeric columns that the column's type cannot hold made
+    unknown (NA), counted in a warning per column; `*_ms` columns are left to screened's duration check
+    (which also refuses negatives). Object columns (tables built from JSON) are checked value by value,
+    numeric ones with numpy."""
+    from ..model import SCHEMA
+    for column, dtype in SCHEMA.get(name, {}).items():
+        if column in frame.columns and dtype == "string" and frame[column].dtype == object:
+            frame = _text_column(frame, column, name, rank, warnings)
+        if column not in frame.columns or dtype not in ("int64", "Int64", "float64") or column.endswith("_ms"):
+            continue
+        values = frame[column]
+        integer = dtype != "float64"
+        if values.dtype == object:
+            bad = np.fromiter((not _holds(value, integer) for value in values), bool, len(values))
+        elif pd.api.types.is_float_dtype(values.dtype):
+            numbers = values.to_numpy(dtype=np.float64, na_value=np.nan)
+            bad = np.isinf(numbers) | ((np.abs(numbers) >= 2.0**63) if integer else False)
+        else:
+            continue
+        if bad.any():
+            warnings.append(f"rank {rank}: {name}.{column}: {int(bad.sum())} value(s) "
+                            f"{'out of the int64 range' if integer else 'not finite'} treated as unknown")
+            frame = frame.assign(**{column: values.where(~bad, None if values.dtype == object else np.nan)})
+    return frame
+
+
+def _text_column(frame: pd.DataFrame, column: str, name: str, rank: int, warnings: list[str]) -> pd.DataFrame:
+    """A text column whose cells may be bytes (a BLOB in a damaged database): those decoded, U+FFFD for
+    what is not UTF-8, and counted."""
+    values = frame[column]
+    raw = np.fromiter((isinstance(value, (bytes, bytearray)) for value in values), bool, len(values))
+    if not raw.any():
+        return frame
+    warnings.append(f"rank {rank}: {name}.{column}: {int(raw.sum())} value(s) stored as bytes, not text, read as "
+                    "UTF-8 (U+FFFD where they are not)")
+    return frame.assign(**{column: [bytes(value).decode("utf-8", "replace") if is_raw else value
+                                    for value, is_raw in zip(values, raw)]})
+
+
+def _holds(value: Any, integer: bool) -> bool:
+    """Whether a column of int64 (`integer`) or float64 can hold `value`; None, NA and text are left to
+    model.table, which makes what is not a number unknown."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return True
+    if isinstance(value, (int, np.integer)):
+        return -2**63 <= int(value) < 2**63 if integer else abs(int(value)) < 2**1023
+    return np.isnan(value) or (np.isfinite(value) and (not integer or abs(value) < 2.0**63))
 
 
 def _floats(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
@@ -147,6 +237,14 @@ def _without_repeated_steps(steps: pd.DataFrame, rank: int, warnings: list[str])
     return steps
 
 
+def trim_type_separator(types):
+    """Op types (a pyarrow string array) without a trailing `_`. HCCL writes a collective's type as its kernel
+    name less the ids (`hcom_allReduce__586_0_1` -> `hcom_allReduce_`, in kernel_details.csv and the database's
+    COMMUNICATION_OP alike): the `_` is the separator before the ids, not part of the type."""
+    import pyarrow.compute as pc
+    return pc.utf8_rtrim(types, characters="_")
+
+
 def rank_of(file_name: str) -> int | None:
     """The rank in a file name such as `aicore_intermediate_3_type.csv` or `framework_raw_0.csv`."""
     match = RANK_SUFFIX.search(file_name)
@@ -169,12 +267,27 @@ def has_match(folder: Path, patterns: Iterable[str]) -> bool:
     return any(fnmatch.filter(names, pattern) for pattern in patterns)
 
 
+def walk_names(root: Path, depth: int):
+    """(folder, entry names) under root to `depth`, breadth first, not following symlinks, not entering
+    PROF_* folders (raw CANN data)."""
+    queue = [(root, 0)]
+    while queue:
+        folder, level = queue.pop(0)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        yield folder, [entry.name for entry in entries]
+        if level < depth:
+            queue += [(Path(entry.path), level + 1) for entry in entries
+                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("PROF_")]
+
+
 def read_text(path: Path) -> str:
     """A whole text file, with the user-facing errors for the usual ways it is broken."""
     try:
-        raw = path.read_bytes()
-    except PermissionError:
-        raise FileFormatError("cannot be read (permission denied)", path) from None
+        with open_regular(path) as handle:
+            raw = handle.read()
     except OSError as exc:
         raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
     if not raw.strip():
@@ -185,25 +298,39 @@ def read_text(path: Path) -> str:
         raise FileFormatError(f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})", path) from None
 
 
-def read_json_object(path: Path) -> dict:
-    """A JSON file whose top level is an object; a file cut off mid-write says so."""
+def read_json_object(path: Path, warnings: list[str]) -> dict:
+    """A JSON file whose top level is an object, through the bounded decoder (perfkit/boundedjson.py): a
+    file cut off mid-write or nested too deep is a FileFormatError; what the decoder changed (numbers out
+    of range, lone surrogates) is one warning naming the file."""
+    counts = boundedjson.Counts()
     try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise FileFormatError(f"is not valid JSON ({exc.msg} at line {exc.lineno}; cut off mid-write?)", path) from None
+        data = boundedjson.loads(read_text(path), counts)
+    except boundedjson.JSONError as exc:
+        raise FileFormatError(exc.message, path) from None
     if not isinstance(data, dict):
         raise FileFormatError(f"is not a JSON object (found {type(data).__name__})", path)
+    if counts.notes():
+        warnings.append(f"{path.name}: " + "; ".join(counts.notes()))
     return data
+
+
+def json_object(parts: Parts, path: Path) -> dict | None:
+    """`read_json_object` through `guarded`: None, with a warning, where the file is broken."""
+    return guarded(parts, path, lambda p: read_json_object(p, parts.warnings))
 
 
 def is_readable_file(parts: Parts, path: Path) -> bool:
     """Whether `path` is a file to read. A name that is there but is no file (a symlink loop, a dangling
-    link, a folder) is said in a warning, never passed over in silence."""
+    link, a folder, a FIFO) is said in a warning, never passed over in silence: what open_regular finds."""
     if path.is_file():
         return True
     if os.path.lexists(path):
-        parts.warnings.append(f"skipped {path.name}: not a readable file (a broken symlink, a symlink loop "
-                              "or a folder)")
+        try:
+            open_regular(path).close()
+            why = "not a readable file"  # it became one since is_file: read it next time
+        except FileFormatError as exc:
+            why = exc.message
+        parts.warnings.append(f"skipped {path.name}: {why}")
     return False
 
 
@@ -264,7 +391,7 @@ def csv_header(path: Path) -> list[str]:
     """The header row of a CSV file, with the usual errors for an empty or non-UTF-8 file."""
     import csv
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             first = handle.readline()
     except OSError as exc:
         raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
@@ -364,7 +491,7 @@ def _first_non_utf8(path: Path, chunk_size: int = 1 << 24) -> int | None:
     import codecs
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = 0
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         while chunk := handle.read(chunk_size):
             try:
                 decoder.decode(chunk)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .ascend_ms import OUTPUT_DIR, _read_profiler_info
-from .base import Parts, Reader, guarded, has_match, read_json_object
+from .base import Parts, Reader, has_match, json_object
 
 COMMUNICATION = "communication.json"
 MATRIX = "communication_matrix.json"
@@ -45,10 +45,10 @@ def read(folder: Path) -> dict[int, Parts]:
     rank = _read_profiler_info(folder, parts)
     parts.meta = {}  # the layout reader gives the run's meta; this one only its communication
     output = folder / OUTPUT_DIR
-    ops = guarded(parts, output / COMMUNICATION, read_json_object)
+    ops = json_object(parts, output / COMMUNICATION)
     if ops is not None:
         parts.tables["comm_ops"] = _ops(ops, parts.warnings)
-    matrix = guarded(parts, output / MATRIX, read_json_object)
+    matrix = json_object(parts, output / MATRIX)
     if matrix is not None:
         parts.tables["comm_links"] = _links(matrix, parts.warnings)
     return {rank: parts}

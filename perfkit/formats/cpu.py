@@ -50,6 +50,13 @@ def detect(folder: Path) -> bool:
     return has_match(folder / FRAMEWORK_DIR, ("cpu_op_type_info_*.csv",))
 
 
+def folder_rank(folder: Path) -> int | None:
+    """The rank a CPU profiler folder's FRAMEWORK/cpu_op_type_info_{r}.csv names (CPU folders have no
+    profiler_info); None unless it names exactly one."""
+    ranks = ranks_in(folder / FRAMEWORK_DIR, (TYPE_FILE.format("*"),))
+    return ranks[0] if len(ranks) == 1 else None
+
+
 def read(folder: Path) -> dict[int, Parts]:
     framework = folder / FRAMEWORK_DIR
     ranks = ranks_in(framework, (TYPE_FILE.format("*"),))
@@ -171,4 +178,5 @@ def _shapes_by_full_name(events: pd.DataFrame | None, shapes: pd.DataFrame, shap
 
 
 # CPU steps come from the op timestamps (formats/steps.py): no step file to read alone.
-READER = Reader(name="cpu", provides=frozenset({"op_types", "ops", "op_events"}), detect=detect, read=read)
+READER = Reader(name="cpu", provides=frozenset({"op_types", "ops", "op_events"}), detect=detect, read=read,
+                looks_for="FRAMEWORK/cpu_op_*")

@@ -46,7 +46,6 @@ text export too, `ascend_ms` reads it and this reader stands aside (meta `export
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from contextlib import closing
@@ -57,15 +56,19 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import boundedjson
 from ..errors import FileFormatError
+from ..files import open_regular
 from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US
 from . import ascend_ms, communication, memory
-from .base import Parts, Reader, has_match, op_passes, rank_of
+from .base import Parts, Reader, has_match, op_passes, rank_of, trim_type_separator, walk_names
 
 LAYOUT = "ascend_db"
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
 PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
 ANALYSIS_DB = "analysis.db"
+# The longest STRING_IDS value read (op names, types, shapes: real ones are under 1,000 characters).
+MAX_STRING = 4096
 
 # Column aliases per table, {canonical: accepted column names}; the first name is the one the files of
 # SCHEMA_VERSION 1.0.0 use. Units: ns and bytes in the profiler database, as noted in analysis.db.
@@ -210,19 +213,27 @@ class Database:
         return values.take(pc.index_in(ids, value_set=keys))
 
     def strings(self, ids: Iterable) -> list[str | None]:
-        """STRING_IDS values of `ids` (None for an id without a string)."""
+        """STRING_IDS values of `ids` (None for an id without a string), each at most MAX_STRING characters:
+        cut by SQLite, so that a longer one is never read whole (three 20 MB names made the timeline copy
+        20 MB into every event of those ops: 3.9 GB and 21 s for a 4,000-event trace); the cut is said once."""
         if self._strings is None:
             found = self.columns("STRING_IDS")
-            rows = self.query("STRING_IDS", f'SELECT {_quoted(found["id"])}, {_quoted(found["value"])} '
-                              'FROM STRING_IDS') if found else None
+            rows = self.query("STRING_IDS", f'SELECT {_quoted(found["id"])}, substr({_quoted(found["value"])}, 1, '
+                              f'{MAX_STRING + 1}) FROM STRING_IDS') if found else None
             self._strings = dict(rows or ())
+            long = [key for key, value in self._strings.items() if isinstance(value, str) and len(value) > MAX_STRING]
+            for key in long:
+                self._strings[key] = self._strings[key][:MAX_STRING] + "…"
+            if long:
+                self.warnings.append(f"{self.path.name}: STRING_IDS: {len(long)} string(s) longer than "
+                                     f"{MAX_STRING:,} characters cut there (no op name or shape is that long)")
         return [self._strings.get(i) for i in ids]
 
 
 def _open(path: Path) -> sqlite3.Connection:
     """Read-only and immutable: no lock taken, nothing written beside the file, whatever else holds it."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:  # a FIFO under the name would block SQLite's open for ever
             head = handle.read(16)
     except OSError as exc:
         raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
@@ -268,7 +279,8 @@ def _files(folder: Path, parts: Parts) -> tuple[Path | None, Path | None]:
     if len(found) > 1:
         parts.warnings.append(f"several profiler databases ({', '.join(p.name for p in found)}); using {found[0].name}")
     analysis = output / ANALYSIS_DB
-    return (found[0] if found else None), (analysis if analysis.is_file() else None)
+    # a name that is no file (a FIFO, a folder) is opened and refused with a warning, not passed over
+    return (found[0] if found else None), (analysis if os.path.lexists(analysis) else None)
 
 
 def _opened(path: Path | None, parts: Parts) -> Database | None:
@@ -322,8 +334,8 @@ def read(folder: Path) -> dict[int, Parts]:
                 parts.meta.update(_precision(kernels[0], "ms_version" in parts.meta))
                 scoped = {"forward", "backward"} <= set(kernels[0]["pass"])
             else:
-                parts.warnings.append(f"{profiler.path.name}: no kernels (TASK or COMPUTE_TASK_INFO absent or "
-                                      "unreadable): op tables unknown")
+                parts.warnings.append(f"{profiler.path.name}: no kernels (TASK or COMPUTE_TASK_INFO absent, "
+                                      "unreadable, or no task of TASK names a kernel): op tables unknown")
         parts.tables["steps"] = _valued(parts, profiler or analysis, "STEP_TIME/StepTraceTime",
                                         lambda: _steps(profiler, analysis, parts, scoped))
         if profiler is not None:
@@ -393,8 +405,8 @@ def _meta(database: Database) -> dict:
     if rows is not None:
         values = dict(zip(rows["name"], rows["value"]))
         try:
-            env = json.loads(values.get("ENV_VARIABLES") or "{}")
-        except (TypeError, ValueError):
+            env = boundedjson.loads(values.get("ENV_VARIABLES") or "{}")
+        except (TypeError, boundedjson.JSONError):
             env = None
             database.warnings.append(f"{database.path.name}: META_DATA ENV_VARIABLES is not JSON; left out")
         if isinstance(env, dict):
@@ -406,7 +418,8 @@ def _meta(database: Database) -> dict:
 
 
 def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """(ops, op_types) from TASK ⋈ COMPUTE_TASK_INFO, grouped inside SQLite; COMMUNICATION_OP adds its ops."""
+    """(ops, op_types) from TASK ⋈ COMPUTE_TASK_INFO, grouped inside SQLite; COMMUNICATION_OP adds its ops and
+    their types."""
     task, info = database.columns("TASK"), database.columns("COMPUTE_TASK_INFO")
     if not task or not info:
         return None
@@ -425,7 +438,7 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         rows = database.query("TASK", sql, chunks[0])
     else:
         rows = _parallel_rows(database, sql, chunks)
-    if rows is None:
+    if not rows:  # unreadable, or no task joins a kernel (a TASK whose ids are all NULL)
         return None
     columns = ["name", "first_ns", "count", "total_ns", "type"] + optional
     kernels = pd.DataFrame.from_records(rows, columns=columns).sort_values("first_ns", kind="stable")
@@ -436,12 +449,13 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         kernels[column] = database.strings(kernels[column])
     for column in optional:
         kernels[column] = kernels[column].str.strip().str.strip('"')  # shapes are written quoted, as in the CSV
-    types = (kernels.groupby("type", sort=False, dropna=True)[["count", "total_ns"]].sum()
+    ops = pd.concat([kernels, _communication_ops(database)], ignore_index=True).sort_values("first_ns", kind="stable")
+    # the collectives count among the op types, as in kernel_details.csv of the text export
+    types = (ops.groupby("type", sort=False, dropna=True)[["count", "total_ns"]].sum()
              .sort_values("total_ns", ascending=False).reset_index())
     total = types["total_ns"].sum()
     op_types = pd.DataFrame({"type": types["type"], "total_ms": types["total_ns"] / NS_PER_MS,
                              "count": types["count"], "share": types["total_ns"] / total if total > 0 else np.nan})
-    ops = pd.concat([kernels, _communication_ops(database)], ignore_index=True).sort_values("first_ns", kind="stable")
     ops["total_ms"] = ops["total_ns"] / NS_PER_MS
     ops["avg_ms"] = ops["total_ms"] / ops["count"]
     ops["pass"] = op_passes(ops["name"])
@@ -498,7 +512,9 @@ def _communication_ops(database: Database) -> pd.DataFrame | None:
     if not rows:
         return None
     ops = pd.DataFrame.from_records(rows, columns=["name", "first_ns", "count", "total_ns", "type"])
-    ops["name"], ops["type"] = database.strings(ops["name"]), database.strings(ops["type"])
+    ops["name"] = database.strings(ops["name"])
+    types = pa.array(database.strings(ops["type"]), type=pa.string(), from_pandas=True)
+    ops["type"] = trim_type_separator(types).to_pandas()  # `hcom_allReduce_` -> hcom_allReduce
     return ops
 
 
@@ -821,13 +837,12 @@ def _column(values: tuple) -> pa.Array:
 # ---------------------------------------------------------------- raw, unanalysed data
 
 RAW_DEPTH = 3  # PROF_ folders sit in the run folder or one or two levels below a parent of ranks
-SHOWN_UNUSABLE = 5
 
 
 def raw_data_hint(root: Path) -> str | None:
     """When `root` holds raw CANN profiling data and no analysed output: one sentence saying so and the command
     that analyses it; None otherwise."""
-    for folder, names in _walk(root, RAW_DEPTH):
+    for folder, names in walk_names(root, RAW_DEPTH):
         raw = [name for name in names if name.startswith("PROF_") and _is_raw_cann(folder / name)]
         if not raw:
             continue
@@ -856,40 +871,6 @@ def _is_raw_cann(prof: Path) -> bool:
                or entry.name.startswith("msprof_") for entry in entries)
 
 
-def _walk(root: Path, depth: int):
-    """(folder, entry names) under root to `depth`, breadth first, not following symlinks."""
-    queue = [(root, 0)]
-    while queue:
-        folder, level = queue.pop(0)
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        yield folder, [entry.name for entry in entries]
-        if level < depth:
-            queue += [(Path(entry.path), level + 1) for entry in entries
-                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("PROF_")]
-
-
-def unusable_files(root: Path) -> list[str]:
-    """Files under root (paths relative to it) that look like profiler output but no reader took: for the
-    "no profiler files" message."""
-    found = []
-    for folder, names in _walk(root, RAW_DEPTH):
-        found += [os.path.relpath(folder / name, root) for name in names
-                  if name.endswith((".csv", ".json", ".txt", ".db", ".pb")) and (folder / name).is_file()]
-    return found
-
-
-def unusable_note(root: Path) -> str:
-    """'; found …' naming a few of `unusable_files`, or '' when there is none."""
-    found = unusable_files(root)
-    if not found:
-        return "; the folder holds no such files"
-    shown = ", ".join(found[:SHOWN_UNUSABLE]) + (f" and {len(found) - SHOWN_UNUSABLE} more"
-                                                 if len(found) > SHOWN_UNUSABLE else "")
-    return f"; found only files perfkit does not read: {shown}"
-
-
 READER = Reader(name=LAYOUT, provides=frozenset({"steps", "op_types", "ops", "memory", "op_memory", "comm_ops",
-                                                 "comm_links"}), detect=detect, read=read, read_steps=read_steps)
+                                                 "comm_links"}), detect=detect, read=read, read_steps=read_steps,
+                looks_for="ASCEND_PROFILER_OUTPUT/ database export", raw_data_hint=raw_data_hint)

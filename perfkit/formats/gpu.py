@@ -83,7 +83,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
     details = load(DETAIL_FILE, lambda p: read_csv(p, DETAIL_COLUMNS, ("name", "avg_us"), DETAIL_TYPES,
                                                    parts.warnings))
     steps = load(STEP_FILE, _read_steps)
-    info = load(PROFILER_INFO_FILE, read_profiler_info)
+    info = load(PROFILER_INFO_FILE, lambda p: read_profiler_info(p, parts.warnings))
     if info:
         parts.meta.update(info)
     if steps is None:
@@ -177,4 +177,5 @@ def _frame(start, fp, bp, end, comm, ticks_per_ms: float) -> pd.DataFrame:
     return steps
 
 
-READER = Reader(name="gpu", provides=frozenset({"steps", "op_types", "ops", "op_events"}), detect=detect, read=read)
+READER = Reader(name="gpu", provides=frozenset({"steps", "op_types", "ops", "op_events"}), detect=detect, read=read,
+                looks_for="gpu_op_*")

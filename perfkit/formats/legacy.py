@@ -8,7 +8,6 @@ the same folder are read by minddata.py; this reader only looks at their names f
 from __future__ import annotations
 
 import io
-import json
 import re
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import boundedjson
 from ..errors import FileFormatError
 from ..units import TICKS_PER_MS, TICKS_PER_US
 from .base import (Parts, Reader, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
@@ -156,7 +156,7 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
                                                    parts.warnings))
     framework = load(FRAMEWORK_FILE, lambda p: _read_framework(p, parts.warnings))
     steps = load(STEP_FILE, lambda p: _read_steps(p, parts.warnings))
-    info = load(PROFILER_INFO_FILE, read_profiler_info)
+    info = load(PROFILER_INFO_FILE, lambda p: read_profiler_info(p, parts.warnings))
     if op_types is None and details is None and framework is None and steps is None:
         names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE))
         raise FileFormatError(f"has none of {names} readable for rank {rank} ("
@@ -203,8 +203,8 @@ def _read_framework(path: Path, warnings: list[str]) -> pd.DataFrame:
 def _inputs(op_info: str | None) -> tuple[str | None, str | None]:
     """op_info JSON -> ("32,3,224,224;64,3,7,7", "float16;float16") over input_0, input_1, ..."""
     try:
-        info = json.loads(op_info) if op_info else {}
-    except ValueError:
+        info = boundedjson.loads(op_info) if op_info else {}
+    except boundedjson.JSONError:
         return None, None
     if not isinstance(info, dict):
         return None, None
@@ -391,9 +391,9 @@ def _with_cluster_times(steps: pd.DataFrame, folder: Path, rank: int, parts: Par
     return steps
 
 
-def read_profiler_info(path: Path) -> dict:
+def read_profiler_info(path: Path, warnings: list[str]) -> dict:
     """ms_version and mode from `profiler_info_{r}.json` (legacy Ascend and GPU write the same keys)."""
-    info = read_json_object(path)
+    info = read_json_object(path, warnings)
     meta = {}
     if info.get("ms_version"):
         meta["ms_version"] = str(info["ms_version"])
@@ -404,4 +404,5 @@ def read_profiler_info(path: Path) -> dict:
 
 
 READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops"}),
-                detect=detect, read=read, read_steps=read_steps)
+                detect=detect, read=read, read_steps=read_steps,
+                looks_for="aicore_intermediate_*, step_trace_raw_*")

@@ -14,12 +14,14 @@ from typing import Any
 
 import pandas as pd
 
-from .base import RUN_WIDE, Parts, Reader, guarded, read_json_object
+from .base import RUN_WIDE, Parts, Reader, json_object
 
 # The manifest's vocabulary, shared with perfkit/profiler/ (which writes what this module reads).
 MANIFEST = "perfkit_run.json"
 DEVICES = ("Ascend", "GPU", "CPU")  # perfkit profile --device auto tries them in this order
-STATUSES = ("running", "ok", "interrupted", "failed")
+# incomplete: the run ended as it should (exit 0) but the profiler left no op data (the script ended without
+# MindSpore's analysis: os._exit, a kill the script did not see); the split of its steps is unknown.
+STATUSES = ("running", "ok", "interrupted", "failed", "incomplete")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
 MODES = ("graph", "pynative")
 
@@ -31,7 +33,7 @@ def detect(folder: Path) -> bool:
 def read(folder: Path) -> dict[int, Parts]:
     path = folder / MANIFEST
     parts = Parts()
-    manifest = guarded(parts, path, read_json_object)
+    manifest = json_object(parts, path)
     if manifest is None:
         return {RUN_WIDE: parts}
     problems: list[str] = []
@@ -123,7 +125,10 @@ def _status_warning(status: str | None, error: Any, step_times: pd.DataFrame) ->
         return f"run failed ({error}): {reached}" if error else f"run failed: {reached}"
     if status == "running":
         return f"run was still running (or was killed) when read: {reached}"
+    if status == "incomplete":
+        return f"run incomplete ({error}): {reached}" if error else f"run incomplete: {reached}"
     return f"run was interrupted: {reached}"
 
 
-READER = Reader(name="manifest", provides=frozenset({"step_times"}), detect=detect, read=read, unit=False)
+READER = Reader(name="manifest", provides=frozenset({"step_times"}), detect=detect, read=read, unit=False,
+                looks_for=MANIFEST)

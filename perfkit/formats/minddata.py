@@ -9,13 +9,13 @@ cpu_util <- minddata_cpu_utilization_{r}.json.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import boundedjson
 from ..errors import FileFormatError
 from ..units import NS_PER_MS, US_PER_MS
 from .base import Parts, Reader, guarded, has_match, is_readable_file, ranks_in, read_csv, read_json_object, read_text
@@ -86,7 +86,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
                             (FEED_QUEUE_FILE, lambda p: _read_host_queue(p, parts.warnings))),
         "device_queue": first((ASCEND_GETNEXT_FILE, lambda p: _read_getnext(p, US_PER_MS, parts.warnings)),
                               (GPU_GETNEXT_FILE, lambda p: _read_getnext(p, NS_PER_MS, parts.warnings))),
-        "cpu_util": first((CPU_FILE, _read_cpu)),
+        "cpu_util": first((CPU_FILE, lambda p: _read_cpu(p, parts.warnings))),
     }
     parts.tables = {name: frame for name, frame in tables.items() if frame is not None}
     if not parts.tables:
@@ -109,7 +109,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
 def _pipeline(present: dict[str, Path], parts: Parts, first) -> pd.DataFrame | None:
     """The pipeline from the raw JSON, else the CSV MindSpore parsed from it; when a folder holds both and
     their topologies differ (op ids, types, children), the JSON is used and a warning names both files."""
-    from_json = first((PIPELINE_JSON, _read_pipeline_json))
+    from_json = first((PIPELINE_JSON, lambda p: _read_pipeline_json(p, parts.warnings)))
     from_csv = first((PIPELINE_CSV, lambda p: _read_pipeline_csv(p, parts.warnings)))
     if from_json is not None and from_csv is not None and _topology(from_json) != _topology(from_csv):
         parts.warnings.append(f"{present[PIPELINE_JSON].name} and {present[PIPELINE_CSV].name} describe "
@@ -132,11 +132,11 @@ def _topology_text(pipeline: pd.DataFrame) -> str:
     return ", ".join(f"{op_id} {op_type}" for op_id, op_type, _ in _topology(pipeline))
 
 
-def _read_pipeline_json(path: Path) -> pd.DataFrame:
+def _read_pipeline_json(path: Path, warnings: list[str]) -> pd.DataFrame:
     """The ops as MindSpore's pipeline parser writes them to minddata_pipeline_raw_{r}.csv: from op 0 down,
     an op without output-queue metrics (EpochCtrl, a cache or repeat op) is dropped and its children are
     attached to its nearest kept ancestor; ops not under op 0 are not part of the pipeline."""
-    ops = read_json_object(path).get("op_info")
+    ops = read_json_object(path, warnings).get("op_info")
     if not isinstance(ops, list) or not ops:
         raise FileFormatError("has no op_info list", path)
     by_id = {}
@@ -184,8 +184,8 @@ def _json_list(cell) -> list:
     if cell is None or (isinstance(cell, float) and np.isnan(cell)) or not str(cell).strip():
         return []
     try:
-        value = json.loads(cell)
-    except ValueError:
+        value = boundedjson.loads(cell)
+    except boundedjson.JSONError:
         return []
     return value if isinstance(value, list) else [value]
 
@@ -242,10 +242,10 @@ def _read_getnext(path: Path, ticks_per_ms: float, warnings: list[str]) -> pd.Da
                          "capacity": pd.NA, "wait_ms": (frame["end"] - frame["start"]) / ticks_per_ms})
 
 
-def _read_cpu(path: Path) -> pd.DataFrame:
+def _read_cpu(path: Path, warnings: list[str]) -> pd.DataFrame:
     """Per-sample CPU percentages. Series of different lengths (seen in MindSpore 2.10 files)
     are padded with NaN to the longest."""
-    data = read_json_object(path)
+    data = read_json_object(path, warnings)
     device = data.get("device_info") or {}
     process = data.get("process_info") or {}
     if not isinstance(device, dict) or not isinstance(process, dict) or not (device or process):
@@ -262,4 +262,5 @@ def _read_cpu(path: Path) -> pd.DataFrame:
 
 
 READER = Reader(name="minddata", provides=frozenset({"pipeline", "host_queue", "device_queue", "cpu_util"}),
-                detect=detect, read=read, unit=False)
+                detect=detect, read=read, unit=False,
+                looks_for="pipeline_profiling_*")

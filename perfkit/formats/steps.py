@@ -19,7 +19,7 @@ import pyarrow.csv as pacsv
 
 from ..errors import FileFormatError
 from ..units import NS_PER_MS, US_PER_MS
-from .base import op_passes, op_types_of, read_text
+from .base import Derivation, op_passes, op_types_of, read_text
 
 STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms", "busy_ms"]
 
@@ -44,6 +44,26 @@ def derive_steps(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tu
     if recorded:
         return _from_step_times(events, step_times, origin), "recorded_step_times"
     return _from_occurrences(events)
+
+
+def derived_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame | None, dict, list[str]]:
+    """Steps for a rank no reader gave a step table: from its op events (CPU, bounded by perfkit's recorded
+    step times where there are some), else the recorded step times alone (the DERIVATION below)."""
+    if "op_events" in tables:
+        steps, how = derive_steps(tables["op_events"], tables.get("step_times"))
+        if not len(steps):
+            return None, {}, [f"rank {rank}: steps unknown: {how}"]
+        if how == "first_op_timestamps":
+            return steps, {"step_source": how}, [
+                f"rank {rank}: steps derived from op launch times (the k-th run of the first op starts step k; "
+                "ops ran different numbers of times): totals only, no interval/compute split"]
+        return steps, {"step_source": how}, []
+    return steps_from_times(tables["step_times"]), {"step_source": "recorded_step_times"}, [
+        f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step times are the ones "
+        "perfkit profile recorded, their split is unknown"]
+
+
+DERIVATION = Derivation(table="steps", needs=("op_events", "step_times"), derive=derived_steps)
 
 
 def steps_from_times(step_times: pd.DataFrame) -> pd.DataFrame:

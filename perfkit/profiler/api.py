@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import logging
 import os
 import signal
 import sys
@@ -107,9 +108,12 @@ class RankProfile:
         if self.profiler is None and not self.env_profiler:
             from mindspore.profiler import profile, schedule, tensorboard_trace_handler
 
+            # The last skipped step is the profiler's warmup (it initialises without recording), as MindSpore
+            # advises: the recorded steps are the same, one start-up cost leaves the first of them.
+            warmup = 1 if self.log.skip_first else 0
             self.profiler = profile(profile_memory=self.profile_memory, on_trace_ready=tensorboard_trace_handler(
-                str(self.folder)), schedule=schedule(wait=0, warmup=0, active=self.log.steps or ALL_STEPS,
-                                                     repeat=1, skip_first=self.log.skip_first))
+                str(self.folder)), schedule=schedule(wait=0, warmup=warmup, active=self.log.steps or ALL_STEPS,
+                                                     repeat=1, skip_first=self.log.skip_first - warmup))
         self.log.begin()
 
     def step(self) -> None:
@@ -161,6 +165,34 @@ class RankProfile:
         if status is not None:
             self.manifest.update(status=status, finished_at=now_iso())
         write_manifest(self.folder, self.manifest)
+
+
+# What MindSpore's profiler logs as a warning on every run perfkit makes, and why each is harmless. Dropped from
+# its log by quiet_profiler_warnings (these exact messages only; every other warning still shows):
+HARMLESS_PROFILER_WARNINGS = (
+    # A profile recorded until the script ends has no schedule cycle to complete: stopping it runs what the end
+    # of a cycle runs (stop, finalize, analyse into *_ascend_ms/, clear), so nothing is left unparsed.
+    "Incorrect schedule: Stop profiler while current state is RECORD",
+    # MS_PROFILER_OPTIONS' profiler (EnvProfiler) is started by its own constructor, then started again.
+    "The profile has already started",
+    # The schedule MindSpore gives a profiler without one (MS_PROFILER_OPTIONS takes none), and ours with
+    # --warmup 0 / skip_first=0: nothing is skipped, so no step is left to warm up in.
+    "Profiler won't be using warmup",
+)
+
+
+class _HarmlessWarnings(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(HARMLESS_PROFILER_WARNINGS)
+
+
+def quiet_profiler_warnings() -> None:
+    """Keep HARMLESS_PROFILER_WARNINGS out of MindSpore's log in this process (its other messages stay)."""
+    from mindspore import log
+
+    logger = log._get_logger()  # MindSpore's one logger (mindspore/log.py): a logging.Logger
+    if not any(isinstance(existing, _HarmlessWarnings) for existing in logger.filters):
+        logger.addFilter(_HarmlessWarnings())
 
 
 def _wait_for_device() -> None:
@@ -224,6 +256,7 @@ def profiling(folder: str | os.PathLike = "./profiler_v1", skip_first: int = 1, 
     """
     if skip_first < 0 or (steps is not None and steps < 1):
         raise ValueError("skip_first must be 0 or more and steps at least 1")
+    quiet_profiler_warnings()
     if _session is not None:
         _session.log.skip_first = max(_session.log.skip_first, skip_first)
         if _session.log.steps is None:
@@ -301,9 +334,11 @@ def start_session(job: dict, folder: Path, model_module) -> None:
     start MindData's profiling, time Model.train, record the script's exception, and finish the profile at
     exit (atexit also runs after an uncaught exception, sys.exit and Ctrl-C)."""
     global _session
+    quiet_profiler_warnings()
     manifest = read_manifest(Path(job["output"]))
     if job["msrun"]:
         manifest.update(rank=int(os.environ.get("RANK_ID", "0")), notes=[])
+    manifest["attached_at"] = now_iso()  # the script imported MindSpore: perfkit profile tells it from one that did not
     write_manifest(folder, manifest)
     _session = RankProfile(folder, manifest, StepLog(job["skip_first"], job["steps"]), job["profile_memory"],
                            env_profiler=job["skip_first"] == 0)
@@ -322,6 +357,10 @@ def start_session(job: dict, folder: Path, model_module) -> None:
 
     @functools.wraps(original)
     def train(self, epoch, train_dataset, callbacks=None, *args, **kwargs):
+        # Said now, not at the timer's first call: a script can fail inside Model.train before any step begins
+        # (a dataset error), and must not then read that it never called Model.train.
+        if _session.manifest.get("step_timer") is None:
+            _session.manifest["step_timer"] = TIMER_MODEL_TRAIN
         return original(self, epoch, train_dataset, _with_step_timer(callbacks), *args, **kwargs)
 
     model_module.Model.train = train

@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from .. import boundedjson
+
 # The job `perfkit profile -- …` hands the script (JSON: output, msrun, skip_first, steps, profile_memory).
 RUN_ENV = "PERFKIT_SCRIPT_RUN"
 MS_PROFILER_OPTIONS = "MS_PROFILER_OPTIONS"
@@ -29,7 +31,7 @@ def attach() -> None:
     raw = os.environ.get(RUN_ENV)
     if raw is None:
         return
-    job = json.loads(raw)
+    job = boundedjson.loads(raw)
     if job["msrun"] and os.environ.get("MS_ROLE") != "MS_WORKER":
         return
     del os.environ[RUN_ENV]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from .. import __version__
+from .. import __version__, boundedjson
 from ..errors import DeviceError, PerfkitError
 from . import cifar
 from ..formats.manifest import AMP_LEVELS, DEVICES, MANIFEST, MODES
@@ -71,10 +71,11 @@ class ProfileRequest:
 @dataclass
 class ProfileOutcome:
     folder: Path
-    status: str                 # ok / interrupted
+    status: str                 # ok / interrupted / failed / incomplete (formats/manifest.py STATUSES)
     notes: list[str]
     stop_signal: str | None = None  # SIGINT / SIGTERM when interrupted
     exit_code: int = 0              # 128 + the signal's number when interrupted, as a shell reports it
+    profiled: bool = True           # False: the user's script never imported MindSpore (nothing to report)
 
 
 def parse_env(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -179,7 +180,8 @@ class Events:
                 chunk = handle.read()
             complete = chunk[:chunk.rfind(b"\n") + 1]  # a line being written is read next time
             self.offsets[path] = self.offsets.get(path, 0) + len(complete)
-            events += [json.loads(line) for line in complete.splitlines() if line.strip()]
+            events += [boundedjson.loads(line.decode("utf-8", "replace"))
+                       for line in complete.splitlines() if line.strip()]
         return events
 
 

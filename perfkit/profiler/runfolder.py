@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .. import boundedjson
 from ..formats.manifest import MANIFEST, STATUSES
 
 TRAIN_LOG = "train.log"
@@ -72,7 +73,7 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / MANIFEST).read_text())
+    return boundedjson.loads((folder / MANIFEST).read_text())
 
 
 def now_iso() -> str:

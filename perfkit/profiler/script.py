@@ -31,8 +31,14 @@ PYTHON = re.compile(r"^python[0-9.]*$")
 PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
 NO_STEP_TIMER = ("the script called neither Model.train nor perfkit.profiling: steps are taken from the op "
                  "timestamps (the k-th run of each op is step k, which holds in graph mode)")
-NOTHING_PROFILED = ("MindSpore's profiler wrote nothing: the script never imported MindSpore, or --warmup was "
-                    "given and it never called Model.train nor perfkit.profiling")
+NOTHING_PROFILED = ("MindSpore's profiler wrote nothing: --warmup was given and the script never called "
+                    "Model.train nor perfkit.profiling")
+NO_MINDSPORE = ("your script did not use MindSpore (it never imported it): nothing to profile; `perfkit profile "
+                "-- …` profiles MindSpore training scripts")
+NO_OP_DATA = ("MindSpore's profiler left no op data: the script ended without the profiler's analysis (os._exit, "
+              "or killed by a signal it could not see); step times are known, their split is not")
+NO_STEP_ENDED = ("the script failed inside {timer} before its first step ended: no step was timed (its error is "
+                 "above and in perfkit_run.json)")
 
 
 @dataclass
@@ -161,16 +167,27 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
     ranks = sorted((path for path in folder.glob("rank_*") if (path / MANIFEST).is_file()),
                    key=lambda path: int(path.name.split("_")[1])) if msrun else [folder]
     notes: list[str] = []
+    used_mindspore = False
     for rank_folder in ranks:
         recorded = read_manifest(rank_folder)
-        rank_notes = list(recorded["notes"])
-        if recorded.get("step_timer") is None:
-            rank_notes.append(NO_STEP_TIMER)
-        if not any(rank_folder.glob("*_ascend_ms")):
-            rank_notes.append(NOTHING_PROFILED)
+        rank_notes, rank_status, rank_error = list(recorded["notes"]), status, recorded["error"] or error
+        if recorded.get("attached_at") is None:  # api.start_session never ran: MindSpore was never imported
+            rank_notes.append(NO_MINDSPORE)
+        else:
+            used_mindspore = True
+            if recorded.get("step_timer") is None:
+                rank_notes.append(NO_STEP_TIMER)
+            elif status == "failed" and not recorded.get("steps"):
+                rank_notes.append(NO_STEP_ENDED.format(timer=recorded["step_timer"].split()[0]))
+            if not any(rank_folder.glob("*_ascend_ms")):
+                rank_notes.append(NOTHING_PROFILED)
+            elif status == "ok" and not _has_op_data(rank_folder):
+                rank_status, rank_error = "incomplete", NO_OP_DATA
         notes += [note for note in rank_notes if note not in notes]
+        if rank_status == "incomplete" and status == "ok":
+            status = "incomplete"  # for the top-level manifest and the outcome
         # the script's own error (its exception, recorded as it ended) says more than its exit code
-        unrecorded = _record(rank_folder, {**recorded, "status": status, "error": recorded["error"] or error,
+        unrecorded = _record(rank_folder, {**recorded, "status": rank_status, "error": rank_error,
                                            "notes": rank_notes, "finished_at": now_iso()})
         if unrecorded:
             notes.append(f"{rank_folder / MANIFEST}{unrecorded}")
@@ -186,4 +203,12 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
         return ProfileOutcome(folder=folder, status=status, notes=notes, stop_signal=stop_signal.name,
                               exit_code=128 + stop_signal)
     exit_code = 128 - returncode if returncode < 0 else returncode
-    return ProfileOutcome(folder=folder, status=status, notes=notes, exit_code=exit_code)
+    return ProfileOutcome(folder=folder, status=status, notes=notes, exit_code=exit_code, profiled=used_mindspore)
+
+
+def _has_op_data(rank_folder: Path) -> bool:
+    """Whether a reader of op data (a unit reader: ascend_ms, cpu, …) claims a folder of the rank's, as the
+    loader would find it."""
+    from ..loader import discover
+
+    return any(reader.unit for reader, _ in discover(rank_folder)[1])

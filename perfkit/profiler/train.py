@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import boundedjson
 from ..formats.manifest import DEVICES
 from ..units import BYTES_PER_MB
 from .runfolder import MINDDATA_DIR, TRAIN_LOG, is_disk_full, now_iso, read_manifest, write_error, write_manifest
@@ -100,7 +101,7 @@ def signal_when_parent_dies(signum: int) -> None:
 def main(argv: list[str]) -> int:
     # Under msrun, a rank (or the scheduler) whose msrun died stops rather than wait or train on alone.
     signal_when_parent_dies(signal.SIGTERM)
-    job = json.loads(Path(argv[0]).read_text())
+    job = boundedjson.loads(Path(argv[0]).read_text())
     if os.environ.get("MS_ROLE") == "MS_SCHED":
         return schedule(job)
     ranks = job["ranks"]

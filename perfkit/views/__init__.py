@@ -4,8 +4,9 @@
                   meaning. Plain Python: `perfkit summary` renders through it without importing pandas.
 - `views.numbers` derived numbers (headline cards, slow ranks, exposed communication, findings), each taken
                   from `analysis` / `cluster` / `advisor`, computed once per loaded run.
-- `views.panels`  the dashboard's pages and the ordered panel list that the dashboard pages
-                  (dashboards/layout.py), the HTML report (perfkit/report.py) and the terminal summary
-                  (perfkit/render.py) iterate over. Adding a chart = a figure function in perfkit/figures.py
+- `views.panels`  the dashboard's pages and the ordered panel lists that the dashboard pages
+                  (dashboards/layout.py), the HTML report (perfkit/report.py), the terminal summary
+                  (perfkit/render.py) and the summary JSON iterate over: one run's (`PANELS`) and the compare
+                  section's (`COMPARE_PANELS`). Adding a chart = a figure function in perfkit/figures.py
                   + one `Panel` entry; adding a page = one `Page` entry + its panels.
 """

@@ -6,7 +6,7 @@ Plain Python (no pandas, no plotly): `perfkit summary` renders through it on its
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Collection
 
 # Milliseconds and other measured amounts: three decimals with thousands separators (`1,421.820`), as the
 # profiler's own CSVs give microsecond resolution. Python's format spec; d3-format (plotly hovers, the
@@ -78,9 +78,26 @@ def column_spec(column: str) -> str | None:
     return None
 
 
-def column_title(column: str) -> str:
-    """`total_ms` -> `total ms`, `share_pct` -> `share %`, `size_mb` -> `size MB`."""
+# A table's columns named after something the user named (a run: `profiler_v1`), kept as written in the header:
+# `frame.attrs[NAMED_COLUMNS]` lists those names (each column is the name, or the name and a unit suffix).
+NAMED_COLUMNS = "named_columns"
+UNIT_TITLES = (("_pct", " %"), ("_mb", " MB"), ("_ms", " ms"))
+
+
+def column_title(column: str, names: Collection[str] = ()) -> str:
+    """`total_ms` -> `total ms`, `share_pct` -> `share %`, `size_mb` -> `size MB`; a column that is one of `names`
+    (with or without a unit suffix) keeps the name as written: `profiler_v1_ms` -> `profiler_v1 ms`."""
+    stem, unit = next(((column[:-len(suffix)], title) for suffix, title in UNIT_TITLES if column.endswith(suffix)),
+                      (column, ""))
+    if stem in names:
+        return stem + unit
     return column.replace("_pct", " %").replace("_mb", " MB").replace("_", " ")
+
+
+def column_titles(frame) -> list[str]:
+    """The header of each of a DataFrame's columns (column_title, with the frame's NAMED_COLUMNS)."""
+    names = frame.attrs.get(NAMED_COLUMNS, ())
+    return [column_title(column, names) for column in frame.columns]
 
 
 def cell(column: str, value: Any) -> str:
@@ -133,3 +150,37 @@ ROW_TINTS = {"Cast": "#ffeef1", "BatchNorm": "#f3e8f1", "slow": "#fde8e8"}
 
 def run_color(position: int) -> str:
     return RUN_COLORS[position % len(RUN_COLORS)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Op instance names: MindSpore's full scope names run to 160 characters and differ in the middle
+# (`Gradients/Default/network-WithLossCell/_backbone-ResNet50/layer4-SequentialCell/0-Bottleneck/conv2-Conv2d/
+# Grad_Conv2D/Conv2DBackpropFilter-op0`): cut at either end, many rows read the same.
+
+# A scope part in at least this share of the names is a wrapper every op sits in (Default, network-WithLossCell,
+# _backbone-ResNet50): it tells no op apart.
+WRAPPER_SCOPE_SHARE = 0.5
+
+
+def short_op_names(names: list[str]) -> list[str]:
+    """Names that tell the ops apart in a narrow column: the cells an op sits in as a dotted path of their
+    instance names (`layer4-SequentialCell/0-Bottleneck/conv2-Conv2d` -> `layer4.0.conv2`, as PyTorch names
+    modules), then the op (`Conv2DBackpropFilter-op0`); wrapper scopes (WRAPPER_SCOPE_SHARE of the names) and
+    parts that are not cells (`Gradients`, `Grad_Conv2D`: the pass column says backward) left out. A name
+    without scopes, or one whose short form another name shares, stays whole."""
+    distinct = list(dict.fromkeys(names))  # each rank lists the same names: count each once
+    parts = {name: name.split("/") for name in distinct}
+    counts: dict[str, int] = {}
+    for scopes in parts.values():
+        for scope in set(scopes[:-1]):
+            counts[scope] = counts.get(scope, 0) + 1
+    wrapper = {scope for scope, count in counts.items() if count >= WRAPPER_SCOPE_SHARE * len(distinct)}
+    short = {}
+    for name, scopes in parts.items():
+        cells = [scope.split("-", 1)[0] for scope in scopes[:-1]
+                 if scope not in wrapper and "-" in scope and scope.split("-", 1)[0]]
+        short[name] = f"{'.'.join(cells)}/{scopes[-1]}" if cells else scopes[-1]
+    taken: dict[str, int] = {}
+    for value in short.values():
+        taken[value] = taken.get(value, 0) + 1
+    return [short[name] if taken[short[name]] == 1 else name for name in names]

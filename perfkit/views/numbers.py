@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .. import ledger
+from .. import analysis, ledger
 from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary
 from ..causes import COMM_SOURCE_LABEL
 from ..flops import op_flops
@@ -163,6 +163,60 @@ def per_rank_parts(run: Run) -> list[dict[str, Any]]:
     return rows
 
 
+# The op-types table's per-rank share columns: ranks whose mixes agree (every type's share within
+# SAME_MIX_POINTS) share one column, and of more mixes than MAX_MIX_COLUMNS those of the most ranks are kept,
+# then those farthest from the pooled shares: a 256-rank run gets a few columns, never 256.
+SAME_MIX_POINTS = 1.0
+MAX_MIX_COLUMNS = 6
+
+
+@dataclass(frozen=True)
+class OpMixColumns:
+    shares: pd.DataFrame   # index type; one column per kept mix, `rank 3_share_pct` / `ranks 0-127_share_pct`
+    mixes: int             # distinct mixes in the run (columns kept: len(shares.columns))
+
+
+@once_per_run
+def op_mix_columns(run: Run) -> OpMixColumns | None:
+    """Per-rank op-type share columns (in %) where ranks run different mixes (analysis.ranks_run_different_ops),
+    ranks of one mix merged into one column (their mean share); None where the pooled table says it all."""
+    from ..render import rank_ranges
+    by_rank = analysis.op_type_shares_by_rank(run)
+    if not analysis.ranks_run_different_ops(by_rank):
+        return None
+    shares = 100 * (by_rank.assign(type=by_rank["type"].astype(str))
+                    .pivot_table(index="rank", columns="type", values="share", aggfunc="sum", fill_value=0.0))
+    groups: list[list[int]] = []
+    for rank, row in shares.iterrows():
+        home = next((group for group in groups
+                     if (shares.loc[group[0]] - row).abs().max() <= SAME_MIX_POINTS), None)
+        if home is None:
+            groups.append([rank])
+        else:
+            home.append(rank)
+    pooled = 100 * analysis.op_type_shares(run).set_index("type")["share"].rename(str)
+    means = [shares.loc[group].mean() for group in groups]
+    distance = [float((mean - pooled.reindex(mean.index, fill_value=0.0)).abs().max()) for mean in means]
+    order = sorted(range(len(groups)), key=lambda g: (-len(groups[g]), -distance[g]))
+    kept = sorted(order[:MAX_MIX_COLUMNS], key=lambda g: groups[g][0])
+    columns = {(f"rank {groups[g][0]}" if len(groups[g]) == 1 else f"ranks {rank_ranges(groups[g])}") + "_share_pct":
+               means[g] for g in kept}
+    return OpMixColumns(shares=pd.DataFrame(columns), mixes=len(groups))
+
+
+def op_mix_note(run: Run) -> str:
+    """What the op-types table's per-rank columns are ('' where it has none)."""
+    mixes = op_mix_columns(run)
+    if mixes is None:
+        return ""
+    note = ("Ranks run different op mixes: a share column per mix (ranks whose shares agree within "
+            f"{SAME_MIX_POINTS:g} point share a column), each the type's share of that rank's op time.")
+    if mixes.mixes > len(mixes.shares.columns):
+        note += (f" {len(mixes.shares.columns)} of {mixes.mixes} mixes shown: those of the most ranks, then those "
+                 "farthest from the pooled shares (perfkit summary --format json lists every rank's top types).")
+    return note
+
+
 def memory_peak_note(run: Run) -> str:
     """The Memory page's peak in words: the largest rank's allocated and reserved peak, against the capacity."""
     memory = memory_summary(memory_peaks(run))
@@ -183,6 +237,7 @@ class Card:
     key: str     # stable id (the dashboard's kpi-<key>)
     label: str
     value: str
+    note: str = ""  # a line under the value (compare: whether the change is beyond the noise)
 
 
 def _family_share(run: Run, family: str) -> float | None:
@@ -257,9 +312,13 @@ class Findings:
 
 @once_per_run
 def findings(run: Run) -> Findings:
-    """`perfkit advise` for this run, worded once for the dashboard and the report."""
+    """`perfkit advise` for this run, worded once for the dashboard, the report and notebooks."""
     from ..advisor import advise
-    advice = advise(run)
+    return findings_of(advise(run))
+
+
+def findings_of(advice) -> Findings:
+    """An Advice's findings as every view words them."""
     items = []
     for finding in advice.findings:
         numbers_shown = ", ".join(f"{key} = {evidence(value)}" for key, value in finding.evidence.items())

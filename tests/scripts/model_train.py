@@ -1,8 +1,11 @@
 """A plain Model.train script, as a user writes it (no perfkit in it). `--exit N` exits with N after training,
-`--crash` raises in the middle of training, `--epochs N` trains longer, `--data-parallel` trains data parallel under msrun, `--step-timer`
-times the steps with perfkit.StepTimer and prints how many it timed."""
+`--crash` raises in the middle of training, `--os-exit-at N` ends the process with os._exit(0) at step N (no
+atexit, no profiler analysis), `--epochs N` trains longer, `--data-parallel` trains data parallel under msrun, `--step-timer`
+times the steps with perfkit.StepTimer and prints how many it timed, `--bad-data` gives Model.train a
+dataset whose samples MindSpore cannot batch (its own error, raised inside Model.train before the first step)."""
 
 import argparse
+import os
 import sys
 
 import mindspore as ms
@@ -15,8 +18,10 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--exit", type=int, default=0)
 parser.add_argument("--epochs", type=int, default=1)
 parser.add_argument("--crash", action="store_true")
+parser.add_argument("--os-exit-at", type=int)
 parser.add_argument("--data-parallel", action="store_true")
 parser.add_argument("--step-timer", action="store_true")
+parser.add_argument("--bad-data", action="store_true")
 args = parser.parse_args()
 
 
@@ -24,6 +29,12 @@ class CrashAtStep3(Callback):
     def on_train_step_end(self, run_context):
         if run_context.original_args().cur_step_num == 3:
             raise RuntimeError("the user's bug at step 3")
+
+
+class OsExitAtStep(Callback):
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num == args.os_exit_at:
+            os._exit(0)
 
 
 ms.set_context(mode=ms.GRAPH_MODE)
@@ -36,11 +47,19 @@ if args.data_parallel:
 net = network()
 model = Model(net, loss_fn=loss(), optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
 callbacks = [CrashAtStep3()] if args.crash else []
+if args.os_exit_at:
+    callbacks.append(OsExitAtStep())
 if args.step_timer:
     import perfkit
     timer = perfkit.StepTimer()
     callbacks.append(timer)
-model.train(args.epochs, dataset(shards, shard_id), callbacks=callbacks or None, dataset_sink_mode=False)
+data = dataset(shards, shard_id)
+if args.bad_data:  # samples of different lengths: batch() fails in MindData's pipeline
+    import mindspore.dataset as ds
+    import numpy as np
+    data = ds.GeneratorDataset([(np.zeros(n, np.float32), np.array(0, np.int32)) for n in (16, 8)],
+                               ["x", "y"], shuffle=False).batch(2)
+model.train(args.epochs, data, callbacks=callbacks or None, dataset_sink_mode=False)
 print("trained")
 if args.step_timer:
     print(f"timed {len(timer.steps)} steps")

@@ -7,6 +7,9 @@ comm_wait (the rank the others wait for in collectives).
 
 from __future__ import annotations
 
+import os
+import shlex
+
 import pandas as pd
 
 from ...analysis import NETWORK_LINK_TYPES, communication_by_rank, step_means
@@ -261,8 +264,11 @@ def comm_wait(run: Run) -> list[Finding]:
     evidence |= {"wait_ms_per_step": round_ms(wait_ms), "wait_ratio_spread": round(spread, 3)}
     if spread > COMM_WAIT_SPREAD:
         slow, target = f"rank {fastest}", f"rank {fastest}"
+        known = run.meta.rank_folders
+        folders = [shlex.quote(os.path.join(run.path, known[str(rank)])) if str(rank) in known
+                   else f"RANK{rank}_DIR" for rank in (fastest, waiting)]  # the run's own paths where known
         action = (f"Rank {fastest} is the one the others wait for: it reaches the collectives late. Compare its "
-                  f"compute and data wait with rank {waiting}'s (perfkit compare RANK{fastest}_DIR RANK{waiting}_DIR): "
+                  f"compute and data wait with rank {waiting}'s (perfkit compare {folders[0]} {folders[1]}): "
                   "a slower or shared device, more work placed on it, or a slower data shard")
     else:
         peers = sorted(set(run.comm_links["dst"].astype(int)) - set(by_rank)) if len(run.comm_links) else []

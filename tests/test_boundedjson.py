@@ -1,0 +1,61 @@
+"""perfkit/boundedjson.py: the one JSON decoder of every JSON perfkit reads, and its bounds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfkit import boundedjson
+
+
+def test_plain_json_decodes_as_the_standard_library_does():
+    text = json.dumps({"step50": {"collective": {"op@1": {"Elapse Time(ms)": 79.08952021875, "n": 3, "s": "é😀",
+                                                          "l": [1, 2.5, None, True, {"x": []}]}}}})
+    counts = boundedjson.Counts()
+    assert boundedjson.loads(text, counts) == json.loads(text)
+    assert counts.notes() == []
+
+
+def test_numbers_no_model_column_holds_become_unknown_and_are_counted():
+    counts = boundedjson.Counts()
+    value = boundedjson.loads('[1, 9223372036854775807, 9223372036854775808, -9223372036854775808, '
+                              '-9223372036854775809, ' + "1" * 400 + ', 9e999, -9e999, 1e308, NaN, Infinity, '
+                              '-Infinity, 0.5]', counts)
+    assert value == [1, 2**63 - 1, None, -2**63, None, None, None, None, 1e308, None, None, None, 0.5]
+    assert counts.numbers == 8
+    assert counts.notes() == ["8 number(s) out of range or not finite read as unknown"]
+
+
+def test_lone_surrogates_become_replacement_characters_pairs_stay():
+    counts = boundedjson.Counts()
+    value = boundedjson.loads('{"op\\ud800": ["\\udfff x", "\\ud83d\\ude00"]}', counts)
+    assert value == {"op\ufffd": ["\ufffd x", "\U0001F600"]}
+    assert counts.surrogates == 2
+    json.dumps(value, ensure_ascii=False).encode("utf-8")  # writable as UTF-8 (the cache, an export)
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 5_000 + "1" + "}" * 5_000])
+def test_nesting_past_the_recursion_limit_is_a_json_error(text):
+    with pytest.raises(boundedjson.TooDeep, match="nested too deep"):
+        boundedjson.loads(text)
+
+
+def test_not_json_and_extra_data_are_json_errors():
+    with pytest.raises(boundedjson.JSONError, match="cut off mid-write"):
+        boundedjson.loads('{"a": [1, 2')
+    with pytest.raises(boundedjson.JSONError, match="extra data"):
+        boundedjson.loads('{"a": 1} {"b": 2}')
+
+
+def test_decode_value_reads_one_value_of_many_and_says_where_it_ends():
+    text = ' {"a": 1e999}, {"b": 2}'
+    counts = boundedjson.Counts()
+    first, end = boundedjson.decode_value(text, 0, counts)
+    assert first == {"a": None} and text[end:].startswith(", ")
+    second, end = boundedjson.decode_value(text, end + 1, counts)
+    assert second == {"b": 2} and end == len(text) and counts.numbers == 1
+    deep = "[" * 50_000 + "]" * 50_000
+    with pytest.raises(boundedjson.TooDeep) as raised:
+        boundedjson.decode_value("1, " + deep, 2, counts)
+    assert raised.value.position == 3
