@@ -6,7 +6,7 @@ B is judged against A (the baseline): speedup = A's mean step / B's mean step, s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 import re
 from typing import Any, Sequence
 
@@ -288,6 +288,10 @@ def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
         "speedup": speedup,
         "spread_a": spread(totals_a), "spread_b": spread(totals_b),
         "noise": noise_verdict(totals_a, totals_b),
+        "verdict": asdict(verdict([run_a], [run_b])) if steps_a and steps_b else None,
+        "samples_per_s_a": samples_per_s(run_a), "samples_per_s_b": samples_per_s(run_b),
+        "incomparable": [key for key in GATE_SETTINGS if settings_a[key] is not None
+                         and settings_b[key] is not None and settings_a[key] != settings_b[key]],
         "step_deltas_ms": step_deltas,
         "settings_a": settings_a, "settings_b": settings_b,
         "differences": [{"setting": row["setting"], "a": row["values"][0], "b": row["values"][1]}
@@ -380,6 +384,8 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
     """The terminal form of `compare`: steps side by side with their spread, the noise verdict, the speedup,
     what differed, the op types whose time per step changed most."""
     lines = [f"A  {result['run_a']}", f"B  {result['run_b']}", ""]
+    if result["incomparable"]:
+        lines += [incomparable_banner(result), ""]
     a, b = result["a"], result["b"]
     if a and b:
         lines.append(f"{'mean per step':<24}{'A':>16}{'B':>16}{'B - A':>16}")
@@ -394,7 +400,10 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
     within_noise = result["noise"] is not None and result["noise"]["verdict"] == NO_CHANGE
     lines += ["", f"speedup A/B  {'unknown' if speedup is None else f'{speedup:.2f}x'}"
                   + (" (within the noise)" if speedup is not None and within_noise else ""),
-              f"verdict      {verdict_words(result['noise'])}"]
+              f"verdict      {verdict_words(result['noise'])}",
+              f"samples/s    {throughput_words(result)}"]
+    if result["verdict"] is not None:
+        lines.append(f"run-to-run   {run_verdict_words(result['verdict'])}")
     if result["differences"]:
         lines += ["", "what differed (A -> B)"]
         lines += [f"  {row['setting']:<24}{setting_value(row['a'])} -> {setting_value(row['b'])}"
@@ -414,6 +423,32 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
     lines += ["", f"resolved  {', '.join(result['resolved']) or '-'}",
               f"new       {', '.join(result['new']) or '-'}"]
     return "\n".join(lines)
+
+
+def incomparable_banner(result: dict[str, Any]) -> str:
+    """One line saying which of device, network, batch size make A and B not the same setup."""
+    keys = result["incomparable"]
+    return ("NOT LIKE WITH LIKE: A and B differ in " + ", ".join(
+        f"{key} ({setting_value(result['settings_a'][key])} vs {setting_value(result['settings_b'][key])})"
+        for key in keys))
+
+
+def throughput_words(result: dict[str, Any]) -> str:
+    """"27.7 -> 13.9 (-50.0 %)", or why it is unknown (no batch size known)."""
+    a, b = result["samples_per_s_a"], result["samples_per_s_b"]
+    if a is None or b is None:
+        return "unknown (batch size unknown: step time compared instead)"
+    return f"{a:,.1f} -> {b:,.1f} ({100 * (b - a) / a:+.1f} %)"
+
+
+def run_verdict_words(verdict_: dict[str, Any]) -> str:
+    """The run-level verdict: "no significant change: speedup 1.03x (95 % 0.94-1.14x, noise floor 10 %)"."""
+    low, high = verdict_["interval"]
+    basis = (f"noise floor {verdict_['noise_floor_pct']:g} %" if verdict_["basis"] == "noise floor"
+             else f"{verdict_['basis']}, {verdict_['n_a']} vs {verdict_['n_b']} runs")
+    per = ", per sample: batch sizes differ" if verdict_["per_sample"] else ""
+    return (f"{verdict_['kind']}: speedup {verdict_['speedup']:.2f}x "
+            f"(95 % {low:.2f}-{high:.2f}x, {basis}{per})")
 
 
 def _signed(value: float | None) -> str:
@@ -494,6 +529,12 @@ def _t_quantile(df: float, two_sided_p: float = SIGNIFICANCE_P) -> float:
     return (low + high) / 2
 
 
+def global_batch(run: Run) -> int | None:
+    """Samples per step over all ranks (data parallel: each rank takes its own batch); None when unknown."""
+    batch = _batch_size(run)
+    return None if batch is None else batch * (len(run.meta.ranks) or 1)
+
+
 def run_mean_ms(run: Run, per_sample: bool) -> float | None:
     """The run's mean steady step in ms, or per sample of the global batch (batch x ranks) when per_sample."""
     totals = step_totals(run.steps)
@@ -501,15 +542,13 @@ def run_mean_ms(run: Run, per_sample: bool) -> float | None:
     if not len(totals):
         return None
     mean = float(np.mean(totals))
-    return mean / (_batch_size(run) * (len(run.meta.ranks) or 1)) if per_sample else mean
+    return mean / global_batch(run) if per_sample else mean
 
 
 def samples_per_s(run: Run) -> float | None:
     """Global batch (per-rank batch x ranks) per mean steady step; None when the batch is unknown."""
-    batch, mean = _batch_size(run), run_mean_ms(run, per_sample=False)
-    if batch is None or not mean:
-        return None
-    return batch * (len(run.meta.ranks) or 1) * 1000.0 / mean
+    batch, mean = global_batch(run), run_mean_ms(run, per_sample=False)
+    return None if batch is None or not mean else batch * 1000.0 / mean
 
 
 def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT) -> Verdict:
@@ -521,8 +560,8 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
         raise PerfkitError("compare needs at least one run on each side")
     if sorted(run.path for run in group_a) == sorted(run.path for run in group_b):
         return Verdict(SAME_RUN, 1.0, (1.0, 1.0), None, SAME_RUN, False, len(group_a), len(group_b), 1.0)
-    batches_a = {_batch_size(run) for run in group_a}
-    batches_b = {_batch_size(run) for run in group_b}
+    batches_a = {global_batch(run) for run in group_a}
+    batches_b = {global_batch(run) for run in group_b}
     per_sample = None not in batches_a | batches_b and batches_a != batches_b
     logs = []
     for group in (group_a, group_b):

@@ -77,3 +77,36 @@ def test_repeats_both_sides_test_run_means():
 def test_t_quantile_matches_the_table():
     assert compare._t_quantile(10) == pytest.approx(2.228, abs=1e-3)
     assert compare._t_quantile(2) == pytest.approx(4.303, abs=1e-3)
+
+
+def test_cli_shows_throughput_and_the_per_sample_verdict(tmp_path):
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    b16 = _copy_with_batch(tmp_path, "b16", 16)
+    out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(b16)])
+    assert out.exit_code == 0, out.output
+    expected = compare.samples_per_s(perfkit.load(SAMPLE))
+    assert f"samples/s    {expected:,.1f} -> {expected / 2:,.1f} (-50.0 %)" in out.output
+    assert "run-to-run   slower: speedup 0.50x" in out.output and "per sample: batch sizes differ" in out.output
+    assert "NOT LIKE WITH LIKE: A and B differ in batch_size (32 vs 16)" in out.output
+
+
+def test_cli_says_when_the_batch_is_unknown(tmp_path):
+    """Crafted from sample_runs/cpu_default: the manifest's batch_size and FRAMEWORK/cpu_framework_0.txt (where
+    the Conv2D input shapes come from) removed, so no file tells the batch."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    unknown = tmp_path / "nobatch"
+    shutil.copytree(SAMPLE, unknown)
+    manifest = json.loads((unknown / "perfkit_run.json").read_text())
+    del manifest["config"]["batch_size"]
+    (unknown / "perfkit_run.json").write_text(json.dumps(manifest))
+    for framework in unknown.glob("*/FRAMEWORK/cpu_framework_0.txt"):
+        framework.unlink()
+    assert compare.global_batch(perfkit.load(unknown)) is None
+    out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(unknown)])
+    assert out.exit_code == 0, out.output
+    assert "samples/s    unknown (batch size unknown: step time compared instead)" in out.output
+    assert "per sample" not in out.output  # step time, not per-sample time, is what was compared
