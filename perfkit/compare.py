@@ -316,9 +316,9 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
          fail_on_new: str | None = None) -> dict[str, Any]:
     """The CI verdict on a `compare` result: {"failed", "reasons", "notes"}, one line each.
 
-    Slower fails when the mean step grew by more than `fail_if_slower_pct` and the noise test calls it
-    slower; a larger change within the noise passes with a note (a CI gate that fails on noise gets switched
-    off). With fewer than 2 steps in a run there is no noise to judge by: the means alone decide, noted.
+    Slower fails when the mean step grew by more than `fail_if_slower_pct` and the run-to-run `verdict` calls
+    it slower; a larger change within the noise passes with a note (a CI gate that fails on noise gets switched
+    off).
     Raises IncomparableRunsError for runs of different devices, networks or batch sizes.
     """
     notes = check_comparable(result)
@@ -336,12 +336,11 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
                      f"{ms(spread_b['mean_ms'])} ({_spread_brief(spread_b)}) vs {ms(spread_a['mean_ms'])} "
                      f"({_spread_brief(spread_a)})")
         if change > fail_if_slower_pct:
-            if noise["verdict"] == "slower":
-                reasons.append(f"slower: {step_line}, Welch p = {noise['p_value']:.2g}")
-            elif noise["verdict"] == TOO_FEW_STEPS:
-                reasons.append(f"slower: {step_line}, {TOO_FEW_STEPS}: judged on the means")
+            # the run-to-run verdict decides: steps of one run do not show how much a rerun moves
+            if result["verdict"]["kind"] == "slower":
+                reasons.append(f"slower: {step_line}, {run_verdict_words(result['verdict'])}")
             else:
-                notes.append(f"not failed, within the noise: {step_line}, {verdict_words(noise)}")
+                notes.append(f"not failed, within the noise: {step_line}, {run_verdict_words(result['verdict'])}")
     if fail_on_new is not None:
         new = [f for f in result["new_findings"] if SEVERITIES.index(f["severity"]) <= SEVERITIES.index(fail_on_new)]
         if new:
