@@ -210,6 +210,23 @@ def differences(settings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def incomparable(settings_a: dict[str, Any], settings_b: dict[str, Any]) -> list[str]:
+    """The GATE_SETTINGS (device, network, batch size) both runs record, with different values."""
+    return [key for key in GATE_SETTINGS
+            if settings_a[key] is not None and settings_b[key] is not None and settings_a[key] != settings_b[key]]
+
+
+def default_selection(runs: Sequence[Run]) -> list[int]:
+    """The runs a compare view starts with: the first and every later run of its setup (device, network, batch
+    size as far as recorded); the first two when no other run shares its setup. Never all runs by default:
+    a speedup across networks is no result."""
+    if len(runs) < 2:
+        return list(range(len(runs)))
+    settings = [run_settings(run) for run in runs]
+    same = [index for index in range(1, len(runs)) if not incomparable(settings[0], settings[index])]
+    return [0, *same] if same else [0, 1]
+
+
 def check_comparable(result: dict[str, Any]) -> list[str]:
     """Raise IncomparableRunsError (one line) when A and B differ in device, network or batch size; return a
     note for each of these that a run does not record (not checked)."""
@@ -290,8 +307,7 @@ def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
         "noise": noise_verdict(totals_a, totals_b),
         "verdict": asdict(verdict([run_a], [run_b])) if steps_a and steps_b else None,
         "samples_per_s_a": samples_per_s(run_a), "samples_per_s_b": samples_per_s(run_b),
-        "incomparable": [key for key in GATE_SETTINGS if settings_a[key] is not None
-                         and settings_b[key] is not None and settings_a[key] != settings_b[key]],
+        "incomparable": incomparable(settings_a, settings_b),
         "step_deltas_ms": step_deltas,
         "settings_a": settings_a, "settings_b": settings_b,
         "differences": [{"setting": row["setting"], "a": row["values"][0], "b": row["values"][1]}
@@ -426,10 +442,12 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
 
 def incomparable_banner(result: dict[str, Any]) -> str:
     """One line saying which of device, network, batch size make A and B not the same setup."""
-    keys = result["incomparable"]
-    return ("NOT LIKE WITH LIKE: A and B differ in " + ", ".join(
-        f"{key} ({setting_value(result['settings_a'][key])} vs {setting_value(result['settings_b'][key])})"
-        for key in keys))
+    return banner_words(result["incomparable"], result["settings_a"], result["settings_b"])
+
+
+def banner_words(keys: Sequence[str], settings_a: dict[str, Any], settings_b: dict[str, Any]) -> str:
+    return "NOT LIKE WITH LIKE: A and B differ in " + ", ".join(
+        f"{key} ({setting_value(settings_a[key])} vs {setting_value(settings_b[key])})" for key in keys)
 
 
 def throughput_words(result: dict[str, Any]) -> str:
