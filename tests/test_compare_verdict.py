@@ -110,3 +110,19 @@ def test_cli_says_when_the_batch_is_unknown(tmp_path):
     assert out.exit_code == 0, out.output
     assert "samples/s    unknown (batch size unknown: step time compared instead)" in out.output
     assert "per sample" not in out.output  # step time, not per-sample time, is what was compared
+
+
+def test_report_compare_section_has_the_banner_verdict_and_throughput(tmp_path, monkeypatch):
+    """`perfkit report A B` over ResNet-50 on CPU and AlexNet on Ascend (fixture legacy_run_2)."""
+    from click.testing import CliRunner
+    from conftest import FIXTURE_RUNS
+
+    from perfkit.cli import main
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(SAMPLE), str(FIXTURE_RUNS["legacy_run_2"]), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend)" in html
+    assert f"{compare.samples_per_s(perfkit.load(SAMPLE)):,.1f} samples/s" in html
+    assert "What differed between the runs" in html
