@@ -187,11 +187,13 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
     \b
     Example:
       perfkit compare profiler_v1 profiler_v2
+      perfkit compare base candidate      # folders of repeat_1..N (profile --repeat N): judged over run means
       perfkit compare cpu_default cpu_avx2 --format json | jq .noise.verdict
       perfkit compare baseline candidate --fail-if-slower 5 --fail-on-new high --format markdown  # CI gate
     """
-    from .compare import compare as compare_runs, compare_markdown, compare_text, gate
-    result = compare_runs(_load(run_a), _load(run_b))
+    from .compare import compare as compare_runs, compare_markdown, compare_text, gate, repeat_folders
+    group_a, group_b = (_load_all(tuple(repeat_folders(side))) for side in (run_a, run_b))
+    result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:])
     gating = fail_if_slower is not None or fail_on_new is not None
     verdict = gate(result, fail_if_slower, fail_on_new) if gating else None
     if fmt == "json":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 import re
 from typing import Any, Sequence
 
@@ -283,8 +284,38 @@ def _queue_change(queue_a, queue_b) -> dict[str, Any]:
             "empty_pct_b": stats_b["empty_pct"] if stats_b else None}
 
 
-def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
-    """The `perfkit compare --format json` contract: B relative to A (speedup > 1 means B is faster)."""
+REPEAT_FOLDER = re.compile(r"repeat_(\d+)")
+# settings that differ between repeats of one setting by nature (where each wrote, when)
+NOT_A_SETTING = {"output"}
+
+
+def repeat_folders(path: str | Path) -> list[str]:
+    """The runs a compare side names: a folder's repeat_1..N subfolders (what `perfkit profile --repeat N`
+    writes), in order, else the folder itself."""
+    folder = Path(path)
+    repeats = sorted((child for child in folder.iterdir() if child.is_dir() and REPEAT_FOLDER.fullmatch(child.name)),
+                     key=lambda child: int(child.name.split("_")[1])) if folder.is_dir() else []
+    return [str(repeat) for repeat in repeats] or [str(path)]
+
+
+def check_group(runs: Sequence[Run]) -> None:
+    """Raise PerfkitError (one line) when runs given as repeats of one setting were made with different ones."""
+    settings = [{key: value for key, value in run_settings(run).items() if key not in NOT_A_SETTING}
+                for run in runs]
+    for run, other in zip(runs[1:], settings[1:]):
+        differing = differences([settings[0], other])
+        if differing:
+            row = differing[0]
+            raise PerfkitError(f"{run.path}: not a repeat of {runs[0].path}: {row['setting']} is "
+                               f"{setting_value(row['values'][1])}, not {setting_value(row['values'][0])}")
+
+
+def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = ()) -> dict[str, Any]:
+    """The `perfkit compare --format json` contract: B relative to A (speedup > 1 means B is faster). The
+    step tables are the first runs'; the verdict is over all runs of each side (run_a + repeats_a, ...)."""
+    group_a, group_b = [run_a, *repeats_a], [run_b, *repeats_b]
+    check_group(group_a)
+    check_group(group_b)
     steps_a, steps_b = step_means(run_a.steps), step_means(run_b.steps)
     speedup = None
     step_deltas = {}
@@ -305,7 +336,8 @@ def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
         "speedup": speedup,
         "spread_a": spread(totals_a), "spread_b": spread(totals_b),
         "noise": noise_verdict(totals_a, totals_b),
-        "verdict": asdict(verdict([run_a], [run_b])) if steps_a and steps_b else None,
+        "verdict": asdict(verdict(group_a, group_b)) if steps_a and steps_b else None,
+        "runs_a": [run.path for run in group_a], "runs_b": [run.path for run in group_b],
         "samples_per_s_a": samples_per_s(run_a), "samples_per_s_b": samples_per_s(run_b),
         "incomparable": incomparable(settings_a, settings_b),
         "step_deltas_ms": step_deltas,

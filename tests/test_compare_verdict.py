@@ -126,3 +126,36 @@ def test_report_compare_section_has_the_banner_verdict_and_throughput(tmp_path, 
     assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend)" in html
     assert f"{compare.samples_per_s(perfkit.load(SAMPLE)):,.1f} samples/s" in html
     assert "What differed between the runs" in html
+
+
+def _repeats(tmp_path: Path, name: str, *sources: str) -> Path:
+    folder = tmp_path / name
+    for index, source in enumerate(sources, start=1):
+        shutil.copytree(SAMPLE.parent / source, folder / f"repeat_{index}")
+    return folder
+
+
+def test_cli_folders_of_repeats_are_judged_over_run_means(tmp_path):
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    base = _repeats(tmp_path, "base", "cpu_default", "cpu_default")
+    candidate = _repeats(tmp_path, "candidate", "cpu_avx2", "cpu_avx2")
+    out = CliRunner().invoke(main, ["compare", str(base), str(candidate), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.output)
+    assert payload["runs_a"] == [str(base / "repeat_1"), str(base / "repeat_2")]
+    assert payload["verdict"]["basis"] == "run means" and payload["verdict"]["n_b"] == 2
+
+
+def test_cli_refuses_a_group_of_different_settings(tmp_path):
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    mixed = _repeats(tmp_path, "mixed", "cpu_default", "cpu_avx2")
+    out = CliRunner().invoke(main, ["compare", str(mixed), str(SAMPLE)])
+    assert out.exit_code == 2
+    line = out.stderr.strip()
+    assert "\n" not in line and "Traceback" not in out.output
+    assert line == (f"perfkit: error: {mixed / 'repeat_2'}: not a repeat of {mixed / 'repeat_1'}: "
+                    "env.ONEDNN_MAX_CPU_ISA is AVX2, not -")
