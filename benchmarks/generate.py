@@ -4,13 +4,14 @@ Every file is made from a real fixture (../shared/fixtures) by replicating its r
 what must differ between copies (step ids, timestamps, op numbers, flow ids); nothing is invented
 except the per-step jitter and the deliberately slow ranks, both seeded.
 
-    python benchmarks/generate.py            # all three runs into benchmarks/generated/
+    python benchmarks/generate.py            # big_rank, legacy_10k_steps, ranks_256 into benchmarks/generated/
     python benchmarks/generate.py big_rank   # just one
 
 Runs (folder names under benchmarks/generated/):
   big_rank/rank0_ascend_pt   (a) one new-layout rank: ~2 million kernel_details rows, ~1 GB trace_view.json
   legacy_10k_steps           (b) legacy flat folder: 10,000 steps, ~1 million aicore detail and framework rows
   ranks_256/rank{r}_ascend_pt (c) 256 new-layout ranks, 20 steps each, ranks SLOW_RANKS slow in compute
+  ranks_1024, ranks_4096      (c) with 1,024 and 4,096 ranks (benchmarks/bench_ranks.py)
 
 A run that already exists is skipped; a run is written into `<name>.partial` and renamed when complete.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import math
 import os
@@ -314,18 +316,23 @@ def generate_legacy(target: Path) -> dict:
     return {"steps": LEGACY_STEPS, "detail_rows": rows}
 
 
-RUNS = {"big_rank": generate_big_rank, "legacy_10k_steps": generate_legacy, "ranks_256": generate_cluster}
+RUNS = {"big_rank": generate_big_rank, "legacy_10k_steps": generate_legacy, "ranks_256": generate_cluster,
+        # bench_ranks.py: the same ranks, more of them (2 GB and 8 GB)
+        "ranks_1024": functools.partial(generate_cluster, ranks=1024),
+        "ranks_4096": functools.partial(generate_cluster, ranks=4096)}
+DEFAULT_RUNS = ("big_rank", "legacy_10k_steps", "ranks_256")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="*", metavar="RUN", help=f"which runs ({', '.join(RUNS)}; default all)")
+    parser.add_argument("runs", nargs="*", metavar="RUN",
+                        help=f"which runs ({', '.join(RUNS)}; default {' '.join(DEFAULT_RUNS)})")
     parser.add_argument("--out", type=Path, default=GENERATED, help="output folder (default %(default)s)")
     args = parser.parse_args(argv)
     unknown = set(args.runs) - set(RUNS)
     if unknown:
         parser.error(f"unknown run(s) {', '.join(sorted(unknown))}; choose from {', '.join(RUNS)}")
-    for name in args.runs or RUNS:
+    for name in args.runs or DEFAULT_RUNS:
         target = args.out / name
         if target.exists():
             print(f"{name}: exists, skipped ({target})")

@@ -64,8 +64,9 @@ ANSWER_SKIP_DIRS = ("PROF_", "logs", "__pycache__")
 ANSWER_DEPTH = 8
 ANSWER_FORMAT = 1
 # What the cache holds, one folder each under its root, as <kind>/<place>/<entry>: run entries (this
-# module), kept answers (this module) and timeline indexes (perfkit/timeline.py). trim() counts them all.
-ENTRY_KINDS = ("runs", "answers", "timeline")
+# module), kept answers (this module), timeline indexes (perfkit/timeline.py) and the rank folders Dask workers
+# read (perfkit/dask_ingest.py, when the cache is their storage). trim() counts them all.
+ENTRY_KINDS = ("runs", "answers", "timeline", "ranks")
 
 Job = tuple[str, Path]  # (reader name, folder)
 
@@ -205,11 +206,24 @@ def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path]) -> Path
         return None
     digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{run_root}\0".encode())
     for reader_name, folder in jobs:
-        digest.update(f"{reader_name}\0{folder}\0".encode())
-        for path, size, mtime_ns in _files_under(folder, FINGERPRINT_DEPTH):
-            digest.update(f"{os.path.relpath(path, folder)}\0{size}\0{mtime_ns}\0".encode())
+        digest.update(f"{reader_name}\0".encode())
+        add_folder(digest, folder)
     place = hashlib.sha256(str(run_root).encode()).hexdigest()[:24]
     return root / "runs" / place / digest.hexdigest()[:32]
+
+
+def add_folder(digest, folder: str | os.PathLike) -> None:
+    """Add a reader's folder to a key: its path and the (name, size, mtime_ns) of every file under it."""
+    digest.update(f"{folder}\0".encode())
+    _add_files(digest, Path(folder), FINGERPRINT_DEPTH)
+
+
+def _add_files(digest, folder: Path, max_depth: int, skip: tuple[str, ...] = ()) -> None:
+    """Add (path under `folder`, size, mtime_ns) of every file under it (_files_under) to a key. The paths
+    start with the folder's: cut, not os.path.relpath, which cost most of a 4,096-rank run's key."""
+    start = len(os.path.join(str(folder), ""))
+    for path, size, mtime_ns in _files_under(folder, max_depth, skip):
+        digest.update(f"{path[start:]}\0{size}\0{mtime_ns}\0".encode())
 
 
 # ---------------------------------------------------------------- one entry
@@ -229,25 +243,38 @@ def _json_column(series) -> bool:
 
 
 def _write_table(frame, path: Path) -> dict:
-    import pyarrow as pa
     import pyarrow.parquet as pq
+
+    table, spec = arrow_table(frame)
+    pq.write_table(table, path)
+    return {"file": path.name, **spec}
+
+
+def arrow_table(frame):
+    """(a DataFrame as an Arrow table, the spec that `pandas_frame` makes the same DataFrame of again)."""
+    import pyarrow as pa
 
     json_columns = [name for name in frame.columns if _json_column(frame[name])]
     stored = frame.copy() if json_columns else frame
     for name in json_columns:
         stored[name] = stored[name].map(lambda v: None if v is None else json.dumps(v, default=_jsonable))
-    pq.write_table(pa.Table.from_pandas(stored, preserve_index=None), path)
-    return {"file": path.name, "rows": len(frame), "json_columns": json_columns,
-            "dtypes": {str(name): str(dtype) for name, dtype in frame.dtypes.items()}}
+    return (pa.Table.from_pandas(stored, preserve_index=None),
+            {"rows": len(frame), "json_columns": json_columns,
+             "dtypes": {str(name): str(dtype) for name, dtype in frame.dtypes.items()}})
 
 
 def _read_table(folder: Path, spec: dict):
-    import pandas as pd
     import pyarrow.parquet as pq
 
     path = folder / spec["file"]
     threaded = path.stat().st_size > THREADED_READ_BYTES
-    table = pq.ParquetFile(path).read(use_threads=threaded)
+    return pandas_frame(pq.ParquetFile(path).read(use_threads=threaded), spec, threaded)
+
+
+def pandas_frame(table, spec: dict, threaded: bool = False):
+    """The DataFrame `arrow_table` gave `table` and `spec` of."""
+    import pandas as pd
+
     frame = table.to_pandas(use_threads=threaded)
     for name in spec["json_columns"]:
         values = table.column(name).to_pylist()
@@ -402,8 +429,7 @@ def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Seq
     asked = "\0".join(question)
     digest = hashlib.sha256(f"{ANSWER_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{root}\0{asked}\0"
                             .encode())
-    for path, size, mtime_ns in _files_under(root, ANSWER_DEPTH, ANSWER_SKIP_DIRS):
-        digest.update(f"{os.path.relpath(path, root)}\0{size}\0{mtime_ns}\0".encode())
+    _add_files(digest, root, ANSWER_DEPTH, ANSWER_SKIP_DIRS)
     place = hashlib.sha256(f"{root}\0{asked}".encode()).hexdigest()[:24]
     return cache / "answers" / place / f"{digest.hexdigest()[:32]}.json"
 

@@ -70,7 +70,33 @@ def progress_printer(stream) -> Callable[[str, float], None]:
 
 def _load(path: str):
     from .loader import load
-    return load(path)
+    return load(path, _dask())
+
+
+def dask_options(command):
+    """--dask and --dask-storage: the per-rank read of a command on a Dask cluster (perfkit/dask_ingest.py); kept
+    in the click context for _dask()."""
+    def keep(ctx, param, value):
+        ctx.meta[f"perfkit_{param.name}"] = value
+    command = click.option("--dask-storage", metavar="PATH|URL", envvar="PERFKIT_DASK_STORAGE", default=None,
+                           expose_value=False, callback=keep,
+                           help="Where the workers write each rank's tables: a path or fsspec URL that this machine "
+                                "and every worker see (default: perfkit's cache dir, for workers on this machine). "
+                                "[env PERFKIT_DASK_STORAGE]")(command)
+    return click.option("--dask", "dask_address", metavar="ADDRESS", envvar="PERFKIT_DASK", default=None,
+                        expose_value=False, callback=keep,
+                        help="Read the ranks on this Dask scheduler's workers (e.g. tcp://10.0.0.5:8786); "
+                             "needs perfkit[dask]. [env PERFKIT_DASK]")(command)
+
+
+def _dask():
+    """The Dask cluster the running command was given (--dask), or None: read in process."""
+    context = click.get_current_context(silent=True)
+    address = context.meta.get("perfkit_dask_address") if context is not None else None
+    if not address:
+        return None
+    from .dask_ingest import target
+    return target(address, context.meta.get("perfkit_dask_storage"))
 
 
 def _json(payload) -> str:
@@ -107,6 +133,7 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
 @main.command()
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@dask_options
 def summary(run: str, fmt: str) -> None:
     """Where each step's time goes, which op types dominate, whether data queues ran empty.
 
@@ -128,6 +155,7 @@ def summary(run: str, fmt: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
               help="Exit 1 when a finding at or above this severity exists (for CI).")
+@dask_options
 def advise(run: str, fmt: str, fail_on: str | None) -> None:
     """Tuning hints with the numbers behind them, most important first.
 
@@ -153,6 +181,7 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
 @main.command()
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@dask_options
 def ranks(run: str, fmt: str) -> None:
     """Which ranks of a multi-rank run are slow, from the step files alone (fast on hundreds of ranks).
 
@@ -164,7 +193,7 @@ def ranks(run: str, fmt: str) -> None:
     def compute() -> tuple[str, int]:
         from .cluster import slow_ranks
         from .render import slow_ranks_text
-        answer = slow_ranks(run).to_dict()
+        answer = slow_ranks(run, _dask()).to_dict()
         return (_json(answer) if fmt == "json" else slow_ranks_text(answer)), 0
     _answer(("ranks", fmt), run, compute)
 
@@ -375,6 +404,7 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
 @main.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html", show_default=True)
+@dask_options
 def report(runs: tuple[str, ...], output: str) -> None:
     """Write one self-contained HTML file with the dashboard's figures and findings (opens offline).
 

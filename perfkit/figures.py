@@ -30,10 +30,10 @@ from .model import Run
 from .ledger import bound
 from .render import mean_of_text
 from .units import US_PER_MS
-from .views.format import (BOUND_COLORS, COLORS, COMM_OPS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
+from .views.format import (BOUND_COLORS, COLORS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
                            NAMED_COLUMNS, ms, pct, percent, run_color, short_op_names)
 from .views.format import speedup as format_speedup
-from .views.numbers import (FWD_BWD_OTHER_OPS, Card, OpTarget, amp_families_apply, batchnorm_share, cast_share,
+from .views.numbers import (Card, OpTarget, amp_families_apply, batchnorm_share, cast_share,
                             communication, once_per_run, op_family, op_mix_columns, per_rank_parts, rank_bar_segments,
                             slow_ranks, step_split)
 from .views.panels import FIGURE
@@ -581,20 +581,17 @@ def compare_queues_figure(runs: Sequence[Run]) -> go.Figure:
 
 
 def ranks_figure(run: Run) -> go.Figure:
-    """Per-rank mean step split (communication ops carved out of forward+backward where that is how the run
-    measures communication); the slow ranks of `perfkit summary` / `perfkit ranks` are marked."""
+    """Per-rank mean step split into the step ledger's parts (the numbers `perfkit ranks` and `summary` print);
+    the slow ranks of `perfkit summary` / `perfkit ranks` are marked."""
     per_rank = per_rank_parts(run)
     if len(per_rank) < 2:
         return empty_state("single-rank run: there are no other ranks to compare with")
     slow = set(slow_ranks(run))
     labels = [f"rank {row['rank']}" + (" (slow)" if row["rank"] in slow else "") for row in per_rank]
-    parts = rank_bar_segments(run) or (("total_ms", STEP_LABELS["total_ms"]),)
     fig = go.Figure()
-    for col, label in parts:
-        values = [row.get(col) for row in per_rank]
-        if label == FWD_BWD_OTHER_OPS:  # the communication ops' segment is drawn on top of the rest
-            values = [row[col] - row[COMM_OPS] if row[col] is not None else None for row in per_rank]
-        fig.add_bar(x=labels, y=values, name=label, marker_color=COLORS[col],
+    for col, label in rank_bar_segments(run):
+        fig.add_bar(x=labels, y=[row.get(col) for row in per_rank], name=label,
+                    marker_color=BOUND_COLORS[col.removesuffix("_ms")],
                     hovertemplate=f"%{{x}}<br>{label} {HOVER_MS}<extra></extra>")
     for label, row in zip(labels, per_rank):
         total = row["total_ms"]
@@ -612,7 +609,8 @@ def ranks_figure(run: Run) -> go.Figure:
 
 
 def rank_rows(run: Run) -> pd.DataFrame:
-    """Per-rank mean step split, how much slower than the fastest rank (in %), and whether the rank is slow."""
+    """Per-rank mean step split (the ledger's parts and the idle time), how much slower than the fastest rank
+    (in %), and whether the rank is slow."""
     per_rank = per_rank_parts(run)
     if len(per_rank) < 2:
         return pd.DataFrame(columns=["rank", "total_ms", "slower_than_fastest_pct", "slow"])

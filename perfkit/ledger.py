@@ -402,5 +402,55 @@ def _evidence(run: Run, parts: pd.DataFrame) -> list[str]:
     return evidence
 
 
+
+# ---------------------------------------------------------------------------------------------------------
+# Claims: what a finding could save, in ledger ms, so that no two findings count the same time.
+
+# The causes of each bound part, for claims worded by part.
+CAUSES_OF = {group: tuple(cause for cause, spec in CAUSES.items() if spec.group == group)
+             for group in (*BOUND_PARTS, "compile")}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The ledger ms a finding could win back: of these causes, on these ranks (None: all), in the steady steps
+    or in the first steps left out of the means, at most `cap_ms` in all (None: all of them)."""
+
+    causes: tuple[str, ...]
+    ranks: tuple[int, ...] | None = None
+    first_step: bool = False
+    cap_ms: float | None = None
+
+
+def steady_ms(run: Run) -> float:
+    """The ms of every rank's steady steps (those the step means cover): the one denominator of every finding's
+    share, so the shares of claims on steady steps add up to at most 100 %."""
+    frame = ledger(run)
+    return float(frame.loc[frame["steady"], "ms"].sum())
+
+
+def allocate(run: Run, claims: list[Claim]) -> list[dict[str, float]]:
+    """Per claim, in order (the most important first), the ms it gets of each cause: what the earlier claims
+    left of the rows it names, up to its cap, taken from each row in proportion. No ledger ms is given twice,
+    so the claims together never exceed the run's steps."""
+    frame = ledger(run)
+    remaining = frame["ms"].to_numpy(dtype=np.float64).copy()
+    causes = frame["cause"].to_numpy(dtype=object)
+    ranks = frame["rank"].to_numpy()
+    steady = frame["steady"].to_numpy(dtype=bool)
+    given = []
+    for claim in claims:
+        rows = np.isin(causes, list(claim.causes)) & (~steady if claim.first_step else steady)
+        if claim.ranks is not None:
+            rows &= np.isin(ranks, list(claim.ranks))
+        available = float(remaining[rows].sum())
+        take = available if claim.cap_ms is None else min(available, max(claim.cap_ms, 0.0))
+        share = take / available if available > 0 else 0.0
+        taken = remaining * np.where(rows, share, 0.0)
+        remaining -= taken
+        by_cause = pd.Series(taken[rows], index=causes[rows]).groupby(level=0).sum() if rows.any() else pd.Series()
+        given.append({str(cause): float(ms) for cause, ms in by_cause.items() if ms > 0})
+    return given
+
 # `perfkit.ledger(run)` is the ledger, and `perfkit.ledger.bound` etc. stay reachable.
 make_callable(__name__, ledger)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import cache, model, plugins
+from . import cache, dask_ingest, model, plugins
 from .errors import FileFormatError, LayoutError
 from .formats import DERIVATIONS, by_name, plugin_problems, readers
 from .formats.base import INTERMEDIATE_TABLES, RUN_WIDE, Parts, Reader, merged_stages, screened, walk_names
@@ -97,17 +97,35 @@ def _discover(path: str | os.PathLike) -> tuple[Path, list[Job], list[Warning]]:
 
 # ---------------------------------------------------------------- load
 
-def load(path: str | os.PathLike) -> Run:
-    """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were."""
+def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None) -> Run:
+    """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were.
+
+    Read in worker processes here, or, with `dask` (else $PERFKIT_DASK, see dask_ingest.target), one task per
+    rank folder on that Dask cluster; the Run is the same.
+    """
     root, jobs, problems = _discover(path)
     entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], CODE + plugins.code_paths())
-    run = cache.fetch(entry, reload=lambda name: getattr(load(root), name)) if entry is not None else None
+    run = cache.fetch(entry, reload=lambda name: getattr(load(root, dask), name)) if entry is not None else None
     if run is None:
-        results = map_folders(_read_folder, [(reader.name, str(folder)) for reader, folder in jobs])
+        results = _read_all(_read_folder, jobs, dask)
         run = assemble(root, jobs, results, problems)
         if entry is not None:
             cache.store(entry, run)
     return run
+
+
+def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None) -> list:
+    """`function(reader name, folder)` for each job: in worker processes here, or on the Dask cluster."""
+    arguments = [(reader.name, str(folder)) for reader, folder in jobs]
+    where = dask or dask_ingest.target()
+    if where is None:
+        return map_folders(function, arguments)
+    return dask_ingest.read_folders(where, arguments, function, cache.code_digest(CODE + plugins.code_paths()))
+
+
+def _read_steps(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatError:
+    """One folder's steps alone (`read_steps`), as _read_folder reads them (module-level: run in workers)."""
+    return _read_folder(reader_name, folder, steps_only=True)
 
 
 def _read_folder(reader_name: str, folder: str, steps_only: bool = False) -> dict[int, Parts] | FileFormatError:
@@ -173,7 +191,8 @@ def _table_problem(name: str, frame, rank: int, values: bool) -> str | None:
     return None
 
 
-def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
+def load_steps(path: str | os.PathLike, dask: dask_ingest.Target | None = None
+               ) -> tuple[Path, pd.DataFrame, list[str]]:
     """(root, the steps table of every rank, warnings): the cheap read behind questions across ranks.
 
     Layouts with `read_steps` (ascend_ms, legacy) read only their step file, about 1 ms a rank instead
@@ -183,9 +202,9 @@ def load_steps(path: str | os.PathLike) -> tuple[Path, pd.DataFrame, list[str]]:
     root, jobs, _ = _discover(path)
     units = [(reader, folder) for reader, folder in jobs if reader.unit]
     if not units or any(reader.read_steps is None for reader, _ in units):
-        run = load(root)
+        run = load(root, dask)
         return root, run.steps, run.warnings
-    results = map_folders(_read_folder, [(reader.name, str(folder), True) for reader, folder in units])
+    results = _read_all(_read_steps, units, dask)
     failures = [result for result in results if isinstance(result, FileFormatError)]
     by_rank = _by_rank((job, result) for job, result in zip(units, results) if not isinstance(result, FileFormatError))
     if not by_rank and failures:
@@ -238,7 +257,7 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
         for name in model.SCHEMA:
             if name in rank_tables:
                 tables[name].append((rank, rank_tables[name], origins[name]))
-    if meta_fields.get("step_source") == "recorded_step_times" and meta_fields.get("status") in (None, "ok"):
+    if meta_fields.get("no_op_data") and meta_fields.get("status") in (None, "ok"):
         meta_fields["status"] = "incomplete"  # ended "ok", yet the profiler wrote no op data: the split is unknown
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)
@@ -293,6 +312,17 @@ def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[str, str]
             if folder != root and not any(other != rank and (place == folder or folder in place.parents
                                                              or place in folder.parents)
                                           for other, place in common.items())}
+
+
+def _skipped(root: Path, failures: list[FileFormatError]) -> list[Warning]:
+    """A folder none of whose files could be read (or that a Dask worker could not read): the rest of the run
+    still loads, with a warning naming it."""
+    folders: dict[str, list[str]] = {}
+    for exc in failures:
+        where = os.path.relpath(exc.path, root) if exc.path else "?"
+        if where not in folders.setdefault(exc.message, []):  # one folder, several readers
+            folders[exc.message].append(where)
+    return [(".", f"skipped {_named(where)}: {message}") for message, where in folders.items()]
 
 
 def _by_rank(read) -> dict[int, list[Entry]]:
@@ -477,11 +507,6 @@ def _check_one_unit_per_rank(root: Path, by_rank: dict[int, list[Entry]]) -> Non
 
 # ---------------------------------------------------------------- warnings
 
-def _skipped(root: Path, failures: list[FileFormatError]) -> list[Warning]:
-    """A folder none of whose files could be read: the rest of the run still loads."""
-    return [(".", f"skipped {os.path.relpath(exc.path, root) if exc.path else '?'}: {exc.message}") for exc in failures]
-
-
 def _located(root: Path, folder: Path, warnings: list[str]) -> list[Warning]:
     """A folder's warnings, with where it is under the run's root."""
     where = os.path.relpath(folder, root)
@@ -496,10 +521,11 @@ def _worded(warnings: list[Warning]) -> list[str]:
         places.setdefault(message, [])
         if where != "." and where not in places[message]:
             places[message].append(where)
-    lines = []
-    for message, folders in places.items():
-        if len(folders) > NAMED_FOLDERS:
-            shown = ", ".join(folders[:NAMED_FOLDERS - 1])
-            folders = [f"{len(folders)} folders ({shown}, …, {folders[-1]})"]
-        lines.append(f"{', '.join(folders)}: {message}" if folders else message)
-    return lines
+    return [f"{_named(folders)}: {message}" if folders else message for message, folders in places.items()]
+
+
+def _named(folders: list[str]) -> str:
+    """Folders as a warning names them: all of a few, else how many and a few of them."""
+    if len(folders) > NAMED_FOLDERS:
+        return f"{len(folders)} folders ({', '.join(folders[:NAMED_FOLDERS - 1])}, …, {folders[-1]})"
+    return ", ".join(folders)

@@ -165,6 +165,32 @@ def test_timestamps_out_of_order_are_sorted_and_said(tmp_path):
     assert not any("out of time order" in w for w in perfkit.load(LEVEL1).warnings)
 
 
+def test_timestamps_that_are_no_numbers_or_empty(tmp_path):
+    """The Arrow cast of the timestamps fails on a cell that is no number: the slower parse names it."""
+    source = RANK_FOLDERS[0] / OUTPUT / "memory_record.csv"
+    lines = source.read_bytes().decode().splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    column = header.index("Timestamp(us)")
+
+    def with_time(line: str, value: str) -> str:
+        cells = line.rstrip("\r\n").split(",")
+        cells[column] = value
+        return ",".join(cells) + "\n"
+
+    lines[3], lines[5], lines[7] = with_time(lines[3], "abc"), with_time(lines[5], ""), with_time(lines[7], "\t")
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    (folder / "memory_record.csv").write_text("".join(lines))
+    parts = memory_reader.read(tmp_path)[0]
+    kept = [row for index, row in enumerate(raw_rows(source)) if index not in (2, 4, 6)]
+    samples = parts.tables["memory"]
+    assert len(samples) == len(kept)
+    assert sorted(samples["time_ms"].tolist()) == pytest.approx(sorted(float(row["Timestamp(us)"]) / 1000
+                                                                       for row in kept))
+    assert any("1 timestamp value(s) that are not numbers" in w for w in parts.warnings), parts.warnings
+    assert any("skipped 3 row(s) without a timestamp" in w for w in parts.warnings), parts.warnings
+
+
 def test_memory_tables_survive_the_cache(cache_dir, monkeypatch):
     monkeypatch.delenv("PERFKIT_NO_CACHE", raising=False)
     cold = perfkit.load(LEVEL1)

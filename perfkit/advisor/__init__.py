@@ -7,12 +7,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..ledger import bound
+from ..ledger import Claim, allocate, bound, steady_ms
 from ..model import Run
-from .finding import SEVERITIES, Finding, NotChecked, at_or_above, rank_key
+from .finding import SEVERITIES, Finding, NotChecked, at_or_above, rank_key, severity_for
 from .registry import PluginFailed, Rule, checked_by_plugin, installed_rules, needs_met, rule
 from .rules import RULES
 
@@ -56,6 +56,31 @@ def _caveat(run: Run) -> tuple[str | None, str | None]:
     return said, None
 
 
+def claimed(run: Run, findings: list[Finding], rule_claims: dict[str, tuple[str, ...]]) -> list[Finding]:
+    """The findings with the ledger ms each claims (most important first: ledger.allocate gives no ms twice), their
+    gain the claim's share of the run and their severity from it. A finding claims the causes its rule declares,
+    or its own `claim`, up to the gain its rule estimated; one without a gain or causes claims nothing."""
+    basis = steady_ms(run)
+    requests = []
+    for finding in findings:
+        spec = finding.claim or (Claim(rule_claims[finding.id]) if rule_claims.get(finding.id) else None)
+        if spec is None or finding.est_gain_pct is None or basis <= 0:
+            requests.append(None)
+            continue
+        requests.append(replace(spec, cap_ms=finding.est_gain_pct / 100.0 * basis))
+    given = iter(allocate(run, [request for request in requests if request is not None]))
+    result = []
+    for finding, request in zip(findings, requests):
+        if request is None:
+            result.append(finding)
+            continue
+        claims = next(given)
+        gain = round(100.0 * sum(claims.values()) / basis, 2)
+        result.append(replace(finding, claims={cause: round(ms, 3) for cause, ms in claims.items()},
+                              est_gain_pct=gain, severity=severity_for(gain)))
+    return result
+
+
 def advise(run: Run) -> Advice:
     findings: list[Finding] = []
     not_checked: dict[str, str] = {}
@@ -77,5 +102,7 @@ def advise(run: Run) -> Advice:
             passed.append(each_rule.id)
     # a plugin that could not be imported, or some of whose rules were refused, is one line naming it
     not_checked |= {f"plugin {plugin.name}": plugin.problem for plugin in plugins if plugin.problem}
+    rule_claims = {each.id: each.claims for each in [*RULES, *(r for plugin in plugins for r in plugin.rules)]}
+    findings = claimed(run, sorted(findings, key=rank_key), rule_claims)
     return Advice(run=run.path, device=run.meta.device, findings=sorted(findings, key=rank_key),
                   not_checked=not_checked, passed=passed, bound=bound(run).to_dict(), caveat=caveat)

@@ -31,6 +31,7 @@ import pandas as pd
 
 from .. import plugins
 from ..analysis import comm_kind, framework_memory
+from ..causes import CAUSES
 from ..model import Run
 from .finding import SEVERITIES, Finding, NotChecked
 
@@ -81,6 +82,8 @@ class Rule:
     needs: tuple[str, ...]
     check: Callable[[Run], list[Finding]]
     plugin: str | None = None  # the installed plugin that added it (plugins.describe); None for perfkit's own
+    # the step ledger's causes (perfkit/causes.py) its findings claim: the ms the change could win back
+    claims: tuple[str, ...] = ()
 
     def missing(self, run: Run) -> str | None:
         """Why this rule cannot look at `run`, or None when it has what it needs."""
@@ -92,10 +95,15 @@ class Rule:
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, needs: tuple[str, ...] = ()):
-    """Register the decorated function `check(run) -> list[Finding]` as the rule `rule_id`."""
+def rule(rule_id: str, needs: tuple[str, ...] = (), claims: tuple[str, ...] = ()):
+    """Register the decorated function `check(run) -> list[Finding]` as the rule `rule_id`; its findings claim
+    ledger ms of the causes `claims` (up to their est_gain_pct), unless a finding names its own `claim`."""
+    unknown = set(claims) - set(CAUSES)
+    if unknown:
+        raise ValueError(f"rule {rule_id!r} claims unknown causes {sorted(unknown)} (perfkit/causes.py)")
+
     def register(check: Callable[[Run], list[Finding]]):
-        RULES.append(Rule(rule_id, needs, check))
+        RULES.append(Rule(rule_id, needs, check, claims=tuple(claims)))
         return check
     return register
 

@@ -105,7 +105,8 @@ class Derivation:
     """A schema table the loader makes for a rank that no reader gave it, from the rank's other tables.
 
     `derive(rank, tables)` gets the rank's tables when any of `needs` is among them and returns
-    (the table or None, Meta field values, warnings).
+    (the table or None, Meta field values, warnings). Among the values, `no_op_data: True` says the table holds
+    totals the profiler's op data could not split: the loader marks such a run `incomplete`.
     """
 
     table: str
@@ -212,11 +213,15 @@ def _holds(value: Any, integer: bool) -> bool:
 def _floats(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """`columns` of `frame` as a 2-D float array; a value that is not a number is NaN. An all-numeric frame
     (a step table) converts in one call: selecting columns by a list of names costs more than the data."""
-    if all(pd.api.types.is_float_dtype(t) or pd.api.types.is_integer_dtype(t) for t in frame.dtypes):
+    if all(_numeric(t) for t in frame.dtypes):
         positions = [frame.columns.get_loc(c) for c in columns]
         return frame.to_numpy(dtype=np.float64, na_value=np.nan)[:, positions]
-    return np.column_stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-                            for c in columns])
+    return np.column_stack([(frame[c] if _numeric(frame[c].dtype) else pd.to_numeric(frame[c], errors="coerce"))
+                            .to_numpy(dtype=np.float64, na_value=np.nan) for c in columns])
+
+
+def _numeric(dtype) -> bool:
+    return pd.api.types.is_float_dtype(dtype) or pd.api.types.is_integer_dtype(dtype)
 
 
 def _without_repeated_steps(steps: pd.DataFrame, rank: int, warnings: list[str]) -> pd.DataFrame:

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..errors import FileFormatError
 from ..units import BYTES_PER_MB, KB_PER_MB, NS_PER_MS, US_PER_MS
-from .ascend_ms import OUTPUT_DIR, _read_profiler_info
+from .ascend_ms import OUTPUT_DIR, _codes, _read_profiler_info
 from .base import Parts, Reader, guarded, has_match, rank_of, read_csv_table
 
 MEMORY_RECORD = "memory_record.csv"
@@ -109,12 +109,14 @@ def _read_new_layout(output: Path, parts: Parts) -> None:
         samples.append(_samples(record, MEMORY_RECORD, parts.warnings))
     modules = load(MODULE_MEMORY, MODULE_MEMORY_COLUMNS, ("component", "time", "reserved_mb"))
     if modules is not None:
-        module_samples = _samples(modules, MODULE_MEMORY, parts.warnings)
-        module_samples["component"] = MODULE_PREFIX + module_samples["component"].astype(str)
-        samples.append(module_samples)
-    samples = [frame for frame in samples if len(frame)]
+        prefixed = pc.binary_join_element_wise(MODULE_PREFIX, modules.column("component").cast(pa.string()), "")
+        modules = modules.set_column(modules.column_names.index("component"), "component", prefixed)
+        samples.append(_samples(modules, MODULE_MEMORY, parts.warnings))
+    samples = [columns for columns in samples if len(columns["time_ms"])]
     if samples:
-        parts.tables["memory"] = pd.concat(samples, ignore_index=True)
+        # one frame per rank from the files' columns: a cluster run has thousands of these small tables
+        parts.tables["memory"] = pd.DataFrame({name: np.concatenate([columns[name] for columns in samples])
+                                               for name in samples[0]})
     blocks = load(OPERATOR_MEMORY, OPERATOR_MEMORY_COLUMNS, ("name", "size_kb", "allocated_at"))
     if blocks is not None:
         parts.tables["op_memory"] = _op_memory(blocks, parts.warnings)
@@ -123,7 +125,12 @@ def _read_new_layout(output: Path, parts: Parts) -> None:
 def _numbers(column: pa.ChunkedArray, path_name: str, label: str, warnings: list[str]) -> np.ndarray:
     """A text column of numbers (profiler timestamps end in a TAB) as floats; an empty cell is NaN, a cell that
     is no number too, and said."""
-    text = pd.Series(pc.utf8_trim_whitespace(column.cast(pa.string())).to_numpy(zero_copy_only=False))
+    trimmed = pc.utf8_trim_whitespace(column.cast(pa.string()))
+    try:  # every cell a number or empty: one cast in Arrow
+        return pc.cast(trimmed, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    text = pd.Series(trimmed.to_numpy(zero_copy_only=False))
     values = pd.to_numeric(text, errors="coerce").to_numpy(np.float64)
     unparsable = int((np.isnan(values) & text.fillna("").astype(bool).to_numpy()).sum())
     if unparsable:
@@ -153,32 +160,44 @@ def _size_column(table: pa.Table, column: str, path_name: str, warnings: list[st
     return _sizes(values, present, path_name, label, warnings)
 
 
-def _samples(table: pa.Table, path_name: str, warnings: list[str]) -> pd.DataFrame:
-    """memory_record / npu_module_mem rows as memory samples, epoch ms, ordered by time within a component."""
-    time_ms = _numbers(table.column("time"), path_name, "timestamp", warnings) / US_PER_MS
-    frame = pd.DataFrame({
-        "time_ms": time_ms,
+def _texts(table: pa.Table, column: str) -> np.ndarray:
+    """A text column as an object array (None where empty); absent: all None."""
+    if column not in table.column_names:
+        return np.full(table.num_rows, None, dtype=object)
+    return table.column(column).cast(pa.string()).to_numpy(zero_copy_only=False)
+
+
+def _samples(table: pa.Table, path_name: str, warnings: list[str]) -> dict[str, np.ndarray]:
+    """memory_record / npu_module_mem rows as memory sample columns, epoch ms, ordered by time within a
+    component."""
+    components, _ = _codes(table.column("component"))
+    columns = {
+        "time_ms": _numbers(table.column("time"), path_name, "timestamp", warnings) / US_PER_MS,
         "allocated_mb": _size_column(table, "allocated_mb", path_name, warnings),
         "reserved_mb": _size_column(table, "reserved_mb", path_name, warnings),
         "active_mb": _size_column(table, "active_mb", path_name, warnings),
-        "component": table.column("component").to_numpy(zero_copy_only=False),
-        "device": (table.column("device").to_numpy(zero_copy_only=False) if "device" in table.column_names
-                   else None),
-    })
-    return _in_time_order(frame, path_name, warnings)
+        "component": _texts(table, "component"),
+        "device": _texts(table, "device"),
+    }
+    return _in_time_order(columns, components, path_name, warnings)
 
 
-def _in_time_order(frame: pd.DataFrame, path_name: str, warnings: list[str]) -> pd.DataFrame:
-    """Rows without a time are dropped; rows out of time order within a component are sorted. Both said."""
-    untimed = frame["time_ms"].isna()
-    if untimed.any():
-        warnings.append(f"{path_name}: skipped {int(untimed.sum())} row(s) without a timestamp")
-        frame = frame[~untimed]
-    component = frame["component"].fillna("") if "component" in frame else pd.Series("", index=frame.index)
-    backwards = frame.groupby(component.to_numpy(), sort=False)["time_ms"].diff() < 0
-    if backwards.any():
-        warnings.append(f"{path_name}: {int(backwards.sum())} row(s) out of time order; sorted by time")
-    return frame.sort_values("time_ms", kind="stable").reset_index(drop=True)
+def _in_time_order(columns: dict[str, np.ndarray], components: np.ndarray, path_name: str,
+                   warnings: list[str]) -> dict[str, np.ndarray]:
+    """Rows without a time are dropped; rows out of time order within a component (`components`: a code per
+    row) are sorted. Both said. numpy, not pandas: a cluster run has two of these tables per rank."""
+    timed = ~np.isnan(columns["time_ms"])
+    if not timed.all():
+        warnings.append(f"{path_name}: skipped {int((~timed).sum())} row(s) without a timestamp")
+        columns = {name: values[timed] for name, values in columns.items()}
+        components = components[timed]
+    by_component = np.argsort(components, kind="stable")
+    code, time_ms = components[by_component], columns["time_ms"][by_component]
+    backwards = int(((code[1:] == code[:-1]) & (time_ms[1:] < time_ms[:-1])).sum())
+    if backwards:
+        warnings.append(f"{path_name}: {backwards} row(s) out of time order; sorted by time")
+    order = np.argsort(columns["time_ms"], kind="stable")
+    return {name: values[order] for name, values in columns.items()}
 
 
 def _op_memory(table: pa.Table, warnings: list[str]) -> pd.DataFrame:
@@ -187,41 +206,39 @@ def _op_memory(table: pa.Table, warnings: list[str]) -> pd.DataFrame:
                    if "released_at" in table.column_names else np.full(table.num_rows, np.nan))
     duration_us = (_numbers(table.column("duration"), OPERATOR_MEMORY, "duration", warnings)
                    if "duration" in table.column_names else released_at - allocated_at)
-    frame = pd.DataFrame({
-        "name": table.column("name").to_numpy(zero_copy_only=False),
+    columns = {
+        "name": _texts(table, "name"),
         "size_mb": _size_column(table, "size_kb", OPERATOR_MEMORY, warnings, scale=KB_PER_MB),
         "allocated_at_ms": allocated_at / US_PER_MS,
         "released_at_ms": released_at / US_PER_MS,
         "duration_ms": duration_us / US_PER_MS,
-        "stream": (table.column("stream").cast(pa.string()).to_numpy(zero_copy_only=False)
-                   if "stream" in table.column_names else None),
-        "device": (table.column("device").to_numpy(zero_copy_only=False) if "device" in table.column_names
-                   else None),
-    })
-    untimed = np.isnan(allocated_at)
-    if untimed.any():
-        warnings.append(f"{OPERATOR_MEMORY}: skipped {int(untimed.sum())} row(s) without an allocation time")
-        frame = frame[~untimed]
-    return frame.reset_index(drop=True)
+        "stream": _texts(table, "stream"),
+        "device": _texts(table, "device"),
+    }
+    timed = ~np.isnan(allocated_at)
+    if not timed.all():
+        warnings.append(f"{OPERATOR_MEMORY}: skipped {int((~timed).sum())} row(s) without an allocation time")
+        columns = {name: values[timed] for name, values in columns.items()}
+    return pd.DataFrame(columns)
 
 
 def _read_cpu(path: Path, warnings: list[str]) -> pd.DataFrame:
     """cpu_ms_memory_record_{r}.txt: one sample per allocator event, epoch ns and bytes."""
     types = {"time": TEXT, "allocated_b": pa.float64(), "reserved_b": pa.float64(), "active_b": pa.float64()}
     table = read_csv_table(path, CPU_MEMORY_COLUMNS, ("time", "allocated_b"), types, warnings)
-    frame = pd.DataFrame({
+    rows = table.num_rows
+    columns = _in_time_order({
         # epoch ns as float64 keep about 0.25 µs: far below the ms the table reports
         "time_ms": _numbers(table.column("time"), path.name, "timestamp", warnings) / NS_PER_MS,
         "allocated_mb": _size_column(table, "allocated_b", path.name, warnings, scale=BYTES_PER_MB),
         "reserved_mb": _size_column(table, "reserved_b", path.name, warnings, scale=BYTES_PER_MB),
         "active_mb": _size_column(table, "active_b", path.name, warnings, scale=BYTES_PER_MB),
-        "component": CPU_COMPONENT,
-        "device": "CPU",
-    })
-    frame = _in_time_order(frame, path.name, warnings)
-    if not len(frame):
+        "component": np.full(rows, CPU_COMPONENT, dtype=object),
+        "device": np.full(rows, "CPU", dtype=object),
+    }, np.zeros(rows, dtype=np.int64), path.name, warnings)
+    if not len(columns["time_ms"]):
         raise FileFormatError("has no row with a timestamp", path)
-    return frame
+    return pd.DataFrame(columns)
 
 
 def on_run_clock(tables: dict[str, pd.DataFrame]) -> None:

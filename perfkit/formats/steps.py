@@ -58,7 +58,7 @@ def derived_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFr
                 f"rank {rank}: steps derived from op launch times (the k-th run of the first op starts step k; "
                 "ops ran different numbers of times): totals only, no interval/compute split"]
         return steps, {"step_source": how}, []
-    return steps_from_times(tables["step_times"]), {"step_source": "recorded_step_times"}, [
+    return steps_from_times(tables["step_times"]), {"step_source": "recorded_step_times", "no_op_data": True}, [
         f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step times are the ones "
         "perfkit profile recorded, their split is unknown"]
 

@@ -122,16 +122,13 @@ STEP_SPLITS = (
      ("free_ms", "free (device idle)"), ("preparing_ms", "preparing")),
 )
 STEP_LABELS = {column: label for split in STEP_SPLITS for column, label in split} | {"total_ms": "step total"}
-# Communication measured from collective ops only (no per-step overlap columns): carved out of forward+backward.
-COMM_OPS = "comm_ops_ms"
-STEP_LABELS[COMM_OPS] = "communication ops (within forward+backward)"
 
 # One colour per meaning, on every page. Step parts: data wait orange, compute blue, tail green, communication
 # red, idle grey; op families and queues have their own hues, and runs (compare page) a palette of dark shades
 # that none of these meanings uses.
 COLORS = {
     "interval_ms": "#f28e2b", "fwd_bwd_ms": "#4e79a7", "computing_ms": "#4e79a7", "tail_ms": "#59a14f",
-    "comm_exposed_ms": "#e15759", COMM_OPS: "#e15759", "free_ms": "#bab0ac", "preparing_ms": "#edc948",
+    "comm_exposed_ms": "#e15759", "free_ms": "#bab0ac", "preparing_ms": "#edc948",
     "total_ms": "#5f6b7a",
     "Cast": "#ff9da7", "BatchNorm": "#b07aa1", "other": "#a0b4c8",
     "host": "#76b7b2", "device": "#9c755f", "capacity": "#7f7f7f",

@@ -20,7 +20,7 @@ from ..flops import op_flops
 from ..summary import summarize
 from ..model import Run
 from ..render import mean_of_text
-from .format import COMM_OPS, STEP_LABELS, STEP_SPLITS, evidence, mb, ms, pct, percent
+from .format import STEP_SPLITS, evidence, mb, ms, pct, percent
 
 _MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
 
@@ -121,46 +121,25 @@ def amp_families_apply(run: Run) -> bool:
     return needs_met(run, "fp16_device")
 
 
-# forward+backward less the communication ops inside it, as the per-rank bar draws it
-FWD_BWD_OTHER_OPS = "forward+backward (other ops)"
-
-
 def rank_bar_segments(run: Run) -> tuple[tuple[str, str], ...]:
-    """The per-rank bar's segments (column, label): the step split, with communication carved out of forward+backward when the
-    run measures it only from collective ops (their time lies inside forward+backward)."""
-    parts = step_split(run.steps)
-    comm = communication(run)
-    if comm is not None and comm.source == "comm_ops" and _comm_within_fwd_bwd(run, comm):
-        carved = []
-        for col, label in parts:
-            carved += [(col, FWD_BWD_OTHER_OPS), (COMM_OPS, STEP_LABELS[COMM_OPS])] \
-                if col == "fwd_bwd_ms" else [(col, label)]
-        return tuple(carved)
-    return parts
-
-
-def _comm_within_fwd_bwd(run: Run, comm: Communication) -> bool:
-    """Each rank's collective-op time fits in its forward+backward (else the ops are not all inside it)."""
-    fwd_bwd = {entry["rank"]: (entry["steps"] or {}).get("fwd_bwd_ms") for entry in summary_of(run)["per_rank"]}
-    return all(fwd_bwd.get(rank) is not None and comm_ms <= fwd_bwd[rank]
-               for rank, comm_ms in comm.per_rank["comm_ms"].items())
+    """The per-rank bar's segments (column of `per_rank_parts`, label): the step ledger's bound parts that some
+    rank has, named as the bound names them (the Overview's bound chart, `summary`, `ranks`)."""
+    parts = ledger.rank_parts(run)
+    labels = ledger.bound(run).labels
+    return tuple((f"{part}_ms", labels[part]) for part in ledger.BOUND_PARTS
+                 if len(parts) and float(parts[part].max()) > 0)
 
 
 def per_rank_parts(run: Run) -> list[dict[str, Any]]:
-    """Per rank with step data: rank, total_ms and the summary's mean ms of each of `rank_bar_segments` (forward+backward
-    whole: the communication ops' time is inside it)."""
-    parts = rank_bar_segments(run)
-    comm = communication(run)
-    rows = []
-    for entry in summary_of(run)["per_rank"]:
-        if not entry["steps"]:
-            continue
-        row = {"rank": entry["rank"], "total_ms": entry["steps"]["total_ms"]}
-        row |= {col: entry["steps"].get(col) for col, _ in parts if col != COMM_OPS}
-        if any(col == COMM_OPS for col, _ in parts):
-            row[COMM_OPS] = float(comm.per_rank["comm_ms"].get(entry["rank"], 0.0))
-        rows.append(row)
-    return rows
+    """Per rank with step data: rank, total_ms and the ledger's mean ms per steady step of each bound part
+    (cluster.per_rank_split: the numbers `perfkit ranks` prints)."""
+    from ..cluster import per_rank_split
+    frame = per_rank_split(run)
+    frame = frame[frame["total_ms"].notna()]
+    return [{key: (None if pd.isna(value) else value) for key, value in row.items()}
+            for row in frame.drop(columns=["steps"]).to_dict(orient="records")]
+
+
 
 
 # The op-types table's per-rank share columns: ranks whose mixes agree (every type's share within

@@ -15,7 +15,7 @@ import pandas as pd
 from ...analysis import NETWORK_LINK_TYPES, communication_by_rank, step_means
 from ...causes import COMM_SOURCE_LABEL
 from ...cluster import of_run
-from ...ledger import rank_parts
+from ...ledger import CAUSES_OF, Claim, rank_parts, steady_means
 from ...model import Run
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
@@ -28,7 +28,7 @@ from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
 COMM_MIN_SHARE = 0.05
 
 
-@rule("communication", needs=("comm",))
+@rule("communication", needs=("comm",), claims=("comm", "comm_transfer"))
 def communication(run: Run) -> list[Finding]:
     """Exposed collective communication (ledger.rank_parts): point-to-point waits are pipeline_stage_imbalance's."""
     per_rank = rank_parts(run).set_index("rank")
@@ -49,6 +49,11 @@ def communication(run: Run) -> list[Finding]:
     if len(per_rank) > 1:
         evidence["worst_rank"] = worst
         evidence["worst_rank_share_pct"] = percent(per_rank.loc[worst, "share"])
+    causes = steady_means(run).reindex(per_rank.index)
+    transfer = causes.get("comm_transfer", pd.Series(0.0, index=per_rank.index)).fillna(0.0)
+    wait = causes.get("comm_wait", pd.Series(0.0, index=per_rank.index)).fillna(0.0)
+    if float(wait.mean()) > float(transfer.mean()):
+        return [_waiting_finding(run, per_rank, transfer, wait, gain, evidence, worst)]
     if is_torch(run):
         action = ("DistributedDataParallel(model, bucket_cap_mb=...) with larger buckets so gradient all-reduces "
                   "overlap backward (Megatron: --overlap-grad-reduce); a larger per-device batch hides more of it")
@@ -60,6 +65,40 @@ def communication(run: Run) -> list[Finding]:
         title=f"Collective communication {label}: {gain:.1f} % of the step",
         evidence=evidence, action=action,
         target=f"rank {worst}" if len(per_rank) > 1 else None, est_gain_pct=gain)]
+
+
+def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait: pd.Series, gain: float,
+                     evidence: dict, worst: int) -> Finding:
+    """Exposed collective time that is mostly waiting (the ledger's comm_wait above comm_transfer): fusion,
+    overlap or bucket sizes shorten transfers and cannot help; the late arrival is what to fix."""
+    host_ms = float(per_rank["host"].mean())
+    evidence = evidence | {"comm_transfer_ms": round_ms(transfer.mean()), "comm_wait_ms": round_ms(wait.mean()),
+                           "host_ms": round_ms(host_ms)}
+    # the rank that waits least arrives last; its compute before the collectives against the others' says why
+    late = int(wait.idxmin())
+    late_compute = float(per_rank.loc[late, "compute"])
+    others_compute = float(per_rank.drop(index=late)["compute"].mean()) if len(per_rank) > 1 else late_compute
+    if late_compute - others_compute > COMM_MIN_SHARE * per_rank["total"].mean():
+        evidence |= {"late_rank": late, "late_rank_compute_ms": round_ms(late_compute),
+                     "other_ranks_compute_ms": round_ms(others_compute)}
+        causes = [f"rank {late} waits least, so the others wait for it (its compute {late_compute:.1f} ms a step "
+                  f"against {others_compute:.1f} ms): balance its work, data shard or device"]
+    else:
+        profiled = "the profiled ranks' compute matches, so they" if len(per_rank) > 1 else "the rank"
+        causes = [f"{profiled} wait for ranks that were not profiled or for a synchronisation: profile every rank "
+                  "of the group and run perfkit ranks over them to find the late one"]
+    if host_ms > 0:
+        remedy = ("fewer host synchronisations (.item(), .cpu()) and torch_npu graph mode" if is_torch(run)
+                  else "graph mode / @ms.jit and dataset sink mode")
+        causes.append(f"{host_ms:.1f} ms a step of host time, which the peers wait through: {remedy}")
+    return Finding(
+        id="communication", severity=severity_for(gain),
+        title=f"Collective communication mostly waiting for peers: {gain:.1f} % of the step, "
+              f"{wait.mean():.1f} ms wait against {transfer.mean():.1f} ms transfer",
+        evidence=evidence,
+        action="Larger fusion buckets or more overlap cannot help waiting time. " + "; ".join(causes),
+        target=f"rank {evidence.get('late_rank', worst)}" if len(per_rank) > 1 else None, est_gain_pct=gain,
+        claim=Claim(("comm_wait",)))  # the wait is what a late rank or the host gap costs, not the transfer
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -77,7 +116,7 @@ def stage_of_rank(run: Run) -> dict[int, int]:
     return {rank: stage for stage, ranks in enumerate(run.meta.pipeline_stages or []) for rank in ranks}
 
 
-@rule("pipeline_stage_imbalance", needs=("steps",))
+@rule("pipeline_stage_imbalance", needs=("steps",), claims=("p2p",))
 def pipeline_stage_imbalance(run: Run) -> list[Finding]:
     parts = rank_parts(run)
     stages = stage_of_rank(run)
@@ -148,6 +187,12 @@ SLOW_RANK_ADVICE = {
 SLOW_RANK_CAUSES = ("compute_ms", "idle_ms")
 
 
+# What a slow rank's finding claims on the slow ranks: the part of their step its spread is in.
+SLOW_RANK_CLAIMS = {"compute_ms": CAUSES_OF["compute"],
+                    "idle_ms": CAUSES_OF["data"] + CAUSES_OF["host"] + CAUSES_OF["unknown"],
+                    "total_ms": tuple(cause for causes in CAUSES_OF.values() for cause in causes)}
+
+
 @rule("slow_rank", needs=("ranks",))
 def slow_rank(run: Run) -> list[Finding]:
     """Slow ranks among ranks that should match (cluster.rank_groups: within each pipeline stage), with the ranks
@@ -176,7 +221,8 @@ def _slow_rank_finding(spread_finding: dict, group: pd.DataFrame, per_rank: pd.D
         id="slow_rank", severity=severity_for(gain),
         title=f"Rank{'s' if len(slow) > 1 else ''} {', '.join(map(str, slow))} stand{'' if len(slow) > 1 else 's'}"
               f" out in {what}: spread {percent(spread):.1f} % of the step",
-        evidence=evidence, action=action, target=", ".join(f"rank {r}" for r in slow), est_gain_pct=gain)
+        evidence=evidence, action=action, target=", ".join(f"rank {r}" for r in slow), est_gain_pct=gain,
+        claim=Claim(SLOW_RANK_CLAIMS[column], ranks=tuple(slow)))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -196,7 +242,7 @@ SLOW_LINK_MIN_MB = {"HCCS": 16.0, "PCIE": 16.0, "SIO": 16.0, "RDMA": 1.0}
 SLOW_LINKS_NAMED = 5
 
 
-@rule("slow_link", needs=("comm_links",))
+@rule("slow_link", needs=("comm_links",), claims=("comm", "comm_transfer"))
 def slow_link(run: Run) -> list[Finding]:
     links = run.comm_links[run.comm_links["link_type"].isin(NETWORK_LINK_TYPES)].copy()
     minimum_mb = links["link_type"].map(SLOW_LINK_MIN_MB).astype("float64")  # float even when no link is left
@@ -245,7 +291,7 @@ COMM_WAIT_SPREAD = 0.2
 COMM_WAIT_DOMINANT = 0.5
 
 
-@rule("comm_wait", needs=("comm_ops",))
+@rule("comm_wait", needs=("comm_ops",), claims=("comm_wait",))
 def comm_wait(run: Run) -> list[Finding]:
     by_rank = {rank: entry for rank, entry in communication_by_rank(run).items() if entry["wait_ratio"] is not None}
     if not by_rank:

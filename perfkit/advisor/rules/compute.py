@@ -13,10 +13,13 @@ import pandas as pd
 
 from ...analysis import BATCHNORM_FAMILY, op_type_shares
 from ...flops import gflops_per_s, op_flops
-from ...ledger import bound, rank_parts
+from ...ledger import CAUSES_OF, bound, rank_parts
 from ...model import Run
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule
+
+# The ledger's compute causes: what a faster kernel or a lower precision wins back.
+COMPUTE = CAUSES_OF["compute"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -34,7 +37,7 @@ def _is_batchnorm(op_type: str) -> bool:
     return bool(BATCHNORM_FAMILY.match(op_type))
 
 
-@rule("amp_level", needs=("device", "fp16_device", "op_types"))
+@rule("amp_level", needs=("device", "fp16_device", "op_types"), claims=COMPUTE)
 def amp_level(run: Run) -> list[Finding]:
     device = device_name(run)
     level = (run.meta.amp_level or "").upper()
@@ -96,7 +99,7 @@ def _top_cell(run: Run) -> str | None:
     return str(heads.mode().iloc[0]) if len(heads) else None
 
 
-@rule("host_bound", needs=("steps",))
+@rule("host_bound", needs=("steps",), claims=("host_dispatch", "host_launch"))
 def host_bound(run: Run) -> list[Finding]:
     parts = rank_parts(run)
     if not len(parts):
@@ -215,7 +218,7 @@ def _rate(ops: pd.DataFrame) -> float:
     return gflops_per_s(float(ops["flops"].sum()), float(ops["total_ms"].sum()))
 
 
-@rule("kernel_efficiency", needs=("op_shapes",))
+@rule("kernel_efficiency", needs=("op_shapes",), claims=COMPUTE)
 def kernel_efficiency(run: Run) -> list[Finding]:
     """A kernel group far slower than the same work done by another group: the same layers (a conv layer's
     forward and its two gradients do the same multiply-adds; BatchNorm and its gradient read the same tensor)."""

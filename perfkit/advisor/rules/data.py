@@ -26,7 +26,7 @@ from ..registry import known_ms, percent, rule, run_step_ms
 SINK_MIN_INTERVAL_SHARE = 0.05
 
 
-@rule("sink_mode", needs=("device", "sinkable_device", "step_split"))
+@rule("sink_mode", needs=("device", "sinkable_device", "step_split"), claims=("host_transfer", "data_wait", "unknown"))
 def sink_mode(run: Run) -> list[Finding]:
     if run.meta.data_mode is None:
         raise NotChecked("data mode unknown (no device_queue / dataset_iterator file and no manifest)")
@@ -186,7 +186,7 @@ def _feed_evidence(feed: _DataFeed) -> dict[str, float]:
     return evidence
 
 
-@rule("dataset_workers", needs=("queues",))
+@rule("dataset_workers", needs=("queues",), claims=("data_wait",))
 def dataset_workers(run: Run) -> list[Finding]:
     feed = _data_feed(run)
     if not _starving(feed):
@@ -218,7 +218,7 @@ def dataset_workers(run: Run) -> list[Finding]:
 HOST_CPU_BUSY_PCT = 80.0
 
 
-@rule("host_cpu", needs=("queues", "cpu_util"))
+@rule("host_cpu", needs=("queues", "cpu_util"), claims=("data_wait",))
 def host_cpu(run: Run) -> list[Finding]:
     feed = _data_feed(run)
     if not _starving(feed):

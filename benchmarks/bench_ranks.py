@@ -1,0 +1,218 @@
+"""Many ranks: `perfkit summary` of 256 / 1,024 / 4,096 generated ranks, cold and warm, in process and through a
+local Dask cluster, beside reading the same bytes with Arrow alone and beside msprof-analyze.
+
+Each perfkit measurement is one fresh process (bench_load.measure: wall time, CPU of the process and the worker
+processes it waited for, peak RSS of its process tree). Through Dask, the cluster (a scheduler and two one-thread
+workers on 127.0.0.1, benchmarks/local_dask.py) is started afresh for each run size, and the CPU seconds and peak
+RSS of its processes are added to the client's. Every number is one run (the machine is shared).
+
+    python benchmarks/generate.py ranks_256 ranks_1024 ranks_4096 --out /tmp/runs
+    python benchmarks/bench_ranks.py --runs /tmp/runs --out benchmarks/results/ranks.txt
+    python benchmarks/bench_ranks.py --runs /tmp/runs --slow-ranks-only --out benchmarks/results/ranks.txt --append
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_load import PEER, PEER_RSS_LIMIT, PYTHON, Measured, gb, machine, measure, perfkit_env  # noqa: E402
+from local_dask import LocalCluster  # noqa: E402
+
+SIZES = (256, 1024, 4096)
+# Targets (issue 28): 256 ranks cold within 2 s of CPU; 4,096 ranks cold within 30 s of wall time; per-rank CPU
+# within 3x of reading the rank's bytes with Arrow alone.
+CPU_256_TARGET_S = 2.0
+WALL_4096_TARGET_S = 30.0
+ARROW_FACTOR_TARGET = 3.0
+# Arrow alone is timed on this many ranks of each run (every rank's files are alike).
+ARROW_SAMPLE = 256
+OUTPUT = "ASCEND_PROFILER_OUTPUT"
+# The files of a rank perfkit reads (ascend_ms, memory and communication readers); trace_view.json and
+# operator_details.csv are not read.
+CSV_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "memory_record.csv",
+             "npu_module_mem.csv", "operator_memory.csv")
+JSON_FILES = (f"{OUTPUT}/communication.json", "profiler_info_*.json", "profiler_metadata.json")
+
+
+def arrow_alone(run: Path, ranks: int) -> tuple[float, int]:
+    """(CPU seconds per rank, bytes per rank) of reading the files perfkit reads with pyarrow.csv (every column,
+    one thread, as a 1.3 MB file is best read) and the JSON files with orjson, on the first ARROW_SAMPLE ranks."""
+    import orjson
+    import pyarrow.csv as pacsv
+
+    folders = [run / f"rank{rank}_ascend_pt" for rank in range(min(ranks, ARROW_SAMPLE))]
+    began, size = time.process_time(), 0
+    for folder in folders:
+        for name in CSV_FILES:
+            path = folder / OUTPUT / name
+            size += path.stat().st_size
+            pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=False))
+        for pattern in JSON_FILES:
+            for path in folder.glob(pattern):
+                data = path.read_bytes()
+                size += len(data)
+                orjson.loads(data)
+    return (time.process_time() - began) / len(folders), size // len(folders)
+
+
+def cluster_usage(pids: list[int]) -> tuple[float, int]:
+    """(CPU seconds so far, sum of peak RSS) of the cluster's processes."""
+    cpu, peak = 0.0, 0
+    for pid in pids:
+        try:
+            process = psutil.Process(pid)
+            times = process.cpu_times()
+            cpu += times.user + times.system
+            status = Path(f"/proc/{pid}/status").read_text()
+            peak += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024
+        except (psutil.Error, OSError, StopIteration):
+            pass
+    return cpu, peak
+
+
+def line(label: str, measured: Measured, extra: str = "") -> str:
+    return (f"{label:<44} {measured.time_text():>10}   CPU {measured.cpu_seconds:6.1f} s   peak RSS "
+            f"{gb(measured.peak_rss)}   load {os.getloadavg()[0]:.2f}{extra}")
+
+
+def verdict(value: float, target: float) -> str:
+    return f"  [target <= {target:g}: {'met' if value <= target else 'MISSED'}]"
+
+
+def bench_size(run: Path, ranks: int, peer: bool, peer_timeout: float, report) -> None:
+    files = [p for p in run.rglob("*") if p.is_file()]
+    report(f"\n## {ranks} ranks: {run}  ({len(files)} files, {gb(sum(p.stat().st_size for p in files))})")
+    report(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    per_rank_arrow, rank_bytes = arrow_alone(run, ranks)
+    report(f"Arrow alone (pyarrow.csv every column, one thread; orjson): {per_rank_arrow * 1000:.1f} ms of CPU per "
+           f"rank for its {rank_bytes / 1e6:.2f} MB read ({rank_bytes / per_rank_arrow / 1e6:.0f} MB/s), on "
+           f"{min(ranks, ARROW_SAMPLE)} ranks")
+    summary = [PYTHON, "-m", "perfkit", "summary", "--format", "json", str(run)]
+    with tempfile.TemporaryDirectory(prefix="perfkit-ranks-") as scratch:
+        cache = Path(scratch) / "cache"
+        env = perfkit_env(cache)
+        cold = measure(summary, env)
+        extra = ""
+        if ranks == 256:
+            extra += verdict(cold.cpu_seconds, CPU_256_TARGET_S) + " (CPU)"
+        if ranks == 4096:
+            extra += verdict(cold.seconds, WALL_4096_TARGET_S) + " (wall)"
+        report(line("in process, cold (empty cache)", cold, extra))
+        per_rank = cold.cpu_seconds / ranks
+        report(f"    {per_rank * 1000:.1f} ms of CPU per rank (everything, imports included) = "
+               f"{per_rank / per_rank_arrow:.1f}x Arrow alone{verdict(per_rank / per_rank_arrow, ARROW_FACTOR_TARGET)}")
+        report(line("in process, warm (the kept answer)", measure(summary, env)))
+        shutil.rmtree(cache / "answers", ignore_errors=True)
+        report(line("in process, warm (the Run's cache entry)", measure(summary, env)))
+        answer = json.loads(cold.output) if cold.status == "ok" else None
+
+        storage = Path(scratch) / "storage"
+        cluster = LocalCluster(Path(scratch) / "cluster")
+        try:
+            through = [*summary, "--dask", cluster.address, "--dask-storage", str(storage)]
+            dask_env = perfkit_env(Path(scratch) / "cache-dask")
+            before, _ = cluster_usage(cluster.pids)
+            dask_cold = measure(through, dask_env)
+            after, cluster_peak = cluster_usage(cluster.pids)
+            same = "same answer" if answer is not None and dask_cold.status == "ok" and \
+                json.loads(dask_cold.output) == answer else "DIFFERENT ANSWER"
+            report(line("Dask (2 workers), cold: client", dask_cold, f"   {same}"))
+            report(f"    + scheduler and workers: CPU {after - before:.1f} s, peak RSS {gb(cluster_peak)} "
+                   f"(total CPU {dask_cold.cpu_seconds + after - before:.1f} s)")
+            report(line("Dask, warm (the kept answer)", measure(through, dask_env)))
+            before, _ = cluster_usage(cluster.pids)
+            entries = measure(through, perfkit_env(Path(scratch) / "cache-dask-2"))
+            after, _ = cluster_usage(cluster.pids)
+            report(line("Dask, rank entries in storage, no Run entry", entries,
+                        f"   (+ cluster CPU {after - before:.1f} s)"))
+        finally:
+            cluster.stop()
+    if not peer:
+        return
+    for label, arguments in (("cluster", ["cluster", "-d", str(run)]),
+                             ("advisor all", ["advisor", "all", "-d", str(run)])):
+        with tempfile.TemporaryDirectory(prefix="msprof-out-") as output:
+            measured = measure([PEER, *arguments, "-o", output], timeout=peer_timeout, rss_limit=PEER_RSS_LIMIT,
+                               cwd=Path(output))
+        report(line(f"msprof-analyze {label}", measured))
+        if measured.status.startswith("exit"):
+            report("    " + " | ".join(measured.output.strip().splitlines()[-3:]))
+
+
+def bench_slow_ranks(run: Path, ranks: int, report) -> None:
+    """`perfkit ranks` (the step files alone), cold and warm, in process and through Dask."""
+    answer = [PYTHON, "-m", "perfkit", "ranks", "--format", "json", str(run)]
+    with tempfile.TemporaryDirectory(prefix="perfkit-ranks-") as scratch:
+        env = perfkit_env(Path(scratch) / "cache")
+        cold = measure(answer, env)
+        report(line(f"{ranks} ranks: perfkit ranks, in process, cold", cold))
+        report(line(f"{ranks} ranks: perfkit ranks, in process, warm", measure(answer, env)))
+        cluster = LocalCluster(Path(scratch) / "cluster")
+        try:
+            before, _ = cluster_usage(cluster.pids)
+            dask = measure([*answer, "--dask", cluster.address, "--dask-storage", str(Path(scratch) / "storage")],
+                           perfkit_env(Path(scratch) / "cache-dask"))
+            after, _ = cluster_usage(cluster.pids)
+        finally:
+            cluster.stop()
+        same = "same answer" if cold.status == dask.status == "ok" and \
+            json.loads(cold.output) == json.loads(dask.output) else "DIFFERENT ANSWER"
+        report(line(f"{ranks} ranks: perfkit ranks, Dask, cold: client", dask,
+                    f"   (+ cluster CPU {after - before:.1f} s)   {same}"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, required=True, help="folder holding ranks_256, ranks_1024, ranks_4096")
+    parser.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
+    parser.add_argument("--peer-max-ranks", type=int, default=1024,
+                        help="run msprof-analyze on runs of at most this many ranks (default %(default)s)")
+    parser.add_argument("--peer-timeout", type=float, default=600)
+    parser.add_argument("--slow-ranks-only", action="store_true",
+                        help="only `perfkit ranks` (the step files), cold and warm, in process and through Dask")
+    parser.add_argument("--out", type=Path, help="also write the report here (--append: at its end)")
+    parser.add_argument("--append", action="store_true")
+    args = parser.parse_args()
+    lines: list[str] = []
+
+    def report(text: str) -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    report("# perfkit with many ranks (benchmarks/bench_ranks.py " + " ".join(sys.argv[1:]) + ")")
+    report("each number one run; CPU = user + system of the process and the worker processes it waited for")
+    for text in machine():
+        report(text)
+    peer = Path(PEER).exists()
+    if not peer:
+        report(f"msprof-analyze: not run ({PEER} missing)")
+    for ranks in args.sizes:
+        run = args.runs / f"ranks_{ranks}"
+        if not run.is_dir():
+            sys.exit(f"{run} missing: python benchmarks/generate.py ranks_{ranks} --out {args.runs}")
+        if args.slow_ranks_only:
+            bench_slow_ranks(run, ranks, report)
+            continue
+        bench_size(run, ranks, peer and ranks <= args.peer_max_ranks, args.peer_timeout, report)
+        if peer and ranks > args.peer_max_ranks:
+            report(f"msprof-analyze: not run on {ranks} ranks (--peer-max-ranks {args.peer_max_ranks}: time on "
+                   "the shared machine)")
+    report(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        previous = args.out.read_text() + "\n" if args.append and args.out.exists() else ""
+        args.out.write_text(previous + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""--dask: the per-rank read on a real local Dask cluster (perfkit/dask_ingest.py).
+
+Each test starts `dask scheduler` and two `dask worker` processes on 127.0.0.1 (benchmarks/local_dask.py: free
+ports, no nanny, so each worker is the process started), loads a generated multi-rank run through them and stops
+every process by its PID; every wait is bounded. The Run read through Dask must be the in-process Run, table for
+table.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("distributed")
+
+from perfkit import loader  # noqa: E402
+from perfkit.dask_ingest import ENTRY_KIND, OUTCOMES, Target  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import generate  # noqa: E402
+from local_dask import LocalCluster, free_port  # noqa: E402
+
+RUN_S = 180       # for one perfkit command through the cluster
+SLOW_RANK = 3
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    started = LocalCluster(tmp_path / "cluster")
+    yield started
+    started.stop()
+
+
+def generated_run(folder: Path, ranks: int) -> Path:
+    run = folder / f"ranks_{ranks}"
+    generate.generate_cluster(run, ranks=ranks, steps=3, slow_ranks=(SLOW_RANK,))
+    return run
+
+
+def perfkit(*arguments: str, cache: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = dict(os.environ, PYTHONPATH=str(REPO), PERFKIT_CACHE_DIR=str(cache), **(env or {}))
+    environment.pop("PERFKIT_NO_CACHE", None)
+    environment.pop("PERFKIT_DASK", None)
+    return subprocess.run([sys.executable, "-m", "perfkit", *arguments], capture_output=True, text=True,
+                          env=environment, timeout=RUN_S)
+
+
+def assert_same_run(expected, got) -> None:
+    assert got.meta == expected.meta
+    assert got.warnings == expected.warnings
+    for name, frame in expected.tables().items():
+        pd.testing.assert_frame_equal(got.tables()[name], frame, check_exact=True, obj=name)
+
+
+def entries(storage: Path) -> list[Path]:
+    """The rank entries workers finished (each is written under a temporary name, then renamed)."""
+    return sorted(path for path in (storage / ENTRY_KIND).glob("*/*")
+                  if not path.parent.name.startswith(OUTCOMES) and ".tmp-" not in path.name)
+
+
+def test_a_run_read_on_dask_is_the_run_read_in_process(cluster, tmp_path, monkeypatch):
+    run = generated_run(tmp_path, ranks=12)
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+    storage = tmp_path / "storage"
+    through_dask = loader.load(run, Target(cluster.address, str(storage)))
+    assert_same_run(loader.load(run), through_dask)
+    # each rank folder was read on a worker, which wrote its entry to the storage
+    assert len(entries(storage)) == 12
+    # the numbers against the raw files: each rank's steps are its step_trace_time.csv rows
+    for rank in range(12):
+        with open(run / f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        steps = through_dask.steps[through_dask.steps["rank"] == rank]
+        assert steps["step"].tolist() == [int(row["Step"]) for row in rows]
+        assert steps["computing_ms"].tolist() == pytest.approx([float(row["Computing"]) / 1000 for row in rows])
+
+    # a second read after one rank's file changed: only that rank is read again (its entry replaced)
+    before = {path: path.stat().st_mtime_ns for path in entries(storage)}
+    changed = run / "rank5_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"
+    os.utime(changed, ns=(changed.stat().st_atime_ns, changed.stat().st_mtime_ns + 10**9))
+    assert_same_run(through_dask, loader.load(run, Target(cluster.address, str(storage))))
+    after = {path: path.stat().st_mtime_ns for path in entries(storage)}
+    assert len(after) == 12 and len(set(after) - set(before)) == 1
+    assert all(after[path] == mtime for path, mtime in before.items() if path in after)
+
+    # the step files alone (loader.load_steps), read by read_steps on the workers
+    _, steps, warnings = loader.load_steps(run, Target(cluster.address, str(tmp_path / "storage-steps")))
+    _, expected_steps, expected_warnings = loader.load_steps(run)
+    pd.testing.assert_frame_equal(steps, expected_steps, check_exact=True)
+    assert warnings == expected_warnings and len(steps) == 12 * 3
+
+    # the commands: the same answers with and without --dask (PERFKIT_DASK for one of them)
+    for command in (["summary", "--format", "json"], ["ranks", "--format", "json"],
+                    ["advise", "--format", "json"]):
+        alone = perfkit(*command, str(run), cache=tmp_path / f"cache-{command[0]}-alone")
+        dask = perfkit(*command, str(run), cache=tmp_path / f"cache-{command[0]}-dask",
+                       env={"PERFKIT_DASK": cluster.address, "PERFKIT_DASK_STORAGE": str(tmp_path / "storage2")})
+        assert alone.returncode == 0, alone.stderr
+        assert dask.returncode == 0, dask.stderr
+        assert json.loads(dask.stdout) == json.loads(alone.stdout)
+    ranks = json.loads(perfkit("ranks", "--format", "json", "--dask", cluster.address, "--dask-storage",
+                               str(tmp_path / "storage3"), str(run), cache=tmp_path / "cache-ranks3").stdout)
+    assert ranks["slow_ranks"] == [SLOW_RANK]
+
+
+def told(storage: Path) -> list[Path]:
+    """The outcome files of the tasks done so far."""
+    return list((storage / ENTRY_KIND).glob(f"{OUTCOMES}-*/*.json"))
+
+
+def run_killing(cluster: LocalCluster, workers: list[int], run: Path, storage: Path, cache: Path
+                ) -> tuple[subprocess.Popen, int]:
+    """Start `perfkit summary --dask` on `run`; once the workers have done a few of its tasks, kill
+    `workers`. (the command, entries written when they were killed)."""
+    environment = dict(os.environ, PYTHONPATH=str(REPO), PERFKIT_CACHE_DIR=str(cache), PERFKIT_DASK_TIMEOUT="3")
+    command = subprocess.Popen([sys.executable, "-m", "perfkit", "summary", "--format", "json", "--dask",
+                                cluster.address, "--dask-storage", str(storage), str(run)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    deadline = time.monotonic() + RUN_S
+    # a few tasks done (their outcome written, which is their last act): the scheduler has them as finished
+    while len(told(storage)) < 4 and time.monotonic() < deadline and command.poll() is None:
+        time.sleep(0.005)
+    time.sleep(0.1)
+    written = len(entries(storage))
+    assert command.poll() is None and 0 < written, "the run ended before a worker could be killed in it"
+    for index in workers:
+        cluster.kill_worker(index)
+    return command, written
+
+
+def test_a_worker_killed_mid_run(cluster, tmp_path):
+    ranks = 48
+    run = generated_run(tmp_path, ranks=ranks)
+    alone = perfkit("summary", "--format", "json", str(run), cache=tmp_path / "cache-alone")
+
+    # one of two workers killed: Dask runs its tasks again on the other; the answer is whole
+    command, written = run_killing(cluster, [0], run, tmp_path / "storage", tmp_path / "cache-1")
+    out, err = command.communicate(timeout=RUN_S)
+    assert written < ranks
+    assert command.returncode == 0, err
+    assert json.loads(out) == json.loads(alone.stdout)
+
+    # the last worker killed too: the ranks read so far load; the others are named, in bounded time
+    began = time.monotonic()
+    command, written = run_killing(cluster, [1], run, tmp_path / "storage-2", tmp_path / "cache-2")
+    out, err = command.communicate(timeout=RUN_S)
+    assert time.monotonic() - began < 60
+    assert command.returncode == 0, err
+    summary = json.loads(out)
+    loaded = summary["ranks"] if "ranks" in summary else summary["meta"]["ranks"]
+    assert 0 < len(loaded) < ranks
+    missing = set(range(ranks)) - set(loaded)
+    (warning,) = [w for w in summary["warnings"] if "not read: no Dask worker left to read it" in w]
+    named = {int(name) for name in re.findall(r"rank(\d+)_ascend_pt", warning)}
+    assert named and named <= missing
+    assert len(missing) <= 3 or f"skipped {len(missing)} folders (" in warning
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="hides a rank's files from the workers in a mount namespace (root and unshare)")
+def test_a_rank_folder_the_workers_cannot_read(tmp_path):
+    run = generated_run(tmp_path, ranks=6)
+    hidden = run / "rank4_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    # the workers see an empty folder there, as where a share is not mounted alike
+    wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs none "{hidden}" && exec "$0" "$@"']
+    cluster = LocalCluster(tmp_path / "cluster", wrap=wrap)
+    try:
+        result = perfkit("summary", "--format", "json", "--dask", cluster.address, "--dask-storage",
+                         str(tmp_path / "storage"), str(run), cache=tmp_path / "cache")
+    finally:
+        cluster.stop()
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [w for w in summary["warnings"] if "rank4_ascend_pt" in w and "cannot be read on Dask worker" in w]
+    # the rest is the run without that rank, read in process
+    shutil.rmtree(run / "rank4_ascend_pt")
+    without = json.loads(perfkit("summary", "--format", "json", str(run), cache=tmp_path / "cache-alone").stdout)
+    assert summary["ranks"] == without["ranks"] == [0, 1, 2, 3, 5]
+    assert {k: v for k, v in summary.items() if k not in ("warnings", "run")} == \
+        {k: v for k, v in without.items() if k not in ("warnings", "run")}
+
+
+def test_an_unreachable_scheduler_is_one_line_in_bounded_time(tmp_path):
+    run = generated_run(tmp_path, ranks=2)
+    began = time.monotonic()
+    result = perfkit("summary", str(run), "--dask", f"tcp://127.0.0.1:{free_port()}", cache=tmp_path / "cache",
+                     env={"PERFKIT_DASK_TIMEOUT": "2"})
+    assert time.monotonic() - began < 30
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "cannot reach the Dask scheduler within 2 s" in result.stderr
+    result = perfkit("ranks", str(run), "--dask", "not an address", cache=tmp_path / "cache")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is no Dask scheduler address" in result.stderr
+
+
+def test_storage_this_machine_cannot_write_is_one_line(cluster, tmp_path):
+    run = generated_run(tmp_path, ranks=2)
+    (tmp_path / "a_file").write_text("")
+    result = perfkit("summary", str(run), "--dask", cluster.address, "--dask-storage", str(tmp_path / "a_file/sub"),
+                     cache=tmp_path / "cache")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "cannot write the Dask storage here" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                    reason="gives the workers their own /tmp view in a mount namespace (root and unshare)")
+def test_storage_the_workers_do_not_share_is_one_line(tmp_path):
+    run = generated_run(tmp_path, ranks=2)
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    # the workers' storage path is another folder than this machine's (a local disk on each node)
+    wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs none "{storage}" && exec "$0" "$@"']
+    cluster = LocalCluster(tmp_path / "cluster", wrap=wrap)
+    try:
+        result = perfkit("summary", str(run), "--dask", cluster.address, "--dask-storage", str(storage),
+                         cache=tmp_path / "cache")
+    finally:
+        cluster.stop()
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "do not see what this machine writes there" in result.stderr
