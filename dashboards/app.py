@@ -20,6 +20,7 @@ from dash import Input, Output, dcc, html
 from dash.exceptions import CallbackException, DependencyException
 from werkzeug.exceptions import BadRequest, HTTPException, NotFound
 
+from perfkit.compare import default_selection
 from perfkit.errors import PerfkitError
 from perfkit.model import PASSES, Run
 from perfkit.report import STYLESHEET
@@ -56,6 +57,8 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
     """
     runs = list(runs)
     labels = figures.run_labels(runs)
+    # runs never change while the app serves them: their settings are read once, on the first Compare visit
+    compare_default = functools.cache(lambda: default_selection(runs))
     app = dash.Dash(__name__, title="perfkit", suppress_callback_exceptions=True, serve_locally=True,
                     index_string=INDEX_STRING, update_title=None)
     app.scripts.append_script({"relative_package_path": PLOTLY_BUNDLE, "namespace": "perfkit"})
@@ -102,7 +105,8 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
     def render_page(pathname, search):
         if pathname == "/compare":
             chosen = [run_index(v, len(runs)) for v in str(query_value(search, "runs", "")).split(",") if v]
-            return layout.compare_page(labels, [i for i in chosen if i is not None])
+            chosen = [i for i in chosen if i is not None]
+            return layout.compare_page(labels, chosen or compare_default())
         if pathname == timeline.PATH:
             return timeline.page(search, len(runs), picked_index)
         if not isinstance(pathname, str) or pathname not in ids.PAGES:

@@ -202,9 +202,10 @@ def instances_count(shown: int, matched: int) -> str:
 
 
 def compare_page(labels: Sequence[str], chosen: Sequence[int]) -> list:
+    """The run picker (chosen: from the URL, else compare.default_selection) and the compare body."""
     options = [{"label": label, "value": i} for i, label in enumerate(labels)]
     return [card("Runs to compare", dcc.Dropdown(id=ids.COMPARE_RUNS, multi=True, options=options,
-                                                 value=list(chosen) or list(range(min(3, len(labels)))))),
+                                                 value=list(chosen))),
             html.Div(id=ids.COMPARE_BODY)]
 
 

@@ -207,20 +207,26 @@ def ranks(run: str, fmt: str) -> None:
                    "Runs of different devices, networks or batch sizes are refused (exit 2).")
 @click.option("--fail-on-new", type=click.Choice(["high", "medium"]), default=None,
               help="Exit 1 when B has a finding A had not, at or above this severity (for CI).")
+@click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
+              help="How far single runs of one setting land apart on your machine (default: perfkit's measured "
+                   "floor for a shared 2-core VM, see the README). Used when a side has one run.")
 @click.pass_context
 def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower: float | None,
-            fail_on_new: str | None) -> None:
+            fail_on_new: str | None, noise_floor: float | None) -> None:
     """Before/after: step times with their spread, whether B is faster beyond the noise, what differed between
     the runs, op types in ms per step, resolved and new findings. A is the baseline.
 
     \b
     Example:
       perfkit compare profiler_v1 profiler_v2
+      perfkit compare base candidate      # folders of repeat_1..N (profile --repeat N): judged over run means
       perfkit compare cpu_default cpu_avx2 --format json | jq .noise.verdict
       perfkit compare baseline candidate --fail-if-slower 5 --fail-on-new high --format markdown  # CI gate
     """
-    from .compare import compare as compare_runs, compare_markdown, compare_text, gate
-    result = compare_runs(_load(run_a), _load(run_b))
+    from .compare import NOISE_FLOOR_PCT, compare as compare_runs, compare_markdown, compare_text, gate, repeat_folders
+    group_a, group_b = (_load_all(tuple(repeat_folders(side))) for side in (run_a, run_b))
+    result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
+                          NOISE_FLOOR_PCT if noise_floor is None else noise_floor)
     gating = fail_if_slower is not None or fail_on_new is not None
     verdict = gate(result, fail_if_slower, fail_on_new) if gating else None
     if fmt == "json":

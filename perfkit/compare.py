@@ -6,6 +6,8 @@ B is judged against A (the baseline): speedup = A's mean step / B's mean step, s
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
 import re
 from typing import Any, Sequence
 
@@ -39,6 +41,12 @@ SIGNIFICANCE_P = 0.05
 # per-step spread (std/mean) of 3-13 % and differ ~10 % from run to run (sample_runs/README.md); a 1 % change in
 # a run of hundreds of steps passes the t-test yet is within what a rerun moves, and not worth a code change.
 MIN_EFFECT_PCT = 2.0
+# How far apart two single runs of the same settings land by chance, in % of the step time: the 95th percentile
+# of |log ratio| over the 45 pairs of 10 same-settings runs of benchmarks/compare_noise.py (perfkit profile
+# --image-size 16 --batch-size 8 --steps 4, real MindSpore 2.10 CPU, the shared 2-core VM at load 1.9-6.7 while
+# other agents worked: mean steps 407-1,361 ms; benchmarks/results/compare_noise.txt). With one run a side a
+# change must exceed this to be called; repeats (run means) judge far smaller changes.
+NOISE_FLOOR_PCT = 215.0
 NO_CHANGE = "no significant change"
 TOO_FEW_STEPS = "too few steps to judge the noise"
 
@@ -209,6 +217,23 @@ def differences(settings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def incomparable(settings_a: dict[str, Any], settings_b: dict[str, Any]) -> list[str]:
+    """The GATE_SETTINGS (device, network, batch size) both runs record, with different values."""
+    return [key for key in GATE_SETTINGS
+            if settings_a[key] is not None and settings_b[key] is not None and settings_a[key] != settings_b[key]]
+
+
+def default_selection(runs: Sequence[Run]) -> list[int]:
+    """The runs a compare view starts with: the first and every later run of its setup (device, network, batch
+    size as far as recorded); the first two when no other run shares its setup. Never all runs by default:
+    a speedup across networks is no result."""
+    if len(runs) < 2:
+        return list(range(len(runs)))
+    settings = [run_settings(run) for run in runs]
+    same = [index for index in range(1, len(runs)) if not incomparable(settings[0], settings[index])]
+    return [0, *same] if same else [0, 1]
+
+
 def check_comparable(result: dict[str, Any]) -> list[str]:
     """Raise IncomparableRunsError (one line) when A and B differ in device, network or batch size; return a
     note for each of these that a run does not record (not checked)."""
@@ -265,8 +290,39 @@ def _queue_change(queue_a, queue_b) -> dict[str, Any]:
             "empty_pct_b": stats_b["empty_pct"] if stats_b else None}
 
 
-def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
-    """The `perfkit compare --format json` contract: B relative to A (speedup > 1 means B is faster)."""
+REPEAT_FOLDER = re.compile(r"repeat_(\d+)")
+# settings that differ between repeats of one setting by nature (where each wrote, when)
+NOT_A_SETTING = {"output"}
+
+
+def repeat_folders(path: str | Path) -> list[str]:
+    """The runs a compare side names: a folder's repeat_1..N subfolders (what `perfkit profile --repeat N`
+    writes), in order, else the folder itself."""
+    folder = Path(path)
+    repeats = sorted((child for child in folder.iterdir() if child.is_dir() and REPEAT_FOLDER.fullmatch(child.name)),
+                     key=lambda child: int(child.name.split("_")[1])) if folder.is_dir() else []
+    return [str(repeat) for repeat in repeats] or [str(path)]
+
+
+def check_group(runs: Sequence[Run]) -> None:
+    """Raise PerfkitError (one line) when runs given as repeats of one setting were made with different ones."""
+    settings = [{key: value for key, value in run_settings(run).items() if key not in NOT_A_SETTING}
+                for run in runs]
+    for run, other in zip(runs[1:], settings[1:]):
+        differing = differences([settings[0], other])
+        if differing:
+            row = differing[0]
+            raise PerfkitError(f"{run.path}: not a repeat of {runs[0].path}: {row['setting']} is "
+                               f"{setting_value(row['values'][1])}, not {setting_value(row['values'][0])}")
+
+
+def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = (),
+            noise_floor_pct: float = NOISE_FLOOR_PCT) -> dict[str, Any]:
+    """The `perfkit compare --format json` contract: B relative to A (speedup > 1 means B is faster). The
+    step tables are the first runs'; the verdict is over all runs of each side (run_a + repeats_a, ...)."""
+    group_a, group_b = [run_a, *repeats_a], [run_b, *repeats_b]
+    check_group(group_a)
+    check_group(group_b)
     steps_a, steps_b = step_means(run_a.steps), step_means(run_b.steps)
     speedup = None
     step_deltas = {}
@@ -287,6 +343,10 @@ def compare(run_a: Run, run_b: Run) -> dict[str, Any]:
         "speedup": speedup,
         "spread_a": spread(totals_a), "spread_b": spread(totals_b),
         "noise": noise_verdict(totals_a, totals_b),
+        "verdict": asdict(verdict(group_a, group_b, noise_floor_pct)) if steps_a and steps_b else None,
+        "runs_a": [run.path for run in group_a], "runs_b": [run.path for run in group_b],
+        "samples_per_s_a": samples_per_s(run_a), "samples_per_s_b": samples_per_s(run_b),
+        "incomparable": incomparable(settings_a, settings_b),
         "step_deltas_ms": step_deltas,
         "settings_a": settings_a, "settings_b": settings_b,
         "differences": [{"setting": row["setting"], "a": row["values"][0], "b": row["values"][1]}
@@ -311,9 +371,9 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
          fail_on_new: str | None = None) -> dict[str, Any]:
     """The CI verdict on a `compare` result: {"failed", "reasons", "notes"}, one line each.
 
-    Slower fails when the mean step grew by more than `fail_if_slower_pct` and the noise test calls it
-    slower; a larger change within the noise passes with a note (a CI gate that fails on noise gets switched
-    off). With fewer than 2 steps in a run there is no noise to judge by: the means alone decide, noted.
+    Slower fails when the mean step grew by more than `fail_if_slower_pct` and the run-to-run `verdict` calls
+    it slower; a larger change within the noise passes with a note (a CI gate that fails on noise gets switched
+    off).
     Raises IncomparableRunsError for runs of different devices, networks or batch sizes.
     """
     notes = check_comparable(result)
@@ -331,12 +391,11 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
                      f"{ms(spread_b['mean_ms'])} ({_spread_brief(spread_b)}) vs {ms(spread_a['mean_ms'])} "
                      f"({_spread_brief(spread_a)})")
         if change > fail_if_slower_pct:
-            if noise["verdict"] == "slower":
-                reasons.append(f"slower: {step_line}, Welch p = {noise['p_value']:.2g}")
-            elif noise["verdict"] == TOO_FEW_STEPS:
-                reasons.append(f"slower: {step_line}, {TOO_FEW_STEPS}: judged on the means")
+            # the run-to-run verdict decides: steps of one run do not show how much a rerun moves
+            if result["verdict"]["kind"] == "slower":
+                reasons.append(f"slower: {step_line}, {run_verdict_words(result['verdict'])}")
             else:
-                notes.append(f"not failed, within the noise: {step_line}, {verdict_words(noise)}")
+                notes.append(f"not failed, within the noise: {step_line}, {run_verdict_words(result['verdict'])}")
     if fail_on_new is not None:
         new = [f for f in result["new_findings"] if SEVERITIES.index(f["severity"]) <= SEVERITIES.index(fail_on_new)]
         if new:
@@ -379,6 +438,8 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
     """The terminal form of `compare`: steps side by side with their spread, the noise verdict, the speedup,
     what differed, the op types whose time per step changed most."""
     lines = [f"A  {result['run_a']}", f"B  {result['run_b']}", ""]
+    if result["incomparable"]:
+        lines += [incomparable_banner(result), ""]
     a, b = result["a"], result["b"]
     if a and b:
         lines.append(f"{'mean per step':<24}{'A':>16}{'B':>16}{'B - A':>16}")
@@ -393,7 +454,10 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
     within_noise = result["noise"] is not None and result["noise"]["verdict"] == NO_CHANGE
     lines += ["", f"speedup A/B  {'unknown' if speedup is None else f'{speedup:.2f}x'}"
                   + (" (within the noise)" if speedup is not None and within_noise else ""),
-              f"verdict      {verdict_words(result['noise'])}"]
+              f"verdict      {verdict_words(result['noise'])}",
+              f"samples/s    {throughput_words(result)}"]
+    if result["verdict"] is not None:
+        lines.append(f"run-to-run   {run_verdict_words(result['verdict'])}")
     if result["differences"]:
         lines += ["", "what differed (A -> B)"]
         lines += [f"  {row['setting']:<24}{setting_value(row['a'])} -> {setting_value(row['b'])}"
@@ -413,6 +477,34 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
     lines += ["", f"resolved  {', '.join(result['resolved']) or '-'}",
               f"new       {', '.join(result['new']) or '-'}"]
     return "\n".join(lines)
+
+
+def incomparable_banner(result: dict[str, Any]) -> str:
+    """One line saying which of device, network, batch size make A and B not the same setup."""
+    return banner_words(result["incomparable"], result["settings_a"], result["settings_b"])
+
+
+def banner_words(keys: Sequence[str], settings_a: dict[str, Any], settings_b: dict[str, Any]) -> str:
+    return "NOT LIKE WITH LIKE: A and B differ in " + ", ".join(
+        f"{key} ({setting_value(settings_a[key])} vs {setting_value(settings_b[key])})" for key in keys)
+
+
+def throughput_words(result: dict[str, Any]) -> str:
+    """"27.7 -> 13.9 (-50.0 %)", or why it is unknown (no batch size known)."""
+    a, b = result["samples_per_s_a"], result["samples_per_s_b"]
+    if a is None or b is None:
+        return "unknown (batch size unknown: step time compared instead)"
+    return f"{a:,.1f} -> {b:,.1f} ({100 * (b - a) / a:+.1f} %)"
+
+
+def run_verdict_words(verdict_: dict[str, Any]) -> str:
+    """The run-level verdict: "no significant change: speedup 1.03x (95 % 0.94-1.14x, noise floor 10 %)"."""
+    low, high = verdict_["interval"]
+    basis = (f"noise floor {verdict_['noise_floor_pct']:g} %" if verdict_["basis"] == "noise floor"
+             else f"{verdict_['basis']}, {verdict_['n_a']} vs {verdict_['n_b']} runs")
+    per = ", per sample: batch sizes differ" if verdict_["per_sample"] else ""
+    return (f"{verdict_['kind']}: speedup {verdict_['speedup']:.2f}x "
+            f"(95 % {low:.2f}-{high:.2f}x, {basis}{per})")
 
 
 def _signed(value: float | None) -> str:
@@ -454,3 +546,95 @@ def compare_markdown(result: dict[str, Any], gate_result: dict[str, Any] | None 
     new = ", ".join(f"`{finding['id']}` ({finding['severity']})" for finding in result["new_findings"]) or "none"
     lines += ["", f"Resolved findings: {resolved} · new: {new}"]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The verdict over groups of runs (repeats): run-to-run noise, throughput, an interval of the speedup
+
+SAME_RUN = "same run"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """B against A over groups of runs. speedup > 1 means B is faster; per sample when the batches differ.
+    interval: the 95 % interval of the speedup; basis: "run means" (repeats on both sides: Welch t over the
+    log run means) or "noise floor" (a single run on a side: the difference must exceed noise_floor_pct)."""
+    kind: str  # "faster", "slower", NO_CHANGE or SAME_RUN
+    speedup: float
+    interval: tuple[float, float]
+    noise_floor_pct: float | None
+    basis: str
+    per_sample: bool
+    n_a: int
+    n_b: int
+    p_value: float | None = None
+
+
+def _t_quantile(df: float, two_sided_p: float = SIGNIFICANCE_P) -> float:
+    """The t with two-sided tail two_sided_p at df degrees of freedom, by bisection on the Student tail."""
+    low, high = 0.0, 1e3
+    for _ in range(200):
+        mid = (low + high) / 2
+        tail = _regularized_beta(df / 2, 0.5, df / (df + mid * mid))
+        low, high = (mid, high) if tail > two_sided_p else (low, mid)
+    return (low + high) / 2
+
+
+def global_batch(run: Run) -> int | None:
+    """Samples per step over all ranks (data parallel: each rank takes its own batch); None when unknown."""
+    batch = _batch_size(run)
+    return None if batch is None else batch * (len(run.meta.ranks) or 1)
+
+
+def run_mean_ms(run: Run, per_sample: bool) -> float | None:
+    """The run's mean steady step in ms, or per sample of the global batch (batch x ranks) when per_sample."""
+    totals = step_totals(run.steps)
+    totals = totals[totals > 0]
+    if not len(totals):
+        return None
+    mean = float(np.mean(totals))
+    return mean / global_batch(run) if per_sample else mean
+
+
+def samples_per_s(run: Run) -> float | None:
+    """Global batch (per-rank batch x ranks) per mean steady step; None when the batch is unknown."""
+    batch, mean = global_batch(run), run_mean_ms(run, per_sample=False)
+    return None if batch is None or not mean else batch * 1000.0 / mean
+
+
+def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT) -> Verdict:
+    """Whether the runs of B differ from those of A by more than run-to-run noise (see Verdict).
+
+    Steps of one run are not independent draws of the run-to-run variation (a busy machine slows them all), so
+    each run counts once, by its mean. Per sample when both batches are known and differ."""
+    if not group_a or not group_b:
+        raise PerfkitError("compare needs at least one run on each side")
+    if sorted(run.path for run in group_a) == sorted(run.path for run in group_b):
+        return Verdict(SAME_RUN, 1.0, (1.0, 1.0), None, SAME_RUN, False, len(group_a), len(group_b), 1.0)
+    batches_a = {global_batch(run) for run in group_a}
+    batches_b = {global_batch(run) for run in group_b}
+    per_sample = None not in batches_a | batches_b and batches_a != batches_b
+    logs = []
+    for group in (group_a, group_b):
+        means = [run_mean_ms(run, per_sample) for run in group]
+        unknown = [run.path for run, mean in zip(group, means) if not mean]
+        if unknown:
+            raise PerfkitError(f"{unknown[0]}: no step times to compare")
+        logs.append(np.log(np.array(means, dtype=np.float64)))
+    log_a, log_b = logs
+    log_ratio = float(np.mean(log_a) - np.mean(log_b))  # > 0: B's time is shorter, B is faster
+    p_value = None
+    if len(log_a) >= 2 and len(log_b) >= 2:
+        test = welch_test(log_b, log_a)
+        half = _t_quantile(test["df"]) * math.sqrt(np.var(log_a, ddof=1) / len(log_a)
+                                                    + np.var(log_b, ddof=1) / len(log_b))
+        basis, floor, p_value = "run means", None, test["p"]
+        significant = test["p"] < SIGNIFICANCE_P
+    else:
+        half = math.log1p(noise_floor_pct / 100)
+        basis, floor = "noise floor", noise_floor_pct
+        significant = abs(log_ratio) > half
+    significant = significant and abs(math.expm1(-log_ratio)) * 100 >= MIN_EFFECT_PCT
+    kind = NO_CHANGE if not significant else ("faster" if log_ratio > 0 else "slower")
+    return Verdict(kind, math.exp(log_ratio), (math.exp(log_ratio - half), math.exp(log_ratio + half)), floor,
+                   basis, per_sample, len(log_a), len(log_b), p_value)

@@ -11,6 +11,7 @@ long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 import os
 from collections import Counter
 from pathlib import PurePath
@@ -21,9 +22,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .analysis import framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
-from .compare import (differences, ms_per_step_of, noise_verdict, op_type_ms_per_step, run_settings,
-                      setting_value, spread, step_totals, verdict_words)
-from .errors import PluginError
+from .compare import (banner_words, differences, incomparable, ms_per_step_of, noise_verdict, op_type_ms_per_step,
+                      run_settings, run_verdict_words, samples_per_s, setting_value, spread, step_totals, verdict,
+                      verdict_words)
+from .errors import PerfkitError, PluginError
 from .model import Run
 from .ledger import bound
 from .render import mean_of_text
@@ -440,10 +442,26 @@ def step_verdicts(runs: Sequence[Run]) -> list[dict[str, Any] | None]:
 
 
 def compare_speedup_cards(runs: Sequence[Run]) -> list[Card]:
-    """One card per run: its speedup over the first and whether the change is beyond the noise."""
-    return [Card(f"speedup-{index}", label, format_speedup(ratio), "baseline" if index == 0 else verdict_words(verdict))
-            for index, (label, ratio, verdict) in enumerate(zip(run_labels(runs), speedups(runs),
-                                                                 step_verdicts(runs)))]
+    """One card per run: its speedup over the first with the run-to-run verdict (compare.verdict), its samples/s,
+    and the banner when device, network or batch size differ from the first's."""
+    settings = [run_settings(run) for run in runs]
+    cards = []
+    for index, (label, run) in enumerate(zip(run_labels(runs), runs)):
+        throughput = samples_per_s(run)
+        rate = "samples/s unknown" if throughput is None else f"{throughput:,.1f} samples/s"
+        if index == 0:
+            cards.append(Card(f"speedup-{index}", label, "baseline", rate))
+            continue
+        try:
+            judged = verdict([runs[0]], [run])
+        except PerfkitError as error:
+            cards.append(Card(f"speedup-{index}", label, "unknown", str(error)))
+            continue
+        differing = incomparable(settings[0], settings[index])
+        banner = banner_words(differing, settings[0], settings[index]) + " · " if differing else ""
+        cards.append(Card(f"speedup-{index}", label, format_speedup(judged.speedup),
+                          f"{banner}{run_verdict_words(asdict(judged))} · {rate}"))
+    return cards
 
 
 def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:

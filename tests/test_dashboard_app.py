@@ -194,3 +194,33 @@ def test_compare_page_shows_spread_verdict_differences_and_op_time(monkeypatch, 
     conv_row = next(row for row in tables["compare-op-table"] if row["type"] == "Conv2D")
     assert conv_row["cpu_default_ms"] == pytest.approx(conv["ms_per_step_a"], abs=1e-3)
     assert conv_row["cpu_avx2 - cpu_default_ms"] == pytest.approx(conv["delta_ms_per_step"], abs=1e-3)
+
+
+@pytest.mark.skipif(not (SAMPLES / "cpu_avx2").is_dir(), reason="sample_runs not made")
+def test_compare_page_defaults_to_runs_of_the_first_runs_setup(monkeypatch, tmp_path):
+    """cpu_default, AlexNet on Ascend (legacy_run_2), cpu_avx2: the page starts on 0 and 2, never all three, and
+    AlexNet's card carries the banner when picked by hand."""
+    from conftest import FIXTURE_RUNS
+
+    from perfkit import load
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
+    runs = [load(SAMPLES / "cpu_default"), load(FIXTURE_RUNS["legacy_run_2"]), load(SAMPLES / "cpu_avx2")]
+    client = create_app(runs).server.test_client()
+
+    def dropdown_value(node):
+        if isinstance(node, dict):
+            if node.get("props", {}).get("id") == "compare-runs":
+                return node["props"]["value"]
+            return next((v for v in map(dropdown_value, node.values()) if v is not None), None)
+        if isinstance(node, list):
+            return next((v for v in map(dropdown_value, node) if v is not None), None)
+        return None
+
+    assert dropdown_value(json.loads(page(client, "/compare", "").get_data(as_text=True))) == [0, 2]
+    assert dropdown_value(json.loads(page(client, "/compare", "?runs=0,1").get_data(as_text=True))) == [0, 1]
+    # only runs of other setups: the first two
+    assert dropdown_value(json.loads(page(create_app(runs[:2]).server.test_client(), "/compare", "")
+                                     .get_data(as_text=True))) == [0, 1]
+    body = update(client, "compare-body.children", {"id": "compare-body", "property": "children"},
+                  [("compare-runs", "value", [0, 1])]).get_data(as_text=True)
+    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend)" in body

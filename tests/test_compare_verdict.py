@@ -1,0 +1,163 @@
+"""compare.verdict over groups of runs: run means, the noise floor, per-sample time when batches differ.
+
+Runs are sample_runs/cpu_default (real, batch 32) and copies of it whose manifest batch is changed to 16 (crafted
+from that run's structure: only perfkit_run.json's config.batch_size differs)."""
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import perfkit
+import importlib
+
+compare = importlib.import_module("perfkit.compare")  # perfkit.compare is also the function it exports
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_runs" / "cpu_default"
+
+
+def _copy_with_batch(tmp_path: Path, name: str, batch: int) -> Path:
+    target = tmp_path / name
+    shutil.copytree(SAMPLE, target)
+    manifest = json.loads((target / "perfkit_run.json").read_text())
+    manifest["config"]["batch_size"] = batch
+    (target / "perfkit_run.json").write_text(json.dumps(manifest))
+    return target
+
+
+def test_a_run_against_itself_is_no_change():
+    run = perfkit.load(SAMPLE)
+    result = compare.verdict([run], [run])
+    assert result.kind == compare.SAME_RUN and result.speedup == 1.0
+
+
+def test_batch_32_vs_16_is_judged_per_sample(tmp_path):
+    run_a = perfkit.load(SAMPLE)
+    run_b = perfkit.load(_copy_with_batch(tmp_path, "b16", 16))
+    result = compare.verdict([run_a], [run_b], noise_floor_pct=10.0)  # a quiet machine's floor
+    assert result.per_sample
+    # same step times, half the samples per step: per sample B takes twice as long
+    assert result.speedup == pytest.approx(0.5)
+    assert result.kind == "slower"
+    # within the measured floor of the busy shared VM (~3x), one run a side cannot tell
+    assert compare.verdict([run_a], [run_b]).kind == compare.NO_CHANGE
+    assert compare.samples_per_s(run_b) == pytest.approx(compare.samples_per_s(run_a) / 2)
+
+
+def test_samples_per_s_from_the_raw_step_trace():
+    """Independent: 32 samples over the mean of step_trace's steady steps (the first, a warm-up, left out)."""
+    run = perfkit.load(SAMPLE)
+    expected_ms = np.mean(compare.step_totals(run.steps))
+    assert compare.samples_per_s(run) == pytest.approx(32 * 1000 / expected_ms)
+    manifest = json.loads((SAMPLE / "perfkit_run.json").read_text())
+    assert manifest["config"]["batch_size"] == 32
+
+
+def test_single_runs_within_the_noise_floor_are_no_change():
+    run_a, run_b = perfkit.load(SAMPLE), perfkit.load(SAMPLE.parent / "cpu_workers1")
+    result = compare.verdict([run_a], [run_b])
+    assert result.basis == "noise floor" and result.kind == compare.NO_CHANGE
+    low, high = result.interval
+    assert low < result.speedup < high
+    assert high / result.speedup == pytest.approx(1 + compare.NOISE_FLOOR_PCT / 100)
+
+
+def test_repeats_both_sides_test_run_means():
+    runs = [perfkit.load(SAMPLE.parent / name) for name in ("cpu_default", "cpu_workers1", "cpu_workers4", "cpu_avx2")]
+    result = compare.verdict(runs[:2], runs[2:])
+    assert result.basis == "run means" and result.p_value is not None
+    means_a = [np.mean(compare.step_totals(run.steps)) for run in runs[:2]]
+    means_b = [np.mean(compare.step_totals(run.steps)) for run in runs[2:]]
+    assert result.speedup == pytest.approx(math.exp(np.mean(np.log(means_a)) - np.mean(np.log(means_b))))
+    assert result.interval[0] < result.speedup < result.interval[1]
+
+
+def test_t_quantile_matches_the_table():
+    assert compare._t_quantile(10) == pytest.approx(2.228, abs=1e-3)
+    assert compare._t_quantile(2) == pytest.approx(4.303, abs=1e-3)
+
+
+def test_cli_shows_throughput_and_the_per_sample_verdict(tmp_path):
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    b16 = _copy_with_batch(tmp_path, "b16", 16)
+    out = CliRunner().invoke(main, ["compare", "--noise-floor", "10", str(SAMPLE), str(b16)])
+    assert out.exit_code == 0, out.output
+    expected = compare.samples_per_s(perfkit.load(SAMPLE))
+    assert f"samples/s    {expected:,.1f} -> {expected / 2:,.1f} (-50.0 %)" in out.output
+    assert "run-to-run   slower: speedup 0.50x" in out.output and "per sample: batch sizes differ" in out.output
+    assert "NOT LIKE WITH LIKE: A and B differ in batch_size (32 vs 16)" in out.output
+
+
+def test_cli_says_when_the_batch_is_unknown(tmp_path):
+    """Crafted from sample_runs/cpu_default: the manifest's batch_size and FRAMEWORK/cpu_framework_0.txt (where
+    the Conv2D input shapes come from) removed, so no file tells the batch."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    unknown = tmp_path / "nobatch"
+    shutil.copytree(SAMPLE, unknown)
+    manifest = json.loads((unknown / "perfkit_run.json").read_text())
+    del manifest["config"]["batch_size"]
+    (unknown / "perfkit_run.json").write_text(json.dumps(manifest))
+    for framework in unknown.glob("*/FRAMEWORK/cpu_framework_0.txt"):
+        framework.unlink()
+    assert compare.global_batch(perfkit.load(unknown)) is None
+    out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(unknown)])
+    assert out.exit_code == 0, out.output
+    assert "samples/s    unknown (batch size unknown: step time compared instead)" in out.output
+    assert "per sample" not in out.output  # step time, not per-sample time, is what was compared
+
+
+def test_report_compare_section_has_the_banner_verdict_and_throughput(tmp_path, monkeypatch):
+    """`perfkit report A B` over ResNet-50 on CPU and AlexNet on Ascend (fixture legacy_run_2)."""
+    from click.testing import CliRunner
+    from conftest import FIXTURE_RUNS
+
+    from perfkit.cli import main
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(SAMPLE), str(FIXTURE_RUNS["legacy_run_2"]), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend)" in html
+    assert f"{compare.samples_per_s(perfkit.load(SAMPLE)):,.1f} samples/s" in html
+    assert "What differed between the runs" in html
+
+
+def _repeats(tmp_path: Path, name: str, *sources: str) -> Path:
+    folder = tmp_path / name
+    for index, source in enumerate(sources, start=1):
+        shutil.copytree(SAMPLE.parent / source, folder / f"repeat_{index}")
+    return folder
+
+
+def test_cli_folders_of_repeats_are_judged_over_run_means(tmp_path):
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    base = _repeats(tmp_path, "base", "cpu_default", "cpu_default")
+    candidate = _repeats(tmp_path, "candidate", "cpu_avx2", "cpu_avx2")
+    out = CliRunner().invoke(main, ["compare", str(base), str(candidate), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.output)
+    assert payload["runs_a"] == [str(base / "repeat_1"), str(base / "repeat_2")]
+    assert payload["verdict"]["basis"] == "run means" and payload["verdict"]["n_b"] == 2
+
+
+def test_cli_refuses_a_group_of_different_settings(tmp_path):
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    mixed = _repeats(tmp_path, "mixed", "cpu_default", "cpu_avx2")
+    out = CliRunner().invoke(main, ["compare", str(mixed), str(SAMPLE)])
+    assert out.exit_code == 2
+    line = out.stderr.strip()
+    assert "\n" not in line and "Traceback" not in out.output
+    assert line == (f"perfkit: error: {mixed / 'repeat_2'}: not a repeat of {mixed / 'repeat_1'}: "
+                    "env.ONEDNN_MAX_CPU_ISA is AVX2, not -")
