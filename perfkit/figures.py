@@ -475,13 +475,13 @@ def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
         fig.add_box(x=[label] * len(values), y=values, name=label, boxpoints="all", pointpos=0, jitter=0.3,
                     marker_color=run_color(position), showlegend=False,
                     hovertemplate=f"{label}<br>step total %{{y:,.2f}} ms<extra></extra>")
-    for label, values, verdict in zip(labels, totals, step_verdicts(runs)):
+    for label, values, step_verdict in zip(labels, totals, step_verdicts(runs)):
         if len(values):
             spread_ = spread(values)
             std = "" if spread_["std_ms"] is None else f" ± {spread_['std_ms']:,.1f}"
             text = f"{spread_['mean_ms']:,.1f}{std} ms<br>n = {spread_['n']} steps"
-            if verdict is not None:
-                text += f"<br><b>{verdict_words(verdict)}</b>"
+            if step_verdict is not None:
+                text += f"<br><b>{verdict_words(step_verdict)}</b>"
             fig.add_annotation(x=label, y=float(values.max()), text=text, showarrow=False, yanchor="bottom",
                                yshift=6, font=dict(size=12))
     top = max(float(t.max()) for t in totals if len(t))

@@ -131,6 +131,7 @@ def with_reference_kernel_convs(run, factor=100.0):
     per_step = added_ms / len(steps)
     steps["total_ms"] += per_step
     steps["fwd_bwd_ms"] += per_step
+    steps["busy_ms"] += per_step  # the step's compute ops run that much longer
     return dataclasses.replace(run, path="reference_kernel", ops=ops, op_types=op_types, steps=steps), added_ms
 
 
