@@ -20,6 +20,7 @@ from .analysis import STEP_KEYS, op_type_shares, queue_stats, step_means
 from .errors import PerfkitError
 from .model import Run
 from .steady import steady_steps
+from .units import MS_PER_S
 from .views.format import NUMBER_SPEC, ms, number, pct, percent
 
 # The noise test: Welch's t-test on the logarithms of the per-step totals, and a minimum effect size.
@@ -599,7 +600,7 @@ def run_mean_ms(run: Run, per_sample: bool) -> float | None:
 def samples_per_s(run: Run) -> float | None:
     """Global batch (per-rank batch x ranks) per mean steady step; None when the batch is unknown."""
     batch, mean = global_batch(run), run_mean_ms(run, per_sample=False)
-    return None if batch is None or not mean else batch * 1000.0 / mean
+    return None if batch is None or not mean else batch * MS_PER_S / mean
 
 
 def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT) -> Verdict:

@@ -389,7 +389,8 @@ def test_advise_json_contract(crafted_cli):
     assert not (found & not_checked) and not (found & set(payload["passed"]))
     assert [f["id"] for f in payload["findings"]] == ["sink_mode", "amp_level", "data_pipeline_ok"]
     for finding in payload["findings"]:
-        assert set(finding) == {"id", "severity", "title", "evidence", "action", "target", "est_gain_pct"}
+        assert set(finding) == {"id", "severity", "title", "evidence", "action", "target", "est_gain_pct", "claims",
+                                "claimed_ms"}
         assert all(isinstance(v, (int, float)) for v in finding["evidence"].values())
 
 
