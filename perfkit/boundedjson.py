@@ -17,7 +17,9 @@ strings runs only when the text holds a surrogate escape.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import re
 from typing import Any
 
@@ -74,18 +76,42 @@ def decode_value(text: str, position: int, counts: Counts) -> tuple[Any, int]:
     with the number and string bounds, for a text of many values read one by one (a trace's events).
     A value nested too deep raises JSONError whose `position` is the value's start."""
     start = _SPACE.match(text, position).end()
-    try:
-        value, end = _decoder(counts).raw_decode(text, start)
-    except json.JSONDecodeError as exc:
-        raise JSONError(f"is not valid JSON ({exc.msg} at line {exc.lineno}; cut off mid-write?)", exc.pos) from None
-    except RecursionError:
-        raise TooDeep(start) from None
-    if _SURROGATE_ESCAPE.search(text, start, end):
+    with _default_recursion_limit():
         try:
-            value = _without_lone_surrogates(value, counts)
+            value, end = _decoder(counts).raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            raise JSONError(f"is not valid JSON ({exc.msg} at line {exc.lineno}; cut off mid-write?)", exc.pos) \
+                from None
         except RecursionError:
             raise TooDeep(start) from None
+        if _SURROGATE_ESCAPE.search(text, start, end):
+            try:
+                value = _without_lone_surrogates(value, counts)
+            except RecursionError:
+                raise TooDeep(start) from None
     return value, end
+
+
+# The nesting bound is the interpreter's default recursion limit. A library that raised the limit for its own
+# ends (hypothesis does while it runs a test) would otherwise let 5,000-deep values through.
+DEFAULT_RECURSION_LIMIT = 1000
+
+
+@contextlib.contextmanager
+def _default_recursion_limit():
+    raised = sys.getrecursionlimit()
+    if raised <= DEFAULT_RECURSION_LIMIT:
+        yield
+        return
+    try:
+        sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT)
+    except RecursionError:  # this call is already deeper than the default: keep the raised limit
+        yield
+        return
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(raised)
 
 
 def _decoder(counts: Counts) -> json.JSONDecoder:

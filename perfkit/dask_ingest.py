@@ -323,7 +323,7 @@ def _unseen(folder: str, readers: list[str]) -> str | None:
     """Why this worker does not see `folder` as the client did, or None: it cannot list the folder or one in it
     (no permission), or a reader that claimed it there finds none of its files here (not mounted alike).
     Unchecked, a reader would take a folder it sees empty for rank 0's."""
-    from .formats import BY_NAME
+    from .formats import by_name
 
     try:
         for entry in os.scandir(folder):
@@ -331,7 +331,7 @@ def _unseen(folder: str, readers: list[str]) -> str | None:
                 os.listdir(entry.path)
     except OSError as exc:
         return f"{exc.strerror or exc}: {exc.filename}"
-    lost = [name for name in readers if not BY_NAME[name].detect(Path(folder))]
+    lost = [name for name in readers if not by_name(name).detect(Path(folder))]
     if lost:
         return f"the {', '.join(lost)} files found there on this machine are not there on the worker"
     return None

@@ -130,5 +130,13 @@ def _status_warning(status: str | None, error: Any, step_times: pd.DataFrame) ->
     return f"run was interrupted: {reached}"
 
 
+def raw_data_hint(root: Path) -> str | None:
+    """A folder holding only perfkit's manifest: the run recorded no step and MindSpore wrote no profile there."""
+    if detect(root) and not any(path.name != MANIFEST for path in root.iterdir()):
+        return ("holds no profile: its perfkit_run.json records no profiled step and MindSpore's profiler wrote no "
+                "files here (did the script use MindSpore? the manifest's notes say)")
+    return None
+
+
 READER = Reader(name="manifest", provides=frozenset({"step_times"}), detect=detect, read=read, unit=False,
-                looks_for=MANIFEST)
+                looks_for=MANIFEST, raw_data_hint=raw_data_hint)
