@@ -37,7 +37,7 @@ import perfkit  # noqa: E402
 from perfkit import figures  # noqa: E402
 from perfkit.analysis import step_means  # noqa: E402
 from perfkit.summary import summarize  # noqa: E402
-from perfkit.compare import compare, run_verdict_words, verdict as run_verdict, verdict_words  # noqa: E402
+from perfkit.compare import run_verdict_words, verdict as run_verdict  # noqa: E402
 from perfkit.views.format import speedup as format_speedup  # noqa: E402
 from perfkit.report import write_report  # noqa: E402
 from perfkit.views import numbers  # noqa: E402
@@ -383,7 +383,7 @@ def test_compare_shows_speedup(driver, base_url, loaded, shots):
     for position, label in enumerate(labels):
         expected = base_total / step_means(loaded.run(label).steps)["total_ms"]
         if position:  # the run-to-run verdict (compare.verdict) under each later run's speedup
-            judged = run_verdict(loaded.run(labels[0]), loaded.run(label))
+            judged = run_verdict([loaded.run(labels[0])], [loaded.run(label)])
             assert text_of(driver, f"speedup-{position}") == format_speedup(judged.speedup)
             assert run_verdict_words(dataclasses.asdict(judged)) in text_of(driver, f"verdict-{position}")
         assert f"{expected:.2f}x" in svg_texts(driver, "fig-compare-steps")
