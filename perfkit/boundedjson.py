@@ -76,7 +76,7 @@ def decode_value(text: str, position: int, counts: Counts) -> tuple[Any, int]:
     with the number and string bounds, for a text of many values read one by one (a trace's events).
     A value nested too deep raises JSONError whose `position` is the value's start."""
     start = _SPACE.match(text, position).end()
-    with _default_recursion_limit():
+    with default_recursion_limit():
         try:
             value, end = _decoder(counts).raw_decode(text, start)
         except json.JSONDecodeError as exc:
@@ -98,7 +98,8 @@ DEFAULT_RECURSION_LIMIT = 1000
 
 
 @contextlib.contextmanager
-def _default_recursion_limit():
+def default_recursion_limit():
+    """Within it, nesting is bounded at the default recursion limit (json, msgspec and orjson recurse per level)."""
     raised = sys.getrecursionlimit()
     if raised <= DEFAULT_RECURSION_LIMIT:
         yield

@@ -288,7 +288,8 @@ def _decode(array: bytearray, number: int, each: Callable) -> tuple[Stats, int, 
     + `]`), each(number, events) or None)."""
     stats = Stats()
     try:
-        table, used = _fast(array, stats), len(array) - 2
+        with boundedjson.default_recursion_limit():
+            table, used = _fast(array, stats), len(array) - 2
     except _REJECTED:
         table, used = _halves(bytes(array[1:-1]), stats)
     stats.events = len(table)
@@ -305,7 +306,8 @@ def _parsed(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
     events) down to SLOW_BYTES, which the standard library decodes; so one odd event costs ~1 MB of slow
     decoding, not a block."""
     try:
-        return _fast(b"[" + body + b"]", stats), len(body)
+        with boundedjson.default_recursion_limit():
+            return _fast(b"[" + body + b"]", stats), len(body)
     except _REJECTED:
         return _halves(body, stats)
 
