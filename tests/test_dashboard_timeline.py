@@ -183,8 +183,9 @@ def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page
 def test_a_database_export_has_its_timeline(page, tmp_path_factory):
     """No trace_view.json: the page draws the profiler database's own event tables, both ranks."""
     driver, url = page
-    driver.get(f"{url}/timeline?run=2&step=50")
+    # the expected window first: the page then finds the index built, instead of racing this process's build
     events = timeline.timeline(FIXTURE_RUNS["new_db_level1"], step=50, ranks=[0, 1])
+    driver.get(f"{url}/timeline?run=2&step=50")
     wait_for(driver, lambda d: title(d).startswith(f"step 50 · {len(events):,} events"), "the database's step 50")
     drawn, _ = figures.timeline_bars(events)
     wait_for(driver, lambda d: bars(d) == len(drawn), f"{len(drawn)} bars")
