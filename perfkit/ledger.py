@@ -188,7 +188,7 @@ def _build(run: Run) -> pd.DataFrame:
              "host_transfer": host_transfer, "compile": compile_}
     parts.update(_compute_split(run, rows, ranks, compute, exposed, tail))
     parts["unknown"] = unknown
-    sources = _sources(run, rows, exposed_source, computing, gaps_apply, split_known, feed)
+    sources = _sources(exposed_source, computing, gaps_apply & ~np.isnan(measured_busy), gaps_apply, split_known, feed)
     return _frame(_long(rows, parts, sources, steady), warnings)
 
 
@@ -223,12 +223,12 @@ def _compute_split(run: Run, rows: pd.DataFrame, ranks: np.ndarray, compute: np.
             "forward_backward": np.where(has_tail, unscoped, 0.0), "compute": np.where(has_tail, 0.0, unscoped)}
 
 
-def _sources(run: Run, rows: pd.DataFrame, exposed_source: np.ndarray, computing: np.ndarray,
-             gaps_apply: np.ndarray, split_known: np.ndarray, feed: dict | None) -> dict[str, tuple[Any, bool]]:
-    """cause -> (source text, per row or one for all; measured)."""
-    busy_measured = ~np.isnan(_column(rows, "busy_ms"))
+def _sources(exposed_source: np.ndarray, computing: np.ndarray, own_ops: np.ndarray, gaps_apply: np.ndarray,
+             split_known: np.ndarray, feed: dict | None) -> dict[str, tuple[Any, bool]]:
+    """cause -> (source text, per row or one for all; measured). own_ops: rows whose compute is the step's own
+    op executions (busy_ms)."""
     compute_source = np.where(~np.isnan(computing), "step file: computing",
-                              np.where(gaps_apply & busy_measured, "the step's compute op executions (their union)",
+                              np.where(own_ops, "the step's compute op executions (their union)",
                                        np.where(gaps_apply, "op time per step (op tables hold every device op)",
                                                 "step span after the interval, less exposed communication")))
     comm_measured = np.char.startswith(exposed_source.astype(str), "step")
@@ -239,7 +239,7 @@ def _sources(run: Run, rows: pd.DataFrame, exposed_source: np.ndarray, computing
         "backward": ("compute, split by the ops' scope time (Gradients/)", False),
         "other_compute": ("compute, ops outside Default/ and Gradients/", False),
         "forward_backward": (compute_source, False),
-        "compute": (compute_source, ~np.isnan(computing) | (gaps_apply & busy_measured)),
+        "compute": (compute_source, ~np.isnan(computing) | own_ops),
         "optimizer": ("step trace tail less the communication inside it", False),
         "comm_transfer": (np.char.add(exposed_source.astype(str), f"; {split}"), False),
         "comm_wait": (np.char.add(exposed_source.astype(str), f"; {split}"), False),
