@@ -13,6 +13,7 @@ and the Parts of all folders are assembled into one `Run`, cached as Parquet unt
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -308,10 +309,12 @@ def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[str, str]
     (a legacy folder of several ranks' files, a single-rank run at the root) have none."""
     common = {rank: Path(os.path.commonpath([str(folder) for _, folder, _ in entries]))
               for rank, entries in by_rank.items() if rank != RUN_WIDE}
+    # sets of folders and of their ancestors, not every pair of ranks: 4,096 ranks made 16 million pairs
+    shared = Counter(common.values())
+    above = {parent for folder in shared for parent in folder.parents}
     return {str(rank): os.path.relpath(folder, root) for rank, folder in common.items()
-            if folder != root and not any(other != rank and (place == folder or folder in place.parents
-                                                             or place in folder.parents)
-                                          for other, place in common.items())}
+            if folder != root and shared[folder] == 1 and folder not in above
+            and not any(parent in shared for parent in folder.parents)}
 
 
 def _skipped(root: Path, failures: list[FileFormatError]) -> list[Warning]:
