@@ -41,7 +41,7 @@ DEFAULT_TIMEOUT_S = 10.0
 RETRIES = 1
 # How often, while no task finishes, the wait looks whether any worker is left.
 POLL_S = 1.0
-ENTRY_FORMAT = 2
+ENTRY_FORMAT = 3  # 3: a reader's Arrow tables are kept as Arrow
 ENTRY_KIND = "ranks"  # <storage>/ranks/<place: the folder>/<key: its files and perfkit's code>
 # An entry is one file: MAGIC, the length of its description (8 bytes, little-endian), the description (JSON:
 # every reader's facts, and where each table lies after it), then every table as an Arrow IPC stream: one file
@@ -236,9 +236,10 @@ def _read_entry(data: bytes) -> dict[str, Any]:
             continue
         results[item["reader"]] = result = {}
         for rank, facts in item["ranks"].items():
-            tables = {name: cache.pandas_frame(
-                pa.ipc.open_stream(buffer.slice(tables_at + spec["at"], spec["bytes"])).read_all(), spec)
-                for name, spec in facts["tables"].items()}
+            tables = {}
+            for name, spec in facts["tables"].items():
+                table = pa.ipc.open_stream(buffer.slice(tables_at + spec["at"], spec["bytes"])).read_all()
+                tables[name] = table if spec.get("arrow") else cache.pandas_frame(table, spec)
             result[int(rank)] = Parts(tables=tables, meta=facts["meta"], warnings=facts["warnings"],
                                       sources=facts["sources"])
     return results
@@ -349,6 +350,8 @@ def _entry_bytes(results: list[tuple[str, Any]]) -> bytes:
     """An entry (MAGIC) of every reader's result: the tables as Arrow IPC streams after the description."""
     import pyarrow as pa
 
+    from .formats.base import is_arrow
+
     described: dict[str, Any] = {"format": ENTRY_FORMAT, "results": []}
     streams: list[bytes] = []
     at = 0  # from the end of the description
@@ -362,7 +365,8 @@ def _entry_bytes(results: list[tuple[str, Any]]) -> bytes:
             for name, frame in parts.tables.items():
                 if frame is None:
                     continue
-                table, spec = cache.arrow_table(frame)
+                # a reader's Arrow table stays Arrow (the loader makes all ranks' pieces pandas at once)
+                table, spec = (frame, {"arrow": True}) if is_arrow(frame) else cache.arrow_table(frame)
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, table.schema) as writer:
                     writer.write_table(table)

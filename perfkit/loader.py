@@ -22,7 +22,8 @@ import pandas as pd
 from . import cache, dask_ingest, model, plugins
 from .errors import FileFormatError, LayoutError
 from .formats import DERIVATIONS, by_name, plugin_problems, readers
-from .formats.base import INTERMEDIATE_TABLES, RUN_WIDE, Parts, Reader, merged_stages, screened, walk_names
+from .formats.base import (INTERMEDIATE_TABLES, RUN_WIDE, Parts, Reader, as_pandas, column_names, is_arrow,
+                           merged_stages, screened, walk_names)
 from .model import Meta, Run
 from .parallel import map_folders
 
@@ -171,23 +172,24 @@ def _table_problem(name: str, frame, rank: int, values: bool) -> str | None:
     before it takes precedence over another source's."""
     if frame is None:
         return None
-    if not isinstance(frame, pd.DataFrame):
+    if not isinstance(frame, pd.DataFrame) and not is_arrow(frame):
         return f"that is a {type(frame).__name__}, not a DataFrame"
     if name not in model.SCHEMA and name not in INTERMEDIATE_TABLES:
         return f"that the schema does not have (model.SCHEMA: {', '.join(model.SCHEMA)})"
     if not len(frame):
         return None
-    columns = set(frame.columns) | {"rank"}
+    columns = set(column_names(frame)) | {"rank"}
     missing = (model.missing_columns(name, columns) if name in model.SCHEMA
                else [c for c in INTERMEDIATE_TABLES[name] if c not in columns])
     if missing:
         return f"without column(s) {', '.join(missing)}"
     if values and name in model.SCHEMA:
         try:
-            model.table(name, frame.drop(columns="rank", errors="ignore"), rank=0)
+            model.table(name, as_pandas(frame).drop(columns="rank", errors="ignore"), rank=0)
         except model.SchemaError as exc:
             return f"whose {str(exc).removeprefix(f'table {name!r} ')}"
-    if rank == RUN_WIDE and "rank" in frame.columns and pd.to_numeric(frame["rank"], errors="coerce").isna().any():
+    if rank == RUN_WIDE and "rank" in column_names(frame) \
+            and pd.to_numeric(as_pandas(frame)["rank"], errors="coerce").isna().any():
         return "whose rank column holds values that are not ranks"
     return None
 
@@ -292,8 +294,11 @@ def op_pass_ms(ops: pd.DataFrame) -> pd.DataFrame:
     return model.table("op_passes", summed)
 
 
-def _finished(reader: Reader, tables: dict[str, pd.DataFrame]) -> list[Warning]:
-    """reader.finish(tables); a plugin's that raises is a warning naming it (the tables as they were)."""
+def _finished(reader: Reader, tables: dict) -> list[Warning]:
+    """reader.finish(tables); a plugin's that raises is a warning naming it (the tables as they were). perfkit's
+    own finish takes Arrow tables as they are; a plugin's is given DataFrames, as it always was."""
+    if reader.plugin is not None:
+        tables.update({name: as_pandas(frame) for name, frame in tables.items()})
     try:
         reader.finish(tables)
     except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own finish raising is a bug to see
@@ -340,7 +345,7 @@ def _by_rank(read) -> dict[int, list[Entry]]:
 def _spread(run_wide: list[Entry], ranks: list[int]) -> dict[int, list[Entry]]:
     """The tables of RUN_WIDE Parts as per-rank entries: a table with a rank column split by it, one without
     given to every rank of the run (`ranks` and those the rank columns name; rank 0 where there is none)."""
-    given = [{name: frame for name, frame in parts.tables.items() if frame is not None and len(frame)}
+    given = [{name: as_pandas(frame) for name, frame in parts.tables.items() if frame is not None and len(frame)}
              for _, _, parts in run_wide]
     rank_columns = {id(frame): pd.to_numeric(frame["rank"]).astype("int64")
                     for tables in given for frame in tables.values() if "rank" in frame.columns}
@@ -417,7 +422,7 @@ def _rank_tables(root: Path, rank: int, entries: list[Entry], meta_fields: dict,
                          for reader in {reader.name: reader for reader, _ in sources
                                         if reader is not winner and reader.unit}.values()]
         elif sources:
-            frame, meta, said = derivation.derive(rank, {name: tables[name] for name in tables})
+            frame, meta, said = derivation.derive(rank, {name: as_pandas(tables[name]) for name in tables})
             _merge_meta(meta_fields, meta)
             warnings += [(".", line) for line in said]
             if frame is not None and len(frame):
@@ -460,7 +465,7 @@ def _combine(root: Path, name: str, pieces: list[Piece]) -> tuple[pd.DataFrame, 
     schema (those are found piece by piece only when the whole fails: one coercion per table, not per rank)."""
     if not pieces:
         return model.empty(name), []
-    combined = pd.concat([frame for _, frame, _ in pieces], ignore_index=True)
+    combined = _concatenated([frame for _, frame, _ in pieces])
     # one column for all ranks: an assign per rank cost more than the data with hundreds of ranks
     combined["rank"] = np.repeat([rank for rank, _, _ in pieces], [len(frame) for _, frame, _ in pieces])
     try:
@@ -471,11 +476,24 @@ def _combine(root: Path, name: str, pieces: list[Piece]) -> tuple[pd.DataFrame, 
     for piece in pieces:
         rank, frame, (folder, reader) = piece
         try:
-            model.table(name, frame, rank=rank)
+            model.table(name, as_pandas(frame), rank=rank)
             kept.append(piece)
         except model.SchemaError as exc:
             unusable.append((os.path.relpath(folder, root), f"{reader.label}: {exc}; left out"))
     return _combine(root, name, kept)[0], unusable
+
+
+def _concatenated(frames: list) -> pd.DataFrame:
+    """One DataFrame of the ranks' pieces of a table: Arrow pieces concatenated as Arrow and made pandas once
+    (the pieces' columns unified: a column one rank lacks is null there, as pandas' concat makes it NA);
+    otherwise, or where Arrow cannot unify the pieces' types, each made pandas and concatenated by pandas."""
+    if all(is_arrow(frame) for frame in frames):
+        import pyarrow as pa
+        try:
+            return pa.concat_tables(frames, promote_options="permissive").to_pandas()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            pass
+    return pd.concat([as_pandas(frame) for frame in frames], ignore_index=True)
 
 
 def _merge_meta(into: dict, new: dict) -> None:

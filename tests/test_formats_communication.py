@@ -12,6 +12,7 @@ import perfkit
 from perfkit.analysis import communication_by_rank, link_bandwidth
 from perfkit.summary import summarize
 from perfkit.formats import communication as reader
+from perfkit.formats.base import as_pandas
 
 from conftest import FIXTURE_RUNS
 
@@ -143,9 +144,9 @@ def test_unknown_link_type_is_skipped_and_said(tmp_path):
     first["Communication Time Info"]["Wait Time(ms)"] = -3.0
     (folder / "communication.json").write_text(json.dumps(ops))
     parts = reader.read(tmp_path)[0]
-    links = parts.tables["comm_links"]
+    links = as_pandas(parts.tables["comm_links"])
     assert len(links) == len(total) - 1 and not ((links["src"] == 0) & (links["dst"] == 1)).any()
     assert any("communication_matrix.json" in w and "'UB'" in w for w in parts.warnings), parts.warnings
     assert any("communication.json" in w and "'UB'" in w for w in parts.warnings), parts.warnings
     assert any("communication.json" in w and "Wait Time(ms)" in w for w in parts.warnings), parts.warnings
-    assert math.isnan(parts.tables["comm_ops"]["wait_ms"].iloc[0])
+    assert math.isnan(as_pandas(parts.tables["comm_ops"])["wait_ms"].iloc[0])

@@ -13,6 +13,7 @@ import perfkit
 from perfkit.analysis import memory_peaks
 from perfkit.summary import summarize
 from perfkit.formats import memory as memory_reader
+from perfkit.formats.base import as_pandas
 
 from conftest import FIXTURE_RUNS, REPO
 
@@ -143,7 +144,7 @@ def test_empty_cell_negative_and_nan_sizes(tmp_path):
     (folder / "memory_record.csv").write_text("".join(lines))
     result = memory_reader.read(tmp_path)
     parts = result[0]
-    samples = parts.tables["memory"]
+    samples = as_pandas(parts.tables["memory"])
     assert samples["allocated_mb"].isna().sum() == sum(1 for l in lines[1:] if l.split(",")[2] == "") + 1
     assert (samples["allocated_mb"].dropna() >= 0).all() and (samples["reserved_mb"].dropna() >= 0).all()
     assert any("memory_record.csv" in w and "negative or NaN allocated" in w for w in parts.warnings), parts.warnings
@@ -158,7 +159,7 @@ def test_timestamps_out_of_order_are_sorted_and_said(tmp_path):
     folder.mkdir()
     (folder / "memory_record.csv").write_text(lines[0] + "".join(reversed(lines[1:])))
     parts = memory_reader.read(tmp_path)[0]
-    times = parts.tables["memory"]["time_ms"]
+    times = as_pandas(parts.tables["memory"])["time_ms"]
     assert times.is_monotonic_increasing
     assert any("memory_record.csv" in w and "out of time order" in w for w in parts.warnings), parts.warnings
     # the pristine file is in order within each component: nothing said
@@ -183,7 +184,7 @@ def test_timestamps_that_are_no_numbers_or_empty(tmp_path):
     (folder / "memory_record.csv").write_text("".join(lines))
     parts = memory_reader.read(tmp_path)[0]
     kept = [row for index, row in enumerate(raw_rows(source)) if index not in (2, 4, 6)]
-    samples = parts.tables["memory"]
+    samples = as_pandas(parts.tables["memory"])
     assert len(samples) == len(kept)
     assert sorted(samples["time_ms"].tolist()) == pytest.approx(sorted(float(row["Timestamp(us)"]) / 1000
                                                                        for row in kept))

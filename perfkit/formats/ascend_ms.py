@@ -133,7 +133,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     if trace is not None:
         times = _step_times(_trace_arrays(trace))
         unknown = np.full(len(times["step"]), np.nan)
-        parts.tables["steps"] = pd.DataFrame({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
+        parts.tables["steps"] = pa.table({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
     return {rank: parts}
 
 
@@ -281,10 +281,9 @@ def _first_valid(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarr
     return result
 
 
-def _strings(codes: np.ndarray, distinct: pa.Array) -> np.ndarray:
-    """Values by code (-1: no value, None) as an object array (the Run's schema makes them strings once
-    for all ranks)."""
-    return pc.take(distinct, pa.array(codes, mask=codes < 0)).to_numpy(zero_copy_only=False)
+def _strings(codes: np.ndarray, distinct: pa.Array) -> pa.Array:
+    """Values by code (-1: no value, null), as text."""
+    return pc.take(distinct, pa.array(codes, mask=codes < 0)).cast(pa.string())
 
 
 def _unquoted(values: pa.Array) -> pa.Array:
@@ -292,13 +291,13 @@ def _unquoted(values: pa.Array) -> pa.Array:
     return pc.utf8_trim(pc.utf8_trim_whitespace(values.cast(pa.string())), characters='"')
 
 
-def _ops(kernels: _Kernels) -> pd.DataFrame:
+def _ops(kernels: _Kernels) -> pa.Table:
     """One row per kernel name, in order of first appearance, as pandas' groupby(sort=False) gives it."""
     groups = len(kernels.names)
     ids = pd.unique(kernels.name)  # in order of appearance, by hashing (no sort)
     count = np.bincount(kernels.name, minlength=groups)[ids]
     total_ms = np.bincount(kernels.name, weights=np.nan_to_num(kernels.duration_us), minlength=groups)[ids] / US_PER_MS
-    return pd.DataFrame({
+    return pa.table({
         "name": _strings(ids, kernels.names),
         "count": count.astype(np.int64),
         "type": _strings(_first_valid(kernels.name, kernels.type, groups)[ids], kernels.types),
@@ -310,7 +309,7 @@ def _ops(kernels: _Kernels) -> pd.DataFrame:
     })
 
 
-def _op_types_from_statistic(statistic: pa.Table, kernels: _Kernels | None) -> pd.DataFrame:
+def _op_types_from_statistic(statistic: pa.Table, kernels: _Kernels | None) -> pa.Table:
     """One row per type: op_statistic.csv splits a type by core (AI_CORE / AI_VECTOR_CORE). It counts the
     compute tasks only; the HCCL collectives kernel_details.csv lists beside them (`hcom_*`: on msinsight_level1
     hcom_allReduce, its largest kernel) are added from the kernels, as where op_statistic.csv is absent, with no
@@ -324,25 +323,29 @@ def _op_types_from_statistic(statistic: pa.Table, kernels: _Kernels | None) -> p
         return np.bincount(codes[typed], weights=values, minlength=len(types))[ids]
 
     total_ms = per_type("total_us") / US_PER_MS
-    frame = pd.DataFrame({"type": _strings(ids, types), "total_ms": total_ms, "count": per_type("count")})
+    columns = {"type": _strings(ids, types), "total_ms": total_ms, "count": per_type("count")}
     ratio = statistic.column("ratio_pct") if "ratio_pct" in statistic.column_names else None
     if ratio is not None and typed.any() and pc.any(pc.is_valid(ratio.filter(pa.array(typed)))).as_py():
-        frame["file_share"] = per_type("ratio_pct") / 100.0
+        columns["file_share"] = per_type("ratio_pct") / 100.0
+    frame = pa.table(columns)
     if kernels is None:
         return frame
     beside = _op_types_from_kernels(kernels)
-    beside = beside[beside["type"].str.startswith(COLLECTIVE_TYPE_PREFIX) & ~beside["type"].isin(set(frame["type"]))]
-    return pd.concat([frame, beside], ignore_index=True) if len(beside) else frame
+    collective = pc.and_(pc.starts_with(beside.column("type"), COLLECTIVE_TYPE_PREFIX),
+                         pc.invert(pc.is_in(beside.column("type"), frame.column("type").combine_chunks())))
+    beside = beside.filter(pc.fill_null(collective, False))
+    # as pandas' concat: a column only one side has is unknown on the other; counts become floats
+    return pa.concat_tables([frame, beside], promote_options="permissive") if beside.num_rows else frame
 
 
-def _op_types_from_kernels(kernels: _Kernels) -> pd.DataFrame:
+def _op_types_from_kernels(kernels: _Kernels) -> pa.Table:
     typed = kernels.type >= 0
     ids = pd.unique(kernels.type[typed])
     groups = len(kernels.types)
     total_ms = np.bincount(kernels.type[typed], weights=np.nan_to_num(kernels.duration_us[typed]),
                            minlength=groups)[ids] / US_PER_MS
-    return pd.DataFrame({"type": _strings(ids, kernels.types), "total_ms": total_ms,
-                         "count": np.bincount(kernels.type[typed], minlength=groups)[ids]})
+    return pa.table({"type": _strings(ids, kernels.types), "total_ms": total_ms,
+                     "count": np.bincount(kernels.type[typed], minlength=groups)[ids]})
 
 
 def _step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -371,7 +374,7 @@ def _trace_arrays(trace: pa.Table) -> dict[str, np.ndarray]:
     return {name: _floats(trace.column(name)) for name in trace.column_names}
 
 
-def _steps(trace: pa.Table, kernels: _Kernels | None, warnings: list[str]) -> pd.DataFrame:
+def _steps(trace: pa.Table, kernels: _Kernels | None, warnings: list[str]) -> pa.Table:
     """Step times with the forward/backward span from kernel scopes where named."""
     times = _step_times(_trace_arrays(trace))
     spans = _forward_backward_spans(kernels, times["step"]) if kernels is not None else None
@@ -383,7 +386,7 @@ def _steps(trace: pa.Table, kernels: _Kernels | None, warnings: list[str]) -> pd
     else:
         times["fwd_bwd_ms"] = spans
         times["tail_ms"] = np.clip(times["total_ms"] - times["interval_ms"] - spans, 0.0, None)
-    return pd.DataFrame(times)
+    return pa.table(times)
 
 
 def _forward_backward_spans(kernels: _Kernels, steps: np.ndarray) -> np.ndarray | None:

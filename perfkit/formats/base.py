@@ -14,7 +14,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -29,13 +29,16 @@ from ..units import BYTES_PER_MB
 class Parts:
     """A reader's contribution to one rank of a Run (or, keyed RUN_WIDE, to every rank).
 
-    `tables` maps schema table names (see model.SCHEMA) to DataFrames without the rank column; it may also
-    hold the INTERMEDIATE_TABLES that a derivation (formats.DERIVATIONS) turns into a schema table.
+    `tables` maps schema table names (see model.SCHEMA) to tables without the rank column: pandas DataFrames,
+    or pyarrow Tables, which the loader keeps as Arrow until it has every rank's piece of a table and then
+    makes one DataFrame of them all (a reader that runs once per rank of a cluster gives Arrow: thousands of
+    small DataFrames, each built, screened and concatenated on its own, cost more than the bytes they hold).
+    It may also hold the INTERMEDIATE_TABLES that a derivation (formats.DERIVATIONS) turns into a schema table.
     A RUN_WIDE Parts' table with a `rank` column is split by it; one without goes to every rank of the run.
     `meta` holds Meta field values the files tell; `sources` the files read (for messages).
     """
 
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: dict[str, "Table"] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
@@ -133,26 +136,27 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
             if frame is None:
                 continue
             frame = _representable(frame, name, rank, parts.warnings)
-            times = [c for c in frame.columns if str(c).endswith("_ms")]
+            names = column_names(frame)
+            times = [c for c in names if str(c).endswith("_ms")]
             if times:
-                block = _floats(frame, times)  # one conversion for every time column
+                block = float_columns(frame, times)  # one conversion for every time column
                 bad = np.isinf(block) | (block < 0)
                 for position in np.flatnonzero(bad.any(axis=0)):
                     column, column_bad = times[position], bad[:, position]
                     parts.warnings.append(f"rank {rank}: {name}.{column}: {int(column_bad.sum())} negative or "
                                           "infinite values treated as unknown")
-                    frame = frame.assign(**{column: np.where(column_bad, np.nan, block[:, position])})
-            if name == "op_types" and "total_ms" in frame:
-                timed = ~np.isnan(_floats(frame, ["total_ms"])[:, 0])
+                    frame = with_column(frame, column, np.where(column_bad, np.nan, block[:, position]))
+            if name == "op_types" and "total_ms" in names:
+                timed = ~np.isnan(float_columns(frame, ["total_ms"])[:, 0])
                 if not timed.all():
                     parts.warnings.append(f"rank {rank}: op_types: dropped {int((~timed).sum())} op type(s) "
                                           "without a total time")
-                    frame = frame[timed]
-            if name == "steps" and "step" in frame:
-                step_ids = frame["step"].to_numpy()
+                    frame = rows_where(frame, timed)
+            if name == "steps" and "step" in names:
+                step_ids = np.asarray(frame["step"])
                 if len(np.unique(step_ids)) < len(step_ids):
                     frame = _without_repeated_steps(frame, rank, parts.warnings)
-                untimed = int(np.isnan(_floats(frame, ["total_ms"])).sum()) if "total_ms" in frame else 0
+                untimed = int(np.isnan(float_columns(frame, ["total_ms"])).sum()) if "total_ms" in names else 0
                 if untimed:
                     parts.warnings.append(f"rank {rank}: steps: {untimed} step(s) without a total time are left out "
                                           "of step means")
@@ -160,30 +164,75 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
     return result
 
 
-def _representable(frame: pd.DataFrame, name: str, rank: int, warnings: list[str]) -> pd.DataFrame:
+# A reader's table, pandas or Arrow (Parts.tables); the few operations screening and the loader need of either.
+Table = Union[pd.DataFrame, "pa.Table"]
+
+
+def column_names(table: Table) -> list[str]:
+    return list(table.column_names) if is_arrow(table) else list(table.columns)
+
+
+def is_arrow(table) -> bool:
+    return type(table).__module__.startswith("pyarrow")
+
+
+def as_pandas(table: Table) -> pd.DataFrame:
+    """A reader's table as a DataFrame (for the few steps that need one rank's table in pandas)."""
+    return table.to_pandas() if is_arrow(table) else table
+
+
+def with_column(table: Table, name: str, values) -> Table:
+    """`table` with column `name` (added where absent) holding `values` (a numpy or pandas array)."""
+    if is_arrow(table):
+        import pyarrow as pa
+        values = pa.array(values)
+        if name in table.column_names:
+            return table.set_column(table.column_names.index(name), name, values)
+        return table.append_column(name, values)
+    return table.assign(**{name: values})
+
+
+def rows_where(table: Table, keep: np.ndarray) -> Table:
+    """The rows of `table` where `keep` (a boolean array) is True."""
+    if is_arrow(table):
+        import pyarrow as pa
+        return table.filter(pa.array(keep))
+    return table[keep]
+
+
+def _representable(frame: Table, name: str, rank: int, warnings: list[str]) -> Table:
     """`frame` with each value of its schema's numeric columns that the column's type cannot hold made
     unknown (NA), counted in a warning per column; `*_ms` columns are left to screened's duration check
     (which also refuses negatives). Object columns (tables built from JSON) are checked value by value,
-    numeric ones with numpy."""
+    numeric ones with numpy; an Arrow table's columns are typed, and only its floats can hold such values."""
     from ..model import SCHEMA
+    arrow = is_arrow(frame)
+    names = column_names(frame)
     for column, dtype in SCHEMA.get(name, {}).items():
-        if column in frame.columns and dtype == "string" and frame[column].dtype == object:
+        if not arrow and column in names and dtype == "string" and frame[column].dtype == object:
             frame = _text_column(frame, column, name, rank, warnings)
-        if column not in frame.columns or dtype not in ("int64", "Int64", "float64") or column.endswith("_ms"):
+        if column not in names or dtype not in ("int64", "Int64", "float64") or column.endswith("_ms"):
             continue
-        values = frame[column]
         integer = dtype != "float64"
+        if arrow:
+            import pyarrow as pa
+            if not pa.types.is_floating(frame.schema.field(column).type):
+                continue
+            values = frame.column(column).to_numpy()
+        else:
+            values = frame[column]
         if values.dtype == object:
             bad = np.fromiter((not _holds(value, integer) for value in values), bool, len(values))
         elif pd.api.types.is_float_dtype(values.dtype):
-            numbers = values.to_numpy(dtype=np.float64, na_value=np.nan)
+            numbers = values if arrow else values.to_numpy(dtype=np.float64, na_value=np.nan)
             bad = np.isinf(numbers) | ((np.abs(numbers) >= 2.0**63) if integer else False)
         else:
             continue
         if bad.any():
             warnings.append(f"rank {rank}: {name}.{column}: {int(bad.sum())} value(s) "
                             f"{'out of the int64 range' if integer else 'not finite'} treated as unknown")
-            frame = frame.assign(**{column: values.where(~bad, None if values.dtype == object else np.nan)})
+            frame = (with_column(frame, column, np.where(bad, np.nan, values)) if arrow else
+                     frame.assign(**{column: values.where(~bad, None if values.dtype == object else np.nan)}))
     return frame
 
 
@@ -210,9 +259,16 @@ def _holds(value: Any, integer: bool) -> bool:
     return np.isnan(value) or (np.isfinite(value) and (not integer or abs(value) < 2.0**63))
 
 
-def _floats(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
-    """`columns` of `frame` as a 2-D float array; a value that is not a number is NaN. An all-numeric frame
-    (a step table) converts in one call: selecting columns by a list of names costs more than the data."""
+def float_columns(frame: Table, columns: list[str]) -> np.ndarray:
+    """`columns` of `frame` as a 2-D float array; a value that is not a number (or none) is NaN. An all-numeric
+    frame (a step table) converts in one call: selecting columns by a list of names costs more than the data."""
+    if is_arrow(frame):
+        import pyarrow as pa
+        return np.column_stack([
+            frame.column(c).to_numpy().astype(np.float64, copy=False)
+            if pa.types.is_floating(frame.schema.field(c).type) or pa.types.is_integer(frame.schema.field(c).type)
+            else pd.to_numeric(pd.Series(frame.column(c).to_numpy(zero_copy_only=False)), errors="coerce")
+            .to_numpy(dtype=np.float64, na_value=np.nan) for c in columns])
     if all(_numeric(t) for t in frame.dtypes):
         positions = [frame.columns.get_loc(c) for c in columns]
         return frame.to_numpy(dtype=np.float64, na_value=np.nan)[:, positions]
@@ -224,9 +280,13 @@ def _numeric(dtype) -> bool:
     return pd.api.types.is_float_dtype(dtype) or pd.api.types.is_integer_dtype(dtype)
 
 
-def _without_repeated_steps(steps: pd.DataFrame, rank: int, warnings: list[str]) -> pd.DataFrame:
+def _without_repeated_steps(steps: Table, rank: int, warnings: list[str]) -> Table:
     """A step row written twice (a copied line, a re-run appended) would count twice in every mean:
     identical copies are dropped; a step id repeated with other times is kept and said."""
+    if is_arrow(steps):  # rare: compared row by row in pandas, given back as Arrow
+        import pyarrow as pa
+        return pa.Table.from_pandas(_without_repeated_steps(steps.to_pandas(), rank, warnings), preserve_index=False)
+
     def first_ids(rows: pd.Series) -> str:
         return ", ".join(str(step) for step in steps.loc[rows, "step"].unique()[:5])
 

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from .ascend_ms import OUTPUT_DIR, _read_profiler_info
 from .base import Parts, Reader, has_match, json_object
@@ -96,7 +97,7 @@ def _name_and_group(key: str) -> tuple[str, str | None]:
     return name, (group if at else None)
 
 
-def _ops(data: dict, warnings: list[str]) -> pd.DataFrame:
+def _ops(data: dict, warnings: list[str]) -> pa.Table:
     skipped = _Skipped(COMMUNICATION)
     rows = []
     for step, kind, entries in _steps(data, skipped):
@@ -115,10 +116,14 @@ def _ops(data: dict, warnings: list[str]) -> pd.DataFrame:
     return _frame(rows, ["step", "name", "kind", "group", *TIME_FIELDS, "size_mb"])
 
 
-def _frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
-    """Rows as a frame built from columns: from a list of dicts, pandas spends more per rank than the rows cost."""
+def _frame(rows: list[tuple], columns: list[str]) -> pa.Table | pd.DataFrame:
+    """Rows as an Arrow table built from columns (made pandas once for all ranks by the loader); a DataFrame
+    where a column holds what Arrow cannot (a rank number past 64 bits), screened value by value as such."""
     values = list(zip(*rows)) if rows else [()] * len(columns)
-    return pd.DataFrame({column: list(cells) for column, cells in zip(columns, values)})
+    try:
+        return pa.table({column: pa.array(list(cells)) for column, cells in zip(columns, values)})
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return pd.DataFrame({column: list(cells) for column, cells in zip(columns, values)})
 
 
 def _op_size(bandwidth: object, skipped: _Skipped) -> float:
@@ -137,7 +142,7 @@ def _op_size(bandwidth: object, skipped: _Skipped) -> float:
     return total
 
 
-def _links(data: dict, warnings: list[str]) -> pd.DataFrame:
+def _links(data: dict, warnings: list[str]) -> pa.Table:
     skipped = _Skipped(MATRIX)
     rows = []
     for step, kind, entries in _steps(data, skipped):

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from ..errors import FileFormatError
 from ..units import BYTES_PER_MB, KB_PER_MB, NS_PER_MS, US_PER_MS
 from .ascend_ms import OUTPUT_DIR, _codes, _read_profiler_info
-from .base import Parts, Reader, guarded, has_match, rank_of, read_csv_table
+from .base import Parts, Reader, float_columns, guarded, has_match, rank_of, read_csv_table, with_column
 
 MEMORY_RECORD = "memory_record.csv"
 OPERATOR_MEMORY = "operator_memory.csv"
@@ -112,11 +112,10 @@ def _read_new_layout(output: Path, parts: Parts) -> None:
         prefixed = pc.binary_join_element_wise(MODULE_PREFIX, modules.column("component").cast(pa.string()), "")
         modules = modules.set_column(modules.column_names.index("component"), "component", prefixed)
         samples.append(_samples(modules, MODULE_MEMORY, parts.warnings))
-    samples = [columns for columns in samples if len(columns["time_ms"])]
+    samples = [table for table in samples if table.num_rows]
     if samples:
-        # one frame per rank from the files' columns: a cluster run has thousands of these small tables
-        parts.tables["memory"] = pd.DataFrame({name: np.concatenate([columns[name] for columns in samples])
-                                               for name in samples[0]})
+        # Arrow, made pandas once for all ranks by the loader: a cluster run has thousands of these small tables
+        parts.tables["memory"] = pa.concat_tables(samples)
     blocks = load(OPERATOR_MEMORY, OPERATOR_MEMORY_COLUMNS, ("name", "size_kb", "allocated_at"))
     if blocks is not None:
         parts.tables["op_memory"] = _op_memory(blocks, parts.warnings)
@@ -160,14 +159,14 @@ def _size_column(table: pa.Table, column: str, path_name: str, warnings: list[st
     return _sizes(values, present, path_name, label, warnings)
 
 
-def _texts(table: pa.Table, column: str) -> np.ndarray:
-    """A text column as an object array (None where empty); absent: all None."""
+def _texts(table: pa.Table, column: str) -> pa.ChunkedArray:
+    """A text column (null where empty); absent: all null."""
     if column not in table.column_names:
-        return np.full(table.num_rows, None, dtype=object)
-    return table.column(column).cast(pa.string()).to_numpy(zero_copy_only=False)
+        return pa.chunked_array([pa.nulls(table.num_rows, pa.string())])
+    return table.column(column).cast(pa.string())
 
 
-def _samples(table: pa.Table, path_name: str, warnings: list[str]) -> dict[str, np.ndarray]:
+def _samples(table: pa.Table, path_name: str, warnings: list[str]) -> pa.Table:
     """memory_record / npu_module_mem rows as memory sample columns, epoch ms, ordered by time within a
     component."""
     components, _ = _codes(table.column("component"))
@@ -182,25 +181,26 @@ def _samples(table: pa.Table, path_name: str, warnings: list[str]) -> dict[str, 
     return _in_time_order(columns, components, path_name, warnings)
 
 
-def _in_time_order(columns: dict[str, np.ndarray], components: np.ndarray, path_name: str,
-                   warnings: list[str]) -> dict[str, np.ndarray]:
-    """Rows without a time are dropped; rows out of time order within a component (`components`: a code per
-    row) are sorted. Both said. numpy, not pandas: a cluster run has two of these tables per rank."""
-    timed = ~np.isnan(columns["time_ms"])
+def _in_time_order(columns: dict, components: np.ndarray, path_name: str, warnings: list[str]) -> pa.Table:
+    """The columns as a table, without the rows that have no time, and sorted by time where rows within a
+    component (`components`: a code per row) are out of time order. Both said. numpy and Arrow, not pandas: a
+    cluster run has two of these tables per rank."""
+    time_ms = columns["time_ms"]
+    table = pa.table(columns)
+    timed = ~np.isnan(time_ms)
     if not timed.all():
         warnings.append(f"{path_name}: skipped {int((~timed).sum())} row(s) without a timestamp")
-        columns = {name: values[timed] for name, values in columns.items()}
-        components = components[timed]
+        table, components, time_ms = table.filter(pa.array(timed)), components[timed], time_ms[timed]
     by_component = np.argsort(components, kind="stable")
-    code, time_ms = components[by_component], columns["time_ms"][by_component]
-    backwards = int(((code[1:] == code[:-1]) & (time_ms[1:] < time_ms[:-1])).sum())
+    code, in_component = components[by_component], time_ms[by_component]
+    backwards = int(((code[1:] == code[:-1]) & (in_component[1:] < in_component[:-1])).sum())
     if backwards:
         warnings.append(f"{path_name}: {backwards} row(s) out of time order; sorted by time")
-    order = np.argsort(columns["time_ms"], kind="stable")
-    return {name: values[order] for name, values in columns.items()}
+    order = np.argsort(time_ms, kind="stable")
+    return table if (order == np.arange(len(order))).all() else table.take(pa.array(order))
 
 
-def _op_memory(table: pa.Table, warnings: list[str]) -> pd.DataFrame:
+def _op_memory(table: pa.Table, warnings: list[str]) -> pa.Table:
     allocated_at = _numbers(table.column("allocated_at"), OPERATOR_MEMORY, "allocation time", warnings)
     released_at = (_numbers(table.column("released_at"), OPERATOR_MEMORY, "release time", warnings)
                    if "released_at" in table.column_names else np.full(table.num_rows, np.nan))
@@ -215,34 +215,36 @@ def _op_memory(table: pa.Table, warnings: list[str]) -> pd.DataFrame:
         "stream": _texts(table, "stream"),
         "device": _texts(table, "device"),
     }
+    blocks = pa.table(columns)
     timed = ~np.isnan(allocated_at)
     if not timed.all():
         warnings.append(f"{OPERATOR_MEMORY}: skipped {int((~timed).sum())} row(s) without an allocation time")
-        columns = {name: values[timed] for name, values in columns.items()}
-    return pd.DataFrame(columns)
+        blocks = blocks.filter(pa.array(timed))
+    return blocks
 
 
-def _read_cpu(path: Path, warnings: list[str]) -> pd.DataFrame:
+def _read_cpu(path: Path, warnings: list[str]) -> pa.Table:
     """cpu_ms_memory_record_{r}.txt: one sample per allocator event, epoch ns and bytes."""
     types = {"time": TEXT, "allocated_b": pa.float64(), "reserved_b": pa.float64(), "active_b": pa.float64()}
     table = read_csv_table(path, CPU_MEMORY_COLUMNS, ("time", "allocated_b"), types, warnings)
     rows = table.num_rows
-    columns = _in_time_order({
+    samples = _in_time_order({
         # epoch ns as float64 keep about 0.25 µs: far below the ms the table reports
         "time_ms": _numbers(table.column("time"), path.name, "timestamp", warnings) / NS_PER_MS,
         "allocated_mb": _size_column(table, "allocated_b", path.name, warnings, scale=BYTES_PER_MB),
         "reserved_mb": _size_column(table, "reserved_b", path.name, warnings, scale=BYTES_PER_MB),
         "active_mb": _size_column(table, "active_b", path.name, warnings, scale=BYTES_PER_MB),
-        "component": np.full(rows, CPU_COMPONENT, dtype=object),
-        "device": np.full(rows, "CPU", dtype=object),
+        "component": pa.repeat(pa.scalar(CPU_COMPONENT), rows),
+        "device": pa.repeat(pa.scalar("CPU"), rows),
     }, np.zeros(rows, dtype=np.int64), path.name, warnings)
-    if not len(columns["time_ms"]):
+    if not samples.num_rows:
         raise FileFormatError("has no row with a timestamp", path)
-    return pd.DataFrame(columns)
+    return samples
 
 
-def on_run_clock(tables: dict[str, pd.DataFrame]) -> None:
-    """A rank's memory and op_memory times from epoch ms to ms since the run's start, in place.
+def on_run_clock(tables: dict) -> None:
+    """A rank's memory and op_memory times from epoch ms to ms since the run's start, in place (pandas or Arrow
+    tables, kept as they are: a cluster run calls this once per rank).
 
     The run starts at the rank's first memory sample or block, or where its first profiled step began
     if earlier. With the step times `perfkit profile` records ("step_times", epoch ns, the clock
@@ -252,28 +254,37 @@ def on_run_clock(tables: dict[str, pd.DataFrame]) -> None:
     if memory is None and blocks is None:
         return
     step_times = tables.get("step_times")
-    starts = [frame[column].min() for frame, column in ((memory, "time_ms"), (blocks, "allocated_at_ms"))
-              if frame is not None and len(frame)]
+    sample_ms = float_columns(memory, ["time_ms"])[:, 0] if memory is not None else None
+    allocated_ms = float_columns(blocks, ["allocated_at_ms"])[:, 0] if blocks is not None else None
+    starts = [_earliest(times) for times in (sample_ms, allocated_ms) if times is not None and len(times)]
     has_steps = step_times is not None and len(step_times) > 0
     if has_steps:  # a sample taken as the profiler started, before step 1's stamp, must not come out negative
         starts.append(step_times["begin_ns"].min() / NS_PER_MS)
     origin = min(starts)
     if memory is not None:
-        memory = memory.assign(time_ms=memory["time_ms"] - origin)
+        sample_ms = sample_ms - origin
+        memory = with_column(memory, "time_ms", sample_ms)
         if has_steps:
             times = step_times.sort_values("begin_ns")
             begin = times["begin_ns"].to_numpy(np.float64) / NS_PER_MS - origin
             end = times["end_ns"].to_numpy(np.float64) / NS_PER_MS - origin
-            position = np.searchsorted(begin, memory["time_ms"].to_numpy(), side="right") - 1
-            inside = (position >= 0) & (memory["time_ms"].to_numpy() < end[np.clip(position, 0, None)])
+            position = np.searchsorted(begin, sample_ms, side="right") - 1
+            inside = (position >= 0) & (sample_ms < end[np.clip(position, 0, None)])
             step = pd.array(np.where(inside, times["step"].to_numpy()[np.clip(position, 0, None)], 0),
                             dtype="Int64")
             step[~inside] = pd.NA
-            memory = memory.assign(step=step)
+            memory = with_column(memory, "step", step)
         tables["memory"] = memory
     if blocks is not None:
-        tables["op_memory"] = blocks.assign(allocated_at_ms=blocks["allocated_at_ms"] - origin,
-                                            released_at_ms=blocks["released_at_ms"] - origin)
+        released_ms = float_columns(blocks, ["released_at_ms"])[:, 0]
+        tables["op_memory"] = with_column(with_column(blocks, "allocated_at_ms", allocated_ms - origin),
+                                          "released_at_ms", released_ms - origin)
+
+
+def _earliest(times: np.ndarray) -> float:
+    """The smallest time, NaN where none is known (as pandas' min)."""
+    known = times[~np.isnan(times)]
+    return float(known.min()) if len(known) else np.nan
 
 
 # Not a unit: memory files add to the rank whose profiler folder they sit in.
