@@ -106,8 +106,17 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable,
     finally:
         _remove(fs, probe)
         _remove(fs, outcomes_folder)
-        client.close(timeout=timeout_s())
+        _close(client, distributed)
     return [read[folder][reader_name] for reader_name, folder in jobs]
+
+
+def _close(client, distributed) -> None:
+    """Close the client within timeout_s(); one that takes longer (a scheduler gone or slow to answer) is left
+    to the interpreter's exit: what was read is read, and a TimeoutError here would hide the answer."""
+    try:
+        client.close(timeout=timeout_s())
+    except (TimeoutError, distributed.TimeoutError, OSError):
+        pass
 
 
 def _distributed():
@@ -156,7 +165,8 @@ def _check_workers_see(client, distributed, where: Target, probe: str) -> None:
 
 def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]:
     """{folder: the path of its task's outcome file, or why it was not read}: waits while tasks finish or
-    workers remain; once no worker has been left for timeout_s(), the folders not read yet are given up.
+    workers remain; once no worker has been left (or the scheduler has not answered) for timeout_s(), the
+    folders not read yet are given up.
     A finished task is not asked for its result (the worker holding it may be dead by then): it wrote its
     outcome to the storage before it finished."""
     outcomes: dict[str, Any] = {}
@@ -188,18 +198,30 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
         looked = time.monotonic()
         if client.status not in ("running", "connecting"):
             raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
-        if client.nthreads():
+        workers = _workers(client, distributed)
+        if workers:
             workerless_since = None
         elif workerless_since is None:
             workerless_since = time.monotonic()
         elif time.monotonic() - workerless_since > timeout_s():
+            why = (f"no Dask worker left to read it (none for {timeout_s():g} s)" if workers is not None else
+                   f"the Dask scheduler did not answer for {timeout_s():g} s")
             for future in pending:
                 folder, _ = futures[future]
-                outcomes[folder] = FileFormatError(
-                    f"not read: no Dask worker left to read it (none for {timeout_s():g} s)", folder)
-                future.cancel()
+                outcomes[folder] = FileFormatError(f"not read: {why}", folder)
+            client.cancel(list(pending))  # one message to the scheduler, not one call per task
             pending = set()
     return outcomes
+
+
+def _workers(client, distributed) -> dict | None:
+    """The scheduler's workers now, or None where it did not answer within timeout_s(): the one call of the wait
+    that goes to the scheduler, which a scheduler that stopped answering (its connection still open) would
+    otherwise make a wait without end. No answer counts as no worker: the wait stays bounded either way."""
+    try:
+        return client.nthreads(callback_timeout=timeout_s())
+    except (TimeoutError, distributed.TimeoutError, OSError):
+        return None
 
 
 def _results(fs, outcome: Any, readers: list[str], folder: str, where: Target) -> dict[str, Any]:
