@@ -32,6 +32,7 @@ COMM_MIN_SHARE = 0.05
 def communication(run: Run) -> list[Finding]:
     """Exposed collective communication (ledger.rank_parts): point-to-point waits are pipeline_stage_imbalance's."""
     per_rank = rank_parts(run).set_index("rank")
+    per_rank = per_rank[per_rank["total"] > 0]  # a rank without a known step time has no share to judge
     if not len(per_rank):
         return []
     per_rank["share"] = per_rank["communication"] / per_rank["total"]
