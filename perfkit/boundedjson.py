@@ -64,11 +64,58 @@ class Counts:
 
 def loads(text: str, counts: Counts | None = None) -> Any:
     """`text` decoded within the bounds above; raises JSONError where it is not JSON or nested too deep."""
+    value = _plain(text)
+    if value is not _NOT_PLAIN:
+        return value
     counts = counts if counts is not None else Counts()
     value, end = decode_value(text, 0, counts)
     if text[end:].strip():
         raise JSONError(f"is not valid JSON (extra data at character {end})", end)
     return value
+
+
+# orjson decodes ~3x faster than json with the number hooks (a cluster run reads a 100 KB communication.json per
+# rank: 0.8 ms instead of 2.2 with the check below). Where orjson accepts a text, its value is json's, except for
+# what the bounds change: orjson refuses NaN, Infinity, numbers that overflow a double and lone surrogates (those
+# texts go to the bounded decoder, which says them), but keeps integers up to 2**64 - 1 and makes larger ones floats,
+# and nests to 1,024 levels. So its value is taken only when every integer fits int64, every float is below 2**63
+# in magnitude (no integer past int64 hides in it) and nothing nests deeper than PLAIN_DEPTH; else the bounded
+# decoder reads the text.
+PLAIN_DEPTH = 100
+_NOT_PLAIN = object()
+
+
+def _plain(text: str) -> Any:
+    """orjson's value of `text` where it is the bounded decoder's, else _NOT_PLAIN."""
+    import orjson
+
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _NOT_PLAIN
+    return value if _within_bounds(value) else _NOT_PLAIN
+
+
+def _within_bounds(value: Any) -> bool:
+    """Whether every number of `value` is one the bounded decoder keeps as it is and it nests at most PLAIN_DEPTH
+    levels (a walk level by level, the containers alone queued)."""
+    level = [[value]]
+    for _ in range(PLAIN_DEPTH + 1):
+        deeper = []
+        for container in level:
+            for item in (container.values() if type(container) is dict else container):
+                kind = type(item)
+                if kind is dict or kind is list:
+                    deeper.append(item)
+                elif kind is int:
+                    if not INT64_MIN <= item <= INT64_MAX:
+                        return False
+                elif kind is float and not -2.0**63 < item < 2.0**63:
+                    return False
+        if not deeper:
+            return True
+        level = deeper
+    return False
 
 
 def decode_value(text: str, position: int, counts: Counts) -> tuple[Any, int]:

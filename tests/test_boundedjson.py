@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from perfkit import boundedjson
 
@@ -59,3 +60,31 @@ def test_decode_value_reads_one_value_of_many_and_says_where_it_ends():
     with pytest.raises(boundedjson.TooDeep) as raised:
         boundedjson.decode_value("1, " + deep, 2, counts)
     assert raised.value.position == 3
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.text(max_size=5)
+    | st.integers(min_value=-2**70, max_value=2**70) | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES, st.sampled_from(["", "1e999", "9223372036854775808", "18446744073709551616",
+                                     "-9223372036854775809", '"\\ud800"', "NaN"]))
+def test_the_fast_path_gives_what_the_bounded_decoder_gives(value, odd):
+    """loads takes orjson's value only where it is the bounded decoder's: the same value, the same counts, for
+    texts with integers past int64 and u64, floats that overflow, lone surrogates and NaN among plain values."""
+    text = json.dumps([value])
+    if odd:
+        text = f"{text[:-1]}, {odd}]"
+    counts, expected_counts = boundedjson.Counts(), boundedjson.Counts()
+    expected, _ = boundedjson.decode_value(text, 0, expected_counts)
+    assert repr(boundedjson.loads(text, counts)) == repr(expected)
+    assert counts.notes() == expected_counts.notes()
+
+
+def test_deep_but_bounded_nesting_is_the_bounded_decoders():
+    for depth in (99, 100, 101, 500):
+        text = "[" * depth + "1" + "]" * depth
+        assert boundedjson.loads(text) == boundedjson.decode_value(text, 0, boundedjson.Counts())[0]
