@@ -1,0 +1,296 @@
+"""Time by network Cell: which layer of the model takes the step, forward and backward side by side.
+
+MindSpore names every kernel by the Cell scope it runs in, on every layout perfkit reads (CPU
+`cpu_op_detail_info`, legacy `aicore_intermediate_*_detail.csv`, new-layout `kernel_details.csv` of MindSpore
+runs, GPU op names, the database's op names): forward `Default/network-WithLossCell/_backbone-ResNet50/
+layer4-SequentialCell/0-Bottleneck/conv3-Conv2d/Conv2D-op12`, backward the same scope under `Gradients/` with
+a `Grad_Conv2D` (older releases: `gradConv2D`) component before the kernel. `cells(run)` folds the op table
+into that tree: one row per Cell (and each of its ancestors), its forward, backward and other ms per step,
+calls and FLOPs, so that every op is counted once and the tree's root totals equal the op totals.
+
+Graph mode names a reused gradient graph after the first Cell it was built for: on the ResNet-50 sample runs
+all 53 BatchNormGrad kernels sit under the stem's `bn1-BatchNorm2d`, 49 ReluGrads under the stem's
+`relu-ReLU`, and layer3's 1x1 Conv2DBackpropInput under `layer1/0-Bottleneck/conv3`. Taken at their word, those
+names would make the stem the slowest backward Cell. So a backward kernel is placed by its shapes: among the
+forward kernels of the primitive its `Grad_X` scope names, those with the same tensors (a conv: the same
+layer identity, flops.conv_flops' `dout|weight`; others: a shared input shape) are its candidates. It stays
+under its named Cell when that Cell is a candidate and has as many forward kernels of that primitive as
+backward ones are named there, goes to the one candidate Cell when there is one, and otherwise to the
+deepest Cell all candidates share (layer3, for a 1x1 gradient that any of layer3's blocks could own): never
+a guess below what the shapes tell. Kernels without a candidate keep their named Cell.
+
+>>> tree = perfkit.cells(run)                                   # doctest: +SKIP
+>>> tree[tree["depth"] == 4][["label", "forward_ms", "backward_ms", "share"]]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .callable_module import make_callable
+from .flops import op_flops, parse_shapes
+from .model import Run
+
+NO_CELL = "(no cell)"
+GRADIENTS = "Gradients"
+# A gradient component inside a backward scope: `Grad_Conv2D` (MindSpore 1.6+) or `gradConv2D` (older);
+# its group is the forward primitive whose backward the kernels below it compute.
+GRAD_COMPONENT = re.compile(r"^(?:Grad_|grad(?=[A-Z]))(.+)$")
+# Cell attribute names that only wrap the network (TrainOneStepCell.network, WithLossCell._backbone):
+# left out of a Cell's short label (`layer4.0.conv3`), kept in its path.
+WRAPPER_NAMES = {"Default", "network", "_backbone"}
+# The summary's readable level: descend from the root through Cells that one child fills to at least this
+# share (wrappers: Default -> network -> _backbone), then list the children of the Cell reached.
+DOMINANT_CHILD = 0.8
+
+COLUMNS = ["rank", "path", "parent", "label", "cell_type", "depth", "forward_ms", "backward_ms", "other_ms",
+           "total_ms", "calls", "flops", "flops_ms", "tflops_per_s", "share"]
+
+
+def scope_of(name: str) -> tuple[list[str], str | None]:
+    """(the Cell scope components of an op name, the forward primitive a gradient component names or None):
+    `Gradients/Default/a-A/Grad_Conv2D/Conv2DBackpropFilter-op6` -> (["Default", "a-A"], "Conv2D");
+    a name without a scope (`Conv2D1`, `ReluGrad`) -> ([], None)."""
+    parts = name.split("/")[:-1]
+    if parts and parts[0] == GRADIENTS:
+        parts = parts[1:]
+    scope, grad_of = [], None
+    for part in parts:
+        match = GRAD_COMPONENT.match(part)
+        if match:
+            grad_of = match.group(1)
+        else:
+            scope.append(part)
+    return scope, grad_of
+
+
+def label_of(path: str) -> str:
+    """A Cell path's short name, by attribute: `Default/network-WithLossCell/_backbone-ResNet50/
+    layer4-SequentialCell/0-Bottleneck/conv3-Conv2d` -> `layer4.0.conv3`; wrappers alone keep their name."""
+    if path == NO_CELL:
+        return path
+    names = [part.split("-", 1)[0] for part in path.split("/")]
+    short = [name for name in names if name not in WRAPPER_NAMES]
+    return ".".join(short) if short else names[-1]
+
+
+def cell_label(op_name: str) -> str | None:
+    """The Cell an op runs in, in words for a finding's target ("layer4.0.conv3"); None without a scope.
+    A backward kernel's own scope may name a reused Cell (module docstring): `cells(run)` places it by shapes."""
+    scope, _ = scope_of(op_name)
+    return label_of("/".join(scope)) if scope else None
+
+
+def cells(run: Run) -> pd.DataFrame:
+    """The Cell tree of a run, one row per Cell and ancestor (COLUMNS), in ms per profiled step.
+
+    rank: NA where the ranks hold the same Cells and the rows are their mean (data parallel), else one set of
+    rows per rank (pipeline stages run different Cells). path: the scope (`Default/network-.../layer4-
+    SequentialCell`), `(no cell)` for ops without one; parent: the enclosing path ("" at the top); label:
+    `layer4`; depth: 1 at the top. forward/backward/other_ms: op time per profiled step by the op's pass
+    (the op tables are totals over the profiled steps, divided by their number as the ledger does); calls per
+    step; flops per step of the ops whose work their shapes give (flops.op_flops; 0 where none), flops_ms the
+    time of those ops, tflops_per_s = flops / flops_ms; share: total_ms over the rank's mean steady step
+    (perfkit.ledger), or over its op time where steps are unknown. `attrs["warnings"]`: what could not be placed.
+    """
+    return _memo(run)
+
+
+make_callable(__name__, cells)
+
+
+def _memo(run: Run) -> pd.DataFrame:
+    versions = run.table_versions()
+    kept = run.__dict__.get("_cells")
+    if kept is not None and kept[0] == versions:
+        return kept[1]
+    frame = _build(run)
+    run.__dict__["_cells"] = (versions, frame)
+    return frame
+
+
+def placed_ops(run: Run) -> pd.DataFrame:
+    """The op table with each op's Cell (`path`) and FLOPs over the run (`flops`, NaN where unknown); the
+    rows `cells` sums. `attrs["warnings"]` as cells'."""
+    ops = run.ops
+    warnings: list[str] = []
+    frames = []
+    for rank, mine in ops.groupby("rank", sort=True):
+        mine = mine.reset_index(drop=True)
+        scopes = [scope_of(str(name)) for name in mine["name"].tolist()]
+        paths = np.array(["/".join(scope) if scope else NO_CELL for scope, _ in scopes], dtype=object)
+        grad_of = np.array([grad for _, grad in scopes], dtype=object)
+        work = op_flops(mine).set_index("name") if len(mine) else pd.DataFrame()
+        flops = mine["name"].map(work["flops"]).to_numpy(dtype=np.float64) if len(work) else np.full(len(mine), np.nan)
+        layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine))
+        moved, shared = _place_backward(mine, paths, grad_of, layers.tolist())
+        frames.append(mine.assign(path=paths, flops=flops))
+        if moved or shared:
+            warnings.append(f"rank {rank}: {moved + shared} backward kernel(s) were named after a reused Cell's "
+                            f"scope and were placed by their shapes: {moved} under their own Cell, {shared} under "
+                            "the nearest Cell that every Cell with those shapes shares")
+    placed = pd.concat(frames, ignore_index=True) if frames else ops.assign(path=pd.Series(dtype=object),
+                                                                           flops=pd.Series(dtype="float64"))
+    unplaced = placed[placed["path"] == NO_CELL]
+    if len(unplaced):
+        share = unplaced["total_ms"].sum() / placed["total_ms"].sum() if placed["total_ms"].sum() > 0 else 1.0
+        examples = ", ".join(f"`{name}`" for name in unplaced.nlargest(9, "total_ms")["name"].astype(str).unique()[:3])
+        warnings.append(f"{len(unplaced)} op(s), {share:.0%} of op time, carry no Cell scope (e.g. {examples}): "
+                        f"shown as {NO_CELL}")
+    unknown = placed["flops"].isna() & placed["type"].isin(["Conv2D", "Conv2DBackpropInput",
+                                                            "Conv2DBackpropFilter", "MatMul", "BatchMatMul"])
+    if unknown.any():
+        warnings.append(f"{int(unknown.sum())} dense op(s) ({placed.loc[unknown, 'total_ms'].sum():.1f} ms) have "
+                        "shapes missing or in a form the FLOP model does not read (e.g. Ascend's 5-D NC1HWC0): their FLOPs "
+                        "are unknown and left out")
+    placed.attrs["warnings"] = warnings
+    return placed
+
+
+def _shapes_key(text: Any) -> frozenset:
+    """The tensors an op reads, for matching a gradient to its forward op: its shapes of 2+ dimensions
+    (vectors such as a BatchNorm's per-channel scale match too many layers), else all of them."""
+    shapes = [shape for shape in parse_shapes(text) if shape]
+    wide = [shape for shape in shapes if len(shape) >= 2]
+    return frozenset(wide or shapes)
+
+
+def _place_backward(ops: pd.DataFrame, paths: np.ndarray, grad_of: np.ndarray, layers: list) -> tuple[int, int]:
+    """Re-place, in `paths`, backward kernels named after a reused Cell (module docstring). Returns (moved to
+    one Cell, moved to a shared ancestor)."""
+    passes = ops["pass"].astype(str).to_numpy()
+    types = ops["type"].astype(str).to_numpy()
+    shapes = [_shapes_key(text) for text in ops["input_shapes"].tolist()]
+    forward = np.flatnonzero(passes == "forward")
+    backward = [i for i in np.flatnonzero(passes == "backward") if grad_of[i]]
+    named_count: dict[tuple[str, str], int] = {}
+    for i in backward:
+        named_count[(paths[i], grad_of[i])] = named_count.get((paths[i], grad_of[i]), 0) + 1
+    by_layer: dict[Any, list[int]] = {}
+    by_shape: dict[tuple, list[int]] = {}
+    forward_at: dict[tuple[str, str], int] = {}
+    for j in forward:
+        if layers[j] is not None and not pd.isna(layers[j]):
+            by_layer.setdefault(layers[j], []).append(j)
+        for shape in shapes[j]:
+            by_shape.setdefault(shape, []).append(j)
+    moved = shared = 0
+    for i in backward:
+        primitive = grad_of[i]
+        if layers[i] is not None and not pd.isna(layers[i]):
+            found = by_layer.get(layers[i], [])
+        else:
+            found = {j for shape in shapes[i] for j in by_shape.get(shape, [])}
+        candidates = [j for j in found if types[j].startswith(primitive)]
+        cells_of = sorted({paths[j] for j in candidates})
+        if not cells_of:
+            continue
+        key = (paths[i], primitive)
+        if key not in forward_at:
+            forward_at[key] = sum(1 for j in forward if paths[j] == paths[i] and types[j].startswith(primitive))
+        forward_here = forward_at[key]
+        if paths[i] in cells_of and named_count[(paths[i], primitive)] <= forward_here:
+            continue
+        paths[i] = cells_of[0] if len(cells_of) == 1 else _common_ancestor(cells_of)
+        moved += len(cells_of) == 1
+        shared += len(cells_of) > 1
+    return moved, shared
+
+
+def _common_ancestor(paths: list[str]) -> str:
+    parts = [path.split("/") for path in paths]
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) > 1:
+            break
+        common.append(level[0])
+    return "/".join(common) if common else NO_CELL
+
+
+def _build(run: Run) -> pd.DataFrame:
+    placed = placed_ops(run)
+    warnings = list(placed.attrs["warnings"])
+    if not len(placed):
+        frame = pd.DataFrame(columns=COLUMNS)
+        frame.attrs["warnings"] = warnings
+        return frame
+    steps = run.steps.groupby("rank")["step"].nunique() if len(run.steps) else pd.Series(dtype="int64")
+    rows = []
+    for rank, mine in placed.groupby("rank", sort=True):
+        per_step = max(int(steps.get(rank, 1)), 1)
+        rows.append(_tree(mine, per_step).assign(rank=rank))
+    tree = pd.concat(rows, ignore_index=True)
+    tree = _pool(tree, warnings)
+    tree["tflops_per_s"] = (tree["flops"] / tree["flops_ms"].where(tree["flops_ms"] > 0) / 1e9)
+    tree["share"] = tree["total_ms"] / _step_ms(run, tree)
+    frame = tree[COLUMNS].sort_values(["rank", "path"], kind="stable", na_position="first").reset_index(drop=True)
+    frame.attrs["warnings"] = warnings
+    return frame
+
+
+def _tree(ops: pd.DataFrame, per_step: int) -> pd.DataFrame:
+    """One rank's ops summed into every Cell and each of its ancestors, per profiled step."""
+    known = ops["flops"].notna()
+    sums = pd.DataFrame({
+        "path": ops["path"].to_numpy(),
+        "forward_ms": np.where(ops["pass"] == "forward", ops["total_ms"], 0.0),
+        "backward_ms": np.where(ops["pass"] == "backward", ops["total_ms"], 0.0),
+        "other_ms": np.where(~ops["pass"].isin(["forward", "backward"]), ops["total_ms"], 0.0),
+        "calls": ops["count"].to_numpy(dtype=np.float64),
+        "flops": ops["flops"].fillna(0.0).to_numpy(),
+        "flops_ms": np.where(known, ops["total_ms"], 0.0),
+    }).groupby("path", sort=False).sum()
+    values = ["forward_ms", "backward_ms", "other_ms", "calls", "flops", "flops_ms"]
+    expanded = []
+    for path, row in sums.iterrows():
+        parts = path.split("/") if path != NO_CELL else [NO_CELL]
+        for depth in range(1, len(parts) + 1):
+            expanded.append(("/".join(parts[:depth]), *row[values].tolist()))
+    tree = pd.DataFrame(expanded, columns=["path", *values]).groupby("path", sort=False).sum().reset_index()
+    tree[values] = tree[values] / per_step
+    tree["total_ms"] = tree["forward_ms"] + tree["backward_ms"] + tree["other_ms"]
+    tree["depth"] = [1 if path == NO_CELL else path.count("/") + 1 for path in tree["path"]]
+    tree["parent"] = ["" if depth == 1 else path.rsplit("/", 1)[0] for path, depth in zip(tree["path"], tree["depth"])]
+    tree["label"] = [label_of(path) if depth > 1 or path == NO_CELL else path
+                     for path, depth in zip(tree["path"], tree["depth"])]
+    tree["cell_type"] = [path.rsplit("/", 1)[-1].split("-", 1)[1] if "-" in path.rsplit("/", 1)[-1] else ""
+                         for path in tree["path"]]
+    return tree
+
+
+def _pool(tree: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
+    """Ranks holding the same Cells: their mean, rank NA. Ranks holding different ones: per rank, said."""
+    ranks = tree["rank"].unique()
+    tree["rank"] = tree["rank"].astype("Int64")
+    if len(ranks) < 2:
+        return tree
+    cell_sets = {frozenset(group["path"]) for _, group in tree.groupby("rank")}
+    if len(cell_sets) > 1:
+        warnings.append(f"the ranks run different Cells (pipeline stages, or scopes that differ between ranks): "
+                        f"the Cell tree is per rank ({len(ranks)} ranks)")
+        return tree
+    numeric = ["forward_ms", "backward_ms", "other_ms", "total_ms", "calls", "flops", "flops_ms"]
+    pooled = tree.groupby("path", sort=False).agg(
+        {**{col: "mean" for col in numeric}, "depth": "first", "parent": "first", "label": "first",
+         "cell_type": "first"}).reset_index()
+    pooled["rank"] = pd.array([pd.NA] * len(pooled), dtype="Int64")
+    return pooled
+
+
+def _step_ms(run: Run, tree: pd.DataFrame) -> pd.Series:
+    """Each row's denominator of `share`: its rank's mean steady step (the ranks' mean for pooled rows), or
+    the rank's op time per step where no step is timed."""
+    from .ledger import steady_means
+    means = steady_means(run)["total"] if len(run.steps) else pd.Series(dtype="float64")
+    roots = tree[tree["depth"] == 1].groupby("rank", dropna=False)["total_ms"].sum()
+    out = []
+    for rank in tree["rank"]:
+        step = means.mean() if pd.isna(rank) else means.get(int(rank), np.nan)
+        if pd.isna(step) or step <= 0:
+            step = roots.get(rank, np.nan) if not pd.isna(rank) else roots[roots.index.isna()].sum()
+        out.append(step)
+    return pd.Series(out, index=tree.index, dtype="float64")
