@@ -25,6 +25,7 @@ a guess below what the shapes tell. Kernels without a candidate keep their named
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -32,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .callable_module import make_callable
-from .flops import op_flops, parse_shapes
+from .flops import Peak, chip_peak, op_flops, parse_shapes
 from .model import Run
 
 NO_CELL = "(no cell)"
@@ -294,3 +295,67 @@ def _step_ms(run: Run, tree: pd.DataFrame) -> pd.Series:
             step = roots.get(rank, np.nan) if not pd.isna(rank) else roots[roots.index.isna()].sum()
         out.append(step)
     return pd.Series(out, index=tree.index, dtype="float64")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Utilisation: achieved FLOP/s of the ops whose work the shapes give, against the chip's peak.
+
+def op_type_rates(run: Run) -> pd.DataFrame:
+    """Per op type with a FLOP model: flops and ms per profiled step (mean over ranks), achieved TFLOP/s."""
+    placed = placed_ops(run)
+    known = placed[placed["flops"].notna()]
+    if not len(known):
+        return pd.DataFrame(columns=["type", "flops", "ms", "tflops_per_s"])
+    steps = _profiled_steps(run)
+    per_rank = known.groupby(["rank", "type"], observed=True)[["flops", "total_ms"]].sum().reset_index()
+    per_rank[["flops", "total_ms"]] = per_rank[["flops", "total_ms"]].div(
+        per_rank["rank"].map(steps).fillna(1).clip(lower=1), axis=0)
+    rates = per_rank.groupby("type", observed=True)[["flops", "total_ms"]].mean().reset_index()
+    rates = rates.rename(columns={"total_ms": "ms"})
+    rates["tflops_per_s"] = rates["flops"] / rates["ms"].where(rates["ms"] > 0) / 1e9
+    return rates.sort_values("flops", ascending=False).reset_index(drop=True)
+
+
+def _profiled_steps(run: Run) -> pd.Series:
+    return run.steps.groupby("rank")["step"].nunique() if len(run.steps) else pd.Series(dtype="int64")
+
+
+def run_peak(run: Run) -> tuple[Peak | None, str]:
+    """(the peak of the run's chip for its compute dtype, why it is unknown otherwise)."""
+    dtype = run.meta.compute_dtype or ("float32" if run.meta.device == "CPU" else None)
+    if dtype == "mixed":
+        dtype = "float16"  # mixed precision: the dense ops run in float16, the rate MFU is quoted against
+    if run.meta.device == "CPU":
+        return None, ("the run records no host CPU facts; for a run made on this host pass "
+                      "peak=perfkit.flops.host_cpu_peak()")
+    if not run.meta.chip:
+        return None, "the files do not name the chip"
+    peak = chip_peak(run.meta.chip, dtype)
+    if peak is None:
+        return None, f"no published peak for {run.meta.chip} in {dtype or 'an unknown dtype'} (flops.CHIP_PEAKS)"
+    return peak, ""
+
+
+def utilisation(run: Run, peak: Peak | None = None) -> dict[str, Any]:
+    """Model FLOPs per step (the ops with a FLOP model: convolutions, MatMul, BatchNorm; others count 0, so
+    this is a lower bound), the mean steady step, achieved TFLOP/s over the step and over those ops' own time,
+    and MFU against `peak` (default: run_peak), None with `mfu_unknown` saying why."""
+    tree = cells(run)
+    roots = tree[tree["depth"] == 1]
+    ranks = max(roots["rank"].nunique(dropna=False), 1)
+    flops = float(roots["flops"].sum()) / ranks
+    flops_ms = float(roots["flops_ms"].sum()) / ranks
+    step_ms = float(_step_ms(run, roots).mean()) if len(roots) else math.nan
+    unknown = ""
+    if peak is None:
+        peak, unknown = run_peak(run)
+    achieved = flops / step_ms / 1e9 if flops > 0 and step_ms and step_ms > 0 else None
+    return {
+        "flops_per_step": flops if flops > 0 else None,
+        "step_ms": step_ms if step_ms == step_ms else None,
+        "achieved_tflops_per_s": achieved,
+        "dense_tflops_per_s": flops / flops_ms / 1e9 if flops_ms > 0 else None,
+        "peak": peak.to_dict() if peak else None,
+        "mfu": achieved / peak.tflops_per_s if peak and achieved is not None and flops > 0 else None,
+        "mfu_unknown": unknown if peak is None else ("no op with a FLOP model" if flops <= 0 else ""),
+    }
