@@ -359,3 +359,48 @@ def utilisation(run: Run, peak: Peak | None = None) -> dict[str, Any]:
         "mfu": achieved / peak.tflops_per_s if peak and achieved is not None and flops > 0 else None,
         "mfu_unknown": unknown if peak is None else ("no op with a FLOP model" if flops <= 0 else ""),
     }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What `perfkit summary` shows: the Cells at a readable level, and the whole tree for `--by cell`.
+
+def readable_level(tree: pd.DataFrame) -> pd.DataFrame:
+    """The Cells of one rank's (or the pooled) tree worth listing: from the top, the largest shown Cell is
+    replaced by its children for as long as one child fills DOMINANT_CHILD of it (wrappers such as Default,
+    network, _backbone), and once more, so the list ends at the children of the first Cell that splits
+    (layer1..layer4 beside the loss, the optimizer and `(no cell)`). Largest first."""
+    children = {parent: group for parent, group in tree.groupby("parent", sort=False)}
+    shown = tree[tree["depth"] == 1]
+    while len(shown):
+        largest = shown.loc[shown["total_ms"].idxmax()]
+        kids = children.get(largest["path"])
+        if kids is None or not len(kids):
+            break
+        shown = pd.concat([shown[shown["path"] != largest["path"]], kids])
+        if kids["total_ms"].max() < DOMINANT_CHILD * largest["total_ms"]:
+            break
+    return shown.sort_values("total_ms", ascending=False, kind="stable")
+
+
+def _items(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    def number(value: Any) -> float | None:
+        return None if pd.isna(value) else float(value)
+    return [{"cell": str(row.label), "path": str(row.path), "depth": int(row.depth),
+             "forward_ms": float(row.forward_ms), "backward_ms": float(row.backward_ms),
+             "other_ms": float(row.other_ms), "total_ms": float(row.total_ms), "share": number(row.share),
+             "calls": float(row.calls), "flops": number(row.flops) if row.flops > 0 else None,
+             "tflops_per_s": number(row.tflops_per_s)} for row in rows.itertuples(index=False)]
+
+
+def summary_entry(run: Run) -> dict[str, Any] | None:
+    """`perfkit summary`'s `cells`: per rank set (`rank` null: pooled), the Cells at the readable level and the
+    whole tree, with utilisation and what could not be placed; None for a run without op rows."""
+    tree = cells(run)
+    if not len(tree):
+        return None
+    groups = []
+    for rank, mine in tree.groupby("rank", dropna=False, sort=True):
+        groups.append({"rank": None if pd.isna(rank) else int(rank), "top": _items(readable_level(mine)),
+                       "tree": _items(mine.sort_values("path", kind="stable"))})
+    return {"ms_per": "profiled step", "by_rank": groups, "utilisation": utilisation(run),
+            "warnings": list(tree.attrs["warnings"])}

@@ -133,21 +133,26 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
 @main.command()
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--by", type=click.Choice(["step", "cell"]), default="step", show_default=True,
+              help="cell: the whole network Cell tree (ms per step, forward/backward, FLOP/s) instead.")
 @dask_options
-def summary(run: str, fmt: str) -> None:
+def summary(run: str, fmt: str, by: str) -> None:
     """Where each step's time goes, which op types dominate, whether data queues ran empty.
 
     \b
     Example:
       perfkit summary profiler_v1
       perfkit summary ./rank0_ascend_ms --format json | jq .steps
+      perfkit summary profiler_v1 --by cell
     """
     def compute() -> tuple[str, int]:
         from .summary import summarize
-        from .render import summary_text
+        from .render import cell_tree_text, summary_text
         result = summarize(_load(run))
-        return (_json(result) if fmt == "json" else summary_text(result)), 0
-    _answer(("summary", fmt), run, compute)
+        if fmt == "json":
+            return _json(result), 0
+        return (cell_tree_text(result) if by == "cell" else summary_text(result)), 0
+    _answer(("summary", fmt) + (("by", by) if by != "step" else ()), run, compute)
 
 
 @main.command()

@@ -258,3 +258,64 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     for warning in answer["warnings"]:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+# The summary's Cells section lists at most this many Cells; `perfkit summary --by cell` lists the whole tree.
+TOP_CELLS = 12
+# `--by cell` leaves out Cells under this share of the step (their time is in their parent's line).
+TREE_MIN_SHARE = 0.005
+
+
+def _cell_row(cell: dict[str, Any], indent: str) -> str:
+    rate = "" if cell["tflops_per_s"] is None else f"{1000 * cell['tflops_per_s']:>9.1f}"
+    share = "" if cell["share"] is None else pct(cell["share"])
+    name = f"{indent}{cell['cell']}"
+    return (f"  {name:<32}{ms(cell['total_ms']):>14}{ms(cell['forward_ms']):>14}{ms(cell['backward_ms']):>14}"
+            f"{ms(cell['other_ms']):>13}{share:>8}{rate:>10}")
+
+
+CELL_HEADING = (f"  {'':<32}{'total':>14}{'forward':>14}{'backward':>14}{'other':>13}{'share':>8}{'GFLOP/s':>10}")
+
+
+def _utilisation_line(utilisation: dict[str, Any]) -> str:
+    if utilisation["flops_per_step"] is None:
+        return "  FLOPs: no op with a FLOP model (convolutions, MatMul, BatchNorm) has usable shapes"
+    line = (f"  model FLOPs {utilisation['flops_per_step'] / 1e9:,.2f} G per step (convolutions, MatMul, "
+            f"BatchNorm), achieved {1000 * utilisation['achieved_tflops_per_s']:,.1f} GFLOP/s over the step")
+    if utilisation["mfu"] is not None:
+        peak = utilisation["peak"]
+        return line + (f"; MFU {pct(utilisation['mfu'])} of {peak['chip']} {peak['dtype']} "
+                       f"{1000 * peak['tflops_per_s']:,.0f} GFLOP/s ({peak['source']})")
+    return line + f"; MFU unknown: {utilisation['mfu_unknown']}"
+
+
+def cell_lines(summary: dict[str, Any]) -> list[str]:
+    """The top Cells at a readable level (cells.readable_level), ms per profiled step."""
+    entry = summary.get("cells")
+    if not entry:
+        return []
+    lines = ["Cells (ms per profiled step; `perfkit summary --by cell` for the whole tree)", CELL_HEADING]
+    for group in entry["by_rank"]:
+        if len(entry["by_rank"]) > 1:
+            lines.append(f"  rank {group['rank']}")
+        lines += [_cell_row(cell, "") for cell in group["top"][:TOP_CELLS]]
+    lines.append(_utilisation_line(entry["utilisation"]))
+    lines += [f"  note: {warning}" for warning in entry["warnings"]]
+    return lines
+
+
+def cell_tree_text(summary: dict[str, Any]) -> str:
+    """`perfkit summary --by cell`: every Cell over TREE_MIN_SHARE of the step, indented by depth."""
+    entry = summary.get("cells")
+    lines = [f"run      {summary['run']}", ""]
+    if not entry:
+        return "\n".join(lines + ["no op data: nothing to place in Cells"])
+    lines += ["Cells (ms per profiled step, indented by depth)", CELL_HEADING]
+    for group in entry["by_rank"]:
+        if len(entry["by_rank"]) > 1:
+            lines.append(f"  rank {group['rank']}")
+        lines += [_cell_row(cell, "  " * (cell["depth"] - 1)) for cell in group["tree"]
+                  if cell["share"] is None or cell["share"] >= TREE_MIN_SHARE]
+    lines.append(_utilisation_line(entry["utilisation"]))
+    lines += [f"note: {warning}" for warning in entry["warnings"]]
+    return "\n".join(lines)

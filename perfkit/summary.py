@@ -10,6 +10,7 @@ from .analysis import (PER_RANK_TOP_OP_TYPES, _number, _op_type_items, communica
                        memory_peaks, memory_summary, op_type_shares, op_type_shares_by_rank, per_rank_step_means,
                        queue_stats, ranks_run_different_ops, step_means)
 from .causes import BOUND_PARTS
+from .cells import summary_entry as cells_entry
 from .cluster import of_run
 from .ledger import bound, ledger, rank_parts
 from .model import Run
@@ -67,5 +68,6 @@ def summarize(run: Run) -> dict[str, Any]:
         "communication": communication_summary(communication),
         "warnings": list(run.warnings) + list(ledger(run).attrs["warnings"]) + panel_problems,
         "bound": bound(run).to_dict(),
+        "cells": cells_entry(run),
         **panel_entries,
     }

@@ -72,7 +72,8 @@ class Page:
 
 
 # Pages over one run, in navigation order; the compare page (several runs) follows them.
-PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/ranks", "Ranks"), Page("/memory", "Memory"))
+PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/cells", "Cells"), Page("/ranks", "Ranks"),
+         Page("/memory", "Memory"))
 COMPARE = Page("/compare", "Compare")
 TIMELINE = Page("/timeline", "Timeline")  # not a page of panels: dashboards/timeline.py builds it
 # Every page of the dashboard, in navigation order (the navigation bar and `perfkit dash --help` list these).
@@ -128,6 +129,10 @@ PANELS = (
           report=NEVER, optional=True),
     Panel("fig-op-shares", "Operator types", "/", FIGURE, content=Ref(FIGURES, "op_share_figure"),
           text=Ref(RENDER, "op_type_lines")),
+    Panel("fig-cells", "Time by network Cell", "/cells", FIGURE, content=Ref(FIGURES, "cells_figure"),
+          text=Ref(RENDER, "cell_lines"), report=WITH_DATA),
+    Panel("cells-table", "Cells (ms per profiled step; every Cell and its ancestors)", "/cells", TABLE,
+          content=Ref(FIGURES, "cell_rows"), report=NEVER, empty="no op data: nothing to place in Cells"),
     Panel("fig-host-queue", "Host queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "host"),
           text=Ref(RENDER, "queue_lines", "host"), half=True),
     Panel("fig-device-queue", "Device queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "device"),
