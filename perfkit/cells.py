@@ -37,6 +37,8 @@ from .flops import Peak, chip_peak, op_flops, parse_shapes
 from .model import Run
 
 NO_CELL = "(no cell)"
+# A Cell's ops outside all of its child Cells, where the summary lists its children in its place.
+OWN_OPS = "(own ops)"
 GRADIENTS = "Gradients"
 # A gradient component inside a backward scope: `Grad_Conv2D` (MindSpore 1.6+) or `gradConv2D` (older);
 # its group is the forward primitive whose backward the kernels below it compute.
@@ -368,7 +370,8 @@ def readable_level(tree: pd.DataFrame) -> pd.DataFrame:
     """The Cells of one rank's (or the pooled) tree worth listing: from the top, the largest shown Cell is
     replaced by its children for as long as one child fills DOMINANT_CHILD of it (wrappers such as Default,
     network, _backbone), and once more, so the list ends at the children of the first Cell that splits
-    (layer1..layer4 beside the loss, the optimizer and `(no cell)`). Largest first."""
+    (layer1..layer4 beside the loss, the optimizer and `(no cell)`). A replaced Cell's own ops (those in no
+    child: ResNet's ReduceMean) stay as `<Cell> (own ops)`, so the list adds up to the tree. Largest first."""
     children = {parent: group for parent, group in tree.groupby("parent", sort=False)}
     shown = tree[tree["depth"] == 1]
     while len(shown):
@@ -376,10 +379,25 @@ def readable_level(tree: pd.DataFrame) -> pd.DataFrame:
         kids = children.get(largest["path"])
         if kids is None or not len(kids):
             break
-        shown = pd.concat([shown[shown["path"] != largest["path"]], kids])
+        shown = pd.concat([shown[shown["path"] != largest["path"]], kids, _own_ops(largest, kids)])
         if kids["total_ms"].max() < DOMINANT_CHILD * largest["total_ms"]:
             break
     return shown.sort_values("total_ms", ascending=False, kind="stable")
+
+
+def _own_ops(cell: pd.Series, kids: pd.DataFrame) -> pd.DataFrame:
+    """The part of `cell` in none of its `kids`, as one row (none when it is nothing)."""
+    summed = ["forward_ms", "backward_ms", "other_ms", "total_ms", "calls", "flops", "flops_ms"]
+    rest = cell[summed].astype(float) - kids[summed].sum()
+    if rest["total_ms"] <= 1e-9 * max(cell["total_ms"], 1.0):
+        return kids.iloc[:0]
+    row = cell.copy()
+    row[summed] = rest
+    row["path"], row["label"] = f"{cell['path']}/{OWN_OPS}", f"{cell['label']} {OWN_OPS}"
+    row["depth"], row["parent"] = cell["depth"] + 1, cell["path"]
+    row["tflops_per_s"] = rest["flops"] / rest["flops_ms"] / 1e9 if rest["flops"] > 0 and rest["flops_ms"] > 0 else np.nan
+    row["share"] = cell["share"] * rest["total_ms"] / cell["total_ms"] if cell["total_ms"] > 0 else np.nan
+    return row.to_frame().T.astype(kids.dtypes.to_dict())
 
 
 def _items(rows: pd.DataFrame) -> list[dict[str, Any]]:
