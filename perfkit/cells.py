@@ -422,3 +422,61 @@ def summary_entry(run: Run) -> dict[str, Any] | None:
                        "tree": _items(mine.sort_values("path", kind="stable"))})
     return {"ms_per": "profiled step", "by_rank": groups, "utilisation": utilisation(run),
             "warnings": list(tree.attrs["warnings"])}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Where an op's (or a finding's ops') time sits, and per-Cell change between two runs.
+
+# A set of ops "sits in" the deepest Cell holding at least this share of their time.
+HOLDS = 0.5
+
+
+def cell_of_ops(run: Run, names) -> dict[str, Any] | None:
+    """The deepest Cell holding at least HOLDS of the time of the ops named `names` (as placed by shapes):
+    {"cell": label, "path", "share": of those ops' time}; None where they have no Cell (no scope, no time)."""
+    placed = placed_ops(run)
+    mine = placed[placed["name"].isin(set(names)) & (placed["path"] != NO_CELL)]
+    total = float(mine["total_ms"].sum())
+    if total <= 0:
+        return None
+    by_prefix: dict[str, float] = {}
+    for path, ms in mine.groupby("path", sort=False)["total_ms"].sum().items():
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            by_prefix[prefix] = by_prefix.get(prefix, 0.0) + ms
+    path = max((p for p, ms in by_prefix.items() if ms >= HOLDS * total), key=lambda p: (p.count("/"), by_prefix[p]))
+    return {"cell": label_of(path), "path": path, "share": by_prefix[path] / total}
+
+
+def cell_deltas(run_a: Run, run_b: Run) -> pd.DataFrame:
+    """Per Cell at run_a's readable level (readable_level; pooled or its first rank), ms per step in each run
+    and the change: cell, path, a_ms, b_ms, delta_ms, largest change first. Cells only one run has count 0 in
+    the other. Empty where neither run's ops carry Cell scopes."""
+    tree_a, tree_b = cells(run_a), cells(run_b)
+    columns = ["cell", "path", "a_ms", "b_ms", "delta_ms"]
+    if not len(tree_a) or not len(tree_b) or set(tree_a["path"]) == {NO_CELL}:
+        return pd.DataFrame(columns=columns)
+
+    def first(tree: pd.DataFrame) -> pd.DataFrame:
+        rank = tree["rank"].iloc[0]
+        return tree[tree["rank"].isna()] if pd.isna(rank) else tree[tree["rank"] == rank]
+
+    shown = readable_level(first(tree_a))
+    b_ms = first(tree_b).set_index("path")["total_ms"]
+    own_b = {path: b_ms.get(path.rsplit("/", 1)[0], 0.0) - first(tree_b).loc[
+        first(tree_b)["parent"] == path.rsplit("/", 1)[0], "total_ms"].sum()
+        for path in shown["path"] if path.endswith("/" + OWN_OPS)}
+    rows = pd.DataFrame({"cell": shown["label"].astype(str), "path": shown["path"].astype(str),
+                         "a_ms": shown["total_ms"].astype(float),
+                         "b_ms": [own_b[path] if path in own_b else float(b_ms.get(path, 0.0))
+                                  for path in shown["path"]]})
+    rows["delta_ms"] = rows["b_ms"] - rows["a_ms"]
+    return rows.reindex(rows["delta_ms"].abs().sort_values(ascending=False).index).reset_index(drop=True)[columns]
+
+
+def delta_lines(run_a: Run, run_b: Run, top: int = 5) -> list[str]:
+    """The largest per-Cell changes in words: `layer3 +120.000 ms per step (348.311 -> 468.311 ms)`."""
+    deltas = cell_deltas(run_a, run_b)
+    return [f"{row.cell} {row.delta_ms:+,.3f} ms per step ({row.a_ms:,.3f} -> {row.b_ms:,.3f} ms)"
+            for row in deltas.head(top).itertuples(index=False) if abs(row.delta_ms) > 0]

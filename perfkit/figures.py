@@ -961,7 +961,6 @@ def cells_figure(run: Run) -> go.Figure:
                          marker=dict(color="rgba(0,0,0,0)", line=dict(color="white", width=1.5)),
                          text=bars["label"], textposition="inside", insidetextanchor="middle",
                          textfont=dict(color="white", size=12), constraintext="both",
-                         customdata=np.stack([bars["x0"], bars["x0"] + bars["total_ms"]], axis=1),
                          hovertext=hover, hoverinfo="text", showlegend=False))
     _style(fig, "Op time by Cell (ms per step; click a Cell to zoom, double-click to zoom out)",
            height=120 + 34 * levels, barmode="overlay", bargap=0.04, hovermode="closest")
@@ -979,8 +978,21 @@ def cell_rows(run: Run) -> pd.DataFrame:
                          "total_ms": tree["total_ms"], "forward_ms": tree["forward_ms"],
                          "backward_ms": tree["backward_ms"], "other_ms": tree["other_ms"],
                          "share_pct": 100 * tree["share"], "calls": tree["calls"].round().astype("int64"),
-                         "gflops": tree["flops"] / 1e9, "tflops_per_s": tree["tflops_per_s"],
+                         "flops_gflop": (tree["flops"] / 1e9).where(tree["flops"] > 0),
+                         "achieved_tflop_s": tree["tflops_per_s"],
                          "path": tree["path"].astype(str)})
-    if tree["rank"].notna().any():
+    if tree["rank"].nunique() > 1:  # ranks running different Cells (pooled rows have no rank)
         rows.insert(0, "rank", tree["rank"].astype("int64"))
     return rows.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def zoomed_to_cell(fig: go.Figure, run: Run, path: str) -> go.Figure:
+    """The Cells flame graph (cells_figure) zoomed into the Cell at `path` (a finding's link); as it was where
+    the graph does not draw that Cell."""
+    from .cells import cells
+    bars = cell_flame_layout(cells(run))
+    match = bars[bars["path"] == path]
+    if not len(match) or empty_message(fig) is not None:
+        return fig
+    start, width = float(match["x0"].iloc[0]), float(match["total_ms"].iloc[0])
+    return go.Figure(fig).update_xaxes(range=[start, start + width], autorange=False)

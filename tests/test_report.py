@@ -159,4 +159,4 @@ def test_dash_help_lists_every_page_of_the_dashboard():
     text = " ".join(result.output.split())
     for path, title in ids.PAGES.items():  # the navigation bar's pages
         assert f"{title} {path}" in text
-    assert len(ids.PAGES) == 6
+    assert len(ids.PAGES) == 7
