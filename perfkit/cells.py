@@ -475,8 +475,18 @@ def cell_deltas(run_a: Run, run_b: Run) -> pd.DataFrame:
     return rows.reindex(rows["delta_ms"].abs().sort_values(ascending=False).index).reset_index(drop=True)[columns]
 
 
-def delta_lines(run_a: Run, run_b: Run, top: int = 5) -> list[str]:
-    """The largest per-Cell changes in words: `layer3 +120.000 ms per step (348.311 -> 468.311 ms)`."""
-    deltas = cell_deltas(run_a, run_b)
-    return [f"{row.cell} {row.delta_ms:+,.3f} ms per step ({row.a_ms:,.3f} -> {row.b_ms:,.3f} ms)"
-            for row in deltas.head(top).itertuples(index=False) if abs(row.delta_ms) > 0]
+def delta_items(run_a: Run, run_b: Run) -> list[dict[str, Any]]:
+    """`perfkit compare`'s `cell_deltas`: cell_deltas as JSON rows (cell, path, a_ms, b_ms, delta_ms)."""
+    return [{"cell": row.cell, "path": row.path, "a_ms": float(row.a_ms), "b_ms": float(row.b_ms),
+             "delta_ms": float(row.delta_ms)} for row in cell_deltas(run_a, run_b).itertuples(index=False)]
+
+
+def delta_lines(items: list[dict[str, Any]], top: int = 5) -> list[str]:
+    """The largest per-Cell changes (delta_items) in words, for compare's text: `layer3 +120.000 ms per step
+    (348.311 -> 468.311 ms)`; nothing where no Cell changed."""
+    changed = [item for item in items[:top] if item["delta_ms"]]
+    if not changed:
+        return []
+    return ["", f"Cells, ms per step (largest changes, top {len(changed)})"] + [
+        f"  {item['cell']} {item['delta_ms']:+,.3f} ms per step ({item['a_ms']:,.3f} -> {item['b_ms']:,.3f} ms)"
+        for item in changed]

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from . import cells
 from .advisor import SEVERITIES, advise
 from .advisor.finding import INFORMATIONAL
 from .analysis import STEP_KEYS, op_type_shares, queue_stats, step_means
@@ -353,6 +354,7 @@ def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Se
         "differences": [{"setting": row["setting"], "a": row["values"][0], "b": row["values"][1]}
                         for row in differences([settings_a, settings_b])],
         "op_type_deltas": _op_type_deltas(run_a, run_b),
+        "cell_deltas": cells.delta_items(run_a, run_b),
         "queues": {"host": _queue_change(run_a.host_queue, run_b.host_queue),
                    "device": _queue_change(run_a.device_queue, run_b.device_queue)},
         "findings_a": ids_a, "findings_b": ids_b,
@@ -472,6 +474,7 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
         for row in rows:
             lines.append(f"  {row['type']:<30}{number(row['ms_per_step_a']):>12}{number(row['ms_per_step_b']):>12}"
                          f"{_signed(row['delta_ms_per_step']):>12}   {pct(row['share_a'])} -> {pct(row['share_b'])}")
+    lines += cells.delta_lines(result.get("cell_deltas", []))
     for which, change in result["queues"].items():
         if change["empty_pct_a"] is not None or change["empty_pct_b"] is not None:
             lines.append(f"{which} queue empty  {percent(change['empty_pct_a'])} -> {percent(change['empty_pct_b'])}")
