@@ -235,3 +235,37 @@ def test_summary_shows_the_cells(tmp_path):
     tree = runner.invoke(main, ["summary", str(SAMPLE), "--by", "cell"], env={"PERFKIT_NO_CACHE": "1"})
     assert "        layer4" in tree.output and "layer4.0.conv2" in tree.output
     assert not math.isnan(top[0]["share"])
+
+
+def test_a_finding_names_its_cell_and_links_to_it():
+    """The compute-bound finding targets Conv2DBackpropFilter: the view names the Cell holding most of that
+    type's time, computed here from the placed ops, and the report links it to the run section's Cells graph."""
+    from perfkit import report
+    from perfkit.views import numbers
+    run = perfkit.load(SAMPLE)
+    item = next(item for item in numbers.findings(run).items if item.target == "Conv2DBackpropFilter")
+    placed = cells_module.placed_ops(run)
+    filters = placed[placed["type"] == "Conv2DBackpropFilter"]
+    layer4 = item.cell["path"]
+    assert item.cell["cell"] == "layer4"
+    in_layer4 = filters.loc[filters["path"].str.startswith(layer4), "total_ms"].sum()
+    assert item.cell["share"] == pytest.approx(in_layer4 / filters["total_ms"].sum())
+    html = report.render_report([run])
+    assert f'id="run-0-fig-cells"' in html
+    assert '<a href="#run-0-fig-cells">layer4 (' in html
+
+
+def test_compare_gives_per_cell_deltas():
+    from perfkit.compare import compare, compare_text
+    a, b = perfkit.load(SAMPLE), perfkit.load(REPO / "sample_runs" / "cpu_avx2")
+    result = compare(a, b)
+    tree_a, tree_b = perfkit.cells(a).set_index("path"), perfkit.cells(b).set_index("path")
+    for item in result["cell_deltas"]:
+        if not item["path"].endswith(cells_module.OWN_OPS):
+            assert item["a_ms"] == pytest.approx(tree_a.at[item["path"], "total_ms"])
+            assert item["delta_ms"] == pytest.approx(tree_b.at[item["path"], "total_ms"]
+                                                     - tree_a.at[item["path"], "total_ms"])
+    assert sum(item["a_ms"] for item in result["cell_deltas"]) == pytest.approx(
+        tree_a.loc[tree_a["depth"] == 1, "total_ms"].sum())
+    top = result["cell_deltas"][0]
+    assert f"  {top['cell']} {top['delta_ms']:+,.3f} ms per step" in compare_text(result)
