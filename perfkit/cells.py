@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .callable_module import make_callable
-from .flops import Peak, chip_peak, op_flops, parse_shapes
+from .flops import Peak, chip_peak, op_flops, parse_shapes, tflops_per_s
 from .model import Run
 
 NO_CELL = "(no cell)"
@@ -49,6 +49,8 @@ WRAPPER_NAMES = {"Default", "network", "_backbone"}
 # The summary's readable level: descend from the root through Cells that one child fills to at least this
 # share (wrappers: Default -> network -> _backbone), then list the children of the Cell reached.
 DOMINANT_CHILD = 0.8
+# A Cell's time left over by its children below this fraction of it is floating-point rounding, not own ops.
+ROUNDING = 1e-9
 
 COLUMNS = ["rank", "path", "parent", "label", "cell_type", "depth", "forward_ms", "backward_ms", "other_ms",
            "total_ms", "calls", "flops", "flops_ms", "tflops_per_s", "share"]
@@ -228,7 +230,7 @@ def _build(run: Run) -> pd.DataFrame:
         rows.append(_tree(mine, per_step).assign(rank=rank))
     tree = pd.concat(rows, ignore_index=True)
     tree = _pool(tree, warnings)
-    tree["tflops_per_s"] = (tree["flops"] / tree["flops_ms"].where(tree["flops_ms"] > 0) / 1e9)
+    tree["tflops_per_s"] = tflops_per_s(tree["flops"], tree["flops_ms"].where(tree["flops_ms"] > 0))
     tree["share"] = tree["total_ms"] / _step_ms(run, tree)
     frame = tree[COLUMNS].sort_values(["rank", "path"], kind="stable", na_position="first").reset_index(drop=True)
     frame.attrs["warnings"] = warnings
@@ -314,7 +316,7 @@ def op_type_rates(run: Run) -> pd.DataFrame:
         per_rank["rank"].map(steps).fillna(1).clip(lower=1), axis=0)
     rates = per_rank.groupby("type", observed=True)[["flops", "total_ms"]].mean().reset_index()
     rates = rates.rename(columns={"total_ms": "ms"})
-    rates["tflops_per_s"] = rates["flops"] / rates["ms"].where(rates["ms"] > 0) / 1e9
+    rates["tflops_per_s"] = tflops_per_s(rates["flops"], rates["ms"].where(rates["ms"] > 0))
     return rates.sort_values("flops", ascending=False).reset_index(drop=True)
 
 
@@ -351,12 +353,12 @@ def utilisation(run: Run, peak: Peak | None = None) -> dict[str, Any]:
     unknown = ""
     if peak is None:
         peak, unknown = run_peak(run)
-    achieved = flops / step_ms / 1e9 if flops > 0 and step_ms and step_ms > 0 else None
+    achieved = tflops_per_s(flops, step_ms) if flops > 0 and step_ms and step_ms > 0 else None
     return {
         "flops_per_step": flops if flops > 0 else None,
         "step_ms": step_ms if step_ms == step_ms else None,
         "achieved_tflops_per_s": achieved,
-        "dense_tflops_per_s": flops / flops_ms / 1e9 if flops_ms > 0 else None,
+        "dense_tflops_per_s": tflops_per_s(flops, flops_ms) if flops_ms > 0 else None,
         "peak": peak.to_dict() if peak else None,
         "mfu": achieved / peak.tflops_per_s if peak and achieved is not None and flops > 0 else None,
         "mfu_unknown": unknown if peak is None else ("no op with a FLOP model" if flops <= 0 else ""),
@@ -389,13 +391,13 @@ def _own_ops(cell: pd.Series, kids: pd.DataFrame) -> pd.DataFrame:
     """The part of `cell` in none of its `kids`, as one row (none when it is nothing)."""
     summed = ["forward_ms", "backward_ms", "other_ms", "total_ms", "calls", "flops", "flops_ms"]
     rest = cell[summed].astype(float) - kids[summed].sum()
-    if rest["total_ms"] <= 1e-9 * max(cell["total_ms"], 1.0):
+    if rest["total_ms"] <= ROUNDING * max(cell["total_ms"], 1.0):
         return kids.iloc[:0]
     row = cell.copy()
     row[summed] = rest
     row["path"], row["label"] = f"{cell['path']}/{OWN_OPS}", f"{cell['label']} {OWN_OPS}"
     row["depth"], row["parent"] = cell["depth"] + 1, cell["path"]
-    row["tflops_per_s"] = rest["flops"] / rest["flops_ms"] / 1e9 if rest["flops"] > 0 and rest["flops_ms"] > 0 else np.nan
+    row["tflops_per_s"] = tflops_per_s(rest["flops"], rest["flops_ms"]) if rest["flops"] > 0 and rest["flops_ms"] > 0 else np.nan
     row["share"] = cell["share"] * rest["total_ms"] / cell["total_ms"] if cell["total_ms"] > 0 else np.nan
     return row.to_frame().T.astype(kids.dtypes.to_dict())
 

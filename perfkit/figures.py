@@ -29,7 +29,7 @@ from .errors import PerfkitError, PluginError
 from .model import Run
 from .ledger import bound
 from .render import mean_of_text
-from .units import US_PER_MS
+from .units import FLOP_PER_GFLOP, US_PER_MS
 from .views.format import (BOUND_COLORS, COLORS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
                            NAMED_COLUMNS, ms, pct, percent, run_color, short_op_names)
 from .views.format import speedup as format_speedup
@@ -951,7 +951,7 @@ def cells_figure(run: Run) -> go.Figure:
     flops = bars["flops"].where(bars["flops"] > 0)
     hover = [f"<b>{label}</b><br>{path}<br>{ms(total)} per step: forward {ms(fwd)}, backward {ms(bwd)}, other "
              f"{ms(other)}<br>share of the step {'' if share != share else pct(share)}<br>calls per step "
-             f"{count(calls)}<br>FLOPs per step {'unknown' if gf != gf else f'{gf / 1e9:,.2f} G'}"
+             f"{count(calls)}<br>FLOPs per step {'unknown' if gf != gf else f'{gf / FLOP_PER_GFLOP:,.2f} G'}"
              f"<br>achieved {'unknown' if tf != tf else f'{tf:.3f} TFLOP/s'}"
              for label, path, total, fwd, bwd, other, share, calls, gf, tf in zip(
                  bars["label"], bars["path"], bars["total_ms"], bars["forward_ms"], bars["backward_ms"],
@@ -978,7 +978,7 @@ def cell_rows(run: Run) -> pd.DataFrame:
                          "total_ms": tree["total_ms"], "forward_ms": tree["forward_ms"],
                          "backward_ms": tree["backward_ms"], "other_ms": tree["other_ms"],
                          "share_pct": 100 * tree["share"], "calls": tree["calls"].round().astype("int64"),
-                         "flops_gflop": (tree["flops"] / 1e9).where(tree["flops"] > 0),
+                         "flops_gflop": (tree["flops"] / FLOP_PER_GFLOP).where(tree["flops"] > 0),
                          "achieved_tflop_s": tree["tflops_per_s"],
                          "path": tree["path"].astype(str)})
     if tree["rank"].nunique() > 1:  # ranks running different Cells (pooled rows have no rank)

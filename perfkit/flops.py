@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from .units import FLOP_PER_GFLOP, MS_PER_S
+from .units import FLOP_PER_GFLOP, FLOP_PER_TFLOP, GFLOP_PER_TFLOP, HZ_PER_MHZ, MS_PER_S
 
 # Op types whose FLOPs follow from their input shapes, grouped into families whose members do comparable work:
 # a conv layer's forward, input-gradient and filter-gradient kernels do the same multiply-adds, so their GFLOP/s
@@ -163,6 +163,11 @@ def op_flops(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=OP_FLOPS_COLUMNS)
 
 
+def tflops_per_s(flops, ms):
+    """The rate of `flops` done in `ms` milliseconds, in TFLOP/s (numbers or pandas Series alike)."""
+    return flops / ms * MS_PER_S / FLOP_PER_TFLOP
+
+
 def gflops_per_s(flops: float, ms: float) -> float:
     """The rate of `flops` done in `ms` milliseconds, in GFLOP/s."""
     return flops / ms / (FLOP_PER_GFLOP / MS_PER_S)
@@ -246,11 +251,11 @@ def cpu_peak(cpuinfo: str) -> Peak | None:
     else:
         return None  # no FMA: the lanes x 2 model does not hold
     lanes = bits // 32
-    tflops = cores * lanes * 2 * FMA_UNITS * mhz * 1e6 / 1e12
+    tflops = cores * lanes * 2 * FMA_UNITS * mhz * HZ_PER_MHZ / FLOP_PER_TFLOP
     model = first.get("model name", "CPU")
     return Peak(model, "float32", tflops, "/proc/cpuinfo (cpu MHz, flags, core ids)",
                 f"{cores} cores x {lanes} float32 lanes ({isa}) x 2 (FMA) x {FMA_UNITS} FMA units per core "
-                f"(assumed) x {mhz:.0f} MHz = {tflops * 1e3:.1f} GFLOP/s")
+                f"(assumed) x {mhz:.0f} MHz = {tflops * GFLOP_PER_TFLOP:.1f} GFLOP/s")
 
 
 def host_cpu_peak() -> Peak | None:

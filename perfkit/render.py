@@ -12,6 +12,7 @@ from typing import Any
 from .causes import BOUND_PART_LABELS, BOUND_PARTS, PART_HEADINGS
 from .views.format import STEP_LABELS, STEP_SPLITS, count, mb, ms, pct, percent
 from .errors import PluginError
+from .units import FLOP_PER_GFLOP, GFLOP_PER_TFLOP
 from .views.panels import panels
 
 
@@ -267,7 +268,7 @@ TREE_MIN_SHARE = 0.005
 
 
 def _cell_row(cell: dict[str, Any], indent: str) -> str:
-    rate = "" if cell["tflops_per_s"] is None else f"{1000 * cell['tflops_per_s']:>9.1f}"
+    rate = "" if cell["tflops_per_s"] is None else f"{GFLOP_PER_TFLOP * cell['tflops_per_s']:>9.1f}"
     share = "" if cell["share"] is None else pct(cell["share"])
     name = f"{indent}{cell['cell']}"
     return (f"  {name:<32}{ms(cell['total_ms']):>14}{ms(cell['forward_ms']):>14}{ms(cell['backward_ms']):>14}"
@@ -280,12 +281,13 @@ CELL_HEADING = (f"  {'':<32}{'total':>14}{'forward':>14}{'backward':>14}{'other'
 def _utilisation_line(utilisation: dict[str, Any]) -> str:
     if utilisation["flops_per_step"] is None:
         return "  FLOPs: no op with a FLOP model (convolutions, MatMul, BatchNorm) has usable shapes"
-    line = (f"  model FLOPs {utilisation['flops_per_step'] / 1e9:,.2f} G per step (convolutions, MatMul, "
-            f"BatchNorm), achieved {1000 * utilisation['achieved_tflops_per_s']:,.1f} GFLOP/s over the step")
+    line = (f"  model FLOPs {utilisation['flops_per_step'] / FLOP_PER_GFLOP:,.2f} G per step (convolutions, "
+            f"MatMul, BatchNorm), achieved {GFLOP_PER_TFLOP * utilisation['achieved_tflops_per_s']:,.1f} GFLOP/s "
+            "over the step")
     if utilisation["mfu"] is not None:
         peak = utilisation["peak"]
         return line + (f"; MFU {pct(utilisation['mfu'])} of {peak['chip']} {peak['dtype']} "
-                       f"{1000 * peak['tflops_per_s']:,.0f} GFLOP/s ({peak['source']})")
+                       f"{GFLOP_PER_TFLOP * peak['tflops_per_s']:,.1f} GFLOP/s ({peak['source']})")
     return line + f"; MFU unknown: {utilisation['mfu_unknown']}"
 
 
