@@ -369,21 +369,23 @@ def utilisation(run: Run, peak: Peak | None = None) -> dict[str, Any]:
 # What `perfkit summary` shows: the Cells at a readable level, and the whole tree for `--by cell`.
 
 def readable_level(tree: pd.DataFrame) -> pd.DataFrame:
-    """The Cells of one rank's (or the pooled) tree worth listing: from the top, the largest shown Cell is
-    replaced by its children for as long as one child fills DOMINANT_CHILD of it (wrappers such as Default,
-    network, _backbone), and once more, so the list ends at the children of the first Cell that splits
-    (layer1..layer4 beside the loss, the optimizer and `(no cell)`). A replaced Cell's own ops (those in no
-    child: ResNet's ReduceMean) stay as `<Cell> (own ops)`, so the list adds up to the tree. Largest first."""
+    """The Cells of one rank's (or the pooled) tree worth listing. From the top, the largest shown Cell is
+    replaced by its children: the top one always, then the largest again for as long as the last one opened had
+    a child filling DOMINANT_CHILD of it or the largest is one of MindSpore's wrappers (WRAPPER_NAMES: Default,
+    network, _backbone), so the list ends at the children of the first Cell that splits (layer1..layer4 beside
+    the loss, the optimizer, the gradient reducer and `(no cell)`). A replaced Cell's own ops (those in no child:
+    ResNet's ReduceMean) stay as `<Cell> (own ops)`, so the list adds up to the tree. Largest first."""
     children = {parent: group for parent, group in tree.groupby("parent", sort=False)}
     shown = tree[tree["depth"] == 1]
+    dominated = True  # the top is always opened
     while len(shown):
         largest = shown.loc[shown["total_ms"].idxmax()]
         kids = children.get(largest["path"])
-        if kids is None or not len(kids):
+        wrapper = str(largest["path"]).rsplit("/", 1)[-1].split("-", 1)[0] in WRAPPER_NAMES
+        if kids is None or not len(kids) or not (dominated or wrapper):
             break
         shown = pd.concat([shown[shown["path"] != largest["path"]], kids, _own_ops(largest, kids)])
-        if kids["total_ms"].max() < DOMINANT_CHILD * largest["total_ms"]:
-            break
+        dominated = kids["total_ms"].max() >= DOMINANT_CHILD * largest["total_ms"]
     return shown.sort_values("total_ms", ascending=False, kind="stable")
 
 
