@@ -66,7 +66,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
                            html.Main(id=ids.PAGE)])
 
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
-    def run_page(pathname: str, index: int, cell: str = ""):
+    def run_page(pathname: str, index: int, cell: str):
         return layout.run_page(pathname, runs[index], index, cell)
 
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
@@ -74,7 +74,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         return layout.compare_body([runs[i] for i in picked])
 
     if prebuild and runs:
-        run_page("/", 0)
+        run_page("/", 0, "")  # the key render_page asks by
 
     def picked_index(search: Any) -> int | None:
         """The run the URL's ?run=N names (the first one without it); None when there is no such run."""

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .callable_module import make_callable
-from .flops import Peak, chip_peak, op_flops, parse_shapes, tflops_per_s
+from .flops import Peak, chip_peak, cpu_peak_of, op_flops, parse_shapes, tflops_per_s
 from .model import Run
 
 NO_CELL = "(no cell)"
@@ -330,8 +330,9 @@ def run_peak(run: Run) -> tuple[Peak | None, str]:
     if dtype == "mixed":
         dtype = "float16"  # mixed precision: the dense ops run in float16, the rate MFU is quoted against
     if run.meta.device == "CPU":
-        return None, ("the run records no host CPU facts; for a run made on this host pass "
-                      "peak=perfkit.flops.host_cpu_peak()")
+        peak = cpu_peak_of(run.meta.host, "the host facts perfkit profile recorded (perfkit_run.json: host)")
+        return peak, "" if peak else ("the run records no host CPU facts; for a run made on this host pass "
+                                      "peak=perfkit.flops.host_cpu_peak()")
     if not run.meta.chip:
         return None, "the files do not name the chip"
     peak = chip_peak(run.meta.chip, dtype)

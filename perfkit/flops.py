@@ -228,22 +228,41 @@ def chip_peak(chip: str | None, dtype: str | None) -> Peak | None:
 FMA_UNITS = 2
 
 
-def cpu_peak(cpuinfo: str) -> Peak | None:
-    """A CPU's float32 peak from the text of /proc/cpuinfo: cores x lanes x 2 (FMA) x FMA_UNITS x clock, with
-    its derivation; None where the text lacks the clock or the flags."""
+# The /proc/cpuinfo flags a CPU peak follows from (cpu_facts keeps only these).
+CPU_FLAGS = ("fma", "avx2", "avx512f")
+
+
+def cpu_facts(cpuinfo: str) -> dict[str, Any] | None:
+    """What a CPU peak follows from, read from the text of /proc/cpuinfo: cpu_model, vendor, cpu_mhz, cores (the
+    host's physical cores: distinct physical id / core id pairs), flags (of CPU_FLAGS); None where the text lacks
+    the clock or the flags. `perfkit profile` records these in its manifest (`host`)."""
     blocks = [block for block in cpuinfo.split("\n\n") if block.strip()]
     fields = [dict((key.strip(), value.strip()) for key, _, value in
                    (line.partition(":") for line in block.splitlines()) if _) for block in blocks]
     if not fields or "flags" not in fields[0] or "cpu MHz" not in fields[0]:
         return None
     first = fields[0]
-    flags = set(first["flags"].split())
-    cores = len({(f.get("physical id", "0"), f.get("core id", str(i))) for i, f in enumerate(fields)})
     try:
         mhz = float(first["cpu MHz"])
     except ValueError:
         return None
-    amd = first.get("vendor_id") == "AuthenticAMD"
+    flags = set(first["flags"].split())
+    return {"cpu_model": first.get("model name", "CPU"), "vendor": first.get("vendor_id", ""), "cpu_mhz": mhz,
+            "cores": len({(f.get("physical id", "0"), f.get("core id", str(i))) for i, f in enumerate(fields)}),
+            "flags": [flag for flag in CPU_FLAGS if flag in flags]}
+
+
+def cpu_peak_of(facts: Any, source: str) -> Peak | None:
+    """A CPU's float32 peak from cpu_facts' dict: cores x lanes x 2 (FMA) x FMA_UNITS x clock, with its
+    derivation; None where the facts are missing, malformed (a manifest is input) or the CPU has no FMA."""
+    if not isinstance(facts, dict):
+        return None
+    mhz, cores, flags = facts.get("cpu_mhz"), facts.get("cores"), facts.get("flags")
+    if (not isinstance(mhz, (int, float)) or not math.isfinite(mhz) or not 0 < mhz < 1e5
+            or not isinstance(cores, int) or isinstance(cores, bool) or not 0 < cores < 1 << 20
+            or not isinstance(flags, list)):
+        return None
+    amd = facts.get("vendor") == "AuthenticAMD"
     if "avx512f" in flags and not amd:
         bits, isa = 512, "AVX-512"
     elif "avx2" in flags and "fma" in flags:
@@ -252,16 +271,25 @@ def cpu_peak(cpuinfo: str) -> Peak | None:
         return None  # no FMA: the lanes x 2 model does not hold
     lanes = bits // 32
     tflops = cores * lanes * 2 * FMA_UNITS * mhz * HZ_PER_MHZ / FLOP_PER_TFLOP
-    model = first.get("model name", "CPU")
-    return Peak(model, "float32", tflops, "/proc/cpuinfo (cpu MHz, flags, core ids)",
+    return Peak(str(facts.get("cpu_model") or "CPU"), "float32", tflops, source,
                 f"{cores} cores x {lanes} float32 lanes ({isa}) x 2 (FMA) x {FMA_UNITS} FMA units per core "
                 f"(assumed) x {mhz:.0f} MHz = {tflops * GFLOP_PER_TFLOP:.1f} GFLOP/s")
 
 
-def host_cpu_peak() -> Peak | None:
-    """This host's CPU peak (cpu_peak of /proc/cpuinfo); None off Linux. Valid for runs made on this host."""
+def cpu_peak(cpuinfo: str) -> Peak | None:
+    """cpu_peak_of the facts in the text of /proc/cpuinfo."""
+    return cpu_peak_of(cpu_facts(cpuinfo), "/proc/cpuinfo (cpu MHz, flags, core ids)")
+
+
+def host_cpu_facts() -> dict[str, Any] | None:
+    """This host's cpu_facts; None off Linux."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as file:
-            return cpu_peak(file.read())
+            return cpu_facts(file.read())
     except OSError:
         return None
+
+
+def host_cpu_peak() -> Peak | None:
+    """This host's CPU peak; None off Linux. Valid for runs made on this host."""
+    return cpu_peak_of(host_cpu_facts(), "/proc/cpuinfo of this host (cpu MHz, flags, core ids)")

@@ -180,6 +180,7 @@ class Meta:
     framework: str | None = None         # "mindspore" | "torch_npu" (`*_ascend_pt` folders): the wording of actions
     pipeline_stages: list[list[int]] | None = None  # global ranks of each pipeline stage, where the files tell
     memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
+    host: dict[str, Any] = field(default_factory=dict)  # the host CPU's facts (flops.cpu_facts), recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     # rank (as text: the cache keeps meta as JSON) -> the folder holding that rank's files alone (relative to the

@@ -269,3 +269,27 @@ def test_compare_gives_per_cell_deltas():
         tree_a.loc[tree_a["depth"] == 1, "total_ms"].sum())
     top = result["cell_deltas"][0]
     assert f"  {top['cell']} {top['delta_ms']:+,.3f} ms per step" in compare_text(result)
+
+
+def test_mfu_from_the_host_facts_the_manifest_records(tmp_path):
+    """`perfkit profile` records the host CPU's facts (manifest `host`): a CPU run's MFU then needs no peak
+    passed; facts of the wrong kind leave it unknown."""
+    import shutil
+    from perfkit.flops import cpu_facts
+    from perfkit.profiler.runfolder import read_manifest, write_manifest
+    run_folder = tmp_path / "cpu_default"
+    shutil.copytree(SAMPLE, run_folder)
+    manifest = read_manifest(run_folder)
+    assert "host" not in manifest
+    manifest["host"] = cpu_facts(CPUINFO)
+    write_manifest(run_folder, manifest)
+    run = perfkit.load(run_folder)
+    utilisation = cells_module.utilisation(run)
+    assert utilisation["peak"]["derivation"] == cpu_peak(CPUINFO).derivation
+    assert utilisation["mfu"] == pytest.approx(utilisation["achieved_tflops_per_s"] / cpu_peak(CPUINFO).tflops_per_s)
+    manifest["host"] = {"cpu_mhz": "fast", "cores": 2, "flags": ["fma", "avx2"]}
+    write_manifest(run_folder, manifest)
+    assert cells_module.utilisation(perfkit.load(run_folder))["mfu"] is None
+    del manifest["host"]
+    write_manifest(run_folder, manifest)  # a manifest written without host facts gets this host's
+    assert read_manifest(run_folder)["host"] == perfkit.flops.host_cpu_facts()

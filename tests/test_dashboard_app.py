@@ -147,7 +147,7 @@ def test_pages_are_built_once_per_run_and_the_first_overview_before_serving(monk
     from dashboards import layout
     built = []
     original = layout.run_page
-    monkeypatch.setattr(layout, "run_page", lambda path, run, index: built.append(run.name) or original(path, run, index))
+    monkeypatch.setattr(layout, "run_page", lambda path, run, index, *cell: built.append(run.name) or original(path, run, index, *cell))
     runs = [make_run("v1"), make_run("v2")]
     client = create_app(runs, prebuild=True).server.test_client()
     assert built == [runs[0].name]  # before any request
