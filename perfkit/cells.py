@@ -34,7 +34,7 @@ import pandas as pd
 
 from .callable_module import make_callable
 from .flops import Peak, chip_peak, cpu_peak_of, op_flops, parse_shapes, tflops_per_s
-from .model import Run
+from .model import Run, kept_on_run
 
 NO_CELL = "(no cell)"
 # A Cell's ops outside all of its child Cells, where the summary lists its children in its place.
@@ -102,22 +102,13 @@ def cells(run: Run) -> pd.DataFrame:
     time of those ops, tflops_per_s = flops / flops_ms; share: total_ms over the rank's mean steady step
     (perfkit.ledger), or over its op time where steps are unknown. `attrs["warnings"]`: what could not be placed.
     """
-    return _memo(run)
+    return _build(run)
 
 
 make_callable(__name__, cells)
 
 
-def _memo(run: Run) -> pd.DataFrame:
-    versions = run.table_versions()
-    kept = run.__dict__.get("_cells")
-    if kept is not None and kept[0] == versions:
-        return kept[1]
-    frame = _build(run)
-    run.__dict__["_cells"] = (versions, frame)
-    return frame
-
-
+@kept_on_run
 def placed_ops(run: Run) -> pd.DataFrame:
     """The op table with each op's Cell (`path`) and FLOPs over the run (`flops`, NaN where unknown); the
     rows `cells` sums. `attrs["warnings"]` as cells'."""
@@ -216,6 +207,7 @@ def _common_ancestor(paths: list[str]) -> str:
     return "/".join(common) if common else NO_CELL
 
 
+@kept_on_run
 def _build(run: Run) -> pd.DataFrame:
     placed = placed_ops(run)
     warnings = list(placed.attrs["warnings"])

@@ -9,7 +9,8 @@ which checks them against `SCHEMA`: no raw header or unit leaks past a reader.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, asdict
-from typing import Any
+import functools
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -189,6 +190,23 @@ class Meta:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def kept_on_run(build: Callable[["Run"], Any]) -> Callable[["Run"], Any]:
+    """`build(run)`, computed once per run and kept on it until one of its tables is replaced: the ledger and the
+    Cell tree are read by every view and every rule."""
+    slot = f"_kept_{build.__module__}.{build.__qualname__}"
+
+    @functools.wraps(build)
+    def kept(run: "Run") -> Any:
+        versions = run.table_versions()
+        held = run.__dict__.get(slot)
+        if held is not None and held[0] == versions:
+            return held[1]
+        value = build(run)
+        run.__dict__[slot] = (versions, value)
+        return value
+    return kept
 
 
 class _Table:
