@@ -34,7 +34,7 @@ import pandas as pd
 
 from .callable_module import make_callable
 from .flops import Peak, chip_peak, cpu_peak_of, op_flops, parse_shapes, tflops_per_s
-from .model import Run, kept_on_run
+from .model import Run, kept_on_run, table
 
 NO_CELL = "(no cell)"
 # A Cell's ops outside all of its child Cells, where the summary lists its children in its place.
@@ -110,12 +110,19 @@ make_callable(__name__, cells)
 
 @kept_on_run
 def placed_ops(run: Run) -> pd.DataFrame:
-    """The op table with each op's Cell (`path`) and FLOPs over the run (`flops`, NaN where unknown); the
-    rows `cells` sums. `attrs["warnings"]` as cells'."""
-    ops = run.ops
-    warnings: list[str] = []
+    """The op table with each op's Cell (`path`), FLOPs over the run (`flops`, NaN where unknown) and how it
+    was placed (`placed`: "named" by its scope, "moved" to one Cell or "shared" by an ancestor, by shapes)."""
+    return place(run.ops)
+
+
+# Op types whose FLOPs the shapes should give (flops.op_flops): where they do not, the Cells say so.
+DENSE_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul", "BatchMatMul")
+
+
+def place(ops: pd.DataFrame) -> pd.DataFrame:
+    """placed_ops of an op table (all ranks)."""
     frames = []
-    for rank, mine in ops.groupby("rank", sort=True):
+    for _, mine in ops.groupby("rank", sort=True):
         mine = mine.reset_index(drop=True)
         scopes = [scope_of(str(name)) for name in mine["name"].tolist()]
         paths = np.array(["/".join(scope) if scope else NO_CELL for scope, _ in scopes], dtype=object)
@@ -123,28 +130,57 @@ def placed_ops(run: Run) -> pd.DataFrame:
         work = op_flops(mine).set_index("name") if len(mine) else pd.DataFrame()
         flops = mine["name"].map(work["flops"]).to_numpy(dtype=np.float64) if len(work) else np.full(len(mine), np.nan)
         layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine))
-        moved, shared = _place_backward(mine, paths, grad_of, layers.tolist())
-        frames.append(mine.assign(path=paths, flops=flops))
+        placed = _place_backward(mine, paths, grad_of, layers.tolist())
+        frames.append(mine.assign(path=paths, flops=flops, placed=placed))
+    if not frames:
+        return ops.assign(path=pd.Series(dtype=object), flops=pd.Series(dtype="float64"),
+                          placed=pd.Series(dtype=object))
+    return pd.concat(frames, ignore_index=True)
+
+
+def cell_table(ops: pd.DataFrame) -> pd.DataFrame:
+    """The run's `cells` table (model.SCHEMA), derived from its ops by the loader, so that `perfkit summary`
+    needs no op rows: per rank and Cell path, the ops placed in that Cell itself (not its children), summed
+    over the profiled steps."""
+    placed = place(ops)
+    passes = placed["pass"].astype(str)
+    known = placed["flops"].notna()
+    unknown = ~known & placed["type"].isin(DENSE_TYPES)
+    summed = pd.DataFrame({
+        "rank": placed["rank"], "path": placed["path"],
+        "forward_ms": placed["total_ms"].where(passes == "forward", 0.0),
+        "backward_ms": placed["total_ms"].where(passes == "backward", 0.0),
+        "other_ms": placed["total_ms"].where(~passes.isin(["forward", "backward"]), 0.0),
+        "calls": placed["count"].astype("float64"), "flops": placed["flops"].fillna(0.0),
+        "flops_ms": placed["total_ms"].where(known, 0.0), "ops": 1,
+        "moved_ops": (placed["placed"] == "moved").astype("int64"),
+        "shared_ops": (placed["placed"] == "shared").astype("int64"),
+        "dense_unknown_ops": unknown.astype("int64"), "dense_unknown_ms": placed["total_ms"].where(unknown, 0.0),
+    }).groupby(["rank", "path"], sort=True).sum().reset_index()
+    return table("cells", summed)
+
+
+def _warnings(leaves: pd.DataFrame) -> list[str]:
+    """What could not be placed, from the cells table: one line each for kernels placed by shapes (per rank),
+    ops without a scope, and dense ops whose FLOPs the shapes do not give."""
+    warnings = []
+    for rank, mine in leaves.groupby("rank", sort=True):
+        moved, shared = int(mine["moved_ops"].sum()), int(mine["shared_ops"].sum())
         if moved or shared:
             warnings.append(f"rank {rank}: {moved + shared} backward kernel(s) were named after a reused Cell's "
                             f"scope and were placed by their shapes: {moved} under their own Cell, {shared} under "
                             "the nearest Cell that every Cell with those shapes shares")
-    placed = pd.concat(frames, ignore_index=True) if frames else ops.assign(path=pd.Series(dtype=object),
-                                                                           flops=pd.Series(dtype="float64"))
-    unplaced = placed[placed["path"] == NO_CELL]
+    total = leaves[["forward_ms", "backward_ms", "other_ms"]].to_numpy().sum()
+    unplaced = leaves[leaves["path"] == NO_CELL]
     if len(unplaced):
-        share = unplaced["total_ms"].sum() / placed["total_ms"].sum() if placed["total_ms"].sum() > 0 else 1.0
-        examples = ", ".join(f"`{name}`" for name in unplaced.nlargest(9, "total_ms")["name"].astype(str).unique()[:3])
-        warnings.append(f"{len(unplaced)} op(s), {share:.0%} of op time, carry no Cell scope (e.g. {examples}): "
-                        f"shown as {NO_CELL}")
-    unknown = placed["flops"].isna() & placed["type"].isin(["Conv2D", "Conv2DBackpropInput",
-                                                            "Conv2DBackpropFilter", "MatMul", "BatchMatMul"])
-    if unknown.any():
-        warnings.append(f"{int(unknown.sum())} dense op(s) ({placed.loc[unknown, 'total_ms'].sum():.1f} ms) have "
-                        "shapes missing or in a form the FLOP model does not read (e.g. Ascend's 5-D NC1HWC0): their FLOPs "
-                        "are unknown and left out")
-    placed.attrs["warnings"] = warnings
-    return placed
+        share = unplaced[["forward_ms", "backward_ms", "other_ms"]].to_numpy().sum() / total if total > 0 else 1.0
+        warnings.append(f"{int(unplaced['ops'].sum())} op(s), {share:.0%} of op time, carry no Cell scope "
+                        f"(op-type-only or unscoped kernel names): shown as {NO_CELL}")
+    if leaves["dense_unknown_ops"].sum():
+        warnings.append(f"{int(leaves['dense_unknown_ops'].sum())} dense op(s) "
+                        f"({leaves['dense_unknown_ms'].sum():.1f} ms) have shapes missing or in a form the FLOP "
+                        "model does not read (e.g. Ascend's 5-D NC1HWC0): their FLOPs are unknown and left out")
+    return warnings
 
 
 def _shapes_key(text: Any) -> frozenset:
@@ -155,9 +191,10 @@ def _shapes_key(text: Any) -> frozenset:
     return frozenset(wide or shapes)
 
 
-def _place_backward(ops: pd.DataFrame, paths: np.ndarray, grad_of: np.ndarray, layers: list) -> tuple[int, int]:
-    """Re-place, in `paths`, backward kernels named after a reused Cell (module docstring). Returns (moved to
-    one Cell, moved to a shared ancestor)."""
+def _place_backward(ops: pd.DataFrame, paths: np.ndarray, grad_of: np.ndarray, layers: list) -> np.ndarray:
+    """Re-place, in `paths`, backward kernels named after a reused Cell (module docstring). Returns how each
+    op was placed: "named" (by its scope), "moved" (to the one Cell its shapes name), "shared" (to the Cell that
+    all Cells its shapes could belong to share)."""
     passes = ops["pass"].astype(str).to_numpy()
     types = ops["type"].astype(str).to_numpy()
     shapes = [_shapes_key(text) for text in ops["input_shapes"].tolist()]
@@ -174,7 +211,7 @@ def _place_backward(ops: pd.DataFrame, paths: np.ndarray, grad_of: np.ndarray, l
             by_layer.setdefault(layers[j], []).append(j)
         for shape in shapes[j]:
             by_shape.setdefault(shape, []).append(j)
-    moved = shared = 0
+    placed = np.full(len(paths), "named", dtype=object)
     for i in backward:
         primitive = grad_of[i]
         if layers[i] is not None and not pd.isna(layers[i]):
@@ -192,9 +229,8 @@ def _place_backward(ops: pd.DataFrame, paths: np.ndarray, grad_of: np.ndarray, l
         if paths[i] in cells_of and named_count[(paths[i], primitive)] <= forward_here:
             continue
         paths[i] = cells_of[0] if len(cells_of) == 1 else _common_ancestor(cells_of)
-        moved += len(cells_of) == 1
-        shared += len(cells_of) > 1
-    return moved, shared
+        placed[i] = "moved" if len(cells_of) == 1 else "shared"
+    return placed
 
 
 def _common_ancestor(paths: list[str]) -> str:
@@ -209,15 +245,15 @@ def _common_ancestor(paths: list[str]) -> str:
 
 @kept_on_run
 def _build(run: Run) -> pd.DataFrame:
-    placed = placed_ops(run)
-    warnings = list(placed.attrs["warnings"])
-    if not len(placed):
+    leaves = run.cells
+    warnings = _warnings(leaves)
+    if not len(leaves):
         frame = pd.DataFrame(columns=COLUMNS)
         frame.attrs["warnings"] = warnings
         return frame
     steps = run.steps.groupby("rank")["step"].nunique() if len(run.steps) else pd.Series(dtype="int64")
     rows = []
-    for rank, mine in placed.groupby("rank", sort=True):
+    for rank, mine in leaves.groupby("rank", sort=True):
         per_step = max(int(steps.get(rank, 1)), 1)
         rows.append(_tree(mine, per_step).assign(rank=rank))
     tree = pd.concat(rows, ignore_index=True)
@@ -229,19 +265,10 @@ def _build(run: Run) -> pd.DataFrame:
     return frame
 
 
-def _tree(ops: pd.DataFrame, per_step: int) -> pd.DataFrame:
-    """One rank's ops summed into every Cell and each of its ancestors, per profiled step."""
-    known = ops["flops"].notna()
-    sums = pd.DataFrame({
-        "path": ops["path"].to_numpy(),
-        "forward_ms": np.where(ops["pass"] == "forward", ops["total_ms"], 0.0),
-        "backward_ms": np.where(ops["pass"] == "backward", ops["total_ms"], 0.0),
-        "other_ms": np.where(~ops["pass"].isin(["forward", "backward"]), ops["total_ms"], 0.0),
-        "calls": ops["count"].to_numpy(dtype=np.float64),
-        "flops": ops["flops"].fillna(0.0).to_numpy(),
-        "flops_ms": np.where(known, ops["total_ms"], 0.0),
-    }).groupby("path", sort=False).sum()
+def _tree(leaves: pd.DataFrame, per_step: int) -> pd.DataFrame:
+    """One rank's cells table rows summed into every Cell and each of its ancestors, per profiled step."""
     values = ["forward_ms", "backward_ms", "other_ms", "calls", "flops", "flops_ms"]
+    sums = leaves.set_index("path")[values]
     expanded = []
     for path, row in sums.iterrows():
         parts = path.split("/") if path != NO_CELL else [NO_CELL]

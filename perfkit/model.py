@@ -49,6 +49,16 @@ SCHEMA: dict[str, dict[str, str]] = {
     # derived from `ops` by the loader, so the step ledger's forward/backward split needs no op rows
     # (a warm `perfkit summary` of a million-op run never reads them).
     "op_passes": {"rank": "int64", "pass": "string", "total_ms": "float64"},
+    # Per rank and network Cell (scope path, `(no cell)` for unscoped ops): the ops placed in that Cell itself
+    # (not its children), summed over the profiled steps, derived from `ops` by the loader (perfkit/cells.py:
+    # backward kernels placed by their shapes), so `perfkit summary`'s Cell tree needs no op rows. calls:
+    # executions; flops / flops_ms: the work of the ops with a FLOP model and their time; ops: op rows;
+    # moved_ops / shared_ops: backward kernels moved by shapes to one Cell / to a shared ancestor;
+    # dense_unknown_*: dense ops whose shapes give no FLOPs.
+    "cells": {"rank": "int64", "path": "string", "forward_ms": "float64", "backward_ms": "float64",
+              "other_ms": "float64", "calls": "float64", "flops": "float64", "flops_ms": "float64",
+              "ops": "int64", "moved_ops": "int64", "shared_ops": "int64", "dense_unknown_ops": "int64",
+              "dense_unknown_ms": "float64"},
     # Host-side data queue (MindData -> device/iterator), one sample per batch.
     "host_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "int64"},
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
@@ -240,6 +250,7 @@ class Run:
     op_types: pd.DataFrame = _Table()
     ops: pd.DataFrame = _Table()
     op_passes: pd.DataFrame = _Table()
+    cells: pd.DataFrame = _Table()
     steps: pd.DataFrame = _Table()
     host_queue: pd.DataFrame = _Table()
     device_queue: pd.DataFrame = _Table()
