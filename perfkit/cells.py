@@ -25,6 +25,7 @@ a guess below what the shapes tell. Kernels without a candidate keep their named
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -60,7 +61,14 @@ def scope_of(name: str) -> tuple[list[str], str | None]:
     """(the Cell scope components of an op name, the forward primitive a gradient component names or None):
     `Gradients/Default/a-A/Grad_Conv2D/Conv2DBackpropFilter-op6` -> (["Default", "a-A"], "Conv2D");
     a name without a scope (`Conv2D1`, `ReluGrad`) -> ([], None)."""
-    parts = name.split("/")[:-1]
+    scope, grad_of = _scope(name.rpartition("/")[0])
+    return list(scope), grad_of
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _scope(text: str) -> tuple[tuple[str, ...], str | None]:
+    """scope_of of the part before the kernel's name, cached: a million kernels run in a few thousand scopes."""
+    parts = text.split("/") if text else []
     if parts and parts[0] == GRADIENTS:
         parts = parts[1:]
     scope, grad_of = [], None
@@ -70,7 +78,7 @@ def scope_of(name: str) -> tuple[list[str], str | None]:
             grad_of = match.group(1)
         else:
             scope.append(part)
-    return scope, grad_of
+    return tuple(scope), grad_of
 
 
 def label_of(path: str) -> str:
@@ -120,18 +128,20 @@ DENSE_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul"
 
 
 def place(ops: pd.DataFrame) -> pd.DataFrame:
-    """placed_ops of an op table (all ranks)."""
+    """placed_ops of an op table (all ranks). Vectorised over ops: the Python work is per distinct scope and
+    per distinct (primitive, named Cell, tensors) question, a few thousand on a million-kernel run."""
     frames = []
     for _, mine in ops.groupby("rank", sort=True):
         mine = mine.reset_index(drop=True)
-        scopes = [scope_of(str(name)) for name in mine["name"].tolist()]
-        paths = np.array(["/".join(scope) if scope else NO_CELL for scope, _ in scopes], dtype=object)
-        grad_of = np.array([grad for _, grad in scopes], dtype=object)
+        prefixes = mine["name"].astype("string").fillna("").str.rpartition("/")[0]
+        scopes = {prefix: _scope(prefix) for prefix in prefixes.unique()}
+        paths = prefixes.map({prefix: "/".join(scope) or NO_CELL for prefix, (scope, _) in scopes.items()})
+        grad_of = prefixes.map({prefix: grad for prefix, (_, grad) in scopes.items()})
         work = op_flops(mine).set_index("name") if len(mine) else pd.DataFrame()
         flops = mine["name"].map(work["flops"]).to_numpy(dtype=np.float64) if len(work) else np.full(len(mine), np.nan)
-        layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine))
-        placed = _place_backward(mine, paths, grad_of, layers.tolist())
-        frames.append(mine.assign(path=paths, flops=flops, placed=placed))
+        layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine), dtype=object)
+        path, placed = _place_backward(mine, paths.astype(object), grad_of.astype(object), layers.astype(object))
+        frames.append(mine.assign(path=path, flops=flops, placed=placed))
     if not frames:
         return ops.assign(path=pd.Series(dtype=object), flops=pd.Series(dtype="float64"),
                           placed=pd.Series(dtype=object))
@@ -183,54 +193,68 @@ def _warnings(leaves: pd.DataFrame) -> list[str]:
     return warnings
 
 
-def _shapes_key(text: Any) -> frozenset:
+@functools.lru_cache(maxsize=1 << 16)
+def _shapes_key(text: Any) -> tuple:
     """The tensors an op reads, for matching a gradient to its forward op: its shapes of 2+ dimensions
-    (vectors such as a BatchNorm's per-channel scale match too many layers), else all of them."""
+    (vectors such as a BatchNorm's per-channel scale match too many layers), else all of them; sorted, once."""
     shapes = [shape for shape in parse_shapes(text) if shape]
     wide = [shape for shape in shapes if len(shape) >= 2]
-    return frozenset(wide or shapes)
+    return tuple(sorted(set(wide or shapes)))
 
 
-def _place_backward(ops: pd.DataFrame, paths: np.ndarray, grad_of: np.ndarray, layers: list) -> np.ndarray:
-    """Re-place, in `paths`, backward kernels named after a reused Cell (module docstring). Returns how each
-    op was placed: "named" (by its scope), "moved" (to the one Cell its shapes name), "shared" (to the Cell that
-    all Cells its shapes could belong to share)."""
-    passes = ops["pass"].astype(str).to_numpy()
-    types = ops["type"].astype(str).to_numpy()
-    shapes = [_shapes_key(text) for text in ops["input_shapes"].tolist()]
-    forward = np.flatnonzero(passes == "forward")
-    backward = [i for i in np.flatnonzero(passes == "backward") if grad_of[i]]
-    named_count: dict[tuple[str, str], int] = {}
-    for i in backward:
-        named_count[(paths[i], grad_of[i])] = named_count.get((paths[i], grad_of[i]), 0) + 1
-    by_layer: dict[Any, list[int]] = {}
-    by_shape: dict[tuple, list[int]] = {}
-    forward_at: dict[tuple[str, str], int] = {}
-    for j in forward:
-        if layers[j] is not None and not pd.isna(layers[j]):
-            by_layer.setdefault(layers[j], []).append(j)
-        for shape in shapes[j]:
-            by_shape.setdefault(shape, []).append(j)
-    placed = np.full(len(paths), "named", dtype=object)
-    for i in backward:
-        primitive = grad_of[i]
-        if layers[i] is not None and not pd.isna(layers[i]):
-            found = by_layer.get(layers[i], [])
-        else:
-            found = {j for shape in shapes[i] for j in by_shape.get(shape, [])}
-        candidates = [j for j in found if types[j].startswith(primitive)]
-        cells_of = sorted({paths[j] for j in candidates})
-        if not cells_of:
-            continue
-        key = (paths[i], primitive)
-        if key not in forward_at:
-            forward_at[key] = sum(1 for j in forward if paths[j] == paths[i] and types[j].startswith(primitive))
-        forward_here = forward_at[key]
-        if paths[i] in cells_of and named_count[(paths[i], primitive)] <= forward_here:
-            continue
-        paths[i] = cells_of[0] if len(cells_of) == 1 else _common_ancestor(cells_of)
-        placed[i] = "moved" if len(cells_of) == 1 else "shared"
-    return placed
+def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
+                    layers: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(each op's Cell, how it was placed): backward kernels named after a reused Cell re-placed by their
+    shapes (module docstring). How: "named" (by its scope), "moved" (to the one Cell its shapes name),
+    "shared" (to the Cell all the Cells its shapes could belong to share). Forward Cells are indexed by (type,
+    layer) and (type, shape); kernels asking the same question (primitive, named Cell, tensors) share one answer."""
+    frame = pd.DataFrame({"path": paths, "grad_of": grad_of, "type": ops["type"].astype(str).to_numpy(),
+                          "pass": ops["pass"].astype(str).to_numpy(),
+                          "tensors": np.where(layers.notna(), "layer " + layers.astype(str),
+                                              ops["input_shapes"].astype(object).fillna("").astype(str))})
+    out_paths, placed = frame["path"].to_numpy(dtype=object).copy(), np.full(len(frame), "named", dtype=object)
+    forward = frame[frame["pass"] == "forward"]
+    backward = frame[(frame["pass"] == "backward") & frame["grad_of"].notna()]
+    if not len(forward) or not len(backward):
+        return out_paths, placed
+    named_count = backward.groupby(["path", "grad_of"]).size().to_dict()
+    forward_count = forward.groupby(["path", "type"]).size().to_dict()
+    cells_by_key: dict[tuple, set] = {}   # (type, layer) or (type, shape) -> forward Cells
+    for path, op_type, tensors in forward[["path", "type", "tensors"]].drop_duplicates().itertuples(index=False):
+        for key in _tensor_keys(tensors):
+            cells_by_key.setdefault((op_type, key), set()).add(path)
+    forward_types = sorted(forward["type"].unique())
+    questions = backward[["grad_of", "path", "tensors"]].drop_duplicates()
+    answers = {}
+    for primitive, named, tensors in questions.itertuples(index=False):
+        types = [t for t in forward_types if t.startswith(primitive)]
+        answers[(primitive, named, tensors)] = _placement(primitive, named, _tensor_keys(tensors), types,
+                                                          cells_by_key, forward_count, named_count)
+    keyed = pd.Series(list(zip(backward["grad_of"], backward["path"], backward["tensors"])), index=backward.index)
+    answered = keyed.map(answers)
+    out_paths[backward.index] = [answer[0] for answer in answered]
+    placed[backward.index] = [answer[1] for answer in answered]
+    return out_paths, placed
+
+
+def _tensor_keys(tensors: str) -> tuple:
+    """What a kernel's tensors are matched by: its conv layer identity (`layer ...`), else its shapes."""
+    return (tensors,) if tensors.startswith("layer ") else _shapes_key(tensors)
+
+
+def _placement(primitive: str, named: str, tensors: tuple, types: list[str], cells_by_key: dict,
+               forward_count: dict, named_count: dict) -> tuple[str, str]:
+    """(Cell, how) for the backward kernels of `primitive` named under `named` that read `tensors`."""
+    keys = [(t, key) for t in types for key in tensors]
+    cells_of = sorted(set().union(*(cells_by_key.get(key, set()) for key in keys)))
+    if not cells_of:
+        return named, "named"
+    forward_here = sum(forward_count.get((named, t), 0) for t in types)
+    if named in cells_of and named_count[(named, primitive)] <= forward_here:
+        return named, "named"
+    if len(cells_of) == 1:
+        return cells_of[0], "moved"
+    return _common_ancestor(cells_of), "shared"
 
 
 def _common_ancestor(paths: list[str]) -> str:
