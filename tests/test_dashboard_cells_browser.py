@@ -49,3 +49,19 @@ def test_cells_page_draws_the_tree_and_zooms_into_a_cell(driver, base_url, shots
     wait_for(driver, lambda d: x_range(d) != whole, "the flame graph to zoom")
     low, high = x_range(driver)
     assert high - low == pytest.approx(layer4["total_ms"], rel=1e-6)
+
+
+def test_a_finding_links_to_its_cell_zoomed(driver, base_url):
+    """The Overview's compute-bound finding names its Cell; its link opens the Cells page zoomed into it."""
+    tree = perfkit.cells(perfkit.load(SAMPLE)).set_index("label")
+    driver.get_log("browser")  # drop what the other test left
+    open_page(driver, f"{base_url}/?run=0", plots=1)
+    link = wait_for(driver, lambda d: next((a for a in d.find_elements(By.CSS_SELECTOR, "#findings a")
+                                            if a.text.startswith("layer4 (")), None), "the finding's Cell link")
+    link.click()
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#fig-cells .js-plotly-plot"), "the Cells page")
+    wait_for(driver, lambda d: x_range(d) is not None, "the flame graph")
+    low, high = x_range(driver)
+    assert high - low == pytest.approx(tree.at["layer4", "total_ms"], rel=1e-6)
+    errors = [entry for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
+    assert errors == []
