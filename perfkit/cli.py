@@ -220,7 +220,7 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
     Example:
       perfkit compare profiler_v1 profiler_v2
       perfkit compare base candidate      # folders of repeat_1..N (profile --repeat N): judged over run means
-      perfkit compare cpu_default cpu_avx2 --format json | jq .noise.verdict
+      perfkit compare cpu_default cpu_avx2 --format json | jq .verdict.kind
       perfkit compare baseline candidate --fail-if-slower 5 --fail-on-new high --format markdown  # CI gate
     """
     from .compare import NOISE_FLOOR_PCT, compare as compare_runs, compare_markdown, compare_text, gate, repeat_folders

@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import shutil
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,7 @@ def test_cli_shows_throughput_and_the_per_sample_verdict(tmp_path):
     assert out.exit_code == 0, out.output
     expected = compare.samples_per_s(perfkit.load(SAMPLE))
     assert f"samples/s    {expected:,.1f} -> {expected / 2:,.1f} (-50.0 %)" in out.output
-    assert "run-to-run   slower: speedup 0.50x" in out.output and "per sample: batch sizes differ" in out.output
+    assert "verdict      slower: speedup 0.50x" in out.output and "per sample: global batch 32 vs 16" in out.output
     assert "NOT LIKE WITH LIKE: A and B differ in batch_size (32 vs 16)" in out.output
 
 
@@ -128,6 +129,12 @@ def test_report_compare_section_has_the_banner_verdict_and_throughput(tmp_path, 
     assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend)" in html
     assert f"{compare.samples_per_s(perfkit.load(SAMPLE)):,.1f} samples/s" in html
     assert "What differed between the runs" in html
+    # the verdict block as `perfkit compare` prints it for the same pair: one definition
+    cli = CliRunner().invoke(main, ["compare", str(SAMPLE), str(FIXTURE_RUNS["legacy_run_2"])])
+    judged = compare.judge([perfkit.load(SAMPLE)], [perfkit.load(FIXTURE_RUNS["legacy_run_2"])])
+    for label, text in compare.verdict_lines(judged):
+        assert f"{label:<13}{text}" in cli.output
+        assert escape(f"{label} {text}") in html
 
 
 def _repeats(tmp_path: Path, name: str, *sources: str) -> Path:
