@@ -17,7 +17,9 @@ import pandas as pd
 from .advisor import SEVERITIES, advise
 from .advisor.finding import INFORMATIONAL
 from .analysis import STEP_KEYS, op_type_shares, queue_stats, step_means
+from .causes import CAUSES
 from .errors import PerfkitError
+from .ledger import steady_means
 from .model import Run
 from .steady import steady_steps
 from .units import MS_PER_S
@@ -44,6 +46,8 @@ NOISE_FLOOR_PCT = 215.0
 NO_CHANGE = "no significant change"
 # How every view heads the per-step spread: it describes a run, it does not judge a change.
 SPREAD_TITLE = "within-run step spread (describes each run; the verdict compares runs)"
+# The verdict block names this many causes of the step ledger, the largest changes first (JSON: all of them).
+CAUSE_DELTAS_SHOWN = 4
 
 # The gate only judges runs of one setup: these settings must match (device, network, per-rank batch size).
 GATE_SETTINGS = ("device", "network", "batch_size")
@@ -274,6 +278,35 @@ def check_group(runs: Sequence[Run]) -> None:
                                f"{setting_value(row['values'][1])}, not {setting_value(row['values'][0])}")
 
 
+def _cause_means(group: Sequence[Run]) -> pd.Series:
+    """The side's mean ms per steady step of each ledger cause: per run the mean over its ranks, then the mean
+    over the side's runs (a cause a run does not have took 0 ms in it)."""
+    per_run = [steady_means(run, by="cause").drop(columns="total").mean(axis=0) for run in group]
+    return pd.concat(per_run, axis=1).fillna(0.0).mean(axis=1) if per_run else pd.Series(dtype="float64")
+
+
+def cause_deltas(group_a: Sequence[Run], group_b: Sequence[Run]) -> list[dict[str, Any]]:
+    """Per cause of the step ledger (perfkit.ledger.steady_means by cause): ms per steady step on each side and
+    B - A, the largest change first; empty when a side has no steady steps."""
+    means_a, means_b = _cause_means(group_a), _cause_means(group_b)
+    if not len(means_a) or not len(means_b):
+        return []
+    causes = [cause for cause in CAUSES if cause in means_a.index or cause in means_b.index]
+    rows = [{"cause": cause, "label": CAUSES[cause].label, "ms_a": float(means_a.get(cause, 0.0)),
+             "ms_b": float(means_b.get(cause, 0.0))} for cause in causes]
+    for row in rows:
+        row["delta_ms"] = row["ms_b"] - row["ms_a"]
+    return sorted(rows, key=lambda row: -abs(row["delta_ms"]))  # stable: CAUSES order among equal changes
+
+
+def cause_delta_words(deltas: Sequence[dict[str, Any]]) -> str:
+    """"forward+backward compute -381.0 ms, data wait (queue evidence) +12.0 ms per step": the largest changes."""
+    shown = [row for row in deltas[:CAUSE_DELTAS_SHOWN] if round(row["delta_ms"], 1)]
+    if not shown:
+        return "no cause changed by 0.1 ms or more per step" if deltas else "unknown (no steady steps)"
+    return ", ".join(f"{row['label']} {row['delta_ms']:+,.1f} ms" for row in shown) + " per step"
+
+
 def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = (),
             noise_floor_pct: float = NOISE_FLOOR_PCT) -> dict[str, Any]:
     """The `perfkit compare --format json` contract: B relative to A. The verdict, speedup (> 1: B is faster)
@@ -443,11 +476,13 @@ def _side_words(result: dict[str, Any], side: str) -> str:
 
 def verdict_lines(judged: dict[str, Any]) -> list[tuple[str, str]]:
     """The verdict block, (label, text) pairs, as `perfkit compare` (text and markdown), the dashboard's Compare
-    cards and the report's compare section all show it: the run verdict, then the throughput."""
+    cards and the report's compare section all show it: the run verdict, the throughput, the step ledger's causes
+    that changed most."""
     verdict_ = judged["verdict"]
     return [("verdict", f"unknown: no step times in {' and '.join(judged['missing_steps'])}" if verdict_ is None
              else run_verdict_words(verdict_)),
-            ("samples/s", throughput_words(judged))]
+            ("samples/s", throughput_words(judged)),
+            ("by cause", cause_delta_words(judged["cause_deltas"]))]
 
 
 def run_verdict_words(verdict_: dict[str, Any]) -> str:
@@ -565,7 +600,8 @@ def samples_per_s(run: Run) -> float | None:
 def judge(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT) -> dict[str, Any]:
     """What every compare view shows alike (`verdict_lines`), B's runs against A's: the run `verdict` (None when a
     run has no step times, named in missing_steps) and its speedup, each side's samples/s (the mean over its
-    runs), and which of device, network, batch size make the first runs of the sides not like with like."""
+    runs), the step ledger's per-cause deltas (`cause_deltas`), and which of device, network, batch size make the
+    first runs of the sides not like with like."""
     settings_a, settings_b = run_settings(group_a[0]), run_settings(group_b[0])
     missing = list(dict.fromkeys(run.path for run in (*group_a, *group_b) if run_mean_ms(run, per_sample=False) is None))
     judged = None if missing else verdict(group_a, group_b, noise_floor_pct)
@@ -574,6 +610,7 @@ def judge(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float
             "speedup": None if judged is None else judged.speedup,
             **{f"samples_per_s_{side}": None if None in values or not values else float(np.mean(values))
                for side, values in rates.items()},
+            "cause_deltas": cause_deltas(group_a, group_b),
             "incomparable": incomparable(settings_a, settings_b), "settings_a": settings_a, "settings_b": settings_b}
 
 

@@ -168,3 +168,43 @@ def test_cli_refuses_a_group_of_different_settings(tmp_path):
     assert "\n" not in line and "Traceback" not in out.output
     assert line == (f"perfkit: error: {mixed / 'repeat_2'}: not a repeat of {mixed / 'repeat_1'}: "
                     "env.ONEDNN_MAX_CPU_ISA is AVX2, not -")
+
+
+def _ledger_cause_ms(path: Path) -> dict[str, float]:
+    """Independent of compare: the ledger's steady rows summed per rank and cause, over that rank's steady steps,
+    then averaged over ranks (a cause a rank lacks: 0 ms)."""
+    from perfkit.ledger import ledger
+
+    rows = ledger(perfkit.load(path))
+    rows = rows[rows["steady"]]
+    per_rank = []
+    for _, frame in rows.groupby("rank"):
+        steps = frame["step"].nunique()
+        per_rank.append({str(cause): ms / steps for cause, ms in frame.groupby("cause", observed=True)["ms"].sum().items()})
+    causes = {cause for rank in per_rank for cause in rank}
+    return {cause: float(np.mean([rank.get(cause, 0.0) for rank in per_rank])) for cause in causes}
+
+
+def test_cause_deltas_are_the_differences_of_the_ledger_means():
+    """cpu_default (one rank) against cpu_ranks2 (two ranks: AllReduce appears), in the JSON and the text line."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    other = SAMPLE.parent / "cpu_ranks2"
+    expected_a, expected_b = _ledger_cause_ms(SAMPLE), _ledger_cause_ms(other)
+    out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(other), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    deltas = json.loads(out.output)["cause_deltas"]
+    assert {row["cause"] for row in deltas} == set(expected_a) | set(expected_b)
+    for row in deltas:
+        expected = expected_b.get(row["cause"], 0.0) - expected_a.get(row["cause"], 0.0)
+        assert row["delta_ms"] == pytest.approx(expected)
+        assert row["ms_a"] == pytest.approx(expected_a.get(row["cause"], 0.0))
+    assert [abs(row["delta_ms"]) for row in deltas] == sorted((abs(row["delta_ms"]) for row in deltas), reverse=True)
+    comm = next(row for row in deltas if row["cause"] == "comm")
+    assert comm["ms_a"] == 0.0 and comm["delta_ms"] > 1000  # two ranks on two cores wait on AllReduce
+    text = CliRunner().invoke(main, ["compare", str(SAMPLE), str(other)]).output
+    top = deltas[0]
+    assert f"by cause     {top['label']} {top['delta_ms']:+,.1f} ms, " in text and text.count(" per step\n") >= 1
+    markdown = CliRunner().invoke(main, ["compare", str(SAMPLE), str(other), "--format", "markdown"]).output
+    assert f"**by cause** {top['label']} {top['delta_ms']:+,.1f} ms" in markdown
