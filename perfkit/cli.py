@@ -210,9 +210,14 @@ def ranks(run: str, fmt: str) -> None:
 @click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="How far single runs of one setting land apart on your machine (default: perfkit's measured "
                    "floor for a shared 2-core VM, see the README). Used when a side has one run.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Samples per step over all ranks, for runs whose files do not tell it (samples/s, and time per "
+                   "sample when the batches differ).")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None, metavar="L",
+              help="Tokens per sample, for runs whose manifest does not record it: tokens/s.")
 @click.pass_context
 def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower: float | None,
-            fail_on_new: str | None, noise_floor: float | None) -> None:
+            fail_on_new: str | None, noise_floor: float | None, batch_size: int | None, seq_len: int | None) -> None:
     """Before/after: step times with their spread, whether B is faster beyond the noise, what differed between
     the runs, op types in ms per step, resolved and new findings. A is the baseline.
 
@@ -222,13 +227,17 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare base candidate      # folders of repeat_1..N (profile --repeat N): judged over run means
       perfkit compare cpu_default cpu_avx2 --format json | jq .verdict.kind
       perfkit compare baseline candidate --fail-if-slower 5 --fail-on-new high --format markdown  # CI gate
+      perfkit compare own_v1 own_v2 --batch-size 64 --seq-len 512   # an own script's runs: samples/s, tokens/s
     """
     from .compare import NOISE_FLOOR_PCT, compare as compare_runs, compare_markdown, compare_text, gate, repeat_folders
     group_a, group_b = (_load_all(tuple(repeat_folders(side))) for side in (run_a, run_b))
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
-                          NOISE_FLOOR_PCT if noise_floor is None else noise_floor)
+                          NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)
     gating = fail_if_slower is not None or fail_on_new is not None
     verdict = gate(result, fail_if_slower, fail_on_new) if gating else None
+    if result["batch_unknown"]:
+        click.echo(f"perfkit: warning: batch size unknown in {' and '.join(result['batch_unknown'])}: samples/s "
+                   "unknown, time per step compared; give the global batch with --batch-size N", err=True)
     if fmt == "json":
         click.echo(_json({**result, "gate": verdict} if gating else result))
     elif fmt == "markdown":

@@ -54,6 +54,8 @@ GATE_SETTINGS = ("device", "network", "batch_size")
 # MindSpore's op scope names the network cell: Default/network-WithLossCell/_backbone-ResNet50/layer1-...
 BACKBONE = re.compile(r"_backbone-([A-Za-z_][A-Za-z0-9_]*)")
 # manifest config keys shown under another name (from meta: what was used, not what was asked) or not a setting
+# manifest config keys that give the tokens per sample (a user's script may record one)
+SEQUENCE_LENGTH_KEYS = ("seq_len", "seq_length", "sequence_length")
 CONFIG_NOT_COMPARED = {"output", "env", "device", "ranks", "sink", "amp_level", "mode", "batch_size"}
 
 
@@ -308,14 +310,15 @@ def cause_delta_words(deltas: Sequence[dict[str, Any]]) -> str:
 
 
 def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = (),
-            noise_floor_pct: float = NOISE_FLOOR_PCT) -> dict[str, Any]:
+            noise_floor_pct: float = NOISE_FLOOR_PCT, batch_size: int | None = None,
+            seq_len: int | None = None) -> dict[str, Any]:
     """The `perfkit compare --format json` contract: B relative to A. The verdict, speedup (> 1: B is faster)
     and throughput (`judge`) are over all runs of each side (run_a + repeats_a, ...); the step tables, the
     within-run spread (a description of each first run) and the op types are the first runs'."""
     group_a, group_b = [run_a, *repeats_a], [run_b, *repeats_b]
     check_group(group_a)
     check_group(group_b)
-    judged = judge(group_a, group_b, noise_floor_pct)
+    judged = judge(group_a, group_b, noise_floor_pct, batch_size, seq_len)
     steps_a, steps_b = step_means(run_a.steps), step_means(run_b.steps)
     step_deltas = {}
     if steps_a and steps_b:
@@ -460,11 +463,12 @@ def banner_words(keys: Sequence[str], settings_a: dict[str, Any], settings_b: di
         f"{key} ({setting_value(settings_a[key])} vs {setting_value(settings_b[key])})" for key in keys)
 
 
-def throughput_words(result: dict[str, Any]) -> str:
-    """"27.7 -> 13.9 (-50.0 %)", or why it is unknown (no batch size known)."""
-    a, b = result["samples_per_s_a"], result["samples_per_s_b"]
+def throughput_words(result: dict[str, Any], unit: str = "samples") -> str:
+    """"27.7 -> 13.9 (-50.0 %)" samples (or tokens) per s, or why it is unknown (no batch size known)."""
+    a, b = result[f"{unit}_per_s_a"], result[f"{unit}_per_s_b"]
     if a is None or b is None:
-        return "unknown (batch size unknown: step time compared instead)"
+        return (f"unknown (batch size unknown in {' and '.join(result['batch_unknown'])}: step time compared "
+                "instead; --batch-size N gives the global batch)")
     return f"{a:,.1f} -> {b:,.1f} ({100 * (b - a) / a:+.1f} %)"
 
 
@@ -476,12 +480,14 @@ def _side_words(result: dict[str, Any], side: str) -> str:
 
 def verdict_lines(judged: dict[str, Any]) -> list[tuple[str, str]]:
     """The verdict block, (label, text) pairs, as `perfkit compare` (text and markdown), the dashboard's Compare
-    cards and the report's compare section all show it: the run verdict, the throughput, the step ledger's causes
-    that changed most."""
+    cards and the report's compare section all show it: the run verdict, the throughput (tokens/s where both
+    sides' sequence length is known), the step ledger's causes that changed most."""
     verdict_ = judged["verdict"]
     return [("verdict", f"unknown: no step times in {' and '.join(judged['missing_steps'])}" if verdict_ is None
              else run_verdict_words(verdict_)),
             ("samples/s", throughput_words(judged)),
+            *([("tokens/s", throughput_words(judged, "tokens"))]
+              if judged["tokens_per_s_a"] is not None and judged["tokens_per_s_b"] is not None else []),
             ("by cause", cause_delta_words(judged["cause_deltas"]))]
 
 
@@ -575,61 +581,88 @@ def _t_quantile(df: float, two_sided_p: float = SIGNIFICANCE_P) -> float:
     return (low + high) / 2
 
 
-def global_batch(run: Run) -> int | None:
-    """Samples per step over all ranks (data parallel: each rank takes its own batch); None when unknown."""
+def global_batch(run: Run, batch_size: int | None = None) -> int | None:
+    """Samples per step over all ranks (data parallel: each rank takes its own batch); else `batch_size`, the
+    user's global batch (`compare --batch-size`) for a run whose files do not tell it; None when unknown."""
     batch = _batch_size(run)
-    return None if batch is None else batch * (len(run.meta.ranks) or 1)
+    return batch_size if batch is None else batch * (len(run.meta.ranks) or 1)
 
 
-def run_mean_ms(run: Run, per_sample: bool) -> float | None:
-    """The run's mean steady step in ms, or per sample of the global batch (batch x ranks) when per_sample."""
+def sequence_length(run: Run, seq_len: int | None = None) -> int | None:
+    """Tokens per sample: the manifest config's (SEQUENCE_LENGTH_KEYS), else the user's `seq_len`; None unknown."""
+    recorded = next((run.meta.config[key] for key in SEQUENCE_LENGTH_KEYS if isinstance(run.meta.config.get(key), int)),
+                    None)
+    return seq_len if recorded is None else recorded
+
+
+def run_mean_ms(run: Run, per_sample: bool, batch_size: int | None = None) -> float | None:
+    """The run's mean steady step in ms, or per sample of the global batch (`global_batch`) when per_sample."""
     totals = step_totals(run.steps)
     totals = totals[totals > 0]
     if not len(totals):
         return None
     mean = float(np.mean(totals))
-    return mean / global_batch(run) if per_sample else mean
+    return mean / global_batch(run, batch_size) if per_sample else mean
 
 
-def samples_per_s(run: Run) -> float | None:
-    """Global batch (per-rank batch x ranks) per mean steady step; None when the batch is unknown."""
-    batch, mean = global_batch(run), run_mean_ms(run, per_sample=False)
+def samples_per_s(run: Run, batch_size: int | None = None) -> float | None:
+    """Global batch (`global_batch`) per mean steady step; None when the batch is unknown."""
+    batch, mean = global_batch(run, batch_size), run_mean_ms(run, per_sample=False)
     return None if batch is None or not mean else batch * MS_PER_S / mean
 
 
-def judge(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT) -> dict[str, Any]:
+def tokens_per_s(run: Run, batch_size: int | None = None, seq_len: int | None = None) -> float | None:
+    """samples/s x tokens per sample (`sequence_length`); None when either is unknown."""
+    rate, length = samples_per_s(run, batch_size), sequence_length(run, seq_len)
+    return None if rate is None or length is None else rate * length
+
+
+def _side_mean(values: Sequence[float | None]) -> float | None:
+    """The mean over a side's runs; None when a run's value is unknown."""
+    return None if not values or None in values else float(np.mean(values))
+
+
+def judge(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT,
+          batch_size: int | None = None, seq_len: int | None = None) -> dict[str, Any]:
     """What every compare view shows alike (`verdict_lines`), B's runs against A's: the run `verdict` (None when a
     run has no step times, named in missing_steps) and its speedup, each side's samples/s (the mean over its
     runs), the step ledger's per-cause deltas (`cause_deltas`), and which of device, network, batch size make the
-    first runs of the sides not like with like."""
+    first runs of the sides not like with like. `batch_size`: the global batch of runs whose files do not tell
+    it; `seq_len`: tokens per sample where the manifest does not say (tokens/s)."""
     settings_a, settings_b = run_settings(group_a[0]), run_settings(group_b[0])
-    missing = list(dict.fromkeys(run.path for run in (*group_a, *group_b) if run_mean_ms(run, per_sample=False) is None))
-    judged = None if missing else verdict(group_a, group_b, noise_floor_pct)
-    rates = {side: [samples_per_s(run) for run in group] for side, group in (("a", group_a), ("b", group_b))}
+    runs = (*group_a, *group_b)
+    missing = list(dict.fromkeys(run.path for run in runs if run_mean_ms(run, per_sample=False) is None))
+    judged = None if missing else verdict(group_a, group_b, noise_floor_pct, batch_size)
+    sides = (("a", group_a), ("b", group_b))
     return {"verdict": None if judged is None else asdict(judged), "missing_steps": missing,
             "speedup": None if judged is None else judged.speedup,
-            **{f"samples_per_s_{side}": None if None in values or not values else float(np.mean(values))
-               for side, values in rates.items()},
+            "batch_unknown": list(dict.fromkeys(run.path for run in runs if global_batch(run, batch_size) is None)),
+            **{f"samples_per_s_{side}": _side_mean([samples_per_s(run, batch_size) for run in group])
+               for side, group in sides},
+            **{f"tokens_per_s_{side}": _side_mean([tokens_per_s(run, batch_size, seq_len) for run in group])
+               for side, group in sides},
             "cause_deltas": cause_deltas(group_a, group_b),
             "incomparable": incomparable(settings_a, settings_b), "settings_a": settings_a, "settings_b": settings_b}
 
 
-def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT) -> Verdict:
+def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT,
+            batch_size: int | None = None) -> Verdict:
     """Whether the runs of B differ from those of A by more than run-to-run noise (see Verdict).
 
     Steps of one run are not independent draws of the run-to-run variation (a busy machine slows them all), so
-    each run counts once, by its mean. Per sample when both batches are known and differ."""
+    each run counts once, by its mean. Per sample when both global batches are known (`batch_size`: the user's,
+    for runs whose files do not tell it) and differ."""
     if not group_a or not group_b:
         raise PerfkitError("compare needs at least one run on each side")
     if sorted(run.path for run in group_a) == sorted(run.path for run in group_b):
         return Verdict(SAME_RUN, 1.0, (1.0, 1.0), None, SAME_RUN, False, len(group_a), len(group_b), 1.0,
-                       global_batch(group_a[0]), global_batch(group_b[0]))
-    batches_a = {global_batch(run) for run in group_a}
-    batches_b = {global_batch(run) for run in group_b}
+                       global_batch(group_a[0], batch_size), global_batch(group_b[0], batch_size))
+    batches_a = {global_batch(run, batch_size) for run in group_a}
+    batches_b = {global_batch(run, batch_size) for run in group_b}
     per_sample = None not in batches_a | batches_b and batches_a != batches_b
     logs = []
     for group in (group_a, group_b):
-        means = [run_mean_ms(run, per_sample) for run in group]
+        means = [run_mean_ms(run, per_sample, batch_size) for run in group]
         unknown = [run.path for run, mean in zip(group, means) if not mean]
         if unknown:
             raise PerfkitError(f"{unknown[0]}: no step times to compare")
@@ -650,5 +683,5 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
     significant = significant and abs(math.expm1(-log_ratio)) * 100 >= MIN_EFFECT_PCT
     kind = NO_CHANGE if not significant else ("faster" if log_ratio > 0 else "slower")
     return Verdict(kind, math.exp(log_ratio), (math.exp(log_ratio - half), math.exp(log_ratio + half)), floor,
-                   basis, per_sample, len(log_a), len(log_b), p_value, global_batch(group_a[0]),
-                   global_batch(group_b[0]))
+                   basis, per_sample, len(log_a), len(log_b), p_value, global_batch(group_a[0], batch_size),
+                   global_batch(group_b[0], batch_size))

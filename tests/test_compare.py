@@ -81,7 +81,7 @@ def crafted_cli(monkeypatch):
 def test_compare_cli_json_and_text(crafted_cli):
     result = crafted_cli.invoke(main, ["compare", "before", "after", "--format", "json"])
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output)
+    payload = json.loads(result.stdout)
     assert {"a", "b", "speedup", "op_type_deltas", "queues", "resolved", "new", "spread_a", "spread_b", "verdict",
             "differences", "settings_a", "settings_b", "new_findings"} <= set(payload)
     assert "noise" not in payload  # no second, per-step verdict

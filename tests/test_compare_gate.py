@@ -119,7 +119,9 @@ def test_fail_on_new_findings(crafted):
     new_high = [f["id"] for f in payload["new_findings"] if f["severity"] == "high"]
     assert new_high and payload["gate"]["failed"] is True
     *notes, reason = regressed.stderr.strip().splitlines()
-    assert notes == ["perfkit: gate: network not checked: unknown in fixed and before",
+    assert notes == ["perfkit: warning: batch size unknown in fixed and before: samples/s unknown, time per step "
+                     "compared; give the global batch with --batch-size N",
+                     "perfkit: gate: network not checked: unknown in fixed and before",
                      "perfkit: gate: batch_size not checked: unknown in fixed and before"]  # no op names, no config
     assert reason == ("perfkit: gate failed: new finding" + ("s" if len(new_high) > 1 else "")
                                         + " at or above high: "

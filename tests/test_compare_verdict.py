@@ -111,8 +111,44 @@ def test_cli_says_when_the_batch_is_unknown(tmp_path):
     assert compare.global_batch(perfkit.load(unknown)) is None
     out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(unknown)])
     assert out.exit_code == 0, out.output
-    assert "samples/s    unknown (batch size unknown: step time compared instead)" in out.output
+    assert (f"samples/s    unknown (batch size unknown in {unknown}: step time compared instead; --batch-size N "
+            "gives the global batch)") in out.stdout
+    assert out.stderr == (f"perfkit: warning: batch size unknown in {unknown}: samples/s unknown, time per step "
+                          "compared; give the global batch with --batch-size N\n")
     assert "per sample" not in out.output  # step time, not per-sample time, is what was compared
+    # the user's global batch fills in: 16 against A's recorded 32 is judged per sample
+    mean_a, mean_b = (np.mean(compare.step_totals(perfkit.load(path).steps)) for path in (SAMPLE, unknown))
+    out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(unknown), "--batch-size", "16", "--noise-floor", "10",
+                                    "--format", "json"])
+    assert out.exit_code == 0 and out.stderr == ""
+    payload = json.loads(out.stdout)
+    assert payload["samples_per_s_b"] == pytest.approx(16 * 1000 / mean_b)
+    assert payload["samples_per_s_a"] == pytest.approx(32 * 1000 / mean_a)  # its own batch, not the option's
+    assert payload["verdict"]["per_sample"] and payload["verdict"]["batch_b"] == 16
+    assert payload["speedup"] == pytest.approx((mean_a / 32) / (mean_b / 16))
+
+
+def test_tokens_per_s_from_the_option_or_the_manifest(tmp_path):
+    """Crafted from sample_runs/cpu_default: copies whose manifest config records seq_length (a user's script may),
+    one with batch 16."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    rate = compare.samples_per_s(perfkit.load(SAMPLE))
+    out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(_copy_with_batch(tmp_path, "b16", 16)),
+                                    "--seq-len", "128"])
+    assert out.exit_code == 0, out.output
+    assert f"tokens/s     {rate * 128:,.1f} -> {rate * 64:,.1f} (-50.0 %)" in out.output
+    recorded = []
+    for name in ("a", "b"):
+        folder = _copy_with_batch(tmp_path, name, 32)
+        manifest = json.loads((folder / "perfkit_run.json").read_text())
+        manifest["config"]["seq_length"] = 256
+        (folder / "perfkit_run.json").write_text(json.dumps(manifest))
+        recorded.append(str(folder))
+    out = CliRunner().invoke(main, ["compare", *recorded, "--seq-len", "8"])  # the manifest's length wins
+    assert f"tokens/s     {rate * 256:,.1f} -> {rate * 256:,.1f} (+0.0 %)" in out.output
+    assert "tokens/s" not in CliRunner().invoke(main, ["compare", str(SAMPLE), recorded[0]]).output  # A's unknown
 
 
 def test_report_compare_section_has_the_banner_verdict_and_throughput(tmp_path, monkeypatch):
@@ -152,7 +188,7 @@ def test_cli_folders_of_repeats_are_judged_over_run_means(tmp_path):
     candidate = _repeats(tmp_path, "candidate", "cpu_avx2", "cpu_avx2")
     out = CliRunner().invoke(main, ["compare", str(base), str(candidate), "--format", "json"])
     assert out.exit_code == 0, out.output
-    payload = json.loads(out.output)
+    payload = json.loads(out.stdout)
     assert payload["runs_a"] == [str(base / "repeat_1"), str(base / "repeat_2")]
     assert payload["verdict"]["basis"] == "run means" and payload["verdict"]["n_b"] == 2
 
@@ -194,7 +230,7 @@ def test_cause_deltas_are_the_differences_of_the_ledger_means():
     expected_a, expected_b = _ledger_cause_ms(SAMPLE), _ledger_cause_ms(other)
     out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(other), "--format", "json"])
     assert out.exit_code == 0, out.output
-    deltas = json.loads(out.output)["cause_deltas"]
+    deltas = json.loads(out.stdout)["cause_deltas"]
     assert {row["cause"] for row in deltas} == set(expected_a) | set(expected_b)
     for row in deltas:
         expected = expected_b.get(row["cause"], 0.0) - expected_a.get(row["cause"], 0.0)
