@@ -244,3 +244,24 @@ def test_cause_deltas_are_the_differences_of_the_ledger_means():
     assert f"by cause     {top['label']} {top['delta_ms']:+,.1f} ms, " in text and text.count(" per step\n") >= 1
     markdown = CliRunner().invoke(main, ["compare", str(SAMPLE), str(other), "--format", "markdown"]).output
     assert f"**by cause** {top['label']} {top['delta_ms']:+,.1f} ms" in markdown
+
+
+def test_a_real_batch_32_vs_16_pair_reports_time_per_sample_and_the_throughput_change():
+    """sample_runs/cpu_avx2 (batch 32) and cpu_avx2_b16 (batch 16, otherwise the same command; made on a busier
+    host, sample_runs/README.md): the verdict is over time per sample, the throughput from the raw step times."""
+    from click.testing import CliRunner
+
+    from perfkit.cli import main
+    a, b = SAMPLE.parent / "cpu_avx2", SAMPLE.parent / "cpu_avx2_b16"
+    step_ms = {path: np.mean([(s["end_ns"] - s["begin_ns"]) / 1e6
+                              for s in json.loads((path / "perfkit_run.json").read_text())["steps"]])
+               for path in (a, b)}
+    rate_a, rate_b = 32 * 1000 / step_ms[a], 16 * 1000 / step_ms[b]
+    out = CliRunner().invoke(main, ["compare", str(a), str(b), "--format", "json"])
+    payload = json.loads(out.stdout)
+    assert payload["samples_per_s_a"] == pytest.approx(rate_a) and payload["samples_per_s_b"] == pytest.approx(rate_b)
+    assert payload["verdict"]["per_sample"] and payload["speedup"] == pytest.approx(rate_b / rate_a)
+    assert payload["differences"][0] == {"setting": "batch_size", "a": 32, "b": 16}
+    text = CliRunner().invoke(main, ["compare", str(a), str(b)]).stdout
+    assert f"samples/s    {rate_a:,.1f} -> {rate_b:,.1f} ({100 * (rate_b / rate_a - 1):+.1f} %)" in text
+    assert f"speedup {rate_b / rate_a:.2f}x" in text and "per sample: global batch 32 vs 16" in text
