@@ -265,3 +265,18 @@ def test_a_real_batch_32_vs_16_pair_reports_time_per_sample_and_the_throughput_c
     text = CliRunner().invoke(main, ["compare", str(a), str(b)]).stdout
     assert f"samples/s    {rate_a:,.1f} -> {rate_b:,.1f} ({100 * (rate_b / rate_a - 1):+.1f} %)" in text
     assert f"speedup {rate_b / rate_a:.2f}x" in text and "per sample: global batch 32 vs 16" in text
+
+
+def test_different_networks_get_the_banner_in_every_output():
+    """AlexNet (fixture legacy_run_2) against LeNet5 (legacy_ut), both Ascend: compared when asked, under the banner."""
+    from click.testing import CliRunner
+    from conftest import FIXTURE_RUNS
+
+    from perfkit.cli import main
+    pair = [str(FIXTURE_RUNS["legacy_run_2"]), str(FIXTURE_RUNS["legacy_ut"])]
+    banner = "NOT LIKE WITH LIKE: A and B differ in network (AlexNet vs LeNet5)"
+    text = CliRunner().invoke(main, ["compare", *pair])
+    assert text.exit_code == 0 and text.stdout.splitlines()[3] == banner
+    assert f"> **{banner}**" in CliRunner().invoke(main, ["compare", *pair, "--format", "markdown"]).stdout
+    payload = json.loads(CliRunner().invoke(main, ["compare", *pair, "--format", "json"]).stdout)
+    assert payload["incomparable"] == ["network"]
