@@ -218,8 +218,9 @@ def ranks(run: str, fmt: str) -> None:
 @click.pass_context
 def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower: float | None,
             fail_on_new: str | None, noise_floor: float | None, batch_size: int | None, seq_len: int | None) -> None:
-    """Before/after: step times with their spread, whether B is faster beyond the noise, what differed between
-    the runs, op types in ms per step, resolved and new findings. A is the baseline.
+    """Before/after: whether B is faster than A beyond the run-to-run noise (over the runs' means; per sample
+    when the batches differ), samples/s, the step ledger's per-cause changes, what differed between the runs,
+    each run's step spread, op types in ms per step, resolved and new findings. A is the baseline.
 
     \b
     Example:
