@@ -557,7 +557,8 @@ SAME_RUN = "same run"
 class Verdict:
     """B against A over groups of runs. speedup > 1 means B is faster; per sample when the batches differ.
     interval: the 95 % interval of the speedup; basis: "run means" (repeats on both sides: Welch t over the
-    log run means) or "noise floor" (a single run on a side: the difference must exceed noise_floor_pct)."""
+    log run means), "one run against repeats" (the single run judged by the t prediction interval of the other
+    side's repeats) or "noise floor" (one run a side: the difference must exceed noise_floor_pct)."""
     kind: str  # "faster", "slower", NO_CHANGE or SAME_RUN
     speedup: float
     interval: tuple[float, float]
@@ -676,6 +677,17 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
                                                     + np.var(log_b, ddof=1) / len(log_b))
         basis, floor, p_value = "run means", None, test["p"]
         significant = test["p"] < SIGNIFICANCE_P
+    elif len(log_a) >= 2 or len(log_b) >= 2:
+        # one run against repeats: the repeats' spread is the run-to-run noise, and the single run is judged as a
+        # new draw from it (the t prediction interval: a single run varies by sd, the repeats' mean by sd/sqrt(n))
+        repeats = log_a if len(log_a) >= 2 else log_b
+        df = len(repeats) - 1
+        scale = float(np.std(repeats, ddof=1)) * math.sqrt(1 + 1 / len(repeats))
+        half = _t_quantile(df) * scale
+        p_value = (_regularized_beta(df / 2, 0.5, df / (df + (log_ratio / scale) ** 2)) if scale
+                   else float(log_ratio == 0))
+        basis, floor = "one run against repeats", None
+        significant = p_value < SIGNIFICANCE_P
     else:
         half = math.log1p(noise_floor_pct / 100)
         basis, floor = "noise floor", noise_floor_pct

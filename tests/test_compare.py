@@ -232,6 +232,24 @@ def test_repeats_significant_under_the_minimum_effect_are_no_change():
     assert verdict(a, side("c", 1.05)).kind == "slower" and verdict(side("d", 1.05), a).kind == "faster"
 
 
+def test_one_run_against_repeats_is_judged_by_the_repeats_spread():
+    """Crafted runs: 5 repeats of A with a 5 % log spread; a single B run inside and outside their t prediction
+    interval (scipy's t, independent of compare's own quantile and tail)."""
+    stats = pytest.importorskip("scipy.stats")
+    totals = np.random.default_rng(5).lognormal(np.log(100.0), 0.05, 5)
+    repeats = [make_run(path=f"a{i}", steps=step_rows(0.0, total, 0.0, count=4)) for i, total in enumerate(totals)]
+    logs = np.log(totals)
+    scale = np.std(logs, ddof=1) * np.sqrt(1 + 1 / 5)
+    half = stats.t.ppf(0.975, 4) * scale
+    for factor, kind in ((1.5, "slower"), (0.5, NO_CHANGE), (-1.5, "faster")):
+        single = make_run(path="b", steps=step_rows(0.0, float(np.exp(logs.mean() + factor * half)), 0.0, count=4))
+        judged = verdict(repeats, [single], noise_floor_pct=1000.0)  # the floor is not what decides
+        assert judged.basis == "one run against repeats" and judged.kind == kind
+        assert judged.p_value == pytest.approx(2 * stats.t.sf(abs(factor * half) / scale, 4))
+        assert np.log(judged.interval[1] / judged.speedup) == pytest.approx(half)
+        assert verdict([single], repeats).kind == {"slower": "faster", "faster": "slower"}.get(kind, kind)
+
+
 def test_one_step_runs_have_no_spread_but_a_verdict():
     one_step = load(FIXTURE_RUNS["legacy_run_3"])
     assert len(one_step.steps) == 1
