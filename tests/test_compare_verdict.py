@@ -162,7 +162,7 @@ def test_report_compare_section_has_the_banner_verdict_and_throughput(tmp_path, 
     result = CliRunner().invoke(main, ["report", str(SAMPLE), str(FIXTURE_RUNS["legacy_run_2"]), "-o", str(out)])
     assert result.exit_code == 0, result.output
     html = out.read_text()
-    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend)" in html
+    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend), network (ResNet50 vs AlexNet)" in html
     assert f"{compare.samples_per_s(perfkit.load(SAMPLE)):,.1f} samples/s" in html
     assert "What differed between the runs" in html
     # the verdict block as `perfkit compare` prints it for the same pair: one definition

@@ -223,4 +223,4 @@ def test_compare_page_defaults_to_runs_of_the_first_runs_setup(monkeypatch, tmp_
                                      .get_data(as_text=True))) == [0, 1]
     body = update(client, "compare-body.children", {"id": "compare-body", "property": "children"},
                   [("compare-runs", "value", [0, 1])]).get_data(as_text=True)
-    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend)" in body
+    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend), network (ResNet50 vs AlexNet)" in body
