@@ -31,7 +31,8 @@ from .views.format import NUMBER_SPEC, ms, number, pct, percent
 # With repeats on both sides: Welch's t-test on the logarithms of the run means. On the log scale, because
 # step-time noise is proportional (a busy machine stretches every step by a factor) and the difference tested is
 # then the ratio of the runs' geometric means, what a speedup is; Welch's form, because one side's runs may be
-# noisier than the other's. With one run on a side there is no spread to test: the measured floor below decides.
+# noisier than the other's. One run against repeats is judged by the repeats' spread; with one run on each side
+# there is no spread to test: the measured floor below decides.
 # A step's spread within one run is shown as a description of that run, never as a verdict.
 SIGNIFICANCE_P = 0.05
 # Below this change a difference is never called a speedup or a slowdown, however many repeats make it
