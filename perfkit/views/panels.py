@@ -132,7 +132,7 @@ PANELS = (
     Panel("fig-cells", "Time by network Cell", "/cells", FIGURE, content=Ref(FIGURES, "cells_figure"),
           text=Ref(RENDER, "cell_lines"), report=WITH_DATA),
     Panel("cells-table", "Cells (ms per profiled step; every Cell and its ancestors)", "/cells", TABLE,
-          content=Ref(FIGURES, "cell_rows"), report=NEVER, empty="no op data: nothing to place in Cells"),
+          content=Ref(FIGURES, "cell_rows"), report=NEVER, optional=True),
     Panel("fig-host-queue", "Host queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "host"),
           text=Ref(RENDER, "queue_lines", "host"), half=True),
     Panel("fig-device-queue", "Device queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "device"),
