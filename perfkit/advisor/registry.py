@@ -71,8 +71,12 @@ NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
                "no allocator memory records (profile with profile_memory=True: perfkit profile --profile-memory)"),
     "memory_capacity": (lambda run: run.meta.memory_capacity_mb is not None,
                         "device memory capacity unknown (perfkit profile records it)"),
-    "comm_ops": (lambda run: bool(len(run.comm_ops)), "no communication.json"),
-    "comm_links": (lambda run: bool(len(run.comm_links)), "no communication_matrix.json"),
+    "comm_ops": (lambda run: bool(len(run.comm_ops)),
+                 "no communication op times (communication.json, hccl_raw, or a database's COMMUNICATION_OP / "
+                 "CommAnalyzerTime)"),
+    "comm_links": (lambda run: bool(len(run.comm_links)),
+                   "no communication links (communication_matrix.json, hccl_raw, or a database's "
+                   "CommAnalyzerMatrix)"),
 }
 
 
