@@ -49,6 +49,7 @@ text export too, `ascend_ms` reads it and this reader stands aside (meta `export
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -921,10 +922,21 @@ def _column(values: tuple) -> pa.Array:
 RAW_DEPTH = 3  # PROF_ folders sit in the run folder or one or two levels below a parent of ranks
 
 
+# CANN's own database export (`msprof --export=on --type=db`): device tasks without the framework's steps
+MSPROF_DB = re.compile(r"^msprof_.*\.db$")
+
+
 def raw_data_hint(root: Path) -> str | None:
     """When `root` holds raw CANN profiling data and no analysed output: one sentence saying so and the command
     that analyses it; None otherwise."""
     for folder, names in walk_names(root, RAW_DEPTH):
+        msprof = [name for name in names if MSPROF_DB.match(name) and (folder / name).is_file()]
+        if msprof:
+            where = os.path.relpath(folder / msprof[0], root)
+            return (f"holds CANN's msprof database ({where}, `msprof --type=db` output), not a framework profiler's "
+                    f"analysed output: it has the device's tasks but no training steps; analyse the collection "
+                    f"with msprof-analyze, whose cluster_analysis_output/ perfkit reads: "
+                    f"msprof-analyze cluster -d {folder}")
         raw = [name for name in names if name.startswith("PROF_") and _is_raw_cann(folder / name)]
         if not raw:
             continue
