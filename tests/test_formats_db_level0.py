@@ -102,7 +102,7 @@ def test_not_checked_never_asks_a_database_export_for_communication_json(run):
     advice = advise(run)
     assert not [reason for reason in advice.not_checked.values() if "no communication.json" in reason]
     # comm_wait looked for the ops (COMMUNICATION_OP gave them) and found no transfer/wait split in them
-    assert advice.not_checked["comm_wait"] == "no communication op with transit or wait time"
+    assert advice.not_checked["comm_wait"] == "no collective communication op with transit or wait time"
 
 
 def _with_communication_analyzer(tmp_path: Path) -> Path:
