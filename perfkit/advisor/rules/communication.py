@@ -193,7 +193,7 @@ SLOW_RANK_CLAIMS = {"compute_ms": CAUSES_OF["compute"],
                     "total_ms": tuple(cause for causes in CAUSES_OF.values() for cause in causes)}
 
 
-@rule("slow_rank", needs=("ranks",))
+@rule("slow_rank", needs=("steps", "ranks"))
 def slow_rank(run: Run) -> list[Finding]:
     """Slow ranks among ranks that should match (cluster.rank_groups: within each pipeline stage), with the ranks
     cluster.of_run names: per group, a finding per explaining spread (SLOW_RANK_CAUSES), else the step total's."""
