@@ -182,7 +182,7 @@ def pipeline_lines(summary: dict[str, Any]) -> list[str]:
     if len(by_rank) > 1:
         return _pipelines_by_rank(by_rank)
     rank = summary.get("pipeline_rank")
-    lines = ["data pipeline (op, workers, output queue usage)" + (f", rank {rank}" if rank else "")]
+    lines = ["data pipeline (op, workers, output queue usage)" + (f", rank {rank}" if rank is not None else "")]
     for op in summary["pipeline"]:
         workers = "?" if op["workers"] is None else op["workers"]
         lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {pct(op['queue_usage'])}")
