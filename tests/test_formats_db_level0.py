@@ -173,3 +173,21 @@ def test_half_the_tables_the_rest_loads_one_warning_each(tmp_path):
     assert len(run.steps) == 1 and not len(run.op_types) and not len(run.comm_ops)
     assert len([w for w in run.warnings if "skipped table COMMUNICATION_OP: lacks column(s) opName" in w]) == 1
     assert len([w for w in run.warnings if "no kernels" in w]) == 1
+
+
+def test_dataset_csv_beside_the_database_tells_sink_mode(tmp_path):
+    """dataset.csv sits in the database export's ASCEND_PROFILER_OUTPUT/ too (CANN's file list); its device-side
+    stages say sink mode as in the text export. The file is crafted with the text export tests' columns."""
+    folder = _copy_rank0(tmp_path)
+    assert perfkit.load(folder).meta.data_mode is None
+    (folder / OUTPUT / "dataset.csv").write_text("Operation,Stage,Occurrences,Avg. time (us),Custom Info\n"
+                                                "DeviceQueue,PushToAscend,10,120.5,\n")
+    assert perfkit.load(folder).meta.data_mode == "sink"
+
+
+def test_a_broken_dataset_csv_is_named_and_the_rest_loads(tmp_path):
+    folder = _copy_rank0(tmp_path)
+    (folder / OUTPUT / "dataset.csv").write_text("Operation,Occurrences\nDeviceQueue,10\n")
+    run = perfkit.load(folder)
+    assert len(run.steps) == 1 and run.meta.data_mode is None
+    assert len([w for w in run.warnings if "dataset.csv" in w and "lacks column(s) Stage" in w]) == 1

@@ -64,7 +64,8 @@ from ..errors import FileFormatError
 from ..files import open_regular
 from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US
 from . import ascend_ms, communication, memory
-from .base import Parts, Reader, has_match, op_passes, rank_of, trim_type_separator, walk_names
+from .base import (Parts, Reader, guarded, has_match, op_passes, rank_of, read_csv_table, trim_type_separator,
+                   walk_names)
 
 LAYOUT = "ascend_db"
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
@@ -328,7 +329,7 @@ def read(folder: Path) -> dict[int, Parts]:
     profiler_path, analysis_path = _files(folder, parts)
     parts.meta["framework"] = _framework(folder, profiler_path)
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
-    scoped = False
+    scoped, kernels = False, None
     try:
         rank = _rank(folder, profiler_path, profiler, parts)
         if profiler is not None:
@@ -349,6 +350,13 @@ def read(folder: Path) -> dict[int, Parts]:
         parts.tables.update(_communication_tables(parts, profiler, analysis, folder / OUTPUT_DIR / COMM_ANALYZER_DB))
         if parts.tables["steps"] is not None:
             parts.meta["step_source"] = "step_trace_time" if analysis is not None else "step_time"
+        dataset = guarded(parts, folder / OUTPUT_DIR / ascend_ms.DATASET, lambda p: read_csv_table(
+            p, ascend_ms.DATASET_COLUMNS, ("stage",), ascend_ms.DATASET_TYPES, parts.warnings))
+        sink = ascend_ms._data_mode(dataset, None) if dataset is not None else None
+        sink = sink or ("sink" if kernels is not None and kernels[0]["type"].isin(ascend_ms.SINK_OP_TYPES).any()
+                        else None)
+        if sink:  # dataset.csv's device-side stages or GetNext kernels, as the text export tells it
+            parts.meta["data_mode"] = sink
     finally:
         _close(profiler, analysis)
     if not any(frame is not None and len(frame) for frame in parts.tables.values()):
