@@ -21,10 +21,7 @@ RUN = REPO / "tests" / "runs" / "msinsight_cluster_analysis"
 OUTPUT = RUN / "cluster_analysis_output"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,7 @@ RANKS = (0, 1, 2, 3)
 TICKS_PER_MS = 1e5
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,7 @@ from conftest import FIXTURE_RUNS
 RAW = FIXTURE_RUNS["cpu_2_10"] / "md" / "pipeline_profiling_0.json"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def summary_of(raw: dict) -> dict:

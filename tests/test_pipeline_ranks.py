@@ -19,10 +19,7 @@ from conftest import FIXTURE_RUNS, REPO
 RUN = REPO / "tests" / "runs" / "mindinsight_minddata_4ranks"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def usage_in_file(rank: int) -> dict[int, float | None]:

@@ -34,7 +34,6 @@ LAYOUT = "cluster_analysis"
 STEP_FILE = "cluster_step_trace_time.csv"
 COMMUNICATION_FILE = "cluster_communication.json"
 MATRIX_FILE = "cluster_communication_matrix.json"
-GROUP_FILE = "communication_group.json"
 FILES = (STEP_FILE, COMMUNICATION_FILE, MATRIX_FILE)
 STEP_COLUMNS = {**ascend_ms.STEP_TRACE_COLUMNS, "type": ("Type",), "index": ("Index",)}
 STEP_TYPES = {**ascend_ms.STEP_TRACE_TYPES, "type": pa.string(), "index": pa.string()}
