@@ -76,8 +76,7 @@ NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
                  "no communication op times (communication.json, hccl_raw, or a database's COMMUNICATION_OP / "
                  "CommAnalyzerTime)"),
     "comm_links": (lambda run: bool(len(run.comm_links)),
-                   "no communication links (communication_matrix.json, hccl_raw, or a database's "
-                   "CommAnalyzerMatrix)"),
+                   "no communication links (communication_matrix.json, or a database's CommAnalyzerMatrix)"),
 }
 
 
