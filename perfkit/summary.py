@@ -43,8 +43,9 @@ def summarize(run: Run) -> dict[str, Any]:
     parts = rank_parts(run).set_index("rank")
     known_ranks = {entry["rank"] for entry in per_rank}
     pipelines = _pipelines(run.pipeline)
+    shown_pipelines = set(pipelines) if len(pipelines) > 1 else set()  # each rank's own only where there are several
     per_rank = sorted(per_rank + [{"rank": rank, "steps": None}
-                                  for rank in (set(peaks) | set(communication) | set(pipelines)) - known_ranks],
+                                  for rank in (set(peaks) | set(communication) | shown_pipelines) - known_ranks],
                       key=lambda entry: entry["rank"])
     for entry in per_rank:
         entry["memory"] = peaks.get(entry["rank"])
