@@ -386,8 +386,9 @@ class TuneCommand(click.Command):
 @click.option("--output", type=click.Path(file_okay=False), default="./perfkit_tune", show_default=True,
               help="The tune folder: every experiment's run folders and the ledger tune.json. Run again with the same "
                    "folder to go on where it stopped.")
-@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Runs of each setting, interleaved with the baseline's (A B A B): 2 or more judge by run means.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs of each setting, interleaved with the baseline's (A B A B): 2 or more judge by run means "
+                   "(with 2 a side the 95 % interval is wide: t has 1 degree of freedom).")
 @click.option("--max-experiments", type=click.IntRange(min=1), default=6, show_default=True,
               help="Candidate settings tried (the combination of the faster ones counts as one).")
 @click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,

@@ -79,7 +79,7 @@ class Candidate:
 class Budget:
     max_experiments: int = 6
     max_minutes: float = 60.0
-    repeats: int = 2
+    repeats: int = 3
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -286,9 +286,12 @@ def verdict_words(verdict) -> tuple[str, float]:
 
 
 def finding_keys(run) -> set[tuple[str, str | None]]:
+    """The run's findings by rule and target; informational ones (where things stand: data_pipeline_ok,
+    compute_bound naming the top op type) are never resolved or new, as in compare."""
     from .advisor import advise
+    from .advisor.finding import INFORMATIONAL
 
-    return {(finding.id, finding.target) for finding in advise(run).findings}
+    return {(finding.id, finding.target) for finding in advise(run).findings if finding.id not in INFORMATIONAL}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -306,3 +306,25 @@ def test_cli_refuses_a_folder_that_is_not_a_tune(tmp_path):
     (tmp_path / "other" / "x.txt").write_text("mine")
     result = CliRunner().invoke(main, ["tune", "--output", str(tmp_path / "other"), "--steps", "1"])
     assert result.exit_code == 2 and "is not a tune folder" in result.output
+
+
+def test_hook_applies_changes_to_an_unchanged_script_with_real_mindspore(tmp_path):
+    """tests/scripts/model_train.py (tiny.py's 4 batches of 2) under the start-up hook: the batch of 4 halves
+    its steps, every change the script reaches is counted, the map it never calls is not (about 15 s)."""
+    import os
+    import subprocess
+    import sys
+    from perfkit.profiler.script import HOOK_DIR
+    root = Path(__file__).resolve().parents[1]
+    report = tmp_path / "applied.json"
+    changes = [GRAPH, Change("amp_level", "O0"), Change("batch_size", 4), Change("dataset_workers", 2, op="map"),
+               Change("sink_mode", False)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HOOK_DIR), str(root)]),
+           "PERFKIT_TUNE": json.dumps({"changes": [c.to_dict() for c in changes], "report": str(report)})}
+    done = subprocess.run([sys.executable, "model_train.py", "--step-timer"], cwd=root / "tests" / "scripts", env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "timed 2 steps" in done.stdout  # 8 samples in batches of 4, not 2
+    assert json.loads(report.read_text()) == {"applied": {"mode": 1, "amp_level": 1, "batch_size": 1,
+                                                          "dataset_workers.map": 0, "sink_mode": 1},
+                                              "notes": [], "nan_loss_step": None}
