@@ -408,7 +408,8 @@ class Tuner:
         self.planned = self.made + sum(1 for r in range(1, repeats + 1)
                                        for name in [BASELINE, *(n for n, _ in singles)]
                                        if not any(e["repeat"] == r for e in ledger.runs(name)))
-        stopped = self.rounds([(BASELINE, ())] + [(name, c.changes) for name, c in singles], repeats)
+        stopped = self.schedule([(name, repeat, changes) for repeat in range(1, repeats + 1)
+                                 for name, changes in [(BASELINE, ()), *((n, c.changes) for n, c in singles)]])
         if stopped:
             return stopped
         combined = self.combination()
@@ -423,18 +424,8 @@ class Tuner:
             ledger.add_candidate(combined)
         # fresh baseline runs interleaved with the combination's (A C A C): the baseline's repeats go on counting
         self.planned += 2 * repeats
-        for repeat in range(1, repeats + 1):
-            for name, changes, number in ((BASELINE, (), repeats + repeat), (COMBINED, combined.changes, repeat)):
-                if any(entry["repeat"] == number for entry in ledger.runs(name)):
-                    continue
-                if not self.fits():
-                    return self.out_of_time()
-                entry = self.run(name, number, changes)
-                if name == BASELINE and not entry["ok"]:
-                    raise self.baseline_failed(entry)
-                if name == COMBINED and self.dropped(entry):
-                    return None
-        return None
+        return self.schedule([run for repeat in range(1, repeats + 1)
+                              for run in ((BASELINE, repeats + repeat, ()), (COMBINED, repeat, combined.changes))])
 
     def names(self) -> list[str]:
         return [experiment_name(index, c) for index, c in enumerate(self.ledger.candidates, start=1)]
@@ -442,20 +433,20 @@ class Tuner:
     def dropped(self, entry: dict[str, Any]) -> bool:
         return not entry["ok"] or bool(entry["not_applied"])
 
-    def rounds(self, experiments: list[tuple[str, tuple[Change, ...]]], repeats: int) -> str | None:
-        """A B1 B2 … per round; a candidate that broke or could not be applied leaves the rounds."""
-        for repeat in range(1, repeats + 1):
-            for name, changes in experiments:
-                previous = self.ledger.runs(name)
-                if name != BASELINE and any(self.dropped(entry) for entry in previous):
-                    continue
-                if any(entry["repeat"] == repeat for entry in previous):
-                    continue
-                if not self.fits():
-                    return self.out_of_time()
-                entry = self.run(name, repeat, changes)
-                if name == BASELINE and not entry["ok"]:
-                    raise self.baseline_failed(entry)
+    def schedule(self, runs: list[tuple[str, int, tuple[Change, ...]]]) -> str | None:
+        """Make the (experiment, repeat, changes) runs in order, but those done already and those of an experiment
+        that broke or could not be applied; stop when the next one does not fit in the time left."""
+        for name, repeat, changes in runs:
+            previous = self.ledger.runs(name)
+            if name != BASELINE and any(self.dropped(entry) for entry in previous):
+                continue
+            if any(entry["repeat"] == repeat for entry in previous):
+                continue
+            if not self.fits():
+                return self.out_of_time()
+            entry = self.run(name, repeat, changes)
+            if name == BASELINE and not entry["ok"]:
+                raise self.baseline_failed(entry)
         return None
 
     def out_of_time(self) -> str:
