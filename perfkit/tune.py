@@ -254,10 +254,16 @@ class Side:
     samples_per_s: float | None
 
     def to_dict(self) -> dict[str, Any]:
+        rate_interval = None
+        if self.samples_per_s is not None and self.step_ms_interval is not None and self.step_ms_interval[0] > 0:
+            # samples/s is batch / step: its interval is the step interval's, inverted
+            rate_interval = [round(self.samples_per_s * self.step_ms / bound, 3)
+                             for bound in reversed(self.step_ms_interval)]
         return {"runs": self.runs, "step_ms": round(self.step_ms, 3),
                 "step_ms_interval": None if self.step_ms_interval is None else [round(v, 3) for v in
                                                                                  self.step_ms_interval],
-                "samples_per_s": None if self.samples_per_s is None else round(self.samples_per_s, 3)}
+                "samples_per_s": None if self.samples_per_s is None else round(self.samples_per_s, 3),
+                "samples_per_s_interval": rate_interval}
 
 
 def side(runs: list) -> Side:

@@ -125,7 +125,10 @@ def test_rounds_interleave_baseline_and_candidates(tmp_path):
     # only one change was faster: nothing to combine, it is the best; ranked first
     assert result.best["label"] == AVX2.label and result.experiments[0]["label"] == AVX2.label
     assert rows[AVX2.label]["before"]["samples_per_s"] == pytest.approx(BATCH * 1000 / BASE_MS, rel=0.05)
-    assert rows[AVX2.label]["after"]["runs"] == 3 and len(rows[AVX2.label]["after"]["step_ms_interval"]) == 2
+    after = rows[AVX2.label]["after"]
+    assert after["runs"] == 3 and after["step_ms_interval"][0] < after["step_ms"] < after["step_ms_interval"][1]
+    low, high = after["samples_per_s_interval"]
+    assert low == pytest.approx(BATCH * 1000 / after["step_ms_interval"][1], rel=1e-3) and high > low
 
 
 def test_faster_changes_are_tried_together_with_fresh_baseline_runs(tmp_path):
