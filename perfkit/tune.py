@@ -305,7 +305,7 @@ def finding_keys(run) -> set[tuple[str, str | None]]:
 
 @dataclass
 class Tune:
-    """Everything a tune session found (tune.json plus the verdicts); `experiments` in the order tried."""
+    """Everything a tune session found (tune.json plus the verdicts); `experiments` ranked, faster first."""
     folder: Path
     baseline: dict[str, Any]
     experiments: list[dict[str, Any]]
