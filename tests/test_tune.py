@@ -331,3 +331,20 @@ def test_hook_applies_changes_to_an_unchanged_script_with_real_mindspore(tmp_pat
     assert json.loads(report.read_text()) == {"applied": {"mode": 1, "amp_level": 1, "batch_size": 1,
                                                           "dataset_workers.map": 0, "sink_mode": 1},
                                               "notes": [], "nan_loss_step": None}
+
+
+def test_output_tail_ends_at_the_scripts_exception(tmp_path):
+    """The shape of a real failed run's log (perfkit tune -- python tests/scripts/model_train.py --crash): the
+    traceback, then MindSpore's analysis progress and perfkit's own line."""
+    from perfkit.profiler.tune_runners import _tail
+    frames = [f'  File "train.py", line {n}, in step\n    call_{n}()\n' for n in range(30)]
+    log = tmp_path / "repeat_1.log"
+    log.write_text("epoch 1\n\nTraceback (most recent call last):\n" + "".join(frames)
+                   + "RuntimeError: the user's bug at step 3\n[13449] Start parsing profiling data: /x\n"
+                   + "[13449] Parsing: [####   ] 1/2 FrameworkParser Elapsed: 0s\r[13449] Parsing: [#####] 2/2 Done\n"
+                   + "perfkit: the script failed (exit code 1)\n")
+    tail = _tail(log).splitlines()
+    assert tail[-1] == "RuntimeError: the user's bug at step 3" and len(tail) == 20
+    assert tail[-2] == "    call_29()" and not any("Parsing" in line for line in tail)
+    log.write_text("one\n\ntwo\n")
+    assert _tail(log) == "one\ntwo"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,8 @@ REACHED_BY = {"amp_level": "made no Model(...) (amp_level is Model's argument)",
 STOP_SECONDS = 120
 # The manifest statuses whose step times count: incomplete runs lack op data, not steps.
 USABLE = ("ok", "incomplete")
+# MindSpore's profiler analysis draws progress bars into the output: `[13449] Parsing: [###   ] 1/2 …`
+PROGRESS = re.compile(r"^\[\d+\] (Parsing:|Start parsing)")
 
 
 class ProfileRunner:
@@ -129,8 +132,16 @@ def _json(path: Path) -> dict | None:
 
 
 def _tail(log: Path) -> str:
+    """The end of a run's output: up to its last Python exception where it has one (MindSpore's analysis prints
+    its progress after it), else its last lines; blank lines and the analysis's progress bars left out."""
     try:
-        lines = log.read_text(errors="replace").splitlines()
+        text = log.read_text(errors="replace")
     except OSError:
         return ""
-    return "\n".join(lines[-OUTPUT_TAIL_LINES:])
+    lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip() and not PROGRESS.search(line)]
+    starts = [index for index, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    end = len(lines)
+    if starts:
+        end = next((index + 1 for index in range(starts[-1] + 1, len(lines)) if not lines[index][:1].isspace()),
+                   len(lines))
+    return "\n".join(lines[max(0, end - OUTPUT_TAIL_LINES):end])
