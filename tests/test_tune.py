@@ -348,3 +348,14 @@ def test_output_tail_ends_at_the_scripts_exception(tmp_path):
     assert tail[-2] == "    call_29()" and not any("Parsing" in line for line in tail)
     log.write_text("one\n\ntwo\n")
     assert _tail(log) == "one\ntwo"
+
+
+def test_the_tune_hook_loads_only_the_standard_library():
+    """It runs at start-up in every process of a tune run, before the script."""
+    import os
+    import subprocess
+    import sys
+    code = ("import sys; import perfkit.profiler.tune_hook; "
+            "assert not {'pandas', 'numpy', 'click', 'mindspore'} & set(sys.modules), 'heavy import'")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
