@@ -41,6 +41,8 @@ COMBINED = "combined"
 DECIDABLE_PCT = 10.0
 OUTPUT_TAIL_LINES = 20
 CANNOT_TELL = "cannot tell"
+# a batch size change judged where the runs do not tell their batch: step times of different batches do not compare
+BATCH_UNKNOWN = "cannot tell: batch size unknown"
 BROKE = "broke the run"
 NOT_APPLICABLE = "not applicable"
 
@@ -515,6 +517,8 @@ class Tuner:
             elif entries and base_runs:
                 found, before, after = self.judge(name)
                 words, noise = verdict_words(found)
+                if any(change.knob == "batch_size" for change in candidate.changes) and not found.per_sample:
+                    words = BATCH_UNKNOWN
                 mine = finding_keys(self.ok_runs(name)[0])
                 row.update(before=before.to_dict(), after=after.to_dict(), speedup=round(found.speedup, 4),
                            interval=[round(v, 4) for v in found.interval], verdict=words,
@@ -534,7 +538,7 @@ def _finding_label(key: tuple[str, str | None]) -> str:
     return finding if target is None else f"{finding} [{target}]"
 
 
-VERDICT_ORDER = ("faster", "no change", CANNOT_TELL, "slower", BROKE, NOT_APPLICABLE, "not run")
+VERDICT_ORDER = ("faster", "no change", CANNOT_TELL, BATCH_UNKNOWN, "slower", BROKE, NOT_APPLICABLE, "not run")
 
 
 def _rank(row: dict[str, Any]) -> tuple:

@@ -30,7 +30,7 @@ BASE_MS = 400.0
 BATCH = 8
 
 
-def write_run(folder: Path, step_ms: list[float], batch: int = BATCH) -> None:
+def write_run(folder: Path, step_ms: list[float], batch: int | None = BATCH) -> None:
     """A run folder as perfkit profile leaves one with step times only (its manifest)."""
     folder.mkdir(parents=True)
     begin, steps = 1_700_000_000_000_000_000, []
@@ -40,7 +40,7 @@ def write_run(folder: Path, step_ms: list[float], batch: int = BATCH) -> None:
         begin = end
     (folder / "perfkit_run.json").write_text(json.dumps({
         "perfkit_version": "test", "mindspore_version": "2.10.0", "device": "CPU", "rank": 0, "rank_size": 1,
-        "status": "ok", "error": None, "config": {"batch_size": batch}, "env": {}, "notes": [], "steps": steps,
+        "status": "ok", "error": None, "config": {} if batch is None else {"batch_size": batch}, "env": {}, "notes": [], "steps": steps,
         "used": {"mode": "graph", "sink": False, "amp_level": "O0"}}))
 
 
@@ -50,8 +50,9 @@ class FakeTrainer:
 
     def __init__(self, factors: dict[str, float], noise: float = 0.01, broken: str | None = None,
                  inapplicable: str | None = None, interrupt_at: int | None = None, baseline_error: bool = False,
-                 clock=None, seconds: float = 0.0):
+                 clock=None, seconds: float = 0.0, record_batch: bool = True):
         self.factors = factors
+        self.record_batch = record_batch
         self.noise = noise
         self.broken = broken
         self.inapplicable = inapplicable
@@ -82,7 +83,8 @@ class FakeTrainer:
         rng = np.random.default_rng(zlib.crc32(str(out_dir).encode()))
         run_factor = float(np.exp(rng.normal(0.0, self.noise)))
         steps = BASE_MS * factor * run_factor * (1 + 0.005 * rng.standard_normal(4))
-        write_run(out_dir, list(steps))
+        batch = next((change.value for change in changes if change.knob == "batch_size"), BATCH)
+        write_run(out_dir, list(steps), batch if self.record_batch else None)
         return RunResult(out_dir, True)
 
 
@@ -212,6 +214,18 @@ def test_too_noisy_to_decide_says_cannot_tell_with_the_noise(tmp_path):
     payload = tune_dict(result, None)
     assert payload["best"] is None and payload["experiments"][0]["verdict"] == CANNOT_TELL
     assert set(payload["experiments"][0]) >= {"change", "before", "after", "speedup", "interval", "verdict"}
+
+
+def test_a_larger_batch_is_judged_per_sample_or_not_at_all(tmp_path):
+    bigger = Change("batch_size", 2 * BATCH)
+    # twice the batch in 1.5x the time: each step is slower, each sample faster
+    result = tuner(tmp_path / "known", FakeTrainer({bigger.label: 1.5}), fixed(bigger)).tune()
+    row = by_label(result)[bigger.label]
+    assert row["verdict"] == "faster" and row["speedup"] == pytest.approx(2 / 1.5, rel=0.05)
+    assert row["after"]["samples_per_s"] == pytest.approx(2 * BATCH * 1000 / (1.5 * BASE_MS), rel=0.05)
+    # a script whose runs do not tell their batch: its step times cannot be compared
+    unknown = tuner(tmp_path / "unknown", FakeTrainer({bigger.label: 1.5}, record_batch=False), fixed(bigger)).tune()
+    assert by_label(unknown)[bigger.label]["verdict"] == "cannot tell: batch size unknown"
 
 
 def test_propose_takes_findings_tries_and_standard_once_each(tmp_path, monkeypatch):
