@@ -465,6 +465,8 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
     checked = profile.make_context("profile", [*args, *(["--", *command] if command else [])])
     if checked.params["ranks"] != 1:
         raise PerfkitError("--ranks: perfkit tune runs one process per experiment")
+    if checked.params["repeat"] != 1:
+        raise PerfkitError("--repeat: perfkit tune makes the runs of each setting itself (--repeats N)")
     if command:
         from click.core import ParameterSource
         given = [name for name in RESNET_ONLY if checked.get_parameter_source(name) is ParameterSource.COMMANDLINE]

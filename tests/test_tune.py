@@ -310,6 +310,7 @@ def test_hook_override_sets_the_argument_however_it_was_passed():
     (["tune", "--try", "amp_level=O9"], "--try amp_level is one of O0, O1, O2, O3"),
     (["tune", "--"], "no command after `--`"),
     (["tune", "--ranks", "2"], "--ranks: perfkit tune runs one process per experiment"),
+    (["tune", "--repeat", "2"], "--repeat: perfkit tune makes the runs of each setting itself"),
     (["tune", "--image-size", "32", "--", "python", "train.py"], "--image-size: for the built-in ResNet-50 run"),
 ])
 def test_cli_refuses_bad_input_in_one_line(args, message):
