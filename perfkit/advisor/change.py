@@ -16,7 +16,6 @@ Knobs (KNOBS) and what each sets:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -25,7 +24,6 @@ KNOBS = ("env", "dataset_workers", "batch_size", "prefetch", "amp_level", "sink_
 # knobs whose value is a positive int, a bool, one of a few words
 INT_KNOBS = ("dataset_workers", "batch_size", "prefetch", "profiler_warmup")
 CHOICES = {"amp_level": ("O0", "O1", "O2", "O3"), "mode": ("graph", "pynative")}
-DATASET_OPS = ("map", "batch", "all")
 # changes that alter the measurement rather than the training: never an experiment
 MEASUREMENT_KNOBS = ("profiler_warmup",)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -127,7 +125,3 @@ def parse_change(text: str) -> Change:
         return Change(knob, value, op=qualifier or "all")
     return Change(knob, value)
 
-
-def changes_json(changes) -> str:
-    """A list of changes as the start-up hook reads it (PERFKIT_TUNE's `changes`)."""
-    return json.dumps([change.to_dict() for change in changes])
