@@ -48,6 +48,7 @@ def main() -> None:
     perfkit advise profiler_v1         tuning hints with evidence
     perfkit compare profiler_v1 profiler_v2
     perfkit ranks cluster_run          which ranks are slow
+    perfkit tune --steps 3             try the advised settings, keep what is measured faster
     perfkit dash profiler_v1 profiler_v2
     """
 
@@ -401,6 +402,100 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
         click.echo(f"perfkit: the script failed (exit code {outcome.exit_code}): what was profiled is in "
                    f"{outcome.folder}, marked failed (perfkit summary {outcome.folder})", err=True)
     ctx.exit(outcome.exit_code)
+
+
+class TuneCommand(click.Command):
+    """Splits `perfkit tune [options] -- python train.py …`: the command after `--` is the user's; the options
+    that are not tune's own are `perfkit profile`'s, checked by it."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            ctx.meta["command"] = args[args.index("--") + 1:]
+            args = args[:args.index("--")]
+            if not ctx.meta["command"]:
+                raise PerfkitError("no command after `--`: give the training command, e.g. perfkit tune -- python "
+                                   "train.py")
+        else:
+            ctx.meta["command"] = None
+        return super().parse_args(ctx, args)
+
+
+@main.command(cls=TuneCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--output", type=click.Path(file_okay=False), default="./perfkit_tune", show_default=True,
+              help="The tune folder: every experiment's run folders and the ledger tune.json. Run again with the same "
+                   "folder to go on where it stopped.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs of each setting, interleaved with the baseline's (A B A B): 2 or more judge by run means "
+                   "(with 2 a side the 95 % interval is wide: t has 1 degree of freedom).")
+@click.option("--max-experiments", type=click.IntRange(min=1), default=6, show_default=True,
+              help="Candidate settings tried (the combination of the faster ones counts as one).")
+@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Wall-clock budget of this session; what is left is shown before each run.")
+@click.option("--try", "tries", multiple=True, metavar="KNOB=VALUE",
+              help="Also try this setting: env:NAME=VALUE, amp_level=O2, mode=graph, sink_mode=true, "
+                   "dataset_workers=4, dataset_workers:map=4, batch_size=64, prefetch=8. Repeatable.")
+@click.option("--standard/--no-standard", default=True, show_default=True,
+              help="Also try the standard changes that can matter on this machine (the ISA cap on an AVX-512 CPU, "
+                   "graph mode for PyNative, a dataset worker per CPU).")
+@click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
+              help="With --repeats 1: the change a single run must exceed (default compare's measured floor).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.argument("profile_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, noise_floor, fmt, profile_args) -> None:
+    """Try the settings the advisor proposes, re-profiling each against the baseline, and keep what is faster.
+
+    \b
+    The baseline is the built-in ResNet-50 with `perfkit profile`'s options, or your script after `--`, unchanged:
+    each candidate (the findings' changes, --try, standard ones) is applied without editing it (environment
+    variables; amp_level, dataset_sink_mode, num_parallel_workers, batch size, mode through a start-up hook).
+    Baseline and candidates run in rounds (A B1 B2 … A B1 B2 …), each judged by `perfkit compare`'s verdict
+    over run means; then the faster ones together. Out: a ranked table, the best settings as a diff of your
+    script (or the lines to add), every run folder under --output. Ctrl-C keeps the finished runs.
+
+    \b
+    Example:
+      perfkit tune --steps 3 --image-size 32 --batch-size 8
+      perfkit tune --max-minutes 20 -- python train.py
+      perfkit tune --try amp_level=O2 --try env:OMP_NUM_THREADS=2 -- python train.py
+    """
+    from .advisor.change import parse_change
+    from .profiler.script import _script_index
+    from .profiler.tune_runners import ProfileRunner
+    from .tune import Budget, Tuner, propose, tune_dict, tune_text
+    from .tune_patch import command_patch, script_patch
+
+    command = ctx.meta["command"]
+    args = list(profile_args)
+    checked = profile.make_context("profile", [*args, *(["--", *command] if command else [])])
+    if checked.params["ranks"] != 1:
+        raise PerfkitError("--ranks: perfkit tune runs one process per experiment")
+    if checked.params["repeat"] != 1:
+        raise PerfkitError("--repeat: perfkit tune makes the runs of each setting itself (--repeats N)")
+    if command:
+        from click.core import ParameterSource
+        given = [name for name in RESNET_ONLY if checked.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+        if given:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
+    try:
+        changes = [parse_change(text) for text in tries]
+    except ValueError as exc:
+        raise PerfkitError(f"--try {exc}") from None
+    tuner = Tuner(ProfileRunner(args, command), Path(output), Budget(max_experiments, max_minutes, repeats),
+                  say=lambda text: click.echo(text, err=True),
+                  candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor)
+    result = tuner.tune()
+    patch = None
+    if result.best is not None:
+        from .advisor.change import Change
+        best = tuple(Change.from_dict(change) for change in result.best["change"])
+        index = _script_index(command) if command else None
+        patch = command_patch(args, best) if not command else (
+            script_patch(Path(command[index]), best) if index is not None else None)
+    click.echo(_json(tune_dict(result, patch)) if fmt == "json" else tune_text(result, patch))
+    if result.interrupted:
+        ctx.exit(130)
 
 
 def _load_all(paths: tuple[str, ...]) -> list:

@@ -51,8 +51,9 @@ SPREAD_TITLE = "within-run step spread (describes each run; the verdict compares
 # The verdict block names this many causes of the step ledger, the largest changes first (JSON: all of them).
 CAUSE_DELTAS_SHOWN = 4
 
-# The gate only judges runs of one setup: these settings must match (device, network, per-rank batch size).
-GATE_SETTINGS = ("device", "network", "batch_size")
+# The gate only judges runs of one setup: these settings must match (device, network). A batch size change is
+# like with like: the verdict and the gate judge time per sample then, and say so.
+GATE_SETTINGS = ("device", "network")
 # MindSpore's op scope names the network cell: Default/network-WithLossCell/_backbone-ResNet50/layer1-...
 BACKBONE = re.compile(r"_backbone-([A-Za-z_][A-Za-z0-9_]*)")
 # manifest config keys shown under another name (from meta: what was used, not what was asked) or not a setting
@@ -62,7 +63,7 @@ CONFIG_NOT_COMPARED = {"output", "env", "device", "ranks", "sink", "amp_level", 
 
 
 class IncomparableRunsError(PerfkitError):
-    """The gate was asked to judge runs of different devices, networks or batch sizes."""
+    """The gate was asked to judge runs of different devices or networks."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -184,7 +185,7 @@ def differences(settings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def incomparable(settings_a: dict[str, Any], settings_b: dict[str, Any]) -> list[str]:
-    """The GATE_SETTINGS (device, network, batch size) both runs record, with different values."""
+    """The GATE_SETTINGS (device, network) both runs record, with different values."""
     return [key for key in GATE_SETTINGS
             if settings_a[key] is not None and settings_b[key] is not None and settings_a[key] != settings_b[key]]
 
@@ -201,7 +202,7 @@ def default_selection(runs: Sequence[Run]) -> list[int]:
 
 
 def check_comparable(result: dict[str, Any]) -> list[str]:
-    """Raise IncomparableRunsError (one line) when A and B differ in device, network or batch size; return a
+    """Raise IncomparableRunsError (one line) when A and B differ in device or network; return a
     note for each of these that a run does not record (not checked)."""
     a, b = result["settings_a"], result["settings_b"]
     notes = []
@@ -364,7 +365,7 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
     Slower fails when the mean step grew by more than `fail_if_slower_pct` and the run-to-run verdict (the one
     `compare` shows) calls it slower; a larger change within the noise passes with a note (a CI gate that fails
     on noise gets switched off).
-    Raises IncomparableRunsError for runs of different devices, networks or batch sizes.
+    Raises IncomparableRunsError for runs of different devices or networks.
     """
     notes = check_comparable(result)
     reasons = []
@@ -458,7 +459,7 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
 
 
 def incomparable_banner(result: dict[str, Any]) -> str:
-    """One line saying which of device, network, batch size make A and B not the same setup."""
+    """One line saying which of device and network make A and B not the same setup."""
     return banner_words(result["incomparable"], result["settings_a"], result["settings_b"])
 
 

@@ -7,6 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+import perfkit
+from perfkit.analysis import step_means
 from click.testing import CliRunner
 
 from perfkit.cli import main
@@ -91,7 +94,6 @@ def test_a_slowed_copy_fails_and_a_slightly_slowed_one_is_within_the_noise(tmp_p
 
 @pytest.mark.parametrize("baseline, candidate, setting", [
     (SAMPLES / "cpu_default", FIXTURE_RUNS["legacy_run_2"], "device: CPU in"),            # CPU vs Ascend
-    (SAMPLES / "cpu_default", FIXTURE_RUNS["cpu_2_10"], "batch_size: 32 in"),             # 32 vs 16 per step
     (FIXTURE_RUNS["legacy_run_2"], FIXTURE_RUNS["legacy_ut"], "network: AlexNet in"),     # AlexNet vs LeNet5
 ])
 def test_mismatched_runs_are_refused_with_exit_2(baseline, candidate, setting):
@@ -103,6 +105,20 @@ def test_mismatched_runs_are_refused_with_exit_2(baseline, candidate, setting):
     assert "\n" not in line and line.startswith("perfkit: error: the gate compares runs of one setup")
     assert setting in line and "Traceback" not in result.output
     assert gate(baseline, candidate).exit_code == 0  # a plain compare still compares them
+
+
+def test_a_batch_change_is_gated_per_sample():
+    """The real batch 32 / 16 pair (sample_runs/cpu_avx2, cpu_avx2_b16) is one setup judged per sample, not
+    refused: the gate's line carries the per-sample verdict and B's time per sample against A's (B takes
+    1.26x A's step for half the samples: 2.5x the time per sample, beyond a 10 % noise floor)."""
+    baseline, candidate = SAMPLES / "cpu_avx2", SAMPLES / "cpu_avx2_b16"
+    result = gate(baseline, candidate, "--fail-if-slower", 5, "--format", "json")
+    assert result.exit_code == 1, result.output
+    assert "per sample: global batch 32 vs 16" in result.stderr
+    assert json.loads(result.stdout)["gate"]["failed"] is True
+    per_sample = [step_means(perfkit.load(run).steps)["total_ms"] / batch
+                  for run, batch in ((baseline, 32), (candidate, 16))]
+    assert f"B is {100 * (per_sample[1] / per_sample[0] - 1):+.1f} % against A" in result.stderr
 
 
 @pytest.fixture
@@ -121,8 +137,8 @@ def test_fail_on_new_findings(crafted):
     *notes, reason = regressed.stderr.strip().splitlines()
     assert notes == ["perfkit: warning: batch size unknown in fixed and before: samples/s unknown, time per step "
                      "compared; give the global batch with --batch-size N",
-                     "perfkit: gate: network not checked: unknown in fixed and before",
-                     "perfkit: gate: batch_size not checked: unknown in fixed and before"]  # no op names, no config
+                     "perfkit: gate: network not checked: unknown in fixed and before"
+                     ]  # no op names, no config
     assert reason == ("perfkit: gate failed: new finding" + ("s" if len(new_high) > 1 else "")
                                         + " at or above high: "
                                         + ", ".join(f"{i} (high)" for i in new_high))
