@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import dash
-from dash import Input, Output, dcc, html
+from dash import Input, Output, State, dcc, html
 from dash.exceptions import CallbackException, DependencyException
 from werkzeug.exceptions import BadRequest, HTTPException, NotFound
 
@@ -66,15 +66,15 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
                            html.Main(id=ids.PAGE)])
 
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
-    def run_page(pathname: str, index: int):
-        return layout.run_page(pathname, runs[index], index)
+    def run_page(pathname: str, index: int, cell: str):
+        return layout.run_page(pathname, runs[index], index, cell)
 
     @functools.lru_cache(maxsize=PAGE_CACHE_SIZE)
     def compare_body(picked: tuple[int, ...]):
         return layout.compare_body([runs[i] for i in picked])
 
     if prebuild and runs:
-        run_page("/", 0)
+        run_page("/", 0, "")  # the key render_page asks by
 
     def picked_index(search: Any) -> int | None:
         """The run the URL's ?run=N names (the first one without it); None when there is no such run."""
@@ -114,7 +114,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         index = picked_index(search)
         if index is None:
             return unknown_run(len(runs))
-        return run_page(pathname, index)
+        return run_page(pathname, index, text(query_value(search, "cell", "")) if pathname == ids.CELLS_PAGE else "")
 
     @app.callback(Output(ids.COMPARE_BODY, "children"), Input(ids.COMPARE_RUNS, "value"))
     def render_compare(values):
@@ -131,6 +131,18 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         rows, matched = figures.op_instance_rows(run, passes, text(search))
         return rows.to_dict("records"), layout.instances_count(len(rows), matched)
 
+    # The Cells flame graph zooms into a clicked Cell, in the browser: a bar's click data holds its start (base)
+    # and width (x); plotly's double-click zooms back out.
+    app.clientside_callback(
+        """function(click, fig) {
+            const point = click && click.points && click.points[0];
+            if (!point || typeof point.base !== "number") { return window.dash_clientside.no_update; }
+            const xaxis = Object.assign({}, fig.layout.xaxis, {range: [point.base, point.base + point.x],
+                                                              autorange: false});
+            return Object.assign({}, fig, {layout: Object.assign({}, fig.layout, {xaxis: xaxis})});
+        }""",
+        Output(ids.CELLS_FIGURE, "figure"), Input(ids.CELLS_FIGURE, "clickData"), State(ids.CELLS_FIGURE, "figure"),
+        prevent_initial_call=True)
     timeline.register(app, runs, picked_index)
     _bounded_requests(app)
     _reject_malformed_requests(app)

@@ -28,3 +28,7 @@ def kpi(key: str) -> str:
 
 def nav(path: str) -> str:
     return "nav-" + (path.strip("/") or "overview")
+
+# The Cells page's flame graph (views.panels: panel "fig-cells"), zoomed by a clientside callback.
+CELLS_FIGURE = "fig-cells"
+CELLS_PAGE = "/cells"

@@ -87,7 +87,7 @@ def _column(column: str, frame: pd.DataFrame) -> dict:
                        "valueFormatter": {"function": f"'\u2066' + {shown} + '\u2069'"}}
     elif column == "short_name":
         definition["hide"] = True
-    elif column in ("type", "family"):  # as wide as the longest value: `Conv2DBackpropFilter` whole
+    elif column in ("type", "family", "cell"):  # as wide as the longest value: `Conv2DBackpropFilter` whole
         longest = int(frame[column].astype(str).str.len().max()) if len(frame) else 0
         definition |= {"minWidth": max(120, TEXT_PX_PER_CHAR * longest + CELL_PADDING_PX)}
     elif column == "input_shapes":
@@ -123,10 +123,18 @@ def _findings(panel: Panel, run: Run, run_index: int) -> html.Div:
         return card(panel.title, empty(result.note or ""))
     items = [html.Div([html.Span(item.severity, className="sev"), html.Span(item.title, className="title"),
                        html.Div(item.detail, className="evidence"), html.Div(["Change: ", html.Code(item.action)]),
-                       *_timeline_link(link, run_index)],
+                       *_cell_link(item.cell, run_index), *_timeline_link(link, run_index)],
                       className=f"finding sev-{item.severity}")
              for item, link in zip(result.items, numbers.timeline_links(run))]
     return card(panel.title, html.Div(items, id=panel.id))
+
+
+def _cell_link(cell: dict | None, run_index: int) -> list:
+    """The finding's Cell, linked to the Cells page zoomed into it."""
+    if cell is None:
+        return []
+    href = f"{ids.CELLS_PAGE}?{urlencode({'run': run_index, 'cell': cell['path']})}"
+    return [html.Div(["Cell: ", dcc.Link(numbers.cell_words(cell), href=href)])]
 
 
 def _timeline_link(link: numbers.TimelineLink | None, run_index: int) -> list:
@@ -177,10 +185,15 @@ RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table,
              SPEEDUPS: _speedups}
 
 
-def run_page(path: str, run: Run, run_index: int) -> list:
+def run_page(path: str, run: Run, run_index: int, cell: str = "") -> list:
     """One run's page (the run is `runs[run_index]` of the app: its links name it): its panels in the view
-    layer's order, half-width ones side by side; an optional panel only where it has something to show."""
-    return _panels_body(panels_on(path), run, RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)})
+    layer's order, half-width ones side by side; an optional panel only where it has something to show.
+    `cell`: on the Cells page, the Cell path its flame graph opens zoomed into (a finding's link)."""
+    renderers = RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)}
+    if cell:
+        renderers[FIGURE] = lambda panel, run, fig: _figure(
+            panel, run, figures.zoomed_to_cell(fig, run, cell) if panel.id == ids.CELLS_FIGURE else fig)
+    return _panels_body(panels_on(path), run, renderers)
 
 
 def _panels_body(panels: Sequence[Panel], subject: Run | Sequence[Run], renderers: dict) -> list:

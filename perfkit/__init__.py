@@ -25,11 +25,11 @@ _PUBLIC = {
     "profiling": "profiler.api", "StepTimer": "profiler.api",
 }
 
-__all__ = [*_PUBLIC, "timeline", "ledger", "__version__"]
+__all__ = [*_PUBLIC, "timeline", "ledger", "cells", "__version__"]
 
 
 def __getattr__(name: str):
-    if name in ("timeline", "ledger"):  # modules callable as perfkit.timeline(run, step=N), perfkit.ledger(run)
+    if name in ("timeline", "ledger", "cells"):  # modules callable: perfkit.timeline(run, step=N), perfkit.cells(run)
         return importlib.import_module(f".{name}", __name__)
     if name not in _PUBLIC:
         raise AttributeError(f"module 'perfkit' has no attribute {name!r}")

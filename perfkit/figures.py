@@ -11,7 +11,6 @@ long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 import os
 from collections import Counter
 from pathlib import PurePath
@@ -22,14 +21,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .analysis import framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
-from .compare import (banner_words, differences, incomparable, ms_per_step_of, noise_verdict, op_type_ms_per_step,
-                      run_settings, run_verdict_words, samples_per_s, setting_value, spread, step_totals, verdict,
-                      verdict_words)
-from .errors import PerfkitError, PluginError
+from .compare import (SPREAD_TITLE, banner_words, differences, judge, ms_per_step_of, op_type_ms_per_step,
+                      run_settings, samples_per_s, setting_value, spread, step_totals, verdict_lines)
+from .errors import PluginError
 from .model import Run
 from .ledger import bound
 from .render import mean_of_text
-from .units import US_PER_MS
+from .units import FLOP_PER_GFLOP, US_PER_MS
 from .views.format import (BOUND_COLORS, COLORS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
                            NAMED_COLUMNS, ms, pct, percent, run_color, short_op_names)
 from .views.format import speedup as format_speedup
@@ -401,15 +399,9 @@ def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str 
 # Compare
 
 
-def speedups(runs: Sequence[Run]) -> list[float | None]:
-    """Each run's speedup over the first: mean step of the first / mean step of this one (perfkit compare's A/B)."""
-    totals = [(step_means(run.steps) or {}).get("total_ms") for run in runs]
-    base = totals[0] if totals else None
-    return [base / total if base and total else None for total in totals]
-
-
 def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
-    """Mean step split of each run side by side, the speedup over the first run above each bar."""
+    """Mean step split of each run side by side, its mean step above each bar (the speedup, per sample when the
+    batches differ, is the verdict's: compare_speedup_cards)."""
     labels = run_labels(runs)
     means = [step_means(run.steps) for run in runs]
     if not any(means):
@@ -423,49 +415,40 @@ def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
     if not ordered:
         fig.add_bar(x=labels, y=[(m or {}).get("total_ms") for m in means], name=STEP_LABELS["total_ms"],
                     marker_color=COLORS["total_ms"])
-    for label, mean, speedup in zip(labels, means, speedups(runs)):
+    for label, mean in zip(labels, means):
         if mean and mean.get("total_ms") is not None:
-            text = f"{ms(mean['total_ms'])}<br><b>{format_speedup(speedup)}</b>" if speedup else ms(mean["total_ms"])
-            fig.add_annotation(x=label, y=mean["total_ms"], text=text, showarrow=False, yanchor="bottom",
+            fig.add_annotation(x=label, y=mean["total_ms"], text=ms(mean["total_ms"]), showarrow=False, yanchor="bottom",
                                yshift=4, font=dict(size=13))
     top = max((m or {}).get("total_ms") or 0 for m in means)
-    fig = _style(fig, f"Mean step time and speedup over {labels[0]}", height=420, barmode="stack",
+    fig = _style(fig, "Mean step time and its split", height=420, barmode="stack",
                  yaxis_title="ms per step", bargap=0.35)
     fig.update_yaxes(range=[0, top * 1.22 if top else 1])
     return fig
 
 
-def step_verdicts(runs: Sequence[Run]) -> list[dict[str, Any] | None]:
-    """Each run's noise verdict against the first (perfkit compare's `noise`); None for the first run."""
-    base = step_totals(runs[0].steps) if runs else None
-    return [None] + [noise_verdict(base, step_totals(run.steps)) for run in runs[1:]]
-
-
 def compare_speedup_cards(runs: Sequence[Run]) -> list[Card]:
-    """One card per run: its speedup over the first with the run-to-run verdict (compare.verdict), its samples/s,
-    and the banner when device, network or batch size differ from the first's."""
-    settings = [run_settings(run) for run in runs]
+    """One card per run: its speedup over the first with the verdict block of `perfkit compare`
+    (compare.verdict_lines: the run-to-run verdict, samples/s), under the banner when device, network or batch
+    size differ from the first's."""
     cards = []
     for index, (label, run) in enumerate(zip(run_labels(runs), runs)):
-        throughput = samples_per_s(run)
-        rate = "samples/s unknown" if throughput is None else f"{throughput:,.1f} samples/s"
         if index == 0:
-            cards.append(Card(f"speedup-{index}", label, "baseline", rate))
+            throughput = samples_per_s(run)
+            cards.append(Card(f"speedup-{index}", label, "baseline",
+                              "samples/s unknown" if throughput is None else f"{throughput:,.1f} samples/s"))
             continue
-        try:
-            judged = verdict([runs[0]], [run])
-        except PerfkitError as error:
-            cards.append(Card(f"speedup-{index}", label, "unknown", str(error)))
-            continue
-        differing = incomparable(settings[0], settings[index])
-        banner = banner_words(differing, settings[0], settings[index]) + " · " if differing else ""
-        cards.append(Card(f"speedup-{index}", label, format_speedup(judged.speedup),
-                          f"{banner}{run_verdict_words(asdict(judged))} · {rate}"))
+        judged = judge([runs[0]], [run])
+        banner = (banner_words(judged["incomparable"], judged["settings_a"], judged["settings_b"]) + " · "
+                  if judged["incomparable"] else "")
+        cards.append(Card(f"speedup-{index}", label,
+                          "unknown" if judged["speedup"] is None else format_speedup(judged["speedup"]),
+                          banner + " · ".join(f"{name} {text}" for name, text in verdict_lines(judged))))
     return cards
 
 
 def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
-    """Every step's total per run (a box and its points), with the noise verdict against the first run."""
+    """Every step's total per run (a box and its points): the within-run spread, a description of each run (the
+    verdict compares runs: compare_speedup_cards)."""
     labels = run_labels(runs)
     totals = [step_totals(run.steps) for run in runs]
     if not any(len(t) for t in totals):
@@ -475,17 +458,15 @@ def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
         fig.add_box(x=[label] * len(values), y=values, name=label, boxpoints="all", pointpos=0, jitter=0.3,
                     marker_color=run_color(position), showlegend=False,
                     hovertemplate=f"{label}<br>step total %{{y:,.2f}} ms<extra></extra>")
-    for label, values, step_verdict in zip(labels, totals, step_verdicts(runs)):
+    for label, values in zip(labels, totals):
         if len(values):
             spread_ = spread(values)
             std = "" if spread_["std_ms"] is None else f" ± {spread_['std_ms']:,.1f}"
             text = f"{spread_['mean_ms']:,.1f}{std} ms<br>n = {spread_['n']} steps"
-            if step_verdict is not None:
-                text += f"<br><b>{verdict_words(step_verdict)}</b>"
             fig.add_annotation(x=label, y=float(values.max()), text=text, showarrow=False, yanchor="bottom",
                                yshift=6, font=dict(size=12))
     top = max(float(t.max()) for t in totals if len(t))
-    fig = _style(fig, f"Step time per step (mean ± std) and the verdict against {labels[0]}", height=420,
+    fig = _style(fig, f"{SPREAD_TITLE[0].upper()}{SPREAD_TITLE[1:]}: step time per step (mean ± std)", height=420,
                  yaxis_title="ms per step")
     fig.update_yaxes(range=[0, top * 1.3])
     return fig
@@ -885,3 +866,114 @@ def link_heatmap_figure(run: Run) -> go.Figure:
     fig.update_xaxes(categoryorder="array", categoryarray=[f"to {dst}" for dst in targets], showgrid=False)
     fig.update_yaxes(categoryorder="array", categoryarray=[f"rank {src}" for src in sources][::-1], showgrid=False)
     return fig
+
+
+# Cells whose time is under this share of the tree's root are left out of the flame graph (their time stays in
+# their parent's bar): a large model has thousands of Cells, most of them too thin to see or hover.
+CELL_MIN_SHARE = 0.002
+# How many levels below the top the flame graph draws (the table lists every Cell).
+CELL_LEVELS = 7
+PASS_COLORS = {"forward_ms": "#4e79a7", "backward_ms": "#f28e2b", "other_ms": "#a0a0a0"}
+
+
+def cell_flame_layout(tree: pd.DataFrame) -> pd.DataFrame:
+    """The Cell tree laid out as a flame graph (icicle): per drawn Cell, x0 (its start, ms) and its level;
+    children start where their parent starts, the largest first, so each spans part of its parent's bar.
+    Per-rank trees (ranks running different Cells) get one `rank N` bar above each rank's Cells."""
+    if not len(tree):
+        return tree.assign(x0=[], level=[], key=[])
+    frame = tree.copy()
+    per_rank = frame["rank"].notna().any() and frame["rank"].nunique() > 1
+    frame["key"] = (("rank " + frame["rank"].astype(str) + "/") if per_rank else "") + frame["path"]
+    frame["parent_key"] = np.where(frame["parent"] == "", ("rank " + frame["rank"].astype(str)) if per_rank else "",
+                                   (("rank " + frame["rank"].astype(str) + "/") if per_rank else "") + frame["parent"])
+    frame["level"] = frame["depth"] + (1 if per_rank else 0)
+    if per_rank:
+        ranks = frame[frame["depth"] == 1].groupby("rank")[["forward_ms", "backward_ms", "other_ms", "total_ms",
+                                                            "calls", "flops", "flops_ms"]].sum().reset_index()
+        ranks = ranks.assign(key="rank " + ranks["rank"].astype(str), parent_key="", level=1, depth=0,
+                             label="rank " + ranks["rank"].astype(str), path="", share=np.nan, tflops_per_s=np.nan)
+        frame = pd.concat([ranks, frame], ignore_index=True)
+    top = frame.loc[frame["parent_key"] == "", "total_ms"].sum()
+    frame = frame[(frame["total_ms"] >= CELL_MIN_SHARE * top) & (frame["level"] <= CELL_LEVELS)]
+    children: dict[str, list[int]] = {}
+    for index, parent in zip(frame.index, frame["parent_key"]):
+        children.setdefault(parent, []).append(index)
+    x0 = {}
+    stack = [("", 0.0)]
+    while stack:
+        parent, start = stack.pop()
+        for index in sorted(children.get(parent, []), key=lambda i: -frame.at[i, "total_ms"]):
+            x0[index] = start
+            stack.append((frame.at[index, "key"], start))
+            start += frame.at[index, "total_ms"]
+    frame = frame.loc[list(x0)]
+    return frame.assign(x0=[x0[i] for i in frame.index]).sort_values(["level", "x0"]).reset_index(drop=True)
+
+
+def cells_figure(run: Run) -> go.Figure:
+    """Op time by network Cell as a flame graph: one row per level of the Cell tree, each Cell a bar as wide as
+    its ms per step, split into forward (blue), backward (orange) and other (grey: optimizer, communication);
+    hover for ms, share of the step, calls, FLOPs and achieved TFLOP/s. The dashboard zooms into a clicked Cell."""
+    from .cells import NO_CELL, cells
+    tree = cells(run)
+    if not len(tree):
+        return empty_state("no op data: nothing to place in Cells")
+    if set(tree["path"]) == {NO_CELL}:
+        return empty_state("the op names carry no Cell scope (op-type-only names): no Cell tree to draw")
+    bars = cell_flame_layout(tree)
+    levels = int(bars["level"].max())
+    fig = go.Figure()
+    offset = bars["x0"].to_numpy(dtype=float)
+    for column, name in (("forward_ms", "forward"), ("backward_ms", "backward"), ("other_ms", "other")):
+        fig.add_trace(go.Bar(y=bars["level"], x=bars[column], base=offset, orientation="h", name=name,
+                             marker=dict(color=PASS_COLORS[column], line=dict(width=0)), hoverinfo="skip"))
+        offset = offset + bars[column].to_numpy(dtype=float)
+    flops = bars["flops"].where(bars["flops"] > 0)
+    hover = [f"<b>{label}</b><br>{path}<br>{ms(total)} per step: forward {ms(fwd)}, backward {ms(bwd)}, other "
+             f"{ms(other)}<br>share of the step {'' if share != share else pct(share)}<br>calls per step "
+             f"{count(calls)}<br>FLOPs per step {'unknown' if gf != gf else f'{gf / FLOP_PER_GFLOP:,.2f} G'}"
+             f"<br>achieved {'unknown' if tf != tf else f'{tf:.3f} TFLOP/s'}"
+             for label, path, total, fwd, bwd, other, share, calls, gf, tf in zip(
+                 bars["label"], bars["path"], bars["total_ms"], bars["forward_ms"], bars["backward_ms"],
+                 bars["other_ms"], bars["share"].astype(float), bars["calls"], flops.astype(float),
+                 bars["tflops_per_s"].astype(float))]
+    fig.add_trace(go.Bar(y=bars["level"], x=bars["total_ms"], base=bars["x0"], orientation="h", name="Cell",
+                         marker=dict(color="rgba(0,0,0,0)", line=dict(color="white", width=1.5)),
+                         text=bars["label"], textposition="inside", insidetextanchor="middle",
+                         textfont=dict(color="white", size=12), constraintext="both",
+                         hovertext=hover, hoverinfo="text", showlegend=False))
+    _style(fig, "Op time by Cell (ms per step; click a Cell to zoom, double-click to zoom out)",
+           height=120 + 34 * levels, barmode="overlay", bargap=0.04, hovermode="closest")
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(1, levels + 1)),
+                     ticktext=[f"level {level}" for level in range(1, levels + 1)], gridcolor="rgba(0,0,0,0)")
+    fig.update_xaxes(title_text="ms per step")
+    return fig
+
+
+def cell_rows(run: Run) -> pd.DataFrame:
+    """The Cell tree as the Cells table lists it: every Cell, largest first within its level (share in %)."""
+    from .cells import cells
+    tree = cells(run)
+    rows = pd.DataFrame({"cell": tree["label"].astype(str), "depth": tree["depth"].astype("int64"),
+                         "total_ms": tree["total_ms"], "forward_ms": tree["forward_ms"],
+                         "backward_ms": tree["backward_ms"], "other_ms": tree["other_ms"],
+                         "share_pct": 100 * tree["share"], "calls": tree["calls"].round().astype("int64"),
+                         "flops_gflop": (tree["flops"] / FLOP_PER_GFLOP).where(tree["flops"] > 0),
+                         "achieved_tflop_s": tree["tflops_per_s"],
+                         "path": tree["path"].astype(str)})
+    if tree["rank"].nunique() > 1:  # ranks running different Cells (pooled rows have no rank)
+        rows.insert(0, "rank", tree["rank"].astype("int64"))
+    return rows.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def zoomed_to_cell(fig: go.Figure, run: Run, path: str) -> go.Figure:
+    """The Cells flame graph (cells_figure) zoomed into the Cell at `path` (a finding's link); as it was where
+    the graph does not draw that Cell."""
+    from .cells import cells
+    bars = cell_flame_layout(cells(run))
+    match = bars[bars["path"] == path]
+    if not len(match) or empty_message(fig) is not None:
+        return fig
+    start, width = float(match["x0"].iloc[0]), float(match["total_ms"].iloc[0])
+    return go.Figure(fig).update_xaxes(range=[start, start + width], autorange=False)

@@ -23,7 +23,7 @@ import pandas as pd
 from . import analysis
 from .callable_module import make_callable
 from .causes import BOUND_PART_LABELS, BOUND_PARTS, CAUSES, COMM_OVERLAP_UNKNOWN_LABEL
-from .model import Run
+from .model import Run, kept_on_run
 from .steady import first_step_verdicts
 
 
@@ -74,21 +74,10 @@ def ledger(run: Run) -> pd.DataFrame:
     """One row per (rank, step, cause) with ms > 0 (a step with no time keeps one `unknown` row of 0):
     rank, step, cause (CAUSES), ms, source, measured, steady (the step counts in the step means).
     `attrs["warnings"]` says where the files contradict themselves."""
-    return _memo(run)
+    return _build(run)
 
 
-def _memo(run: Run) -> pd.DataFrame:
-    """The ledger is read by every view and every rule: computed once per run, kept on the run until one of
-    its tables is replaced."""
-    versions = run.table_versions()
-    kept = run.__dict__.get("_ledger")
-    if kept is not None and kept[0] == versions:
-        return kept[1]
-    frame = _build(run)
-    run.__dict__["_ledger"] = (versions, frame)
-    return frame
-
-
+@kept_on_run
 def _build(run: Run) -> pd.DataFrame:
     steps = run.steps
     warnings: list[str] = []

@@ -24,6 +24,7 @@ from .errors import FileFormatError, LayoutError
 from .formats import DERIVATIONS, by_name, plugin_problems, readers
 from .formats.base import (INTERMEDIATE_TABLES, RUN_WIDE, Parts, Reader, as_pandas, column_names, is_arrow,
                            merged_stages, screened, walk_names)
+from .cells import cell_table
 from .model import Meta, Run
 from .parallel import map_folders
 
@@ -279,6 +280,7 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
     warnings += _step_coverage(tables["steps"], by_rank)
     warnings += _op_coverage(tables["op_types"], by_rank)
     frames["op_passes"] = op_pass_ms(frames["ops"])
+    frames["cells"] = cell_table(frames["ops"])
     return Run(path=str(root), meta=meta, warnings=_worded(warnings), **frames)
 
 

@@ -9,7 +9,8 @@ which checks them against `SCHEMA`: no raw header or unit leaks past a reader.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, asdict
-from typing import Any
+import functools
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -48,6 +49,16 @@ SCHEMA: dict[str, dict[str, str]] = {
     # derived from `ops` by the loader, so the step ledger's forward/backward split needs no op rows
     # (a warm `perfkit summary` of a million-op run never reads them).
     "op_passes": {"rank": "int64", "pass": "string", "total_ms": "float64"},
+    # Per rank and network Cell (scope path, `(no cell)` for unscoped ops): the ops placed in that Cell itself
+    # (not its children), summed over the profiled steps, derived from `ops` by the loader (perfkit/cells.py:
+    # backward kernels placed by their shapes), so `perfkit summary`'s Cell tree needs no op rows. calls:
+    # executions; flops / flops_ms: the work of the ops with a FLOP model and their time; ops: op rows;
+    # moved_ops / shared_ops: backward kernels moved by shapes to one Cell / to a shared ancestor;
+    # dense_unknown_*: dense ops whose shapes give no FLOPs.
+    "cells": {"rank": "int64", "path": "string", "forward_ms": "float64", "backward_ms": "float64",
+              "other_ms": "float64", "calls": "float64", "flops": "float64", "flops_ms": "float64",
+              "ops": "int64", "moved_ops": "int64", "shared_ops": "int64", "dense_unknown_ops": "int64",
+              "dense_unknown_ms": "float64"},
     # Host-side data queue (MindData -> device/iterator), one sample per batch.
     "host_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "int64"},
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
@@ -180,6 +191,7 @@ class Meta:
     framework: str | None = None         # "mindspore" | "torch_npu" (`*_ascend_pt` folders): the wording of actions
     pipeline_stages: list[list[int]] | None = None  # global ranks of each pipeline stage, where the files tell
     memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
+    host: dict[str, Any] = field(default_factory=dict)  # the host CPU's facts (flops.cpu_facts), recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     # rank (as text: the cache keeps meta as JSON) -> the folder holding that rank's files alone (relative to the
@@ -188,6 +200,23 @@ class Meta:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def kept_on_run(build: Callable[["Run"], Any]) -> Callable[["Run"], Any]:
+    """`build(run)`, computed once per run and kept on it until one of its tables is replaced: the ledger and the
+    Cell tree are read by every view and every rule."""
+    slot = f"_kept_{build.__module__}.{build.__qualname__}"
+
+    @functools.wraps(build)
+    def kept(run: "Run") -> Any:
+        versions = run.table_versions()
+        held = run.__dict__.get(slot)
+        if held is not None and held[0] == versions:
+            return held[1]
+        value = build(run)
+        run.__dict__[slot] = (versions, value)
+        return value
+    return kept
 
 
 class _Table:
@@ -221,6 +250,7 @@ class Run:
     op_types: pd.DataFrame = _Table()
     ops: pd.DataFrame = _Table()
     op_passes: pd.DataFrame = _Table()
+    cells: pd.DataFrame = _Table()
     steps: pd.DataFrame = _Table()
     host_queue: pd.DataFrame = _Table()
     device_queue: pd.DataFrame = _Table()

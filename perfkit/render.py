@@ -12,6 +12,7 @@ from typing import Any
 from .causes import BOUND_PART_LABELS, BOUND_PARTS, PART_HEADINGS
 from .views.format import STEP_LABELS, STEP_SPLITS, count, mb, ms, pct, percent
 from .errors import PluginError
+from .units import FLOP_PER_GFLOP, GFLOP_PER_TFLOP
 from .views.panels import panels
 
 
@@ -171,13 +172,43 @@ def queue_lines(summary: dict[str, Any], which: str) -> list[str]:
             f"full {percent(queue['full_pct'])}"]
 
 
+# Ranks whose pipelines are shown side by side; beyond this, each op's usage is pooled: min / median / max.
+PIPELINE_RANK_COLUMNS = 8
+
+
 def pipeline_lines(summary: dict[str, Any]) -> list[str]:
     if not summary["pipeline"]:
         return []
-    lines = ["data pipeline (op, workers, output queue usage)"]
+    by_rank = {entry["rank"]: entry["pipeline"] for entry in summary["per_rank"] if entry.get("pipeline")}
+    if len(by_rank) > 1:
+        return _pipelines_by_rank(by_rank)
+    rank = summary.get("pipeline_rank")
+    lines = ["data pipeline (op, workers, output queue usage)" + (f", rank {rank}" if rank is not None else "")]
     for op in summary["pipeline"]:
         workers = "?" if op["workers"] is None else op["workers"]
         lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {pct(op['queue_usage'])}")
+    return lines
+
+
+def _pipelines_by_rank(by_rank: dict[int, list[dict[str, Any]]]) -> list[str]:
+    """Each op's output queue usage on every rank (the ranks' pipelines differ), or pooled over many ranks."""
+    ranks = sorted(by_rank)
+    usage = {rank: {op["op_id"]: op["queue_usage"] for op in ops} for rank, ops in by_rank.items()}
+    ops = {op["op_id"]: op for rank in ranks for op in by_rank[rank]}
+    if len(ranks) <= PIPELINE_RANK_COLUMNS:
+        lines = ["data pipeline (op, workers, output queue usage per rank)",
+                 " " * 38 + "".join(f"{'rank ' + str(rank):>10}" for rank in ranks)]
+        for op_id, op in sorted(ops.items()):
+            workers = "?" if op["workers"] is None else op["workers"]
+            lines.append(f"  {op_id:>3} {op['op_type']:<20} workers {workers:<3}"
+                         + "".join(f"{pct(usage[rank].get(op_id)):>10}" for rank in ranks))
+        return lines
+    lines = [f"data pipeline (op, workers, output queue usage over {len(ranks)} ranks: min / median / max)"]
+    for op_id, op in sorted(ops.items()):
+        values = sorted(v for rank in ranks if (v := usage[rank].get(op_id)) is not None)
+        workers = "?" if op["workers"] is None else op["workers"]
+        spread = (f"{pct(values[0])} / {pct(values[len(values) // 2])} / {pct(values[-1])}" if values else pct(None))
+        lines.append(f"  {op_id:>3} {op['op_type']:<20} workers {workers:<3} queue {spread}")
     return lines
 
 
@@ -257,4 +288,66 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
         lines.append(f"  … {len(per_rank) - len(listed[:shown + 1])} more ranks (--format json lists all)")
     for warning in answer["warnings"]:
         lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+# The summary's Cells section lists at most this many Cells; `perfkit summary --by cell` lists the whole tree.
+TOP_CELLS = 12
+# `--by cell` leaves out Cells under this share of the step (their time is in their parent's line).
+TREE_MIN_SHARE = 0.005
+
+
+def _cell_row(cell: dict[str, Any], indent: str) -> str:
+    rate = "" if cell["tflops_per_s"] is None else f"{GFLOP_PER_TFLOP * cell['tflops_per_s']:>9.1f}"
+    share = "" if cell["share"] is None else pct(cell["share"])
+    name = f"{indent}{cell['cell']}"
+    return (f"  {name:<32}{ms(cell['total_ms']):>14}{ms(cell['forward_ms']):>14}{ms(cell['backward_ms']):>14}"
+            f"{ms(cell['other_ms']):>13}{share:>8}{rate:>10}")
+
+
+CELL_HEADING = (f"  {'':<32}{'total':>14}{'forward':>14}{'backward':>14}{'other':>13}{'share':>8}{'GFLOP/s':>10}")
+
+
+def _utilisation_line(utilisation: dict[str, Any]) -> str:
+    if utilisation["flops_per_step"] is None:
+        return "  FLOPs: no op with a FLOP model (convolutions, MatMul, BatchNorm) has usable shapes"
+    line = (f"  model FLOPs {utilisation['flops_per_step'] / FLOP_PER_GFLOP:,.2f} G per step (convolutions, "
+            f"MatMul, BatchNorm), achieved {GFLOP_PER_TFLOP * utilisation['achieved_tflops_per_s']:,.1f} GFLOP/s "
+            "over the step")
+    if utilisation["mfu"] is not None:
+        peak = utilisation["peak"]
+        return line + (f"; MFU {pct(utilisation['mfu'])} of {peak['chip']} {peak['dtype']} "
+                       f"{GFLOP_PER_TFLOP * peak['tflops_per_s']:,.1f} GFLOP/s ({peak['source']})")
+    return line + f"; MFU unknown: {utilisation['mfu_unknown']}"
+
+
+def cell_lines(summary: dict[str, Any]) -> list[str]:
+    """The top Cells at a readable level (cells.readable_level), ms per profiled step."""
+    entry = summary.get("cells")
+    if not entry:
+        return []
+    lines = ["Cells (ms per profiled step; `perfkit summary --by cell` for the whole tree)", CELL_HEADING]
+    for group in entry["by_rank"]:
+        if len(entry["by_rank"]) > 1:
+            lines.append(f"  rank {group['rank']}")
+        lines += [_cell_row(cell, "") for cell in group["top"][:TOP_CELLS]]
+    lines.append(_utilisation_line(entry["utilisation"]))
+    lines += [f"  note: {warning}" for warning in entry["warnings"]]
+    return lines
+
+
+def cell_tree_text(summary: dict[str, Any]) -> str:
+    """`perfkit summary --by cell`: every Cell over TREE_MIN_SHARE of the step, indented by depth."""
+    entry = summary.get("cells")
+    lines = [f"run      {summary['run']}", ""]
+    if not entry:
+        return "\n".join(lines + ["no op data: nothing to place in Cells"])
+    lines += ["Cells (ms per profiled step, indented by depth)", CELL_HEADING]
+    for group in entry["by_rank"]:
+        if len(entry["by_rank"]) > 1:
+            lines.append(f"  rank {group['rank']}")
+        lines += [_cell_row(cell, "  " * (cell["depth"] - 1)) for cell in group["tree"]
+                  if cell["share"] is None or cell["share"] >= TREE_MIN_SHARE]
+    lines.append(_utilisation_line(entry["utilisation"]))
+    lines += [f"note: {warning}" for warning in entry["warnings"]]
     return "\n".join(lines)

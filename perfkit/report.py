@@ -7,6 +7,7 @@ plotly.js is inlined once, so the file opens from disk (file://) with no network
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 from pathlib import Path
@@ -80,19 +81,28 @@ def _card(title: str, body: str) -> str:
     return f'<div class="card"><h2>{html.escape(title)}</h2>{body}</div>'
 
 
-def _findings(panel: Panel, run: Run) -> str:
-    return findings_card(panel.title, numbers.findings(run))
+def _findings(panel: Panel, run: Run, section: str = "") -> str:
+    return findings_card(panel.title, numbers.findings(run), cells_anchor=f"{section}-{CELLS_PANEL}")
 
 
-def findings_card(title: str, result: numbers.Findings) -> str:
-    """Findings (views.numbers: worded once) as a card: severity, title, evidence, the change to make."""
+def _cell_line(cell: dict | None, anchor: str) -> str:
+    """The finding's Cell, linked to the section's Cells graph."""
+    if cell is None:
+        return ""
+    return f'<div>Cell: <a href="#{html.escape(anchor)}">{html.escape(numbers.cell_words(cell))}</a></div>'
+
+
+def findings_card(title: str, result: numbers.Findings, cells_anchor: str = "") -> str:
+    """Findings (views.numbers: worded once) as a card: severity, title, evidence, the change to make, and
+    the Cell the finding's ops sit in, linked to `cells_anchor` (the run section's Cells graph) where given."""
     if not result.items:
         return _card(title, f'<p class="empty-state">{html.escape(result.note or "")}</p>')
     return _card(title, "".join(
         f'<div class="finding sev-{html.escape(item.severity)}"><span class="sev">{html.escape(item.severity)}</span>'
         f'<span class="title">{html.escape(item.title)}</span>'
         f'<div class="evidence">{html.escape(item.detail)}</div>'
-        f'<div>Change: <code>{html.escape(item.action)}</code></div></div>' for item in result.items))
+        f'<div>Change: <code>{html.escape(item.action)}</code></div>'
+        f'{_cell_line(item.cell, cells_anchor) if cells_anchor else ""}</div>' for item in result.items))
 
 
 def _kpis(cards: list[numbers.Card]) -> str:
@@ -117,6 +127,10 @@ def _note(panel: Panel, run: Run) -> str:
     return f'<p class="meta">{html.escape(note)}</p>' if note else ""
 
 
+# The Cells graph's panel, which a finding's Cell links to (its card's anchor: `<section id>-fig-cells`).
+CELLS_PANEL = "fig-cells"
+
+
 def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
     return _card(panel.title, _note(panel, run) + _figure(fig))
 
@@ -137,15 +151,21 @@ def _table_panel(panel: Panel, run: Run, frame) -> str:
 RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel, SPEEDUPS: _speedups}
 
 
+def _anchored(anchor: str, linked: bool, body: str) -> str:
+    """A panel's HTML, inside an element a link can name where one does (the Cells graph: findings link it)."""
+    return f'<div id="{html.escape(anchor)}">{body}</div>' if linked else body
+
+
 def _section(section_id: str, title: str, panels: Sequence[Panel], subject: Run | Sequence[Run]) -> str:
     """A section of the report: `panels` (of one run, or the compare panels of several) in their order and rows;
     a WITH_DATA panel only where it has something to show."""
     contents = {panel.id: figures.panel_content(panel, subject) for panel in panels if panel.kind in WITH_CONTENT}
     shown = tuple(panel for panel in panels if panel.report != WITH_DATA or figures.has_content(contents[panel.id]))
     parts = []
+    renderers = RENDERERS | {FINDINGS: functools.partial(_findings, section=section_id)}
     for row in rows(shown):
-        rendered = "".join(RENDERERS[panel.kind](panel, subject, *([contents[panel.id]] if panel.id in contents else []))
-                           for panel in row)
+        rendered = "".join(_anchored(f"{section_id}-{panel.id}", panel.id == CELLS_PANEL, renderers[panel.kind](
+            panel, subject, *([contents[panel.id]] if panel.id in contents else []))) for panel in row)
         parts.append(f'<div class="grid2">{rendered}</div>' if row[0].half else rendered)
     return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{"".join(parts)}</section>'
 

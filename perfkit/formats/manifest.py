@@ -46,6 +46,7 @@ def read(folder: Path) -> dict[int, Parts]:
         "memory_capacity_mb": _field(manifest, "memory_capacity_mb", float, problems),
         "env": _mapping(manifest, "env", problems, values=str),
         "config": _mapping(manifest, "config", problems),
+        "host": _mapping(manifest, "host", problems),
     }
     used = _mapping(manifest, "used", problems)
     sink = _field(used, "sink", bool, problems, where="used.")

@@ -62,6 +62,9 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     """Replace folder/perfkit_run.json atomically: readers never see half a manifest."""
     if manifest["status"] not in STATUSES:
         raise ValueError(f"unknown manifest status {manifest['status']!r}")
+    if "host" not in manifest:  # what the run's CPU could do: its MFU (perfkit.cells.utilisation)
+        from ..flops import host_cpu_facts
+        manifest["host"] = host_cpu_facts()
     target = folder / MANIFEST
     staging = folder / f".{MANIFEST}.{os.getpid()}.tmp"
     try:

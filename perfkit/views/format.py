@@ -67,7 +67,7 @@ def speedup(value: float | None) -> str:
 
 def column_spec(column: str) -> str | None:
     """The format spec of a table column by its name's unit suffix (`_ms`, `_pct`, `count`), None for text."""
-    if column.endswith(("_ms", "_ratio")):
+    if column.endswith(("_ms", "_ratio", "_gflop", "_tflop_s")):
         return NUMBER_SPEC
     if column.endswith("_mb"):
         return MB_SPEC
@@ -81,16 +81,18 @@ def column_spec(column: str) -> str | None:
 # A table's columns named after something the user named (a run: `profiler_v1`), kept as written in the header:
 # `frame.attrs[NAMED_COLUMNS]` lists those names (each column is the name, or the name and a unit suffix).
 NAMED_COLUMNS = "named_columns"
-UNIT_TITLES = (("_pct", " %"), ("_mb", " MB"), ("_ms", " ms"))
+UNIT_TITLES = (("_pct", " %"), ("_mb", " MB"), ("_ms", " ms"), ("_gflop", " GFLOP"), ("_tflop_s", " TFLOP/s"))
 
 
 def column_title(column: str, names: Collection[str] = ()) -> str:
-    """`total_ms` -> `total ms`, `share_pct` -> `share %`, `size_mb` -> `size MB`; a column that is one of `names`
+    """`total_ms` -> `total ms`, `share_pct` -> `share %`, `size_mb` -> `size MB`, `achieved_tflop_s` -> `achieved TFLOP/s`; a column that is one of `names`
     (with or without a unit suffix) keeps the name as written: `profiler_v1_ms` -> `profiler_v1 ms`."""
     stem, unit = next(((column[:-len(suffix)], title) for suffix, title in UNIT_TITLES if column.endswith(suffix)),
                       (column, ""))
     if stem in names:
         return stem + unit
+    if unit:
+        return stem.replace("_", " ") + unit
     return column.replace("_pct", " %").replace("_mb", " MB").replace("_", " ")
 
 

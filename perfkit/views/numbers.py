@@ -8,7 +8,7 @@ is what the advisor's communication rule measures, the Cast share is shown where
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import pandas as pd
@@ -280,6 +280,7 @@ class FindingView:
     action: str
     rule: str = ""                 # the finding's id
     target: str | None = None      # the finding's target (views.numbers.op_target reads it)
+    cell: dict[str, Any] | None = None  # the network Cell holding the target's ops (cells.cell_of_ops)
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,16 @@ class Findings:
 def findings(run: Run) -> Findings:
     """`perfkit advise` for this run, worded once for the dashboard, the report and notebooks."""
     from ..advisor import advise
-    return findings_of(advise(run))
+    from ..cells import cell_of_ops
+    shown = findings_of(advise(run))
+    items = [replace(item, cell=cell_of_ops(run, op_target(run, item.target).names)) if item.target else item
+             for item in shown.items]
+    return replace(shown, items=items)
+
+
+def cell_words(cell: dict[str, Any]) -> str:
+    """Where a finding's ops sit, in words: `layer4 (64 % of the target's op time)`."""
+    return f"{cell['cell']} ({pct(cell['share'])} of the target's op time)"
 
 
 def findings_of(advice) -> Findings:

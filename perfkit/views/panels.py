@@ -72,7 +72,8 @@ class Page:
 
 
 # Pages over one run, in navigation order; the compare page (several runs) follows them.
-PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/ranks", "Ranks"), Page("/memory", "Memory"))
+PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/cells", "Cells"), Page("/ranks", "Ranks"),
+         Page("/memory", "Memory"))
 COMPARE = Page("/compare", "Compare")
 TIMELINE = Page("/timeline", "Timeline")  # not a page of panels: dashboards/timeline.py builds it
 # Every page of the dashboard, in navigation order (the navigation bar and `perfkit dash --help` list these).
@@ -128,6 +129,10 @@ PANELS = (
           report=NEVER, optional=True),
     Panel("fig-op-shares", "Operator types", "/", FIGURE, content=Ref(FIGURES, "op_share_figure"),
           text=Ref(RENDER, "op_type_lines")),
+    Panel("fig-cells", "Time by network Cell", "/cells", FIGURE, content=Ref(FIGURES, "cells_figure"),
+          text=Ref(RENDER, "cell_lines"), report=WITH_DATA),
+    Panel("cells-table", "Cells (ms per profiled step; every Cell and its ancestors)", "/cells", TABLE,
+          content=Ref(FIGURES, "cell_rows"), report=NEVER, optional=True),
     Panel("fig-host-queue", "Host queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "host"),
           text=Ref(RENDER, "queue_lines", "host"), half=True),
     Panel("fig-device-queue", "Device queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "device"),
@@ -143,12 +148,12 @@ PANELS = (
 # The compare section over several runs (the first is the baseline): the dashboard's Compare page and the
 # report's compare section both show these, in this order. Content functions take the runs.
 COMPARE_PANELS = (
-    Panel("speedups", "Speedup over the first run (mean step time ratio) and whether it is beyond the noise",
+    Panel("speedups", "Speedup over the first run: the verdict and throughput, as perfkit compare prints them",
           COMPARE.path, SPEEDUPS, content=Ref(FIGURES, "compare_speedup_cards")),
     Panel("compare-settings", "What differed between the runs", COMPARE.path, TABLE,
           content=Ref(FIGURES, "compare_setting_rows"),
           empty="nothing the runs' files record differs (device, network, batch, config, env, versions)"),
-    Panel("fig-compare-spread", "Step time spread", COMPARE.path, FIGURE,
+    Panel("fig-compare-spread", "Within-run step spread (describes each run)", COMPARE.path, FIGURE,
           content=Ref(FIGURES, "compare_step_spread_figure")),
     Panel("fig-compare-steps", "Step split", COMPARE.path, FIGURE, content=Ref(FIGURES, "compare_steps_figure"),
           half=True),

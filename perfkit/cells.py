@@ -1,0 +1,540 @@
+"""Time by network Cell: which layer of the model takes the step, forward and backward side by side.
+
+MindSpore names every kernel by the Cell scope it runs in, on every layout perfkit reads (CPU
+`cpu_op_detail_info`, legacy `aicore_intermediate_*_detail.csv`, new-layout `kernel_details.csv` of MindSpore
+runs, GPU op names, the database's op names): forward `Default/network-WithLossCell/_backbone-ResNet50/
+layer4-SequentialCell/0-Bottleneck/conv3-Conv2d/Conv2D-op12`, backward the same scope under `Gradients/` with
+a `Grad_Conv2D` (older releases: `gradConv2D`) component before the kernel. `cells(run)` folds the op table
+into that tree: one row per Cell (and each of its ancestors), its forward, backward and other ms per step,
+calls and FLOPs, so that every op is counted once and the tree's root totals equal the op totals.
+
+Graph mode names a reused gradient graph after the first Cell it was built for: on the ResNet-50 sample runs
+all 53 BatchNormGrad kernels sit under the stem's `bn1-BatchNorm2d`, 49 ReluGrads under the stem's
+`relu-ReLU`, and layer3's 1x1 Conv2DBackpropInput under `layer1/0-Bottleneck/conv3`. Taken at their word, those
+names would make the stem the slowest backward Cell. So a backward kernel is placed by its shapes: among the
+forward kernels of the primitive its `Grad_X` scope names, those with the same tensors (a conv: the same
+layer identity, flops.conv_flops' `dout|weight`; others: a shared input shape) are its candidates. It stays
+under its named Cell when that Cell is a candidate and has as many forward kernels of that primitive as
+backward ones are named there, goes to the one candidate Cell when there is one, and otherwise to the
+deepest Cell all candidates share (layer3, for a 1x1 gradient that any of layer3's blocks could own): never
+a guess below what the shapes tell. Kernels without a candidate keep their named Cell.
+
+>>> tree = perfkit.cells(run)                                   # doctest: +SKIP
+>>> tree[tree["depth"] == 4][["label", "forward_ms", "backward_ms", "share"]]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .callable_module import make_callable
+from .flops import Peak, chip_peak, cpu_peak_of, op_flops, parse_shapes, tflops_per_s
+from .model import Run, kept_on_run, table
+
+NO_CELL = "(no cell)"
+# A Cell's ops outside all of its child Cells, where the summary lists its children in its place.
+OWN_OPS = "(own ops)"
+GRADIENTS = "Gradients"
+# A gradient component inside a backward scope: `Grad_Conv2D` (MindSpore 1.6+) or `gradConv2D` (older);
+# its group is the forward primitive whose backward the kernels below it compute.
+GRAD_COMPONENT = re.compile(r"^(?:Grad_|grad(?=[A-Z]))(.+)$")
+# Cell attribute names that only wrap the network (TrainOneStepCell.network, WithLossCell._backbone):
+# left out of a Cell's short label (`layer4.0.conv3`), kept in its path.
+WRAPPER_NAMES = {"Default", "network", "_backbone"}
+# The summary's readable level: descend from the root through Cells that one child fills to at least this
+# share (wrappers: Default -> network -> _backbone), then list the children of the Cell reached.
+DOMINANT_CHILD = 0.8
+# A Cell's time left over by its children below this fraction of it is floating-point rounding, not own ops.
+ROUNDING = 1e-9
+
+COLUMNS = ["rank", "path", "parent", "label", "cell_type", "depth", "forward_ms", "backward_ms", "other_ms",
+           "total_ms", "calls", "flops", "flops_ms", "tflops_per_s", "share"]
+
+
+def scope_of(name: str) -> tuple[list[str], str | None]:
+    """(the Cell scope components of an op name, the forward primitive a gradient component names or None):
+    `Gradients/Default/a-A/Grad_Conv2D/Conv2DBackpropFilter-op6` -> (["Default", "a-A"], "Conv2D");
+    a name without a scope (`Conv2D1`, `ReluGrad`) -> ([], None)."""
+    scope, grad_of = _scope(name.rpartition("/")[0])
+    return list(scope), grad_of
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _scope(text: str) -> tuple[tuple[str, ...], str | None]:
+    """scope_of of the part before the kernel's name, cached: a million kernels run in a few thousand scopes."""
+    parts = text.split("/") if text else []
+    if parts and parts[0] == GRADIENTS:
+        parts = parts[1:]
+    scope, grad_of = [], None
+    for part in parts:
+        match = GRAD_COMPONENT.match(part)
+        if match:
+            grad_of = match.group(1)
+        else:
+            scope.append(part)
+    return tuple(scope), grad_of
+
+
+def label_of(path: str) -> str:
+    """A Cell path's short name, by attribute: `Default/network-WithLossCell/_backbone-ResNet50/
+    layer4-SequentialCell/0-Bottleneck/conv3-Conv2d` -> `layer4.0.conv3`; wrappers alone keep their name."""
+    if path == NO_CELL:
+        return path
+    names = [part.split("-", 1)[0] for part in path.split("/")]
+    short = [name for name in names if name not in WRAPPER_NAMES]
+    return ".".join(short) if short else names[-1]
+
+
+def cell_label(op_name: str) -> str | None:
+    """The Cell an op runs in, in words for a finding's target ("layer4.0.conv3"); None without a scope.
+    A backward kernel's own scope may name a reused Cell (module docstring): `cells(run)` places it by shapes."""
+    scope, _ = scope_of(op_name)
+    return label_of("/".join(scope)) if scope else None
+
+
+def cells(run: Run) -> pd.DataFrame:
+    """The Cell tree of a run, one row per Cell and ancestor (COLUMNS), in ms per profiled step.
+
+    rank: NA where the ranks hold the same Cells and the rows are their mean (data parallel), else one set of
+    rows per rank (pipeline stages run different Cells). path: the scope (`Default/network-.../layer4-
+    SequentialCell`), `(no cell)` for ops without one; parent: the enclosing path ("" at the top); label:
+    `layer4`; depth: 1 at the top. forward/backward/other_ms: op time per profiled step by the op's pass
+    (the op tables are totals over the profiled steps, divided by their number as the ledger does); calls per
+    step; flops per step of the ops whose work their shapes give (flops.op_flops; 0 where none), flops_ms the
+    time of those ops, tflops_per_s = flops / flops_ms; share: total_ms over the rank's mean steady step
+    (perfkit.ledger), or over its op time where steps are unknown. `attrs["warnings"]`: what could not be placed.
+    """
+    return _build(run)
+
+
+make_callable(__name__, cells)
+
+
+@kept_on_run
+def placed_ops(run: Run) -> pd.DataFrame:
+    """The op table with each op's Cell (`path`), FLOPs over the run (`flops`, NaN where unknown) and how it
+    was placed (`placed`: "named" by its scope, "moved" to one Cell or "shared" by an ancestor, by shapes)."""
+    return place(run.ops)
+
+
+# Op types whose FLOPs the shapes should give (flops.op_flops): where they do not, the Cells say so.
+DENSE_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul", "BatchMatMul")
+
+
+def place(ops: pd.DataFrame) -> pd.DataFrame:
+    """placed_ops of an op table (all ranks). Vectorised over ops: the Python work is per distinct scope and
+    per distinct (primitive, named Cell, tensors) question, a few thousand on a million-kernel run."""
+    frames = []
+    for _, mine in ops.groupby("rank", sort=True):
+        mine = mine.reset_index(drop=True)
+        prefixes = mine["name"].astype("string").fillna("").str.rpartition("/")[0]
+        scopes = {prefix: _scope(prefix) for prefix in prefixes.unique()}
+        paths = prefixes.map({prefix: "/".join(scope) or NO_CELL for prefix, (scope, _) in scopes.items()})
+        grad_of = prefixes.map({prefix: grad for prefix, (_, grad) in scopes.items()})
+        work = op_flops(mine).set_index("name") if len(mine) else pd.DataFrame()
+        flops = mine["name"].map(work["flops"]).to_numpy(dtype=np.float64) if len(work) else np.full(len(mine), np.nan)
+        layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine), dtype=object)
+        path, placed = _place_backward(mine, paths.astype(object), grad_of.astype(object), layers.astype(object))
+        frames.append(mine.assign(path=path, flops=flops, placed=placed))
+    if not frames:
+        return ops.assign(path=pd.Series(dtype=object), flops=pd.Series(dtype="float64"),
+                          placed=pd.Series(dtype=object))
+    return pd.concat(frames, ignore_index=True)
+
+
+def cell_table(ops: pd.DataFrame) -> pd.DataFrame:
+    """The run's `cells` table (model.SCHEMA), derived from its ops by the loader, so that `perfkit summary`
+    needs no op rows: per rank and Cell path, the ops placed in that Cell itself (not its children), summed
+    over the profiled steps."""
+    placed = place(ops)
+    passes = placed["pass"].astype(str)
+    known = placed["flops"].notna()
+    unknown = ~known & placed["type"].isin(DENSE_TYPES)
+    summed = pd.DataFrame({
+        "rank": placed["rank"], "path": placed["path"],
+        "forward_ms": placed["total_ms"].where(passes == "forward", 0.0),
+        "backward_ms": placed["total_ms"].where(passes == "backward", 0.0),
+        "other_ms": placed["total_ms"].where(~passes.isin(["forward", "backward"]), 0.0),
+        "calls": placed["count"].astype("float64"), "flops": placed["flops"].fillna(0.0),
+        "flops_ms": placed["total_ms"].where(known, 0.0), "ops": 1,
+        "moved_ops": (placed["placed"] == "moved").astype("int64"),
+        "shared_ops": (placed["placed"] == "shared").astype("int64"),
+        "dense_unknown_ops": unknown.astype("int64"), "dense_unknown_ms": placed["total_ms"].where(unknown, 0.0),
+    }).groupby(["rank", "path"], sort=True).sum().reset_index()
+    return table("cells", summed)
+
+
+def _warnings(leaves: pd.DataFrame) -> list[str]:
+    """What could not be placed, from the cells table: one line each for kernels placed by shapes (per rank),
+    ops without a scope, and dense ops whose FLOPs the shapes do not give."""
+    warnings = []
+    for rank, mine in leaves.groupby("rank", sort=True):
+        moved, shared = int(mine["moved_ops"].sum()), int(mine["shared_ops"].sum())
+        if moved or shared:
+            warnings.append(f"rank {rank}: {moved + shared} backward kernel(s) were named after a reused Cell's "
+                            f"scope and were placed by their shapes: {moved} under their own Cell, {shared} under "
+                            "the nearest Cell that every Cell with those shapes shares")
+    total = leaves[["forward_ms", "backward_ms", "other_ms"]].to_numpy().sum()
+    unplaced = leaves[leaves["path"] == NO_CELL]
+    if len(unplaced):
+        share = unplaced[["forward_ms", "backward_ms", "other_ms"]].to_numpy().sum() / total if total > 0 else 1.0
+        warnings.append(f"{int(unplaced['ops'].sum())} op(s), {share:.0%} of op time, carry no Cell scope "
+                        f"(op-type-only or unscoped kernel names): shown as {NO_CELL}")
+    if leaves["dense_unknown_ops"].sum():
+        warnings.append(f"{int(leaves['dense_unknown_ops'].sum())} dense op(s) "
+                        f"({leaves['dense_unknown_ms'].sum():.1f} ms) have shapes missing or in a form the FLOP "
+                        "model does not read (e.g. Ascend's 5-D NC1HWC0): their FLOPs are unknown and left out")
+    return warnings
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shapes_key(text: Any) -> tuple:
+    """The tensors an op reads, for matching a gradient to its forward op: its shapes of 2+ dimensions
+    (vectors such as a BatchNorm's per-channel scale match too many layers), else all of them; sorted, once."""
+    shapes = [shape for shape in parse_shapes(text) if shape]
+    wide = [shape for shape in shapes if len(shape) >= 2]
+    return tuple(sorted(set(wide or shapes)))
+
+
+def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
+                    layers: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(each op's Cell, how it was placed): backward kernels named after a reused Cell re-placed by their
+    shapes (module docstring). How: "named" (by its scope), "moved" (to the one Cell its shapes name),
+    "shared" (to the Cell all the Cells its shapes could belong to share). Forward Cells are indexed by (type,
+    layer) and (type, shape); kernels asking the same question (primitive, named Cell, tensors) share one answer."""
+    frame = pd.DataFrame({"path": paths, "grad_of": grad_of, "type": ops["type"].astype(str).to_numpy(),
+                          "pass": ops["pass"].astype(str).to_numpy(),
+                          "tensors": np.where(layers.notna(), "layer " + layers.astype(str),
+                                              ops["input_shapes"].astype(object).fillna("").astype(str))})
+    out_paths, placed = frame["path"].to_numpy(dtype=object).copy(), np.full(len(frame), "named", dtype=object)
+    forward = frame[frame["pass"] == "forward"]
+    backward = frame[(frame["pass"] == "backward") & frame["grad_of"].notna()]
+    if not len(forward) or not len(backward):
+        return out_paths, placed
+    named_count = backward.groupby(["path", "grad_of"]).size().to_dict()
+    forward_count = forward.groupby(["path", "type"]).size().to_dict()
+    cells_by_key: dict[tuple, set] = {}   # (type, layer) or (type, shape) -> forward Cells
+    for path, op_type, tensors in forward[["path", "type", "tensors"]].drop_duplicates().itertuples(index=False):
+        for key in _tensor_keys(tensors):
+            cells_by_key.setdefault((op_type, key), set()).add(path)
+    forward_types = sorted(forward["type"].unique())
+    questions = backward[["grad_of", "path", "tensors"]].drop_duplicates()
+    answers = {}
+    for primitive, named, tensors in questions.itertuples(index=False):
+        types = [t for t in forward_types if t.startswith(primitive)]
+        answers[(primitive, named, tensors)] = _placement(primitive, named, _tensor_keys(tensors), types,
+                                                          cells_by_key, forward_count, named_count)
+    keyed = pd.Series(list(zip(backward["grad_of"], backward["path"], backward["tensors"])), index=backward.index)
+    answered = keyed.map(answers)
+    out_paths[backward.index] = [answer[0] for answer in answered]
+    placed[backward.index] = [answer[1] for answer in answered]
+    return out_paths, placed
+
+
+def _tensor_keys(tensors: str) -> tuple:
+    """What a kernel's tensors are matched by: its conv layer identity (`layer ...`), else its shapes."""
+    return (tensors,) if tensors.startswith("layer ") else _shapes_key(tensors)
+
+
+def _placement(primitive: str, named: str, tensors: tuple, types: list[str], cells_by_key: dict,
+               forward_count: dict, named_count: dict) -> tuple[str, str]:
+    """(Cell, how) for the backward kernels of `primitive` named under `named` that read `tensors`."""
+    keys = [(t, key) for t in types for key in tensors]
+    cells_of = sorted(set().union(*(cells_by_key.get(key, set()) for key in keys)))
+    if not cells_of:
+        return named, "named"
+    forward_here = sum(forward_count.get((named, t), 0) for t in types)
+    if named in cells_of and named_count[(named, primitive)] <= forward_here:
+        return named, "named"
+    if len(cells_of) == 1:
+        return cells_of[0], "moved"
+    return _common_ancestor(cells_of), "shared"
+
+
+def _common_ancestor(paths: list[str]) -> str:
+    parts = [path.split("/") for path in paths]
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) > 1:
+            break
+        common.append(level[0])
+    return "/".join(common) if common else NO_CELL
+
+
+@kept_on_run
+def _build(run: Run) -> pd.DataFrame:
+    leaves = run.cells
+    warnings = _warnings(leaves)
+    if not len(leaves):
+        frame = pd.DataFrame(columns=COLUMNS)
+        frame.attrs["warnings"] = warnings
+        return frame
+    steps = run.steps.groupby("rank")["step"].nunique() if len(run.steps) else pd.Series(dtype="int64")
+    rows = []
+    for rank, mine in leaves.groupby("rank", sort=True):
+        per_step = max(int(steps.get(rank, 1)), 1)
+        rows.append(_tree(mine, per_step).assign(rank=rank))
+    tree = pd.concat(rows, ignore_index=True)
+    tree = _pool(tree, warnings)
+    tree["tflops_per_s"] = tflops_per_s(tree["flops"], tree["flops_ms"].where(tree["flops_ms"] > 0))
+    tree["share"] = tree["total_ms"] / _step_ms(run, tree)
+    frame = tree[COLUMNS].sort_values(["rank", "path"], kind="stable", na_position="first").reset_index(drop=True)
+    frame.attrs["warnings"] = warnings
+    return frame
+
+
+def _tree(leaves: pd.DataFrame, per_step: int) -> pd.DataFrame:
+    """One rank's cells table rows summed into every Cell and each of its ancestors, per profiled step."""
+    values = ["forward_ms", "backward_ms", "other_ms", "calls", "flops", "flops_ms"]
+    sums = leaves.set_index("path")[values]
+    expanded = []
+    for path, row in sums.iterrows():
+        parts = path.split("/") if path != NO_CELL else [NO_CELL]
+        for depth in range(1, len(parts) + 1):
+            expanded.append(("/".join(parts[:depth]), *row[values].tolist()))
+    tree = pd.DataFrame(expanded, columns=["path", *values]).groupby("path", sort=False).sum().reset_index()
+    tree[values] = tree[values] / per_step
+    tree["total_ms"] = tree["forward_ms"] + tree["backward_ms"] + tree["other_ms"]
+    tree["depth"] = [1 if path == NO_CELL else path.count("/") + 1 for path in tree["path"]]
+    tree["parent"] = ["" if depth == 1 else path.rsplit("/", 1)[0] for path, depth in zip(tree["path"], tree["depth"])]
+    tree["label"] = [label_of(path) if depth > 1 or path == NO_CELL else path
+                     for path, depth in zip(tree["path"], tree["depth"])]
+    tree["cell_type"] = [path.rsplit("/", 1)[-1].split("-", 1)[1] if "-" in path.rsplit("/", 1)[-1] else ""
+                         for path in tree["path"]]
+    return tree
+
+
+def _pool(tree: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
+    """Ranks holding the same Cells: their mean, rank NA. Ranks holding different ones: per rank, said."""
+    ranks = tree["rank"].unique()
+    tree["rank"] = tree["rank"].astype("Int64")
+    if len(ranks) < 2:
+        return tree
+    cell_sets = {frozenset(group["path"]) for _, group in tree.groupby("rank")}
+    if len(cell_sets) > 1:
+        warnings.append(f"the ranks run different Cells (pipeline stages, or scopes that differ between ranks): "
+                        f"the Cell tree is per rank ({len(ranks)} ranks)")
+        return tree
+    numeric = ["forward_ms", "backward_ms", "other_ms", "total_ms", "calls", "flops", "flops_ms"]
+    pooled = tree.groupby("path", sort=False).agg(
+        {**{col: "mean" for col in numeric}, "depth": "first", "parent": "first", "label": "first",
+         "cell_type": "first"}).reset_index()
+    pooled["rank"] = pd.array([pd.NA] * len(pooled), dtype="Int64")
+    return pooled
+
+
+def _step_ms(run: Run, tree: pd.DataFrame) -> pd.Series:
+    """Each row's denominator of `share`: its rank's mean steady step (the ranks' mean for pooled rows), or
+    the rank's op time per step where no step is timed."""
+    from .ledger import steady_means
+    means = steady_means(run)["total"] if len(run.steps) else pd.Series(dtype="float64")
+    roots = tree[tree["depth"] == 1].groupby("rank", dropna=False)["total_ms"].sum()
+    out = []
+    for rank in tree["rank"]:
+        step = means.mean() if pd.isna(rank) else means.get(int(rank), np.nan)
+        if pd.isna(step) or step <= 0:
+            step = roots.get(rank, np.nan) if not pd.isna(rank) else roots[roots.index.isna()].sum()
+        out.append(step)
+    return pd.Series(out, index=tree.index, dtype="float64")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Utilisation: achieved FLOP/s of the ops whose work the shapes give, against the chip's peak.
+
+def op_type_rates(run: Run) -> pd.DataFrame:
+    """Per op type with a FLOP model: flops and ms per profiled step (mean over ranks), achieved TFLOP/s."""
+    placed = placed_ops(run)
+    known = placed[placed["flops"].notna()]
+    if not len(known):
+        return pd.DataFrame(columns=["type", "flops", "ms", "tflops_per_s"])
+    steps = _profiled_steps(run)
+    per_rank = known.groupby(["rank", "type"], observed=True)[["flops", "total_ms"]].sum().reset_index()
+    per_rank[["flops", "total_ms"]] = per_rank[["flops", "total_ms"]].div(
+        per_rank["rank"].map(steps).fillna(1).clip(lower=1), axis=0)
+    rates = per_rank.groupby("type", observed=True)[["flops", "total_ms"]].mean().reset_index()
+    rates = rates.rename(columns={"total_ms": "ms"})
+    rates["tflops_per_s"] = tflops_per_s(rates["flops"], rates["ms"].where(rates["ms"] > 0))
+    return rates.sort_values("flops", ascending=False).reset_index(drop=True)
+
+
+def _profiled_steps(run: Run) -> pd.Series:
+    return run.steps.groupby("rank")["step"].nunique() if len(run.steps) else pd.Series(dtype="int64")
+
+
+def run_peak(run: Run) -> tuple[Peak | None, str]:
+    """(the peak of the run's chip for its compute dtype, why it is unknown otherwise)."""
+    dtype = run.meta.compute_dtype or ("float32" if run.meta.device == "CPU" else None)
+    if dtype == "mixed":
+        dtype = "float16"  # mixed precision: the dense ops run in float16, the rate MFU is quoted against
+    if run.meta.device == "CPU":
+        peak = cpu_peak_of(run.meta.host, "the host facts perfkit profile recorded (perfkit_run.json: host)")
+        return peak, "" if peak else ("the run records no host CPU facts; for a run made on this host pass "
+                                      "peak=perfkit.flops.host_cpu_peak()")
+    if not run.meta.chip:
+        return None, "the files do not name the chip"
+    peak = chip_peak(run.meta.chip, dtype)
+    if peak is None:
+        return None, f"no published peak for {run.meta.chip} in {dtype or 'an unknown dtype'} (flops.CHIP_PEAKS)"
+    return peak, ""
+
+
+def utilisation(run: Run, peak: Peak | None = None) -> dict[str, Any]:
+    """Model FLOPs per step (the ops with a FLOP model: convolutions, MatMul, BatchNorm; others count 0, so
+    this is a lower bound), the mean steady step, achieved TFLOP/s over the step and over those ops' own time,
+    and MFU against `peak` (default: run_peak), None with `mfu_unknown` saying why."""
+    tree = cells(run)
+    roots = tree[tree["depth"] == 1]
+    ranks = max(roots["rank"].nunique(dropna=False), 1)
+    flops = float(roots["flops"].sum()) / ranks
+    flops_ms = float(roots["flops_ms"].sum()) / ranks
+    step_ms = float(_step_ms(run, roots).mean()) if len(roots) else math.nan
+    unknown = ""
+    if peak is None:
+        peak, unknown = run_peak(run)
+    achieved = tflops_per_s(flops, step_ms) if flops > 0 and step_ms and step_ms > 0 else None
+    return {
+        "flops_per_step": flops if flops > 0 else None,
+        "step_ms": step_ms if step_ms == step_ms else None,
+        "achieved_tflops_per_s": achieved,
+        "dense_tflops_per_s": tflops_per_s(flops, flops_ms) if flops_ms > 0 else None,
+        "peak": peak.to_dict() if peak else None,
+        "mfu": achieved / peak.tflops_per_s if peak and achieved is not None and flops > 0 else None,
+        "mfu_unknown": unknown if peak is None else ("no op with a FLOP model" if flops <= 0 else ""),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What `perfkit summary` shows: the Cells at a readable level, and the whole tree for `--by cell`.
+
+def readable_level(tree: pd.DataFrame) -> pd.DataFrame:
+    """The Cells of one rank's (or the pooled) tree worth listing. From the top, the largest shown Cell is
+    replaced by its children: the top one always, then the largest again for as long as the last one opened had
+    a child filling DOMINANT_CHILD of it or the largest is one of MindSpore's wrappers (WRAPPER_NAMES: Default,
+    network, _backbone), so the list ends at the children of the first Cell that splits (layer1..layer4 beside
+    the loss, the optimizer, the gradient reducer and `(no cell)`). A replaced Cell's own ops (those in no child:
+    ResNet's ReduceMean) stay as `<Cell> (own ops)`, so the list adds up to the tree. Largest first."""
+    children = {parent: group for parent, group in tree.groupby("parent", sort=False)}
+    shown = tree[tree["depth"] == 1]
+    dominated = True  # the top is always opened
+    while len(shown):
+        largest = shown.loc[shown["total_ms"].idxmax()]
+        kids = children.get(largest["path"])
+        wrapper = str(largest["path"]).rsplit("/", 1)[-1].split("-", 1)[0] in WRAPPER_NAMES
+        if kids is None or not len(kids) or not (dominated or wrapper):
+            break
+        shown = pd.concat([shown[shown["path"] != largest["path"]], kids, _own_ops(largest, kids)])
+        dominated = kids["total_ms"].max() >= DOMINANT_CHILD * largest["total_ms"]
+    return shown.sort_values("total_ms", ascending=False, kind="stable")
+
+
+def _own_ops(cell: pd.Series, kids: pd.DataFrame) -> pd.DataFrame:
+    """The part of `cell` in none of its `kids`, as one row (none when it is nothing)."""
+    summed = ["forward_ms", "backward_ms", "other_ms", "total_ms", "calls", "flops", "flops_ms"]
+    rest = cell[summed].astype(float) - kids[summed].sum()
+    if rest["total_ms"] <= ROUNDING * max(cell["total_ms"], 1.0):
+        return kids.iloc[:0]
+    row = cell.copy()
+    row[summed] = rest
+    row["path"], row["label"] = f"{cell['path']}/{OWN_OPS}", f"{cell['label']} {OWN_OPS}"
+    row["depth"], row["parent"] = cell["depth"] + 1, cell["path"]
+    row["tflops_per_s"] = tflops_per_s(rest["flops"], rest["flops_ms"]) if rest["flops"] > 0 and rest["flops_ms"] > 0 else np.nan
+    row["share"] = cell["share"] * rest["total_ms"] / cell["total_ms"] if cell["total_ms"] > 0 else np.nan
+    return row.to_frame().T.astype(kids.dtypes.to_dict())
+
+
+def _items(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    def number(value: Any) -> float | None:
+        return None if pd.isna(value) else float(value)
+    return [{"cell": str(row.label), "path": str(row.path), "depth": int(row.depth),
+             "forward_ms": float(row.forward_ms), "backward_ms": float(row.backward_ms),
+             "other_ms": float(row.other_ms), "total_ms": float(row.total_ms), "share": number(row.share),
+             "calls": float(row.calls), "flops": number(row.flops) if row.flops > 0 else None,
+             "tflops_per_s": number(row.tflops_per_s)} for row in rows.itertuples(index=False)]
+
+
+def summary_entry(run: Run) -> dict[str, Any] | None:
+    """`perfkit summary`'s `cells`: per rank set (`rank` null: pooled), the Cells at the readable level and the
+    whole tree, with utilisation and what could not be placed; None for a run without op rows."""
+    tree = cells(run)
+    if not len(tree):
+        return None
+    groups = []
+    for rank, mine in tree.groupby("rank", dropna=False, sort=True):
+        groups.append({"rank": None if pd.isna(rank) else int(rank), "top": _items(readable_level(mine)),
+                       "tree": _items(mine.sort_values("path", kind="stable"))})
+    return {"ms_per": "profiled step", "by_rank": groups, "utilisation": utilisation(run),
+            "warnings": list(tree.attrs["warnings"])}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Where an op's (or a finding's ops') time sits, and per-Cell change between two runs.
+
+# A set of ops "sits in" the deepest Cell holding at least this share of their time.
+HOLDS = 0.5
+
+
+def cell_of_ops(run: Run, names) -> dict[str, Any] | None:
+    """The deepest Cell holding at least HOLDS of the time of the ops named `names` (as placed by shapes):
+    {"cell": label, "path", "share": of those ops' time}; None where they have no Cell (no scope, no time)."""
+    placed = placed_ops(run)
+    mine = placed[placed["name"].isin(set(names)) & (placed["path"] != NO_CELL)]
+    total = float(mine["total_ms"].sum())
+    if total <= 0:
+        return None
+    by_prefix: dict[str, float] = {}
+    for path, ms in mine.groupby("path", sort=False)["total_ms"].sum().items():
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            by_prefix[prefix] = by_prefix.get(prefix, 0.0) + ms
+    path = max((p for p, ms in by_prefix.items() if ms >= HOLDS * total), key=lambda p: (p.count("/"), by_prefix[p]))
+    return {"cell": label_of(path), "path": path, "share": by_prefix[path] / total}
+
+
+def cell_deltas(run_a: Run, run_b: Run) -> pd.DataFrame:
+    """Per Cell at run_a's readable level (readable_level; pooled or its first rank), ms per step in each run
+    and the change: cell, path, a_ms, b_ms, delta_ms, largest change first. Cells only one run has count 0 in
+    the other. Empty where neither run's ops carry Cell scopes."""
+    tree_a, tree_b = cells(run_a), cells(run_b)
+    columns = ["cell", "path", "a_ms", "b_ms", "delta_ms"]
+    if not len(tree_a) or not len(tree_b) or set(tree_a["path"]) == {NO_CELL}:
+        return pd.DataFrame(columns=columns)
+
+    def first(tree: pd.DataFrame) -> pd.DataFrame:
+        rank = tree["rank"].iloc[0]
+        return tree[tree["rank"].isna()] if pd.isna(rank) else tree[tree["rank"] == rank]
+
+    shown = readable_level(first(tree_a))
+    b_ms = first(tree_b).set_index("path")["total_ms"]
+    own_b = {path: b_ms.get(path.rsplit("/", 1)[0], 0.0) - first(tree_b).loc[
+        first(tree_b)["parent"] == path.rsplit("/", 1)[0], "total_ms"].sum()
+        for path in shown["path"] if path.endswith("/" + OWN_OPS)}
+    rows = pd.DataFrame({"cell": shown["label"].astype(str), "path": shown["path"].astype(str),
+                         "a_ms": shown["total_ms"].astype(float),
+                         "b_ms": [own_b[path] if path in own_b else float(b_ms.get(path, 0.0))
+                                  for path in shown["path"]]})
+    rows["delta_ms"] = rows["b_ms"] - rows["a_ms"]
+    return rows.reindex(rows["delta_ms"].abs().sort_values(ascending=False).index).reset_index(drop=True)[columns]
+
+
+def delta_items(run_a: Run, run_b: Run) -> list[dict[str, Any]]:
+    """`perfkit compare`'s `cell_deltas`: cell_deltas as JSON rows (cell, path, a_ms, b_ms, delta_ms)."""
+    return [{"cell": row.cell, "path": row.path, "a_ms": float(row.a_ms), "b_ms": float(row.b_ms),
+             "delta_ms": float(row.delta_ms)} for row in cell_deltas(run_a, run_b).itertuples(index=False)]
+
+
+def delta_lines(items: list[dict[str, Any]], top: int = 5) -> list[str]:
+    """The largest per-Cell changes (delta_items) in words, for compare's text: `layer3 +120.000 ms per step
+    (348.311 -> 468.311 ms)`; nothing where no Cell changed."""
+    changed = [item for item in items[:top] if item["delta_ms"]]
+    if not changed:
+        return []
+    return ["", f"Cells, ms per step (largest changes, top {len(changed)})"] + [
+        f"  {item['cell']} {item['delta_ms']:+,.3f} ms per step ({item['a_ms']:,.3f} -> {item['b_ms']:,.3f} ms)"
+        for item in changed]
