@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -78,6 +79,7 @@ def test_the_fast_path_gives_what_the_bounded_decoder_gives(value, odd):
     text = json.dumps([value])
     if odd:
         text = f"{text[:-1]}, {odd}]"
+    text += " " * boundedjson.PLAIN_MIN_CHARS  # long enough for the fast path
     counts, expected_counts = boundedjson.Counts(), boundedjson.Counts()
     expected, _ = boundedjson.decode_value(text, 0, expected_counts)
     assert repr(boundedjson.loads(text, counts)) == repr(expected)
@@ -86,5 +88,14 @@ def test_the_fast_path_gives_what_the_bounded_decoder_gives(value, odd):
 
 def test_deep_but_bounded_nesting_is_the_bounded_decoders():
     for depth in (99, 100, 101, 500):
-        text = "[" * depth + "1" + "]" * depth
+        text = "[" * depth + "1" + "]" * depth + " " * boundedjson.PLAIN_MIN_CHARS
         assert boundedjson.loads(text) == boundedjson.decode_value(text, 0, boundedjson.Counts())[0]
+
+
+def test_a_short_text_never_imports_orjson():
+    """The profiler's start-up hook decodes its job with boundedjson and imports the standard library only."""
+    import subprocess
+    import sys
+    code = ("import sys; from perfkit import boundedjson; boundedjson.loads('{\"a\": [1, 2.5]}'); "
+            "assert 'orjson' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
