@@ -108,15 +108,19 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text)."""
     from .formats import ascend_ms, cpu, db
     from .formats.base import Parts, rank_of
-    from .loader import discover
+    from .loader import discover, several_runs
     root, jobs = discover(path)
     found: dict[int, TraceFile] = {}
+    unit_folders: dict[int, set[Path]] = {}
     for reader, folder in jobs:
         name = reader.name
         if name in ("ascend_ms", "cpu") and (folder / NEW_LAYOUT_TRACE).is_file():
             # A CPU folder has no profiler_info: its rank is the one its FRAMEWORK/cpu_op_* files name.
             rank = cpu.folder_rank(folder) if name == "cpu" else None
             rank = rank if rank is not None else ascend_ms._read_profiler_info(folder, Parts())
+            unit_folders.setdefault(rank, set()).add(folder)
+            if len(unit_folders[rank]) > 1:  # schedule cycles or dynamic-profiler windows: the user picks one
+                raise several_runs(root, rank, unit_folders[rank])
             found.setdefault(rank, TraceFile(rank, folder / NEW_LAYOUT_TRACE, folder))
         elif name in ("legacy", "gpu"):
             for pattern in LEGACY_TRACES:
