@@ -28,7 +28,8 @@ SCHEMA: dict[str, dict[str, str]] = {
     # One row per operator instance (full scope name); pass is forward/backward/other.
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
-            "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64"},
+            "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64",
+            "min_ms": "float64"},
     # One row per profiled step. interval = waiting for data/host before forward starts,
     # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail); a layout that
     # knows only each step's total (a training log, recorded step times) leaves the three NA.
@@ -89,7 +90,8 @@ SCHEMA: dict[str, dict[str, str]] = {
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "op_types": {"share", "file_share"},
-    "ops": {"input_shapes", "input_dtypes", "max_ms"},  # max_ms: longest single call, where calls are timed
+    # max_ms / min_ms: longest / shortest single call, where calls are timed
+    "ops": {"input_shapes", "input_dtypes", "max_ms", "min_ms"},
     "steps": {"interval_ms", "fwd_bwd_ms", "tail_ms", "computing_ms", "comm_ms", "comm_exposed_ms",
               "comm_overlapped_ms", "comm_receive_ms", "comm_collective_ms", "comm_tail_ms", "busy_ms", "free_ms",
               "preparing_ms", "bubble_ms", "warmup"},

@@ -55,21 +55,26 @@ FIRST_CALL_MS = 43.0  # the first Conv2D call (kernel selection and compile) in 
 GPU_EPOCH_NS = 1_700_000_000_000_000_000
 
 
-def gpu_pynative(folder: Path, mode: str = "pynative") -> Path:
-    """Writes the GPU files formats.md §1 lists (GPU rows) for a PyNative run whose step trace is empty."""
+def gpu_pynative(folder: Path, mode: str = "pynative", calls: dict[str, list[tuple[int, float]]] | None = None
+                 ) -> Path:
+    """Writes the GPU files formats.md §1 lists (GPU rows) for a PyNative run whose step trace is empty: GPU_OPS
+    over GPU_STEPS steps, or `calls` (full op name -> [(start epoch ns, duration ms)], type from the name)."""
     folder.mkdir(parents=True)
-    calls: dict[str, list[tuple[int, float]]] = {}
-    for step in range(GPU_STEPS):
-        for name, _, offset_ms, dur_ms in GPU_OPS:
-            dur = FIRST_CALL_MS if (step == 0 and name == "Default/Conv2D-op1") else dur_ms
-            calls.setdefault(name, []).append((GPU_EPOCH_NS + step * GPU_STEP_NS + int(offset_ms * 1e6), dur))
+    if calls is None:
+        calls = {}
+        for step in range(GPU_STEPS):
+            for name, _, offset_ms, dur_ms in GPU_OPS:
+                dur = FIRST_CALL_MS if (step == 0 and name == "Default/Conv2D-op1") else dur_ms
+                calls.setdefault(name, []).append((GPU_EPOCH_NS + step * GPU_STEP_NS + int(offset_ms * 1e6), dur))
+        types = {name: op_type for name, op_type, _, _ in GPU_OPS}
+    else:
+        types = {name: name.rsplit("/", 1)[-1].split("-")[0] for name in calls}
     (folder / "gpu_op_execute_timestamp_0.txt").write_text("".join(  # durations in µs, as GPUProfiler stores them
         f"{name};GpuOps;" + " ".join(f"{start},{dur * 1000:g}" for start, dur in runs) + " \n"
         for name, runs in calls.items()))
     (folder / "step_trace_profiling_0.txt").write_text("")
     (folder / "profiler_info_0.json").write_text(json.dumps(
         {"ms_version": "2.2.14", "context_mode": mode, "rank_id": 0, "device_target": "GPU"}))
-    types = {name: op_type for name, op_type, _, _ in GPU_OPS}
     total_us = {name: 1000 * sum(d for _, d in runs) for name, runs in calls.items()}
     all_us = sum(total_us.values())
     with open(folder / "gpu_op_detail_info_0.csv", "w", newline="") as f:
