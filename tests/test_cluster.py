@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import perfkit
+from perfkit.steady import steady_steps
 
 from perfkit import cluster
 from perfkit.cluster import SLOW_RANK_SPREAD
@@ -84,7 +85,7 @@ def test_cpu_ranks_name_their_communication(cache_dir):
         run.steps.groupby("rank")["total_ms"].mean().tolist())
     # each steady step's own AllReduce time with no compute op running (measured from the op executions; the
     # numbers are checked against the raw files in test_run_structures), never above the AllReduce op time
-    steady = run.steps[run.steps["step"] > 1]
+    steady = steady_steps(run.steps)
     assert answer.per_rank["communication_ms"].tolist() == pytest.approx(
         steady.groupby("rank")["comm_exposed_ms"].mean().tolist())
     allreduce = run.op_types[run.op_types["type"].str.contains("AllReduce")].groupby("rank")["total_ms"].sum()

@@ -10,11 +10,21 @@ from ..registry import is_torch, known_ms, percent, rule
 
 # A PyNative step that idles this share of its time between ops (the ledger's host time) is worth compiling:
 # graph mode removes the per-op Python dispatch (on the real CPU custom loop of tests/runs, 3 PyNative steps of
-# ~90 ms against 14-19 ms for the same network in graph mode). The smallest share the advisor acts on (formats.md §4:
+# ~90 ms against 56-79 ms for the same network in graph mode on the same shared host). The smallest share the advisor acts on (formats.md §4:
 # msprof-analyze's 5 %).
 HOST_GAP_MIN_SHARE = 0.05
 # Op durations that carry dispatch waits: a fifth of the op time above each op's fastest call.
 INFLATED_MIN_SHARE = 0.20
+
+
+def top_cell(run: Run) -> str | None:
+    """The network cell the op scope names start with (`Default/network-WithLossCell/...` -> network-WithLossCell);
+    None where names carry no cell scope (PyNative on MindSpore 2.10: `Default/Conv2D-op0`)."""
+    names = run.ops["name"].astype(str) if len(run.ops) else None
+    if names is None:
+        return None
+    heads = names[names.str.count("/") >= 2].str.split("/").str[1].dropna()
+    return str(heads.mode().iloc[0]) if len(heads) else None
 
 
 @rule("graph_mode", needs=("steps",), claims=(*CAUSES_OF["host"], *CAUSES_OF["compute"]))
@@ -49,5 +59,6 @@ def graph_mode(run: Run) -> list[Finding]:
         title="PyNative step: " + "; ".join(said),
         evidence=evidence,
         action=("compile the step: ms.set_context(mode=ms.GRAPH_MODE) (setting: mode=graph), or decorate the train "
-                "step function (forward, value_and_grad and the optimizer call) with @ms.jit"),
-        target=None, est_gain_pct=gain)]
+                f"step function (the one calling {top_cell(run) or 'the network'}, its loss, value_and_grad and the "
+                "optimizer) with @ms.jit so it compiles to one graph"),
+        target=top_cell(run), est_gain_pct=gain)]
