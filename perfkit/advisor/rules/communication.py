@@ -28,10 +28,16 @@ from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
 COMM_MIN_SHARE = 0.05
 
 
+def timed_rank_parts(run: Run) -> pd.DataFrame:
+    """ledger.rank_parts of the ranks with a step time: a rank without one has no share of it to judge."""
+    parts = rank_parts(run)
+    return parts[parts["total"] > 0]
+
+
 @rule("communication", needs=("comm",), claims=("comm", "comm_transfer"))
 def communication(run: Run) -> list[Finding]:
     """Exposed collective communication (ledger.rank_parts): point-to-point waits are pipeline_stage_imbalance's."""
-    per_rank = rank_parts(run).set_index("rank")
+    per_rank = timed_rank_parts(run).set_index("rank")
     if not len(per_rank):
         return []
     per_rank["share"] = per_rank["communication"] / per_rank["total"]
@@ -118,7 +124,7 @@ def stage_of_rank(run: Run) -> dict[int, int]:
 
 @rule("pipeline_stage_imbalance", needs=("steps",), claims=("p2p",))
 def pipeline_stage_imbalance(run: Run) -> list[Finding]:
-    parts = rank_parts(run)
+    parts = timed_rank_parts(run)
     stages = stage_of_rank(run)
     parts["stage"] = parts["rank"].map(stages)
     known = parts[parts["stage"].notna()]

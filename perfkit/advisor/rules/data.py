@@ -26,6 +26,14 @@ from ..registry import known_ms, percent, rule, run_step_ms
 SINK_MIN_INTERVAL_SHARE = 0.05
 
 
+def steady_interval_share(steps: dict | None) -> float | None:
+    """The interval's share of the step over the steady-state steps (`step_means`; the interval is a per-step
+    time); None where those steps lack either (a file may give intervals only for steps the means leave out)."""
+    if not steps or not steps["total_ms"] or steps["interval_ms"] is None:
+        return None
+    return steps["interval_ms"] / steps["total_ms"]
+
+
 @rule("sink_mode", needs=("device", "sinkable_device", "step_split"), claims=("host_transfer", "data_wait", "unknown"))
 def sink_mode(run: Run) -> list[Finding]:
     if run.meta.data_mode is None:
@@ -33,7 +41,9 @@ def sink_mode(run: Run) -> list[Finding]:
     if run.meta.data_mode == "sink":
         return []
     steps = step_means(run.steps)
-    share = steps["interval_ms"] / steps["total_ms"]
+    share = steady_interval_share(steps)
+    if share is None:
+        raise NotChecked("no steady step with both a step time and an interval")
     if share < SINK_MIN_INTERVAL_SHARE:
         return []
     # Sink mode overlaps the next batch's transfer with this step's compute: the interval is what it can hide.
@@ -85,9 +95,8 @@ def _data_feed(run: Run) -> _DataFeed:
     step_ms = run_step_ms(run)
     if step_ms and len(run.device_queue) and run.device_queue["wait_ms"].notna().any():
         wait_share, wait_key = float(run.device_queue["wait_ms"].sum()) / step_ms, "getnext_wait_share_pct"
-    elif step_ms and run.steps["interval_ms"].notna().any():
-        steady = step_means(run.steps)  # the interval is a per-step time: over the steady-state steps
-        wait_share, wait_key = steady["interval_ms"] / steady["total_ms"], "interval_share_pct"
+    elif step_ms and (interval_share := steady_interval_share(step_means(run.steps))) is not None:
+        wait_share, wait_key = interval_share, "interval_share_pct"
     return _DataFeed(name, feeding["empty_pct"], feeding["full_pct"],
                      host_stats["empty_pct"] if host_stats else None,
                      None if wait_share is None else min(wait_share, 1.0), wait_key)
