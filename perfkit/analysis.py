@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .model import Run
-from .steady import FIRST_STEP_REASONS, first_step_verdicts
+from .steady import FIRST_STEP_REASONS, first_step_verdicts, steady_steps
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
 # Reported only where a layout measures them (step_trace_time.csv's columns).
@@ -121,18 +121,39 @@ def _type_shares(op_types: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                                kind="stable").reset_index(drop=True)
 
 
+def steady_op_types(run: Run) -> pd.DataFrame:
+    """The op time by type (rank, type, total_ms, count) of the steps the step means cover: where op executions
+    are timed (op_type_steps), the steady steps' own (steady.steady_steps: a first step whose start is unknown, or
+    that compiles, is in neither the step means nor the shares); elsewhere the op tables' totals over every
+    profiled step, the only op time those files give."""
+    per_step = run.op_type_steps
+    if not len(per_step) or not len(run.steps):
+        return run.op_types
+    used = steady_steps(run.steps)[["rank", "step"]]
+    steady = per_step.merge(used, on=["rank", "step"])
+    timed = set(per_step["rank"].unique())
+    rest = run.op_types[~run.op_types["rank"].isin(timed)]
+    summed = steady.groupby(["rank", "type"], sort=False).agg(total_ms=("total_ms", "sum"),
+                                                            count=("count", "sum")).reset_index()
+    return pd.concat([rest[["rank", "type", "total_ms", "count"]], summed], ignore_index=True)
+
+
 def op_type_shares(run: Run) -> pd.DataFrame:
-    """Op types over all ranks, largest first: type, total_ms, count, share (of summed op time)."""
-    if not len(run.op_types):
+    """Op types over all ranks in the steps the means cover (steady_op_types), largest first: type, total_ms, count,
+    share (of summed op time)."""
+    op_types = steady_op_types(run)
+    if not len(op_types):
         return pd.DataFrame(columns=["type", "total_ms", "count", "share"])
-    return _type_shares(run.op_types, [])
+    return _type_shares(op_types, [])
 
 
 def op_type_shares_by_rank(run: Run) -> pd.DataFrame:
-    """Op types per rank, each rank's largest first: rank, type, total_ms, count, share (of that rank's op time)."""
-    if not len(run.op_types):
+    """Op types per rank in the steps the means cover, each rank's largest first: rank, type, total_ms, count,
+    share (of that rank's op time)."""
+    op_types = steady_op_types(run)
+    if not len(op_types):
         return pd.DataFrame(columns=["rank", "type", "total_ms", "count", "share"])
-    return _type_shares(run.op_types, ["rank"])
+    return _type_shares(op_types, ["rank"])
 
 
 def op_mix_gap(by_rank: pd.DataFrame) -> float | None:

@@ -45,6 +45,10 @@ SCHEMA: dict[str, dict[str, str]] = {
               "computing_ms": "float64", "comm_ms": "float64", "comm_exposed_ms": "float64",
               "comm_overlapped_ms": "float64", "comm_receive_ms": "float64", "comm_collective_ms": "float64",
               "comm_tail_ms": "float64", "busy_ms": "float64", "free_ms": "float64", "preparing_ms": "float64", "bubble_ms": "float64", "warmup": "boolean"},
+    # Per profiled step, op time and calls by operator type, where op executions are timed (CPU, GPU op launches;
+    # derived from them by the loader): the op-type shares of the steps the step means cover (steady.steady_steps),
+    # where op_types can only give totals over every profiled step.
+    "op_type_steps": {"rank": "int64", "step": "int64", "type": "string", "total_ms": "float64", "count": "int64"},
     # Per rank and op pass (forward / backward / other): summed op time of the compute (non-communication) ops,
     # derived from `ops` by the loader, so the step ledger's forward/backward split needs no op rows
     # (a warm `perfkit summary` of a million-op run never reads them).
@@ -224,6 +228,7 @@ class Run:
     ops: pd.DataFrame = _Table()
     op_passes: pd.DataFrame = _Table()
     steps: pd.DataFrame = _Table()
+    op_type_steps: pd.DataFrame = _Table()
     host_queue: pd.DataFrame = _Table()
     device_queue: pd.DataFrame = _Table()
     pipeline: pd.DataFrame = _Table()

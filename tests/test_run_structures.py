@@ -244,3 +244,27 @@ def test_gpu_pynative_steps_are_marked_by_the_loops_op_not_a_set_up_call(tmp_pat
     assert expected == pytest.approx([step_ns / 1e6] * (iterations - 1))
     assert any("Default/Op1-op1 marks the steps" in w and "1 op run(s) before its first run" in w
                for w in run.warnings), run.warnings
+
+
+@pytest.mark.parametrize("folder", [REPEAT2 / "vm_5942_20261124202937099_ascend_ms", MSRUN2],
+                         ids=["cycle2", "msrun2"])
+def test_op_type_shares_are_of_the_steady_steps_like_the_step_means(folder, cache_dir):
+    """The first step (start unknown: left out of the step means) is left out of the op-type shares too."""
+    run = perfkit.load(folder)
+    expected: dict[str, float] = {}
+    for unit in sorted(folder.glob("**/FRAMEWORK")):
+        rank = int(next(unit.glob("cpu_op_type_info_*.csv")).stem.rsplit("_", 1)[-1])
+        for number, ops in graph_steps(raw_executions(unit.parent, rank)).items():
+            if number == 1:
+                continue
+            for name, start, end in ops:
+                op_type = re.sub(r"-op\d+$", "", name.rsplit("/", 1)[-1])
+                expected[op_type] = expected.get(op_type, 0.0) + (end - start) / 1e6
+    shares = perfkit.summarize(run)["op_types"]
+    total = sum(expected.values())
+    assert {item["type"] for item in shares} == set(expected)
+    for item in shares:
+        assert item["total_ms"] == pytest.approx(expected[item["type"]], abs=1e-3)
+        assert item["share"] == pytest.approx(expected[item["type"]] / total, abs=1e-6)
+    # and they differ from the file's totals over every profiled step (which count step 1)
+    assert sum(item["total_ms"] for item in shares) < run.op_types["total_ms"].sum()

@@ -34,14 +34,18 @@ def derive_steps(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tu
     starts where the previous step ended (unknown for the first step). Where ops ran different numbers of
     times (PyNative, control flow), the runs of the loop's marker op start the steps (`loop_marker`).
     """
-    steps, how, _ = _derive(op_events, step_times)
+    steps, how, _, _ = _derive(op_events, step_times)
     return steps, how
 
 
-def _derive(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tuple[pd.DataFrame, str, str | None]:
-    """derive_steps' (steps, how) and, for steps marked by one op's runs, what the warning says of the marker."""
+# What _derive answers: the steps table, how it was derived, what a warning says of the marker op (steps marked by
+# one op's runs) and the op executions (_with_pass) with the step each belongs to (0: outside every step).
+Derived = tuple[pd.DataFrame, str, "str | None", pd.DataFrame]
+
+
+def _derive(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> Derived:
     if not len(op_events):
-        return pd.DataFrame(columns=STEP_COLUMNS), "unknown: no op executions", None
+        return pd.DataFrame(columns=STEP_COLUMNS), "unknown: no op executions", None, _with_pass(op_events, 0)
     recorded = step_times is not None and len(step_times)
     # Epoch ns exceed float64's exact integers: work in ns since the earliest time, which stay exact.
     origin = int(op_events["start_ns"].min())
@@ -49,7 +53,8 @@ def _derive(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tuple[p
         origin = min(origin, int(step_times["begin_ns"].min()))
     events = _with_pass(op_events, origin)
     if recorded:
-        return _from_step_times(events, step_times, origin), "recorded_step_times", None
+        steps, step = _from_step_times(events, step_times, origin)
+        return steps, "recorded_step_times", None, events.assign(step=step)
     return _from_occurrences(events)
 
 
@@ -57,7 +62,7 @@ def derived_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFr
     """Steps for a rank no reader gave a step table: from its op events (CPU, bounded by perfkit's recorded
     step times where there are some), else the recorded step times alone (the DERIVATION below)."""
     if "op_events" in tables:
-        steps, how, marker = _derive(tables["op_events"], tables.get("step_times"))
+        steps, how, marker, _ = _derive(tables["op_events"], tables.get("step_times"))
         if not len(steps):
             return None, {}, [f"rank {rank}: steps unknown: {how}"]
         if how == "first_op_timestamps":
@@ -71,6 +76,26 @@ def derived_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFr
 
 
 DERIVATION = Derivation(table="steps", needs=("op_events", "step_times"), derive=derived_steps)
+
+
+def derived_op_type_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame | None, dict, list[str]]:
+    """Per step, op time and calls by op type, from the op executions assigned to steps as derive_steps assigns
+    them (OP_TYPE_STEPS below): what the op-type shares of the steady steps are made of."""
+    if "op_events" not in tables:
+        return None, {}, []
+    steps, _, _, events = _derive(tables["op_events"], tables.get("step_times"))
+    type_of = np.asarray(op_types_of(events.attrs.get("names", [])), dtype=object)  # per name code
+    events = events[events["step"] > 0]
+    if not len(steps) or not len(events):
+        return None, {}, []
+    types = type_of[events["name"].to_numpy()]
+    frame = pd.DataFrame({"step": events["step"].to_numpy(dtype=np.int64), "type": types,
+                          "dur_ms": (events["end"] - events["start"]).to_numpy(dtype=np.float64) / NS_PER_MS})
+    summed = frame.groupby(["step", "type"], sort=True).agg(total_ms=("dur_ms", "sum"), count=("dur_ms", "size"))
+    return summed.reset_index(), {}, []
+
+
+OP_TYPE_STEPS = Derivation(table="op_type_steps", needs=("op_events",), derive=derived_op_type_steps)
 
 
 def steps_from_times(step_times: pd.DataFrame) -> pd.DataFrame:
@@ -160,10 +185,10 @@ def _from_step_times(events: pd.DataFrame, step_times: pd.DataFrame, origin: int
         "total_ms": (end - begin) / NS_PER_MS,
         "busy_ms": bounds["busy"].to_numpy(dtype=np.float64) / NS_PER_MS,
         **_comm_columns(bounds),
-    })
+    }), np.where(inside, times["step"].to_numpy()[np.clip(index, 0, None)], 0)
 
 
-def _from_occurrences(events: pd.DataFrame) -> tuple[pd.DataFrame, str, str | None]:
+def _from_occurrences(events: pd.DataFrame) -> Derived:
     per_op = events.groupby("name").size()
     if per_op.min() != per_op.max():
         return _from_marker(events, per_op)
@@ -183,11 +208,11 @@ def _from_occurrences(events: pd.DataFrame) -> tuple[pd.DataFrame, str, str | No
         **_comm_columns(bounds),
     })
     return (steps.reset_index(drop=True).astype({c: "float64" for c in steps.columns if c != "step"}),
-            "op_timestamps", None)
+            "op_timestamps", None, events.assign(step=pd.Series(step, index=ordered.index)))
 
 
 # The loop's marker op must run at least this many times for its runs to mark steps (one run is one window).
-MIN_FIRST_OP_STEPS = 2
+MIN_MARKER_RUNS = 2
 
 
 def loop_marker(events: pd.DataFrame, per_op: pd.Series) -> tuple[object, int] | None:
@@ -197,9 +222,9 @@ def loop_marker(events: pd.DataFrame, per_op: pd.Series) -> tuple[object, int] |
     count is the run count that the most ops' counts are whole multiples of: an op run once per iteration runs
     N times, one run twice (two layers of one kind) 2N, and a set-up call before the loop (1) or an op skipped
     once (N - 1) does not divide the rest. Of the ops run exactly N times, the one whose runs start earliest
-    starts each iteration. Seen on a real MindSpore 2.2.14 GPU PyNative run (19 ops run 1, 14, 15, 30 or 60
-    times over 15 iterations; the first op launched was the set-up call)."""
-    counts = sorted(set(int(count) for count in per_op if count >= MIN_FIRST_OP_STEPS))
+    starts each iteration. Issue 23 describes a real MindSpore 2.2.14 GPU PyNative run so (19 ops run 1, 14, 15,
+    30 or 60 times over 15 iterations; the first op launched was the set-up call)."""
+    counts = sorted(set(int(count) for count in per_op if count >= MIN_MARKER_RUNS))
     if not counts:
         return None
     runs = per_op.to_numpy()
@@ -219,7 +244,7 @@ def marker_starts(events: pd.DataFrame, marker) -> np.ndarray:
     return np.sort(events.loc[events["name"] == marker, "start"].to_numpy())
 
 
-def _from_marker(events: pd.DataFrame, per_op: pd.Series) -> tuple[pd.DataFrame, str, str | None]:
+def _from_marker(events: pd.DataFrame, per_op: pd.Series) -> Derived:
     """Steps where ops ran different numbers of times (PyNative, control flow): the k-th run of the loop's
     marker op (loop_marker) starts step k (formats.md, GPU: what MindSpore's own GPU step parser relies on, with
     the first op), the last step ends with the last op; ops before the marker's first run are outside the
@@ -230,7 +255,7 @@ def _from_marker(events: pd.DataFrame, per_op: pd.Series) -> tuple[pd.DataFrame,
         return (pd.DataFrame(columns=STEP_COLUMNS),
                 f"unknown: ops ran different numbers of times ({per_op.min()} to {per_op.max()}) and no op marks "
                 "the loop's iterations (none run as often as the loop that starts before the others); record "
-                "step times with `perfkit profile`", None)
+                "step times with `perfkit profile`", None, events.assign(step=0))
     marker, iterations = found
     starts = marker_starts(events, marker)
     ends = np.append(starts[1:], events["end"].max())
@@ -246,7 +271,7 @@ def _from_marker(events: pd.DataFrame, per_op: pd.Series) -> tuple[pd.DataFrame,
     said = (f"{events.attrs['names'][marker]} marks the steps: of the ops run {iterations} times (the count most "
             f"ops' counts are multiples of; ops ran {per_op.min()} to {per_op.max()} times) it starts earliest"
             + (f"; {before} op run(s) before its first run are outside the steps" if before else ""))
-    return steps, "first_op_timestamps", said
+    return steps, "first_op_timestamps", said, events.assign(step=step)
 
 
 def longest_call_ms(op_events: pd.DataFrame) -> pd.Series:
