@@ -343,10 +343,14 @@ def communication_summary(by_rank: dict[int, dict[str, Any]]) -> dict[str, Any] 
 
 # ---------------------------------------------------------------- PyNative dispatch
 
+# The op named as dispatch_inflation's example loses at least this share of all op time above its fastest calls.
+EXAMPLE_MIN_SHARE = 0.01
+
+
 def dispatch_inflation(run: Run) -> dict[str, Any] | None:
     """How much of the op time of a PyNative run is each op waiting on the host rather than computing, where op
     calls are timed (CPU, GPU op launches): per profiled step, the compute ops' time above each op's fastest call
-    (`above_fastest_ms`, of `op_ms`), and the op that loses the most time so (`op`, its `shapes`, `fastest_ms`,
+    (`above_fastest_ms`, of `op_ms`), and the op whose calls spread the most (`op`, its `shapes`, `fastest_ms`,
     `slowest_ms`). In PyNative every op's duration includes the Python dispatch it waited on (a [16,10] SubExt
     taking 3.8-8 ms on a real MindSpore 2.10 CPU run), so its fastest call is the nearest to what it computes.
     None for graph-mode runs and where calls are not timed."""
@@ -362,7 +366,11 @@ def dispatch_inflation(run: Run) -> dict[str, Any] | None:
     above = (timed["total_ms"] - timed["count"] * timed["min_ms"]).clip(lower=0.0)
     per_rank_above = above.groupby(timed["rank"]).sum() / steps.reindex(timed["rank"].unique()).clip(lower=1)
     per_rank_ops = timed.groupby("rank")["total_ms"].sum() / steps.reindex(timed["rank"].unique()).clip(lower=1)
-    worst = timed.loc[above.idxmax()]  # the op that loses the most time to waiting
+    # the example shown: the op whose calls spread the most, among those losing a share of the op time (a tiny op
+    # whose calls spread 80x is dispatch, not compute; a big one's spread may be a busy host too)
+    spread = (timed["max_ms"] / timed["min_ms"].where(timed["min_ms"] > 0)).where(
+        above >= EXAMPLE_MIN_SHARE * timed["total_ms"].sum(), 0.0).fillna(0.0)
+    worst = timed.loc[spread.idxmax()]
     return {"above_fastest_ms": float(per_rank_above.mean()), "op_ms": float(per_rank_ops.mean()),
             "op": str(worst["name"]), "shapes": None if pd.isna(worst.get("input_shapes")) else str(worst["input_shapes"]),
             "fastest_ms": float(worst["min_ms"]), "slowest_ms": float(worst["max_ms"])}

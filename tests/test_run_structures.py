@@ -199,7 +199,9 @@ def test_pynative_custom_loop_gets_graph_mode_with_its_evidence(cache_dir):
     above = sum(sum(d) - len(d) * min(d) for d in timed.values())
     assert finding.evidence["op_time_above_fastest_call_pct"] == pytest.approx(
         100 * above / sum(sum(d) for d in timed.values()), abs=0.01)
-    worst = max(timed, key=lambda n: sum(timed[n]) - len(timed[n]) * min(timed[n]))
+    op_ms = sum(sum(d) for d in timed.values())
+    losing = [n for n in timed if sum(timed[n]) - len(timed[n]) * min(timed[n]) >= 0.01 * op_ms]
+    worst = max(losing, key=lambda n: max(timed[n]) / min(timed[n]))  # the widest spread among them
     assert finding.evidence["slowest_call_ms"] == pytest.approx(max(timed[worst]), abs=1e-3)
     assert worst.rsplit("/", 1)[-1] in finding.title
     bound = perfkit.ledger.bound(run)

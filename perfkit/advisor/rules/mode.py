@@ -49,8 +49,8 @@ def graph_mode(run: Run) -> list[Finding]:
                      **known_ms(op_time_above_fastest_call_ms=inflation["above_fastest_ms"],
                                 slowest_call_ms=inflation["slowest_ms"], fastest_call_ms=inflation["fastest_ms"])}
         shapes = f" [{inflation['shapes'].replace(';', '; ')}]" if inflation["shapes"] else ""
-        said.append(f"op durations include dispatch waits: {percent(inflated_share):.1f} % of op time is above each "
-                    f"op's fastest call ({inflation['op']}{shapes} takes {inflation['fastest_ms']:.2f} to "
+        said.append(f"op durations include waits: {percent(inflated_share):.1f} % of op time is above each op's "
+                    f"fastest call ({inflation['op']}{shapes} takes {inflation['fastest_ms']:.2f} to "
                     f"{inflation['slowest_ms']:.2f} ms)")
     evidence |= known_ms(host_gap_ms=host_ms, device_compute_ms=compute_ms, step_ms=total)
     gain = percent((host_ms + inflated_ms) / total)
