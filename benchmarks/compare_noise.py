@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import perfkit
+from compare_aa import judge_groups, judge_pairs  # the same pair verdicts as the held-out check (run from benchmarks/)
 
 compare = importlib.import_module("perfkit.compare")  # perfkit.compare is also the function it exports
 SETTINGS = ["--image-size", "16", "--batch-size", "8", "--steps", "4"]
@@ -52,11 +53,7 @@ def main() -> None:
         aa.append(run)
         print(f"A/A run {index}: mean step {compare.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
     pairs = list(itertools.combinations(aa, 2))
-    called = 0
-    for run_a, run_b in pairs:
-        verdict = compare.verdict([run_a], [run_b])
-        called += verdict.kind not in (compare.NO_CHANGE, compare.SAME_RUN)
-        print(f"  {Path(run_a.path).name} vs {Path(run_b.path).name}: {verdict.kind}, speedup {verdict.speedup:.3f}x")
+    called = judge_pairs(pairs, ("faster", "slower"))
     print(f"A/A: {called} of {len(pairs)} pairs called different")
     sides = {"default": [], "AVX2": []}
     for index in range(args.ab):
@@ -64,18 +61,10 @@ def main() -> None:
             run, load = profile(args.out / f"ab_{name}_{index}", env)
             sides[name].append(run)
             print(f"A/B {name} run {index}: mean step {compare.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
-    ab_called = 0
     ab_pairs = list(itertools.product(sides["default"], sides["AVX2"]))
-    for run_a, run_b in ab_pairs:
-        verdict = compare.verdict([run_a], [run_b])
-        ab_called += verdict.kind == "faster"
-        low, high = verdict.interval
-        print(f"  {Path(run_a.path).name} vs {Path(run_b.path).name}: {verdict.kind}, speedup "
-              f"{verdict.speedup:.2f}x (95 % {low:.2f}-{high:.2f}x)")
+    ab_called = judge_pairs(ab_pairs, ("faster",))
     print(f"A/B: {ab_called} of {len(ab_pairs)} pairs called faster")
-    group = compare.verdict(sides["default"], sides["AVX2"])
-    print(f"A/B as repeats ({group.n_a} vs {group.n_b} runs, {group.basis}): {group.kind}, speedup "
-          f"{group.speedup:.2f}x (95 % {group.interval[0]:.2f}-{group.interval[1]:.2f}x, p = {group.p_value:.2g})")
+    judge_groups("A/B", sides["default"], sides["AVX2"])
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ def main() -> None:
     perfkit advise profiler_v1         tuning hints with evidence
     perfkit compare profiler_v1 profiler_v2
     perfkit ranks cluster_run          which ranks are slow
+    perfkit tune --steps 3             try the advised settings, keep what is measured faster
     perfkit dash profiler_v1 profiler_v2
     """
 
@@ -209,26 +210,36 @@ def ranks(run: str, fmt: str) -> None:
               help="Exit 1 when B has a finding A had not, at or above this severity (for CI).")
 @click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="How far single runs of one setting land apart on your machine (default: perfkit's measured "
-                   "floor for a shared 2-core VM, see the README). Used when a side has one run.")
+                   "floor for a shared 2-core VM, see the README). Used when each side is one run.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Samples per step over all ranks, for runs whose files do not tell it (samples/s, and time per "
+                   "sample when the batches differ).")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None, metavar="L",
+              help="Tokens per sample, for runs whose manifest does not record it: tokens/s.")
 @click.pass_context
 def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower: float | None,
-            fail_on_new: str | None, noise_floor: float | None) -> None:
-    """Before/after: step times with their spread, whether B is faster beyond the noise, what differed between
-    the runs, op types in ms per step, resolved and new findings. A is the baseline.
+            fail_on_new: str | None, noise_floor: float | None, batch_size: int | None, seq_len: int | None) -> None:
+    """Before/after: whether B is faster than A beyond the run-to-run noise (over the runs' means; per sample
+    when the batches differ), samples/s, the step ledger's per-cause changes, what differed between the runs,
+    each run's step spread, op types in ms per step, resolved and new findings. A is the baseline.
 
     \b
     Example:
       perfkit compare profiler_v1 profiler_v2
       perfkit compare base candidate      # folders of repeat_1..N (profile --repeat N): judged over run means
-      perfkit compare cpu_default cpu_avx2 --format json | jq .noise.verdict
+      perfkit compare cpu_default cpu_avx2 --format json | jq .verdict.kind
       perfkit compare baseline candidate --fail-if-slower 5 --fail-on-new high --format markdown  # CI gate
+      perfkit compare own_v1 own_v2 --batch-size 64 --seq-len 512   # an own script's runs: samples/s, tokens/s
     """
     from .compare import NOISE_FLOOR_PCT, compare as compare_runs, compare_markdown, compare_text, gate, repeat_folders
     group_a, group_b = (_load_all(tuple(repeat_folders(side))) for side in (run_a, run_b))
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
-                          NOISE_FLOOR_PCT if noise_floor is None else noise_floor)
+                          NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)
     gating = fail_if_slower is not None or fail_on_new is not None
     verdict = gate(result, fail_if_slower, fail_on_new) if gating else None
+    if result["batch_unknown"]:
+        click.echo(f"perfkit: warning: batch size unknown in {' and '.join(result['batch_unknown'])}: samples/s "
+                   "unknown, time per step compared; give the global batch with --batch-size N", err=True)
     if fmt == "json":
         click.echo(_json({**result, "gate": verdict} if gating else result))
     elif fmt == "markdown":
@@ -293,10 +304,13 @@ RESNET_STEPS, RESNET_WARMUP = 3, 1
 @click.option("--profile-memory", is_flag=True, default=False,
               help="Also record the allocator's memory (MindSpore's profile_memory=True) and the memory capacity: "
                    "the Memory page, peak memory and the batch size that would fit.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="Make N runs of the same settings, one after another, in OUTPUT/repeat_1..N: `perfkit compare` "
+                   "judges such a folder over its run means.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
-            mode, env_pairs, output, ranks, profile_memory, command) -> None:
+            mode, env_pairs, output, ranks, profile_memory, repeat, command) -> None:
     """Profile your own training script (after `--`), or train the seed's ResNet-50 on CIFAR-10, under the
     MindSpore profiler and write a run folder.
 
@@ -318,10 +332,13 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
       perfkit profile --env ONEDNN_MAX_CPU_ISA=AVX2 --workers 4
       perfkit profile --ranks 2 --output runs/dp2
       perfkit profile --profile-memory --batch-size 8  # with the allocator's memory over time
+      perfkit profile --repeat 3 --output base          # base/repeat_1..3, for perfkit compare
+      perfkit profile --repeat 3 -- python train.py
     """
     from .profiler import parse_env, report
     if ctx.meta["script_mode"] or command:
-        _profile_script(ctx, list(command), steps, warmup, parse_env(env_pairs), output, ranks, profile_memory)
+        _profile_script(ctx, list(command), steps, warmup, parse_env(env_pairs), output, ranks, profile_memory,
+                        repeat)
         return
     from .profiler import ProfileRequest, profile as run_profile
     request = ProfileRequest(device=device, steps=RESNET_STEPS if steps is None else steps,
@@ -329,26 +346,43 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
                              image_size=image_size, data_path=data_path, shards=shards, shard_id=shard_id,
                              sink=sink, amp_level=amp_level, workers=workers, mode=mode,
                              env=parse_env(env_pairs), output=output, ranks=ranks, profile_memory=profile_memory)
-    outcome = run_profile(request)
-    click.echo(report(outcome))
+    if repeat > 1:
+        from dataclasses import replace
+        from .profiler.repeat import profile_repeats, repeats_report
+        folder, outcomes = profile_repeats(lambda out: run_profile(replace(request, output=out)), output, repeat)
+        outcome = outcomes[-1]
+        click.echo(repeats_report(folder, outcomes, repeat))
+    else:
+        outcome = run_profile(request)
+        click.echo(report(outcome))
     if outcome.status == "interrupted":
         click.echo(f"perfkit: interrupted: {outcome.folder} holds the steps profiled before {outcome.stop_signal}",
                    err=True)
         ctx.exit(outcome.exit_code)
 
 
-def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_memory) -> None:
+def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_memory, repeat) -> None:
     from click.core import ParameterSource
     from .profiler import ScriptRequest, profile_script, report
     given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
-    outcome = profile_script(ScriptRequest(command=command, output=output, env=env, ranks=ranks,
-                                           warmup=warmup or 0, steps=steps, profile_memory=profile_memory))
-    for note in outcome.notes:
+    request = ScriptRequest(command=command, output=output, env=env, ranks=ranks, warmup=warmup or 0, steps=steps,
+                            profile_memory=profile_memory)
+    if repeat > 1:
+        from dataclasses import replace
+        from .profiler.repeat import profile_repeats, repeats_report
+        folder, outcomes = profile_repeats(lambda out: profile_script(replace(request, output=out)), output, repeat)
+        outcome = outcomes[-1]
+    else:
+        outcome = profile_script(request)
+        outcomes = [outcome]
+    for note in dict.fromkeys(note for done in outcomes for note in done.notes):
         click.echo(f"perfkit: warning: {note}", err=True)
-    if outcome.status in ("ok", "interrupted", "incomplete") and outcome.profiled:
+    if repeat > 1:
+        click.echo(repeats_report(folder, outcomes, repeat))
+    elif outcome.status in ("ok", "interrupted", "incomplete") and outcome.profiled:
         click.echo(report(outcome))
     if not outcome.profiled:
         click.echo(f"perfkit: {outcome.folder} holds only perfkit_run.json (the script did not use MindSpore); "
@@ -363,6 +397,100 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
         click.echo(f"perfkit: the script failed (exit code {outcome.exit_code}): what was profiled is in "
                    f"{outcome.folder}, marked failed (perfkit summary {outcome.folder})", err=True)
     ctx.exit(outcome.exit_code)
+
+
+class TuneCommand(click.Command):
+    """Splits `perfkit tune [options] -- python train.py …`: the command after `--` is the user's; the options
+    that are not tune's own are `perfkit profile`'s, checked by it."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            ctx.meta["command"] = args[args.index("--") + 1:]
+            args = args[:args.index("--")]
+            if not ctx.meta["command"]:
+                raise PerfkitError("no command after `--`: give the training command, e.g. perfkit tune -- python "
+                                   "train.py")
+        else:
+            ctx.meta["command"] = None
+        return super().parse_args(ctx, args)
+
+
+@main.command(cls=TuneCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--output", type=click.Path(file_okay=False), default="./perfkit_tune", show_default=True,
+              help="The tune folder: every experiment's run folders and the ledger tune.json. Run again with the same "
+                   "folder to go on where it stopped.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs of each setting, interleaved with the baseline's (A B A B): 2 or more judge by run means "
+                   "(with 2 a side the 95 % interval is wide: t has 1 degree of freedom).")
+@click.option("--max-experiments", type=click.IntRange(min=1), default=6, show_default=True,
+              help="Candidate settings tried (the combination of the faster ones counts as one).")
+@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Wall-clock budget of this session; what is left is shown before each run.")
+@click.option("--try", "tries", multiple=True, metavar="KNOB=VALUE",
+              help="Also try this setting: env:NAME=VALUE, amp_level=O2, mode=graph, sink_mode=true, "
+                   "dataset_workers=4, dataset_workers:map=4, batch_size=64, prefetch=8. Repeatable.")
+@click.option("--standard/--no-standard", default=True, show_default=True,
+              help="Also try the standard changes that can matter on this machine (the ISA cap on an AVX-512 CPU, "
+                   "graph mode for PyNative, a dataset worker per CPU).")
+@click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
+              help="With --repeats 1: the change a single run must exceed (default compare's measured floor).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.argument("profile_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, noise_floor, fmt, profile_args) -> None:
+    """Try the settings the advisor proposes, re-profiling each against the baseline, and keep what is faster.
+
+    \b
+    The baseline is the built-in ResNet-50 with `perfkit profile`'s options, or your script after `--`, unchanged:
+    each candidate (the findings' changes, --try, standard ones) is applied without editing it (environment
+    variables; amp_level, dataset_sink_mode, num_parallel_workers, batch size, mode through a start-up hook).
+    Baseline and candidates run in rounds (A B1 B2 … A B1 B2 …), each judged by `perfkit compare`'s verdict
+    over run means; then the faster ones together. Out: a ranked table, the best settings as a diff of your
+    script (or the lines to add), every run folder under --output. Ctrl-C keeps the finished runs.
+
+    \b
+    Example:
+      perfkit tune --steps 3 --image-size 32 --batch-size 8
+      perfkit tune --max-minutes 20 -- python train.py
+      perfkit tune --try amp_level=O2 --try env:OMP_NUM_THREADS=2 -- python train.py
+    """
+    from .advisor.change import parse_change
+    from .profiler.script import _script_index
+    from .profiler.tune_runners import ProfileRunner
+    from .tune import Budget, Tuner, propose, tune_dict, tune_text
+    from .tune_patch import command_patch, script_patch
+
+    command = ctx.meta["command"]
+    args = list(profile_args)
+    checked = profile.make_context("profile", [*args, *(["--", *command] if command else [])])
+    if checked.params["ranks"] != 1:
+        raise PerfkitError("--ranks: perfkit tune runs one process per experiment")
+    if checked.params["repeat"] != 1:
+        raise PerfkitError("--repeat: perfkit tune makes the runs of each setting itself (--repeats N)")
+    if command:
+        from click.core import ParameterSource
+        given = [name for name in RESNET_ONLY if checked.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+        if given:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
+    try:
+        changes = [parse_change(text) for text in tries]
+    except ValueError as exc:
+        raise PerfkitError(f"--try {exc}") from None
+    tuner = Tuner(ProfileRunner(args, command), Path(output), Budget(max_experiments, max_minutes, repeats),
+                  say=lambda text: click.echo(text, err=True),
+                  candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor)
+    result = tuner.tune()
+    patch = None
+    if result.best is not None:
+        from .advisor.change import Change
+        best = tuple(Change.from_dict(change) for change in result.best["change"])
+        index = _script_index(command) if command else None
+        patch = command_patch(args, best) if not command else (
+            script_patch(Path(command[index]), best) if index is not None else None)
+    click.echo(_json(tune_dict(result, patch)) if fmt == "json" else tune_text(result, patch))
+    if result.interrupted:
+        ctx.exit(130)
 
 
 def _load_all(paths: tuple[str, ...]) -> list:

@@ -17,30 +17,26 @@ import pandas as pd
 from .advisor import SEVERITIES, advise
 from .advisor.finding import INFORMATIONAL
 from .analysis import STEP_KEYS, op_type_shares, queue_stats, step_means
+from .causes import CAUSES
 from .errors import PerfkitError
+from .ledger import steady_means
 from .model import Run
 from .steady import steady_steps
 from .units import MS_PER_S
 from .views.format import NUMBER_SPEC, ms, number, pct, percent
 
-# The noise test: Welch's t-test on the logarithms of the per-step totals, and a minimum effect size.
-# - A test of the step time, because the speedup and the gate are about it. On the log scale, because step-time
-#   noise is proportional: a machine that is busy stretches every step by a factor, and a run three times slower
-#   jitters three times as much in ms; in logs both runs' spreads are comparable and the difference tested is
-#   the ratio of the runs (geometric means), what a speedup is.
-# - Welch's form, because it does not assume both runs are equally noisy: a machine that was busy during one
-#   run widens that run's spread (the case of issue 17: identical settings reported as 1.72x), and the test must
-#   widen its doubt with it.
-# - It works from 2 steps per run. `perfkit profile` records 3 steps by default; with 3 against 3 a rank test
-#   (Mann-Whitney) cannot go below p = 0.1 whatever the data, and a bootstrap has only 10 distinct resamples
-#   of 3 values, so neither could ever call a real 3x slowdown significant.
-# - Steps of one run are not independent draws (a slow machine slows them all), so the test catches noise
-#   within the runs, not a whole run made on a quieter machine: the README says to repeat a run when in doubt.
+# The verdict is over runs, each counted once by its mean steady step (`verdict`): steps of one run are not
+# independent draws of the run-to-run variation (a busy machine, a data order, another process slow them all),
+# so a test over steps calls noise significant (issue 24: identical settings read "71.4 % slower, p = 0.009").
+# With repeats on both sides: Welch's t-test on the logarithms of the run means. On the log scale, because
+# step-time noise is proportional (a busy machine stretches every step by a factor) and the difference tested is
+# then the ratio of the runs' geometric means, what a speedup is; Welch's form, because one side's runs may be
+# noisier than the other's. One run against repeats is judged by the repeats' spread; with one run on each side
+# there is no spread to test: the measured floor below decides.
+# A step's spread within one run is shown as a description of that run, never as a verdict.
 SIGNIFICANCE_P = 0.05
-# Below this change of the mean step a difference is never called a speedup or a slowdown, however many steps
-# make it "significant". A chosen floor, not a measured one: the sample runs on the shared 2-core VM have a
-# per-step spread (std/mean) of 3-13 % and differ ~10 % from run to run (sample_runs/README.md); a 1 % change in
-# a run of hundreds of steps passes the t-test yet is within what a rerun moves, and not worth a code change.
+# Below this change a difference is never called a speedup or a slowdown, however many repeats make it
+# "significant": a 1 % change passes the t-test with enough runs yet is not worth a code change.
 MIN_EFFECT_PCT = 2.0
 # How far apart two single runs of the same settings land by chance, in % of the step time: the 95th percentile
 # of |log ratio| over the 45 pairs of 10 same-settings runs of benchmarks/compare_noise.py (perfkit profile
@@ -49,22 +45,28 @@ MIN_EFFECT_PCT = 2.0
 # change must exceed this to be called; repeats (run means) judge far smaller changes.
 NOISE_FLOOR_PCT = 215.0
 NO_CHANGE = "no significant change"
-TOO_FEW_STEPS = "too few steps to judge the noise"
+# How every view heads the per-step spread: it describes a run, it does not judge a change.
+SPREAD_TITLE = "within-run step spread (describes each run; the verdict compares runs)"
+# The verdict block names this many causes of the step ledger, the largest changes first (JSON: all of them).
+CAUSE_DELTAS_SHOWN = 4
 
-# The gate only judges runs of one setup: these settings must match (device, network, per-rank batch size).
-GATE_SETTINGS = ("device", "network", "batch_size")
+# The gate only judges runs of one setup: these settings must match (device, network). A batch size change is
+# like with like: the verdict and the gate judge time per sample then, and say so.
+GATE_SETTINGS = ("device", "network")
 # MindSpore's op scope names the network cell: Default/network-WithLossCell/_backbone-ResNet50/layer1-...
 BACKBONE = re.compile(r"_backbone-([A-Za-z_][A-Za-z0-9_]*)")
 # manifest config keys shown under another name (from meta: what was used, not what was asked) or not a setting
+# manifest config keys that give the tokens per sample (a user's script may record one)
+SEQUENCE_LENGTH_KEYS = ("seq_len", "seq_length", "sequence_length")
 CONFIG_NOT_COMPARED = {"output", "env", "device", "ranks", "sink", "amp_level", "mode", "batch_size"}
 
 
 class IncomparableRunsError(PerfkitError):
-    """The gate was asked to judge runs of different devices, networks or batch sizes."""
+    """The gate was asked to judge runs of different devices or networks."""
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Per-step spread and the noise test
+# Per-step spread (a description of one run) and the t-test
 
 
 def step_totals(steps: pd.DataFrame) -> np.ndarray:
@@ -122,49 +124,12 @@ def welch_test(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     (scipy.stats.ttest_ind(b, a, equal_var=False))."""
     var_a, var_b = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
     difference = float(np.mean(b) - np.mean(a))
-    if var_a + var_b == 0:  # both runs perfectly steady: any difference is real, none is noise
+    if var_a + var_b == 0:  # both sides perfectly steady: any difference is real, none is noise
         return {"t": math.copysign(math.inf, difference) if difference else 0.0, "df": float(len(a) + len(b) - 2),
                 "p": 0.0 if difference else 1.0}
     t = difference / math.sqrt(var_a + var_b)
     df = (var_a + var_b) ** 2 / (var_a ** 2 / (len(a) - 1) + var_b ** 2 / (len(b) - 1))
     return {"t": float(t), "df": float(df), "p": _regularized_beta(float(df) / 2, 0.5, float(df / (df + t * t)))}
-
-
-def noise_verdict(totals_a: np.ndarray, totals_b: np.ndarray) -> dict[str, Any] | None:
-    """Whether B's mean step differs from A's by more than the noise: "faster", "slower", NO_CHANGE, or
-    TOO_FEW_STEPS when a run has fewer than 2 steps (no spread to judge by); change_pct (of the mean step) > 0
-    means B is slower. Totals of 0 ms or less (no real step lasts that) are left out."""
-    totals_a, totals_b = totals_a[totals_a > 0], totals_b[totals_b > 0]
-    if not len(totals_a) or not len(totals_b):
-        return None
-    mean_a, mean_b = float(np.mean(totals_a)), float(np.mean(totals_b))
-    change_pct = 100 * (mean_b - mean_a) / mean_a
-    verdict: dict[str, Any] = {"test": "welch_t_log", "alpha": SIGNIFICANCE_P, "min_effect_pct": MIN_EFFECT_PCT,
-                               "n_a": int(len(totals_a)), "n_b": int(len(totals_b)), "change_pct": change_pct,
-                               "t": None, "df": None, "p_value": None, "significant": None}
-    if len(totals_a) < 2 or len(totals_b) < 2:
-        verdict["verdict"] = TOO_FEW_STEPS
-        return verdict
-    test = welch_test(np.log(totals_a), np.log(totals_b))
-    significant = bool(test["p"] < SIGNIFICANCE_P and abs(change_pct) >= MIN_EFFECT_PCT)
-    verdict.update(t=test["t"] if math.isfinite(test["t"]) else None, df=test["df"], p_value=test["p"],
-                   significant=significant,
-                   verdict=NO_CHANGE if not significant else ("slower" if change_pct > 0 else "faster"))
-    return verdict
-
-
-def verdict_words(verdict: dict[str, Any] | None) -> str:
-    """One phrase: "B is 4.8 % faster (p = 0.003)", "no significant change (-5.2 %, p = 0.29)", ..."""
-    if verdict is None:
-        return "steps unknown"
-    change = verdict["change_pct"]
-    if verdict["verdict"] == TOO_FEW_STEPS:
-        return f"{change:+.1f} %, {TOO_FEW_STEPS} (n = {verdict['n_a']} and {verdict['n_b']})"
-    p = f"p = {verdict['p_value']:.2g}"
-    if verdict["verdict"] == NO_CHANGE:
-        why = p if verdict["p_value"] >= SIGNIFICANCE_P else f"under {MIN_EFFECT_PCT:g} %"
-        return f"{NO_CHANGE} ({change:+.1f} %, {why})"
-    return f"B is {abs(change):.1f} % {verdict['verdict']} ({p})"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -219,7 +184,7 @@ def differences(settings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def incomparable(settings_a: dict[str, Any], settings_b: dict[str, Any]) -> list[str]:
-    """The GATE_SETTINGS (device, network, batch size) both runs record, with different values."""
+    """The GATE_SETTINGS (device, network) both runs record, with different values."""
     return [key for key in GATE_SETTINGS
             if settings_a[key] is not None and settings_b[key] is not None and settings_a[key] != settings_b[key]]
 
@@ -236,7 +201,7 @@ def default_selection(runs: Sequence[Run]) -> list[int]:
 
 
 def check_comparable(result: dict[str, Any]) -> list[str]:
-    """Raise IncomparableRunsError (one line) when A and B differ in device, network or batch size; return a
+    """Raise IncomparableRunsError (one line) when A and B differ in device or network; return a
     note for each of these that a run does not record (not checked)."""
     a, b = result["settings_a"], result["settings_b"]
     notes = []
@@ -319,39 +284,62 @@ def check_group(runs: Sequence[Run]) -> None:
                                f"{setting_value(row['values'][1])}, not {setting_value(row['values'][0])}")
 
 
+def _cause_means(group: Sequence[Run]) -> pd.Series:
+    """The side's mean ms per steady step of each ledger cause: per run the mean over its ranks, then the mean
+    over the side's runs (a cause a run does not have took 0 ms in it)."""
+    per_run = [steady_means(run, by="cause").drop(columns="total").mean(axis=0) for run in group]
+    return pd.concat(per_run, axis=1).fillna(0.0).mean(axis=1) if per_run else pd.Series(dtype="float64")
+
+
+def cause_deltas(group_a: Sequence[Run], group_b: Sequence[Run]) -> list[dict[str, Any]]:
+    """Per cause of the step ledger (perfkit.ledger.steady_means by cause): ms per steady step on each side and
+    B - A, the largest change first; empty when a side has no steady steps."""
+    means_a, means_b = _cause_means(group_a), _cause_means(group_b)
+    if not len(means_a) or not len(means_b):
+        return []
+    causes = [cause for cause in CAUSES if cause in means_a.index or cause in means_b.index]
+    rows = [{"cause": cause, "label": CAUSES[cause].label, "ms_a": float(means_a.get(cause, 0.0)),
+             "ms_b": float(means_b.get(cause, 0.0))} for cause in causes]
+    for row in rows:
+        row["delta_ms"] = row["ms_b"] - row["ms_a"]
+    return sorted(rows, key=lambda row: -abs(row["delta_ms"]))  # stable: CAUSES order among equal changes
+
+
+def cause_delta_words(deltas: Sequence[dict[str, Any]]) -> str:
+    """"forward+backward compute -381.0 ms, data wait (queue evidence) +12.0 ms per step": the largest changes."""
+    shown = [row for row in deltas[:CAUSE_DELTAS_SHOWN] if round(row["delta_ms"], 1)]
+    if not shown:
+        return "no cause changed by 0.1 ms or more per step" if deltas else "unknown (no steady steps)"
+    return ", ".join(f"{row['label']} {row['delta_ms']:+,.1f} ms" for row in shown) + " per step"
+
+
 def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = (),
-            noise_floor_pct: float = NOISE_FLOOR_PCT) -> dict[str, Any]:
-    """The `perfkit compare --format json` contract: B relative to A (speedup > 1 means B is faster). The
-    step tables are the first runs'; the verdict is over all runs of each side (run_a + repeats_a, ...)."""
+            noise_floor_pct: float = NOISE_FLOOR_PCT, batch_size: int | None = None,
+            seq_len: int | None = None) -> dict[str, Any]:
+    """The `perfkit compare --format json` contract: B relative to A. The verdict, speedup (> 1: B is faster)
+    and throughput (`judge`) are over all runs of each side (run_a + repeats_a, ...); the step tables, the
+    within-run spread (a description of each first run) and the op types are the first runs'."""
     group_a, group_b = [run_a, *repeats_a], [run_b, *repeats_b]
     check_group(group_a)
     check_group(group_b)
+    judged = judge(group_a, group_b, noise_floor_pct, batch_size, seq_len)
     steps_a, steps_b = step_means(run_a.steps), step_means(run_b.steps)
-    speedup = None
     step_deltas = {}
     if steps_a and steps_b:
-        if steps_a["total_ms"] and steps_b["total_ms"]:
-            speedup = steps_a["total_ms"] / steps_b["total_ms"]
         step_deltas = {key: (steps_b[key] - steps_a[key]
                              if steps_a[key] is not None and steps_b[key] is not None else None)
                        for key in STEP_KEYS}
-    totals_a, totals_b = step_totals(run_a.steps), step_totals(run_b.steps)
-    settings_a, settings_b = run_settings(run_a), run_settings(run_b)
+    settings_a, settings_b = judged["settings_a"], judged["settings_b"]
     advice_a, advice_b = advise(run_a), advise(run_b)
     ids_a, ids_b = advice_a.ids(), advice_b.ids()
     new = set(ids_b) - set(ids_a) - INFORMATIONAL
     return {
         "run_a": run_a.path, "run_b": run_b.path,
+        **judged,
         "a": steps_a, "b": steps_b,
-        "speedup": speedup,
-        "spread_a": spread(totals_a), "spread_b": spread(totals_b),
-        "noise": noise_verdict(totals_a, totals_b),
-        "verdict": asdict(verdict(group_a, group_b, noise_floor_pct)) if steps_a and steps_b else None,
+        "spread_a": spread(step_totals(run_a.steps)), "spread_b": spread(step_totals(run_b.steps)),
         "runs_a": [run.path for run in group_a], "runs_b": [run.path for run in group_b],
-        "samples_per_s_a": samples_per_s(run_a), "samples_per_s_b": samples_per_s(run_b),
-        "incomparable": incomparable(settings_a, settings_b),
         "step_deltas_ms": step_deltas,
-        "settings_a": settings_a, "settings_b": settings_b,
         "differences": [{"setting": row["setting"], "a": row["values"][0], "b": row["values"][1]}
                         for row in differences([settings_a, settings_b])],
         "op_type_deltas": _op_type_deltas(run_a, run_b),
@@ -374,31 +362,27 @@ def gate(result: dict[str, Any], fail_if_slower_pct: float | None = None,
          fail_on_new: str | None = None) -> dict[str, Any]:
     """The CI verdict on a `compare` result: {"failed", "reasons", "notes"}, one line each.
 
-    Slower fails when the mean step grew by more than `fail_if_slower_pct` and the run-to-run `verdict` calls
-    it slower; a larger change within the noise passes with a note (a CI gate that fails on noise gets switched
-    off).
-    Raises IncomparableRunsError for runs of different devices, networks or batch sizes.
+    Slower fails when the mean step grew by more than `fail_if_slower_pct` and the run-to-run verdict (the one
+    `compare` shows) calls it slower; a larger change within the noise passes with a note (a CI gate that fails
+    on noise gets switched off).
+    Raises IncomparableRunsError for runs of different devices or networks.
     """
     notes = check_comparable(result)
     reasons = []
-    noise = result["noise"]
+    verdict_ = result["verdict"]
     if fail_if_slower_pct is not None:
-        if noise is None:
+        if verdict_ is None:
             raise PerfkitError("the gate needs step times in both runs: "
-                               + " and ".join(path for path, steps in ((result["run_a"], result["a"]),
-                                                                       (result["run_b"], result["b"])) if not steps)
-                               + " has none")
-        change = noise["change_pct"]
-        spread_a, spread_b = result["spread_a"], result["spread_b"]
-        step_line = (f"B is {change:+.1f} % against A (limit +{fail_if_slower_pct:g} %): mean step "
-                     f"{ms(spread_b['mean_ms'])} ({_spread_brief(spread_b)}) vs {ms(spread_a['mean_ms'])} "
-                     f"({_spread_brief(spread_a)})")
+                               + " and ".join(result["missing_steps"]) + " has none")
+        change = 100 * (1 / verdict_["speedup"] - 1)  # of A's mean step (per sample when the batches differ)
+        step_line = (f"B is {change:+.1f} % against A (limit +{fail_if_slower_pct:g} %), "
+                     f"{run_verdict_words(verdict_)}")
         if change > fail_if_slower_pct:
             # the run-to-run verdict decides: steps of one run do not show how much a rerun moves
-            if result["verdict"]["kind"] == "slower":
-                reasons.append(f"slower: {step_line}, {run_verdict_words(result['verdict'])}")
+            if verdict_["kind"] == "slower":
+                reasons.append(f"slower: {step_line}")
             else:
-                notes.append(f"not failed, within the noise: {step_line}, {run_verdict_words(result['verdict'])}")
+                notes.append(f"not failed, within the noise: {step_line}")
     if fail_on_new is not None:
         new = [f for f in result["new_findings"] if SEVERITIES.index(f["severity"]) <= SEVERITIES.index(fail_on_new)]
         if new:
@@ -421,10 +405,6 @@ def _spread_words(spread_: dict[str, Any] | None) -> str:
             f"std {std}")
 
 
-def _spread_brief(spread_: dict[str, Any]) -> str:
-    return f"n = {spread_['n']}" + ("" if spread_["std_ms"] is None else f", std {spread_['std_ms']:,.1f} ms")
-
-
 def setting_value(value: Any) -> str:
     return "-" if value is None else str(value)
 
@@ -438,12 +418,15 @@ def _op_rows_by_time(result: dict[str, Any], top: int) -> list[dict[str, Any]]:
 
 
 def compare_text(result: dict[str, Any], top: int = 10) -> str:
-    """The terminal form of `compare`: steps side by side with their spread, the noise verdict, the speedup,
-    what differed, the op types whose time per step changed most."""
-    lines = [f"A  {result['run_a']}", f"B  {result['run_b']}", ""]
+    """The terminal form of `compare`: the verdict block (`verdict_lines`, as every view shows it), the first
+    runs' mean step parts side by side and their within-run spread, what differed, the op types whose time per
+    step changed most."""
+    lines = [f"A  {_side_words(result, 'a')}", f"B  {_side_words(result, 'b')}", ""]
     if result["incomparable"]:
         lines += [incomparable_banner(result), ""]
+    lines += [f"{label:<13}{text}" for label, text in verdict_lines(result)]
     a, b = result["a"], result["b"]
+    lines.append("")
     if a and b:
         lines.append(f"{'mean per step':<24}{'A':>16}{'B':>16}{'B - A':>16}")
         for key in STEP_KEYS:
@@ -451,16 +434,8 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
             lines.append(f"  {key:<22}{ms(a[key]):>16}{ms(b[key]):>16}{ms(delta):>16}")
     else:
         lines.append("steps unknown in " + " and ".join(name for name, s in (("A", a), ("B", b)) if not s))
-    lines += ["", "step total spread", f"  A  {_spread_words(result['spread_a'])}",
+    lines += ["", f"{SPREAD_TITLE}", f"  A  {_spread_words(result['spread_a'])}",
               f"  B  {_spread_words(result['spread_b'])}"]
-    speedup = result["speedup"]
-    within_noise = result["noise"] is not None and result["noise"]["verdict"] == NO_CHANGE
-    lines += ["", f"speedup A/B  {'unknown' if speedup is None else f'{speedup:.2f}x'}"
-                  + (" (within the noise)" if speedup is not None and within_noise else ""),
-              f"verdict      {verdict_words(result['noise'])}",
-              f"samples/s    {throughput_words(result)}"]
-    if result["verdict"] is not None:
-        lines.append(f"run-to-run   {run_verdict_words(result['verdict'])}")
     if result["differences"]:
         lines += ["", "what differed (A -> B)"]
         lines += [f"  {row['setting']:<24}{setting_value(row['a'])} -> {setting_value(row['b'])}"
@@ -483,7 +458,7 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
 
 
 def incomparable_banner(result: dict[str, Any]) -> str:
-    """One line saying which of device, network, batch size make A and B not the same setup."""
+    """One line saying which of device and network make A and B not the same setup."""
     return banner_words(result["incomparable"], result["settings_a"], result["settings_b"])
 
 
@@ -492,20 +467,43 @@ def banner_words(keys: Sequence[str], settings_a: dict[str, Any], settings_b: di
         f"{key} ({setting_value(settings_a[key])} vs {setting_value(settings_b[key])})" for key in keys)
 
 
-def throughput_words(result: dict[str, Any]) -> str:
-    """"27.7 -> 13.9 (-50.0 %)", or why it is unknown (no batch size known)."""
-    a, b = result["samples_per_s_a"], result["samples_per_s_b"]
+def throughput_words(result: dict[str, Any], unit: str = "samples") -> str:
+    """"27.7 -> 13.9 (-50.0 %)" samples (or tokens) per s, or why it is unknown (no batch size known)."""
+    a, b = result[f"{unit}_per_s_a"], result[f"{unit}_per_s_b"]
     if a is None or b is None:
-        return "unknown (batch size unknown: step time compared instead)"
+        return (f"unknown (batch size unknown in {' and '.join(result['batch_unknown'])}: step time compared "
+                "instead; --batch-size N gives the global batch)")
     return f"{a:,.1f} -> {b:,.1f} ({100 * (b - a) / a:+.1f} %)"
+
+
+def _side_words(result: dict[str, Any], side: str) -> str:
+    """A side's first run, and how many runs of it the verdict is over when there are repeats."""
+    runs = result[f"runs_{side}"]
+    return runs[0] + (f" (+ {len(runs) - 1} repeats of its settings: {len(runs)} runs)" if len(runs) > 1 else "")
+
+
+def verdict_lines(judged: dict[str, Any]) -> list[tuple[str, str]]:
+    """The verdict block, (label, text) pairs, as `perfkit compare` (text and markdown), the dashboard's Compare
+    cards and the report's compare section all show it: the run verdict, the throughput (tokens/s where both
+    sides' sequence length is known), the step ledger's causes that changed most."""
+    verdict_ = judged["verdict"]
+    return [("verdict", f"unknown: no step times in {' and '.join(judged['missing_steps'])}" if verdict_ is None
+             else run_verdict_words(verdict_)),
+            ("samples/s", throughput_words(judged)),
+            *([("tokens/s", throughput_words(judged, "tokens"))]
+              if judged["tokens_per_s_a"] is not None and judged["tokens_per_s_b"] is not None else []),
+            ("by cause", cause_delta_words(judged["cause_deltas"]))]
 
 
 def run_verdict_words(verdict_: dict[str, Any]) -> str:
     """The run-level verdict: "no significant change: speedup 1.03x (95 % 0.94-1.14x, noise floor 10 %)"."""
+    if verdict_["kind"] == SAME_RUN:
+        return "no change: A and B are the same run"
     low, high = verdict_["interval"]
     basis = (f"noise floor {verdict_['noise_floor_pct']:g} %" if verdict_["basis"] == "noise floor"
              else f"{verdict_['basis']}, {verdict_['n_a']} vs {verdict_['n_b']} runs")
-    per = ", per sample: batch sizes differ" if verdict_["per_sample"] else ""
+    per = (f", per sample: global batch {verdict_['batch_a']} vs {verdict_['batch_b']}" if verdict_["per_sample"]
+           else "")
     return (f"{verdict_['kind']}: speedup {verdict_['speedup']:.2f}x "
             f"(95 % {low:.2f}-{high:.2f}x, {basis}{per})")
 
@@ -516,16 +514,18 @@ def _signed(value: float | None) -> str:
 
 
 def compare_markdown(result: dict[str, Any], gate_result: dict[str, Any] | None = None, top: int = 10) -> str:
-    """A pull-request comment: the gate's outcome, the verdict, spread, what differed, op types per step."""
+    """A pull-request comment: the gate's outcome, the verdict block, the within-run spread, what differed, op
+    types per step."""
     lines = [f"### perfkit compare: `{result['run_a']}` → `{result['run_b']}`", ""]
     if gate_result is not None:
         lines.append("**Gate: failed** — " + "; ".join(gate_result["reasons"]) if gate_result["failed"]
                      else "**Gate: passed**")
         lines += [f"> {note}" for note in gate_result["notes"]]
         lines.append("")
-    speedup = result["speedup"]
-    lines += [f"**{verdict_words(result['noise'])}**"
-              + ("" if speedup is None else f" · speedup A/B {speedup:.2f}x"), "",
+    if result["incomparable"]:
+        lines += [f"> **{incomparable_banner(result)}**", ""]
+    lines += [f"**{label}** {text}  " for label, text in verdict_lines(result)]
+    lines += ["", f"{SPREAD_TITLE[0].upper()}{SPREAD_TITLE[1:]}:", "",
               "| run | steps | mean | median | IQR | std |", "|---|---:|---:|---:|---:|---:|"]
     for name, spread_ in (("A", result["spread_a"]), ("B", result["spread_b"])):
         if spread_ is None:
@@ -561,7 +561,8 @@ SAME_RUN = "same run"
 class Verdict:
     """B against A over groups of runs. speedup > 1 means B is faster; per sample when the batches differ.
     interval: the 95 % interval of the speedup; basis: "run means" (repeats on both sides: Welch t over the
-    log run means) or "noise floor" (a single run on a side: the difference must exceed noise_floor_pct)."""
+    log run means), "one run against repeats" (the single run judged by the t prediction interval of the other
+    side's repeats) or "noise floor" (one run a side: the difference must exceed noise_floor_pct)."""
     kind: str  # "faster", "slower", NO_CHANGE or SAME_RUN
     speedup: float
     interval: tuple[float, float]
@@ -571,6 +572,8 @@ class Verdict:
     n_a: int
     n_b: int
     p_value: float | None = None
+    batch_a: int | None = None  # samples per step over all ranks (the first run's of a side); None: unknown
+    batch_b: int | None = None
 
 
 def _t_quantile(df: float, two_sided_p: float = SIGNIFICANCE_P) -> float:
@@ -583,43 +586,88 @@ def _t_quantile(df: float, two_sided_p: float = SIGNIFICANCE_P) -> float:
     return (low + high) / 2
 
 
-def global_batch(run: Run) -> int | None:
-    """Samples per step over all ranks (data parallel: each rank takes its own batch); None when unknown."""
+def global_batch(run: Run, batch_size: int | None = None) -> int | None:
+    """Samples per step over all ranks (data parallel: each rank takes its own batch); else `batch_size`, the
+    user's global batch (`compare --batch-size`) for a run whose files do not tell it; None when unknown."""
     batch = _batch_size(run)
-    return None if batch is None else batch * (len(run.meta.ranks) or 1)
+    return batch_size if batch is None else batch * (len(run.meta.ranks) or 1)
 
 
-def run_mean_ms(run: Run, per_sample: bool) -> float | None:
-    """The run's mean steady step in ms, or per sample of the global batch (batch x ranks) when per_sample."""
+def sequence_length(run: Run, seq_len: int | None = None) -> int | None:
+    """Tokens per sample: the manifest config's (SEQUENCE_LENGTH_KEYS), else the user's `seq_len`; None unknown."""
+    recorded = next((run.meta.config[key] for key in SEQUENCE_LENGTH_KEYS if isinstance(run.meta.config.get(key), int)),
+                    None)
+    return seq_len if recorded is None else recorded
+
+
+def run_mean_ms(run: Run, per_sample: bool, batch_size: int | None = None) -> float | None:
+    """The run's mean steady step in ms, or per sample of the global batch (`global_batch`) when per_sample."""
     totals = step_totals(run.steps)
     totals = totals[totals > 0]
     if not len(totals):
         return None
     mean = float(np.mean(totals))
-    return mean / global_batch(run) if per_sample else mean
+    return mean / global_batch(run, batch_size) if per_sample else mean
 
 
-def samples_per_s(run: Run) -> float | None:
-    """Global batch (per-rank batch x ranks) per mean steady step; None when the batch is unknown."""
-    batch, mean = global_batch(run), run_mean_ms(run, per_sample=False)
+def samples_per_s(run: Run, batch_size: int | None = None) -> float | None:
+    """Global batch (`global_batch`) per mean steady step; None when the batch is unknown."""
+    batch, mean = global_batch(run, batch_size), run_mean_ms(run, per_sample=False)
     return None if batch is None or not mean else batch * MS_PER_S / mean
 
 
-def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT) -> Verdict:
+def tokens_per_s(run: Run, batch_size: int | None = None, seq_len: int | None = None) -> float | None:
+    """samples/s x tokens per sample (`sequence_length`); None when either is unknown."""
+    rate, length = samples_per_s(run, batch_size), sequence_length(run, seq_len)
+    return None if rate is None or length is None else rate * length
+
+
+def _side_mean(values: Sequence[float | None]) -> float | None:
+    """The mean over a side's runs; None when a run's value is unknown."""
+    return None if not values or None in values else float(np.mean(values))
+
+
+def judge(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT,
+          batch_size: int | None = None, seq_len: int | None = None) -> dict[str, Any]:
+    """What every compare view shows alike (`verdict_lines`), B's runs against A's: the run `verdict` (None when a
+    run has no step times, named in missing_steps) and its speedup, each side's samples/s (the mean over its
+    runs), the step ledger's per-cause deltas (`cause_deltas`), and which of device, network, batch size make the
+    first runs of the sides not like with like. `batch_size`: the global batch of runs whose files do not tell
+    it; `seq_len`: tokens per sample where the manifest does not say (tokens/s)."""
+    settings_a, settings_b = run_settings(group_a[0]), run_settings(group_b[0])
+    runs = (*group_a, *group_b)
+    missing = list(dict.fromkeys(run.path for run in runs if run_mean_ms(run, per_sample=False) is None))
+    judged = None if missing else verdict(group_a, group_b, noise_floor_pct, batch_size)
+    sides = (("a", group_a), ("b", group_b))
+    return {"verdict": None if judged is None else asdict(judged), "missing_steps": missing,
+            "speedup": None if judged is None else judged.speedup,
+            "batch_unknown": list(dict.fromkeys(run.path for run in runs if global_batch(run, batch_size) is None)),
+            **{f"samples_per_s_{side}": _side_mean([samples_per_s(run, batch_size) for run in group])
+               for side, group in sides},
+            **{f"tokens_per_s_{side}": _side_mean([tokens_per_s(run, batch_size, seq_len) for run in group])
+               for side, group in sides},
+            "cause_deltas": cause_deltas(group_a, group_b),
+            "incomparable": incomparable(settings_a, settings_b), "settings_a": settings_a, "settings_b": settings_b}
+
+
+def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT,
+            batch_size: int | None = None) -> Verdict:
     """Whether the runs of B differ from those of A by more than run-to-run noise (see Verdict).
 
     Steps of one run are not independent draws of the run-to-run variation (a busy machine slows them all), so
-    each run counts once, by its mean. Per sample when both batches are known and differ."""
+    each run counts once, by its mean. Per sample when both global batches are known (`batch_size`: the user's,
+    for runs whose files do not tell it) and differ."""
     if not group_a or not group_b:
         raise PerfkitError("compare needs at least one run on each side")
     if sorted(run.path for run in group_a) == sorted(run.path for run in group_b):
-        return Verdict(SAME_RUN, 1.0, (1.0, 1.0), None, SAME_RUN, False, len(group_a), len(group_b), 1.0)
-    batches_a = {global_batch(run) for run in group_a}
-    batches_b = {global_batch(run) for run in group_b}
+        return Verdict(SAME_RUN, 1.0, (1.0, 1.0), None, SAME_RUN, False, len(group_a), len(group_b), 1.0,
+                       global_batch(group_a[0], batch_size), global_batch(group_b[0], batch_size))
+    batches_a = {global_batch(run, batch_size) for run in group_a}
+    batches_b = {global_batch(run, batch_size) for run in group_b}
     per_sample = None not in batches_a | batches_b and batches_a != batches_b
     logs = []
     for group in (group_a, group_b):
-        means = [run_mean_ms(run, per_sample) for run in group]
+        means = [run_mean_ms(run, per_sample, batch_size) for run in group]
         unknown = [run.path for run, mean in zip(group, means) if not mean]
         if unknown:
             raise PerfkitError(f"{unknown[0]}: no step times to compare")
@@ -633,6 +681,17 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
                                                     + np.var(log_b, ddof=1) / len(log_b))
         basis, floor, p_value = "run means", None, test["p"]
         significant = test["p"] < SIGNIFICANCE_P
+    elif len(log_a) >= 2 or len(log_b) >= 2:
+        # one run against repeats: the repeats' spread is the run-to-run noise, and the single run is judged as a
+        # new draw from it (the t prediction interval: a single run varies by sd, the repeats' mean by sd/sqrt(n))
+        repeats = log_a if len(log_a) >= 2 else log_b
+        df = len(repeats) - 1
+        scale = float(np.std(repeats, ddof=1)) * math.sqrt(1 + 1 / len(repeats))
+        half = _t_quantile(df) * scale
+        p_value = (_regularized_beta(df / 2, 0.5, df / (df + (log_ratio / scale) ** 2)) if scale
+                   else float(log_ratio == 0))
+        basis, floor = "one run against repeats", None
+        significant = p_value < SIGNIFICANCE_P
     else:
         half = math.log1p(noise_floor_pct / 100)
         basis, floor = "noise floor", noise_floor_pct
@@ -640,4 +699,5 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
     significant = significant and abs(math.expm1(-log_ratio)) * 100 >= MIN_EFFECT_PCT
     kind = NO_CHANGE if not significant else ("faster" if log_ratio > 0 else "slower")
     return Verdict(kind, math.exp(log_ratio), (math.exp(log_ratio - half), math.exp(log_ratio + half)), floor,
-                   basis, per_sample, len(log_a), len(log_b), p_value)
+                   basis, per_sample, len(log_a), len(log_b), p_value, global_batch(group_a[0], batch_size),
+                   global_batch(group_b[0], batch_size))

@@ -11,7 +11,6 @@ long step lists to MAX_STEP_BARS bars, so a run with millions of samples ships a
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 import os
 from collections import Counter
 from pathlib import PurePath
@@ -22,10 +21,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .analysis import framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
-from .compare import (banner_words, differences, incomparable, ms_per_step_of, noise_verdict, op_type_ms_per_step,
-                      run_settings, run_verdict_words, samples_per_s, setting_value, spread, step_totals, verdict,
-                      verdict_words)
-from .errors import PerfkitError, PluginError
+from .compare import (SPREAD_TITLE, banner_words, differences, judge, ms_per_step_of, op_type_ms_per_step,
+                      run_settings, samples_per_s, setting_value, spread, step_totals, verdict_lines)
+from .errors import PluginError
 from .model import Run
 from .ledger import bound
 from .render import mean_of_text
@@ -401,15 +399,9 @@ def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str 
 # Compare
 
 
-def speedups(runs: Sequence[Run]) -> list[float | None]:
-    """Each run's speedup over the first: mean step of the first / mean step of this one (perfkit compare's A/B)."""
-    totals = [(step_means(run.steps) or {}).get("total_ms") for run in runs]
-    base = totals[0] if totals else None
-    return [base / total if base and total else None for total in totals]
-
-
 def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
-    """Mean step split of each run side by side, the speedup over the first run above each bar."""
+    """Mean step split of each run side by side, its mean step above each bar (the speedup, per sample when the
+    batches differ, is the verdict's: compare_speedup_cards)."""
     labels = run_labels(runs)
     means = [step_means(run.steps) for run in runs]
     if not any(means):
@@ -423,49 +415,40 @@ def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
     if not ordered:
         fig.add_bar(x=labels, y=[(m or {}).get("total_ms") for m in means], name=STEP_LABELS["total_ms"],
                     marker_color=COLORS["total_ms"])
-    for label, mean, speedup in zip(labels, means, speedups(runs)):
+    for label, mean in zip(labels, means):
         if mean and mean.get("total_ms") is not None:
-            text = f"{ms(mean['total_ms'])}<br><b>{format_speedup(speedup)}</b>" if speedup else ms(mean["total_ms"])
-            fig.add_annotation(x=label, y=mean["total_ms"], text=text, showarrow=False, yanchor="bottom",
+            fig.add_annotation(x=label, y=mean["total_ms"], text=ms(mean["total_ms"]), showarrow=False, yanchor="bottom",
                                yshift=4, font=dict(size=13))
     top = max((m or {}).get("total_ms") or 0 for m in means)
-    fig = _style(fig, f"Mean step time and speedup over {labels[0]}", height=420, barmode="stack",
+    fig = _style(fig, "Mean step time and its split", height=420, barmode="stack",
                  yaxis_title="ms per step", bargap=0.35)
     fig.update_yaxes(range=[0, top * 1.22 if top else 1])
     return fig
 
 
-def step_verdicts(runs: Sequence[Run]) -> list[dict[str, Any] | None]:
-    """Each run's noise verdict against the first (perfkit compare's `noise`); None for the first run."""
-    base = step_totals(runs[0].steps) if runs else None
-    return [None] + [noise_verdict(base, step_totals(run.steps)) for run in runs[1:]]
-
-
 def compare_speedup_cards(runs: Sequence[Run]) -> list[Card]:
-    """One card per run: its speedup over the first with the run-to-run verdict (compare.verdict), its samples/s,
-    and the banner when device, network or batch size differ from the first's."""
-    settings = [run_settings(run) for run in runs]
+    """One card per run: its speedup over the first with the verdict block of `perfkit compare`
+    (compare.verdict_lines: the run-to-run verdict, samples/s), under the banner when device, network or batch
+    size differ from the first's."""
     cards = []
     for index, (label, run) in enumerate(zip(run_labels(runs), runs)):
-        throughput = samples_per_s(run)
-        rate = "samples/s unknown" if throughput is None else f"{throughput:,.1f} samples/s"
         if index == 0:
-            cards.append(Card(f"speedup-{index}", label, "baseline", rate))
+            throughput = samples_per_s(run)
+            cards.append(Card(f"speedup-{index}", label, "baseline",
+                              "samples/s unknown" if throughput is None else f"{throughput:,.1f} samples/s"))
             continue
-        try:
-            judged = verdict([runs[0]], [run])
-        except PerfkitError as error:
-            cards.append(Card(f"speedup-{index}", label, "unknown", str(error)))
-            continue
-        differing = incomparable(settings[0], settings[index])
-        banner = banner_words(differing, settings[0], settings[index]) + " · " if differing else ""
-        cards.append(Card(f"speedup-{index}", label, format_speedup(judged.speedup),
-                          f"{banner}{run_verdict_words(asdict(judged))} · {rate}"))
+        judged = judge([runs[0]], [run])
+        banner = (banner_words(judged["incomparable"], judged["settings_a"], judged["settings_b"]) + " · "
+                  if judged["incomparable"] else "")
+        cards.append(Card(f"speedup-{index}", label,
+                          "unknown" if judged["speedup"] is None else format_speedup(judged["speedup"]),
+                          banner + " · ".join(f"{name} {text}" for name, text in verdict_lines(judged))))
     return cards
 
 
 def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
-    """Every step's total per run (a box and its points), with the noise verdict against the first run."""
+    """Every step's total per run (a box and its points): the within-run spread, a description of each run (the
+    verdict compares runs: compare_speedup_cards)."""
     labels = run_labels(runs)
     totals = [step_totals(run.steps) for run in runs]
     if not any(len(t) for t in totals):
@@ -475,17 +458,15 @@ def compare_step_spread_figure(runs: Sequence[Run]) -> go.Figure:
         fig.add_box(x=[label] * len(values), y=values, name=label, boxpoints="all", pointpos=0, jitter=0.3,
                     marker_color=run_color(position), showlegend=False,
                     hovertemplate=f"{label}<br>step total %{{y:,.2f}} ms<extra></extra>")
-    for label, values, step_verdict in zip(labels, totals, step_verdicts(runs)):
+    for label, values in zip(labels, totals):
         if len(values):
             spread_ = spread(values)
             std = "" if spread_["std_ms"] is None else f" ± {spread_['std_ms']:,.1f}"
             text = f"{spread_['mean_ms']:,.1f}{std} ms<br>n = {spread_['n']} steps"
-            if step_verdict is not None:
-                text += f"<br><b>{verdict_words(step_verdict)}</b>"
             fig.add_annotation(x=label, y=float(values.max()), text=text, showarrow=False, yanchor="bottom",
                                yshift=6, font=dict(size=12))
     top = max(float(t.max()) for t in totals if len(t))
-    fig = _style(fig, f"Step time per step (mean ± std) and the verdict against {labels[0]}", height=420,
+    fig = _style(fig, f"{SPREAD_TITLE[0].upper()}{SPREAD_TITLE[1:]}: step time per step (mean ± std)", height=420,
                  yaxis_title="ms per step")
     fig.update_yaxes(range=[0, top * 1.3])
     return fig

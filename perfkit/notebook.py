@@ -99,7 +99,8 @@ def _bound_lines(bound: dict[str, Any]) -> list[str]:
 
 class Comparison(dict):
     """`perfkit.compare(a, b)`: the `perfkit compare --format json` dict, shown in a notebook as the dashboard's
-    compare page shows it (speedup and noise verdict, step split and spread, op time, queues)."""
+    compare page shows it (speedup with the run-to-run verdict and samples/s, step split and spread, op time,
+    queues)."""
 
     def __init__(self, result: dict[str, Any], runs: tuple[Run, Run]):
         super().__init__(result)

@@ -388,9 +388,12 @@ def test_advise_json_contract(crafted_cli):
     assert sorted(found | not_checked | set(payload["passed"])) == sorted(rule.id for rule in rules.RULES)
     assert not (found & not_checked) and not (found & set(payload["passed"]))
     assert [f["id"] for f in payload["findings"]] == ["sink_mode", "amp_level", "data_pipeline_ok"]
+    # an action that is a setting carries it as a change perfkit tune can apply; an all-clear carries none
+    assert [f["change"] for f in payload["findings"]] == [{"knob": "sink_mode", "value": True},
+                                                          {"knob": "amp_level", "value": "O3"}, None]
     for finding in payload["findings"]:
         assert set(finding) == {"id", "severity", "title", "evidence", "action", "target", "est_gain_pct", "claims",
-                                "claimed_ms"}
+                                "claimed_ms", "change"}
         assert all(isinstance(v, (int, float)) for v in finding["evidence"].values())
 
 

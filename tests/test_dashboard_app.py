@@ -164,7 +164,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
 @pytest.mark.skipif(not (SAMPLES / "cpu_avx2").is_dir(), reason="sample_runs not made")
 def test_compare_page_shows_spread_verdict_differences_and_op_time(monkeypatch, tmp_path):
     from perfkit import load
-    from perfkit.compare import compare, verdict_words
+    from perfkit.compare import compare, run_verdict_words
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
     runs = [load(SAMPLES / "cpu_default"), load(SAMPLES / "cpu_avx2")]
     client = create_app(runs).server.test_client()
@@ -173,7 +173,7 @@ def test_compare_page_shows_spread_verdict_differences_and_op_time(monkeypatch, 
     text = response.get_data(as_text=True)
     result = compare(*runs)
     assert response.status_code == 200
-    assert verdict_words(result["noise"]) in text and "no significant change" in text  # not called a speedup
+    assert run_verdict_words(result["verdict"]) in text and "no significant change" in text  # not called a speedup
     tables = {}
 
     def collect(node):  # the grids in the returned component tree, by id
@@ -223,4 +223,4 @@ def test_compare_page_defaults_to_runs_of_the_first_runs_setup(monkeypatch, tmp_
                                      .get_data(as_text=True))) == [0, 1]
     body = update(client, "compare-body.children", {"id": "compare-body", "property": "children"},
                   [("compare-runs", "value", [0, 1])]).get_data(as_text=True)
-    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend)" in body
+    assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend), network (ResNet50 vs AlexNet)" in body

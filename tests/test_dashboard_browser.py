@@ -6,7 +6,6 @@ $PERFKIT_SCREENSHOT_DIR when set (the README's images: PERFKIT_SCREENSHOT_DIR=do
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import threading
@@ -37,8 +36,8 @@ import perfkit  # noqa: E402
 from perfkit import figures  # noqa: E402
 from perfkit.analysis import step_means  # noqa: E402
 from perfkit.summary import summarize  # noqa: E402
-from perfkit.compare import run_verdict_words, verdict as run_verdict  # noqa: E402
-from perfkit.views.format import speedup as format_speedup  # noqa: E402
+from perfkit.compare import judge, verdict_lines  # noqa: E402
+from perfkit.views.format import ms, speedup as format_speedup  # noqa: E402
 from perfkit.report import write_report  # noqa: E402
 from perfkit.views import numbers  # noqa: E402
 from perfkit.views.panels import FIGURE, in_report, panels_on  # noqa: E402
@@ -382,11 +381,12 @@ def test_compare_shows_speedup(driver, base_url, loaded, shots):
     assert text_of(driver, "speedup-0") == "baseline"
     for position, label in enumerate(labels):
         expected = base_total / step_means(loaded.run(label).steps)["total_ms"]
-        if position:  # the run-to-run verdict (compare.verdict) under each later run's speedup
-            judged = run_verdict([loaded.run(labels[0])], [loaded.run(label)])
-            assert text_of(driver, f"speedup-{position}") == format_speedup(judged.speedup)
-            assert run_verdict_words(dataclasses.asdict(judged)) in text_of(driver, f"verdict-{position}")
-        assert f"{expected:.2f}x" in svg_texts(driver, "fig-compare-steps")
+        if position:  # the verdict block of `perfkit compare` under each later run's speedup
+            judged = judge([loaded.run(labels[0])], [loaded.run(label)])
+            assert text_of(driver, f"speedup-{position}") == format_speedup(judged["speedup"]) == f"{expected:.2f}x"
+            for name, text in verdict_lines(judged):
+                assert f"{name} {text}" in text_of(driver, f"verdict-{position}")
+        assert ms(step_means(loaded.run(label).steps)["total_ms"]) in svg_texts(driver, "fig-compare-steps")
     screenshot(driver, "dash_compare", shots)
 
 

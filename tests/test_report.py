@@ -13,6 +13,7 @@ from conftest import REPO
 from perfkit import PerfkitError, figures
 from perfkit.advisor import advise
 from perfkit.cli import main
+from perfkit.compare import judge
 from perfkit.report import PLOTLY_BUNDLE, render_report
 from perfkit.views import numbers
 from perfkit.views.panels import FIGURE, WITH_DATA, in_report
@@ -47,7 +48,7 @@ def test_report_is_self_contained():
     # the compare section + each run's figure panels (the 2-rank run adds the Ranks figure)
     assert figure_panels(runs[1]) == figure_panels(runs[0]) + 1
     assert plotly_divs(text) == COMPARE_FIGURES + sum(figure_panels(run) for run in runs)
-    speedup = figures.speedups([make_run("v1"), make_run("v2", ranks=(0, 1), slow_factor=1.5)])[1]
+    speedup = judge([runs[0]], [runs[1]])["speedup"]
     assert f"{speedup:.2f}x" in text
 
 
@@ -77,7 +78,7 @@ def test_report_command_writes_one_file(tmp_path):
     assert result.exit_code == 0, result.output
     text = out.read_text(encoding="utf-8")
     assert plotly_divs(text) >= COMPARE_FIGURES + 2 * 4
-    speedup = figures.speedups(runs)[1]
+    speedup = judge([runs[0]], [runs[1]])["speedup"]
     assert f"{speedup:.2f}x" in text
 
 

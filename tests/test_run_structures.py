@@ -189,7 +189,8 @@ def test_pynative_custom_loop_gets_graph_mode_with_its_evidence(cache_dir):
     found = [f for f in advice.findings if f.id == "graph_mode"]
     assert len(found) == 1 and found[0].severity == "high", advice.findings
     finding = found[0]
-    assert "mode=graph" in finding.action and "@ms.jit" in finding.action
+    assert "GRAPH_MODE" in finding.action and "@ms.jit" in finding.action
+    assert finding.to_dict()["change"] == {"knob": "mode", "value": "graph"}  # what `perfkit tune` can apply
     # independently: per op, the time above its fastest call, over the profiled steps, of the op time
     executions = raw_executions(_one("vm_*_ascend_ms", PYNATIVE_LOOP), 0)
     by_name: dict[str, list[float]] = {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .change import Change
+
 SEVERITIES = ("high", "medium", "low")
 
 # Severity from the share of step time a change can win back. msprof-analyze calls an issue High at >= 5 %
@@ -27,10 +29,13 @@ class Finding:
     # never claim the same ms, so est_gain_pct, the claim's share of the run, never adds up past the step.
     claims: dict[str, float] = field(default_factory=dict)
     claim: Any = field(default=None, compare=False, repr=False)  # a ledger.Claim overriding the rule's causes
+    # the action as a setting a program can apply (perfkit tune), where the action is one; None otherwise
+    change: Change | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(replace(self, claim=None))
         del data["claim"]
+        data["change"] = self.change.to_dict() if self.change is not None else None
         data["claimed_ms"] = round(sum(self.claims.values()), 3)
         return data
 

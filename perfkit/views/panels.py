@@ -143,12 +143,12 @@ PANELS = (
 # The compare section over several runs (the first is the baseline): the dashboard's Compare page and the
 # report's compare section both show these, in this order. Content functions take the runs.
 COMPARE_PANELS = (
-    Panel("speedups", "Speedup over the first run (mean step time ratio) and whether it is beyond the noise",
+    Panel("speedups", "Speedup over the first run: the verdict and throughput, as perfkit compare prints them",
           COMPARE.path, SPEEDUPS, content=Ref(FIGURES, "compare_speedup_cards")),
     Panel("compare-settings", "What differed between the runs", COMPARE.path, TABLE,
           content=Ref(FIGURES, "compare_setting_rows"),
           empty="nothing the runs' files record differs (device, network, batch, config, env, versions)"),
-    Panel("fig-compare-spread", "Step time spread", COMPARE.path, FIGURE,
+    Panel("fig-compare-spread", "Within-run step spread (describes each run)", COMPARE.path, FIGURE,
           content=Ref(FIGURES, "compare_step_spread_figure")),
     Panel("fig-compare-steps", "Step split", COMPARE.path, FIGURE, content=Ref(FIGURES, "compare_steps_figure"),
           half=True),

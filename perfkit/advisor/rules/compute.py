@@ -15,6 +15,7 @@ from ...analysis import BATCHNORM_FAMILY, op_type_shares
 from ...flops import gflops_per_s, op_flops
 from ...ledger import CAUSES_OF, bound, rank_parts
 from ...model import Run
+from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule
 
@@ -81,7 +82,7 @@ def amp_level(run: Run) -> list[Finding]:
     return [Finding(
         id="amp_level", severity=severity_for(gain),
         title=title, evidence=evidence, action=action if known else f"if not already {suggested}: {action}",
-        target=biggest, est_gain_pct=gain)]
+        target=biggest, est_gain_pct=gain, change=None if is_torch(run) else Change("amp_level", suggested))]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -247,5 +248,6 @@ def kernel_efficiency(run: Run) -> list[Finding]:
                           "ratio_to_reference": round(float(ratio), 4),
                           "share_of_op_time_pct": percent(slow_ms / op_ms),
                           "total_ms": round_ms(slow_ms), "ops": int(len(slow))},
-                action=_kernel_action(run, name), target=name, est_gain_pct=gain))
+                action=_kernel_action(run, name), target=name, est_gain_pct=gain,
+                change=Change("env", "AVX2", name="ONEDNN_MAX_CPU_ISA") if device_name(run) == "CPU" else None))
     return findings

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ...analysis import MIN_QUEUE_SAMPLES, QUEUE_EMPTY_PCT, host_cpu_busy, queue_stats, step_means
 from ...model import Run
+from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import known_ms, percent, rule, run_step_ms
 
@@ -55,7 +56,7 @@ def sink_mode(run: Run) -> list[Finding]:
         evidence={"interval_share_pct": gain, **known_ms(interval_ms=steps["interval_ms"],
                                                           fwd_bwd_ms=steps["fwd_bwd_ms"], step_ms=steps["total_ms"])},
         action="model.train(..., dataset_sink_mode=True)",
-        target=None, est_gain_pct=gain)]
+        target=None, est_gain_pct=gain, change=Change("sink_mode", True))]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -185,6 +186,17 @@ def _workers_action(op_type: str | None, workers: int) -> str:
     return f"dataset.map(operations=..., num_parallel_workers={n}) and dataset.batch(..., num_parallel_workers={n})"
 
 
+def _workers_change(op_type: str | None, workers: int) -> Change | None:
+    """_workers_action as a setting: the named op's workers, or map and batch both; None for a source op
+    without a known class, whose workers cannot be set by name."""
+    n = max(2, WORKER_FACTOR * workers)
+    if op_type in ("Batch", "Map"):
+        return Change("dataset_workers", n, op=op_type.lower())
+    if op_type in SOURCE_DATASET_CLASS:
+        return Change("dataset_workers", n, op=SOURCE_DATASET_CLASS[op_type])
+    return None if op_type == "Generator" else Change("dataset_workers", n, op="all")
+
+
 def _feed_evidence(feed: _DataFeed) -> dict[str, float]:
     evidence = {f"{feed.queue}_queue_empty_pct": round(feed.empty_pct, 2),
                 f"{feed.queue}_queue_full_pct": round(feed.full_pct, 2)}
@@ -219,7 +231,8 @@ def dataset_workers(run: Run) -> list[Finding]:
         id="dataset_workers", severity=severity_for(gain),
         title=f"Data starves the device: the {feed.queue} queue was empty in {feed.empty_pct:.1f} % of samples; "
               f"{where}",
-        evidence=evidence, action=_workers_action(op_type, workers), target=op_type, est_gain_pct=gain)]
+        evidence=evidence, action=_workers_action(op_type, workers), target=op_type, est_gain_pct=gain,
+        change=_workers_change(op_type, workers))]
 
 
 # MindInsight: host CPU busy > 80 % -> CPU bound, busy being 100 - idle (its cpu utilisation analyser), which

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...analysis import framework_memory, memory_peaks
 from ...model import Run
+from ..change import Change
 from ..finding import Finding, NotChecked
 from ..registry import device_name, rule
 
@@ -48,15 +49,17 @@ def memory_headroom(run: Run) -> list[Finding]:
         evidence |= {"batch_size": batch, "batch_size_that_fits": fitting}
         action = (f"dataset.batch({fitting}, ...) fits in memory (batch {batch} x {arithmetic}); raise the batch "
                   "towards it, with the learning rate scaled, so each step does more work per fixed cost")
+        change = Change("batch_size", fitting) if fitting > batch else None
     else:
         action = (f"The batch can grow about {factor:.1f}x before memory runs out ({arithmetic}): "
                   "dataset.batch(that size, ...), with the learning rate scaled")
+        change = None
     where = "host" if device_name(run) == "CPU" else "device"
     return [Finding(
         id="memory_headroom", severity="low",
         title=f"The peak uses {100 * used / capacity:.1f} % of the {where} memory: the batch can grow "
               f"{factor:.1f}x", evidence=evidence, action=action,
-        target=f"rank {rank}" if len(peaks) > 1 else None, est_gain_pct=None)]
+        target=f"rank {rank}" if len(peaks) > 1 else None, est_gain_pct=None, change=change)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -89,4 +92,5 @@ def memory_fragmentation(run: Run) -> list[Finding]:
               f"{allocated:,.0f} MB allocated at peak)",
         evidence={"peak_allocated_mb": round(allocated, 1), "peak_reserved_mb": round(reserved, 1),
                   "gap_mb": round(gap, 1), "reserved_to_allocated": round(reserved / allocated, 2)},
-        action=action, target=f"rank {worst}" if len(peaks) > 1 else None, est_gain_pct=None)]
+        action=action, target=f"rank {worst}" if len(peaks) > 1 else None, est_gain_pct=None,
+        change=None if torch else Change("env", "enable_vmm:true", name="MS_ALLOC_CONF"))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...analysis import dispatch_inflation
 from ...ledger import CAUSES_OF, rank_parts
 from ...model import Run
+from ..change import Change
 from ..finding import Finding, severity_for
 from ..registry import is_torch, known_ms, percent, rule
 
@@ -58,7 +59,7 @@ def graph_mode(run: Run) -> list[Finding]:
         id="graph_mode", severity=severity_for(gain),
         title="PyNative step: " + "; ".join(said),
         evidence=evidence,
-        action=("compile the step: ms.set_context(mode=ms.GRAPH_MODE) (setting: mode=graph), or decorate the train "
+        action=("compile the step: ms.set_context(mode=ms.GRAPH_MODE), or decorate the train "
                 f"step function (the one calling {top_cell(run) or 'the network'}, its loss, value_and_grad and the "
                 "optimizer) with @ms.jit so it compiles to one graph"),
-        target=top_cell(run), est_gain_pct=gain)]
+        target=top_cell(run), est_gain_pct=gain, change=Change("mode", "graph"))]

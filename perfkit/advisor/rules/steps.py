@@ -12,6 +12,7 @@ from ...analysis import step_means
 from ...ledger import steady_means
 from ...model import Run
 from ...steady import first_step_verdicts
+from ..change import Change
 from ..finding import Finding, severity_for
 from ..registry import has_steps, is_torch, known_ms, percent, round_ms, rule
 
@@ -48,7 +49,13 @@ def tail(run: Run) -> list[Finding]:
                   **known_ms(optimizer_ms=optimizer, tail_ms=steps["tail_ms"], step_ms=steps["total_ms"])},
         action=("dataset.batch(2 * batch_size, ...) (with the learning rate scaled) so the fixed optimizer update is "
                 "spread over more samples"),
-        target=None, est_gain_pct=gain)]
+        target=None, est_gain_pct=gain, change=_batch_change(run, 2))]
+
+
+def _batch_change(run: Run, factor: float) -> Change | None:
+    """The recorded batch size times `factor`, as a change; None when the run does not record its batch."""
+    batch = run.meta.config.get("batch_size") if isinstance(run.meta.config, dict) else None
+    return Change("batch_size", int(batch * factor)) if isinstance(batch, int) and batch * factor >= 1 else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -118,4 +125,5 @@ def compile_or_first_call(run: Run) -> list[Finding]:
     return [Finding(
         id="compile_or_first_call", severity="medium",
         title="Compilation or first calls inside the profiled window: " + "; ".join(said),
-        evidence=evidence, action=action, target=target, est_gain_pct=None)]
+        evidence=evidence, action=action, target=target, est_gain_pct=None,
+        change=None if is_torch(run) else Change("profiler_warmup", 1))]
