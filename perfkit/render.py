@@ -171,13 +171,43 @@ def queue_lines(summary: dict[str, Any], which: str) -> list[str]:
             f"full {percent(queue['full_pct'])}"]
 
 
+# Ranks whose pipelines are shown side by side; beyond this, each op's usage is pooled: min / median / max.
+PIPELINE_RANK_COLUMNS = 8
+
+
 def pipeline_lines(summary: dict[str, Any]) -> list[str]:
     if not summary["pipeline"]:
         return []
-    lines = ["data pipeline (op, workers, output queue usage)"]
+    by_rank = {entry["rank"]: entry["pipeline"] for entry in summary["per_rank"] if entry.get("pipeline")}
+    if len(by_rank) > 1:
+        return _pipelines_by_rank(by_rank)
+    rank = summary.get("pipeline_rank")
+    lines = ["data pipeline (op, workers, output queue usage)" + (f", rank {rank}" if rank is not None else "")]
     for op in summary["pipeline"]:
         workers = "?" if op["workers"] is None else op["workers"]
         lines.append(f"  {op['op_id']:>3} {op['op_type']:<20} workers {workers:<3} queue {pct(op['queue_usage'])}")
+    return lines
+
+
+def _pipelines_by_rank(by_rank: dict[int, list[dict[str, Any]]]) -> list[str]:
+    """Each op's output queue usage on every rank (the ranks' pipelines differ), or pooled over many ranks."""
+    ranks = sorted(by_rank)
+    usage = {rank: {op["op_id"]: op["queue_usage"] for op in ops} for rank, ops in by_rank.items()}
+    ops = {op["op_id"]: op for rank in ranks for op in by_rank[rank]}
+    if len(ranks) <= PIPELINE_RANK_COLUMNS:
+        lines = ["data pipeline (op, workers, output queue usage per rank)",
+                 " " * 38 + "".join(f"{'rank ' + str(rank):>10}" for rank in ranks)]
+        for op_id, op in sorted(ops.items()):
+            workers = "?" if op["workers"] is None else op["workers"]
+            lines.append(f"  {op_id:>3} {op['op_type']:<20} workers {workers:<3}"
+                         + "".join(f"{pct(usage[rank].get(op_id)):>10}" for rank in ranks))
+        return lines
+    lines = [f"data pipeline (op, workers, output queue usage over {len(ranks)} ranks: min / median / max)"]
+    for op_id, op in sorted(ops.items()):
+        values = sorted(v for rank in ranks if (v := usage[rank].get(op_id)) is not None)
+        workers = "?" if op["workers"] is None else op["workers"]
+        spread = (f"{pct(values[0])} / {pct(values[len(values) // 2])} / {pct(values[-1])}" if values else pct(None))
+        lines.append(f"  {op_id:>3} {op['op_type']:<20} workers {workers:<3} queue {spread}")
     return lines
 
 

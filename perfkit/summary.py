@@ -28,13 +28,26 @@ def _ledger_communication(run: Run) -> dict[int, dict[str, Any]]:
             for row in measured_by_ops.itertuples(index=False)}
 
 
+def _pipelines(pipeline: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
+    """Per rank with a MindData pipeline, its ops in op_id order."""
+    pipeline = pipeline.sort_values(["rank", "op_id"]) if len(pipeline) else pipeline
+    return {int(rank): [{"op_id": int(row.op_id), "op_type": str(row.op_type),
+                         "workers": None if pd.isna(row.workers) else int(row.workers),
+                         "queue_usage": _number(row.queue_usage)} for row in ops.itertuples(index=False)]
+            for rank, ops in pipeline.groupby("rank", sort=True)} if len(pipeline) else {}
+
+
 def summarize(run: Run) -> dict[str, Any]:
     """The `perfkit summary --format json` contract (see README)."""
     per_rank = per_rank_step_means(run.steps)
     peaks, communication = memory_peaks(run), communication_by_rank(run) or _ledger_communication(run)
     parts = rank_parts(run).set_index("rank")
     known_ranks = {entry["rank"] for entry in per_rank}
-    per_rank += [{"rank": rank, "steps": None} for rank in sorted((set(peaks) | set(communication)) - known_ranks)]
+    pipelines = _pipelines(run.pipeline)
+    shown_pipelines = set(pipelines) if len(pipelines) > 1 else set()  # each rank's own only where there are several
+    per_rank = sorted(per_rank + [{"rank": rank, "steps": None}
+                                  for rank in (set(peaks) | set(communication) | shown_pipelines) - known_ranks],
+                      key=lambda entry: entry["rank"])
     for entry in per_rank:
         entry["memory"] = peaks.get(entry["rank"])
         entry["communication"] = communication.get(entry["rank"])
@@ -46,8 +59,9 @@ def summarize(run: Run) -> dict[str, Any]:
         for entry in per_rank:
             mine = by_rank[by_rank["rank"] == entry["rank"]]
             entry["op_types"] = _op_type_items(mine.head(PER_RANK_TOP_OP_TYPES))
-    pipeline = run.pipeline.sort_values(["rank", "op_id"]) if len(run.pipeline) else run.pipeline
-    first_rank_pipeline = pipeline[pipeline["rank"] == pipeline["rank"].min()] if len(pipeline) else pipeline
+    if len(pipelines) > 1:  # each rank's own, as its queues differ; added only then, so one-pipeline runs keep their JSON
+        for entry in per_rank:
+            entry["pipeline"] = pipelines.get(entry["rank"])
     panel_entries, panel_problems = summary_entries(run)  # the JSON form of panels that declare one (plugins')
     return {
         "run": run.path,
@@ -61,9 +75,8 @@ def summarize(run: Run) -> dict[str, Any]:
         "slow_ranks": of_run(run).slow if len(run.steps) and run.steps["rank"].nunique() > 1 else [],
         "op_types": _op_type_items(shares),
         "queues": {"host": queue_stats(run.host_queue), "device": queue_stats(run.device_queue)},
-        "pipeline": [{"op_id": int(row.op_id), "op_type": str(row.op_type), "workers": None if pd.isna(row.workers) else int(row.workers),
-                      "queue_usage": _number(row.queue_usage)}
-                     for row in first_rank_pipeline.itertuples(index=False)],
+        "pipeline": pipelines[min(pipelines)] if pipelines else [],
+        "pipeline_rank": min(pipelines) if pipelines else None,
         "memory": memory_summary(peaks),
         "communication": communication_summary(communication),
         "warnings": list(run.warnings) + list(ledger(run).attrs["warnings"]) + panel_problems,

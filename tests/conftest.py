@@ -39,6 +39,13 @@ def fixtures_dir() -> Path:
 
 
 @pytest.fixture
+def uncached(tmp_path, monkeypatch) -> None:
+    """No Parquet cache for one test: every load reads the files (`pytestmark = pytest.mark.usefixtures("uncached")`)."""
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
 def cache_dir(tmp_path, monkeypatch) -> Path:
     """A private, enabled Parquet cache for one test."""
     folder = tmp_path / "cache"

@@ -38,7 +38,13 @@ CPU_MEMORY = "cpu_2_10_memory"
 CPU_MEMORY_FILE = "vm_21053_20261123192539361_ascend_ms/FRAMEWORK/cpu_ms_memory_record_0.txt"
 # A real `perfkit profile` run (its manifest perfkit_run.json), which no shared fixture has.
 OWN_RUN = "sample_cpu_default"
-RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory", OWN_RUN: REPO / "sample_runs/cpu_default"}
+HCCL = "legacy_hccl"
+CLUSTER_OUTPUT = "cluster_analysis_output"
+DB_LEVEL0 = "db_level0_rank0"
+RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory", OWN_RUN: REPO / "sample_runs/cpu_default",
+        HCCL: REPO / "tests/runs/mindinsight_cluster_propose",
+        CLUSTER_OUTPUT: REPO / "tests/runs/msinsight_cluster_analysis/cluster_analysis_output",
+        DB_LEVEL0: REPO / "tests/runs/msinsight_db_level0/rank0_ascend_pt"}
 
 
 @pytest.fixture(autouse=True)
@@ -344,6 +350,12 @@ MUTATION_TARGETS = [
     (LEGACY, "minddata_cpu_utilization_1.json"),
     (OWN_RUN, "perfkit_run.json"),
     (CPU_MEMORY, CPU_MEMORY_FILE),
+    # the readers of issue 23: hccl_raw's JSON cells, msprof-analyze's cluster output, a Level0 database
+    (HCCL, "hccl_raw_0.csv"),
+    (CLUSTER_OUTPUT, "cluster_step_trace_time.csv"),
+    (CLUSTER_OUTPUT, "cluster_communication.json"),
+    (CLUSTER_OUTPUT, "cluster_communication_matrix.json"),
+    (DB_LEVEL0, f"{NEW_OUT}/ascend_pytorch_profiler_0.db"),
 ]
 
 

@@ -66,13 +66,17 @@ NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
         any(col in run.steps and run.steps[col].notna().any() for col in ("comm_exposed_ms", "comm_ms"))
         or any(comm_kind(str(t)) for t in run.op_types["type"].unique())),
         "no communication times in the step data and no collective ops"),
-    "ranks": (lambda run: has_steps(run) and run.steps["rank"].nunique() > 1, "single-rank run"),
+    "ranks": (lambda run: len(run.ranks) > 1 and (not has_steps(run) or run.steps["rank"].nunique() > 1),
+              "single-rank run (or only one rank has step times)"),
     "memory": (lambda run: bool(len(framework_memory(run.memory))) and run.memory["allocated_mb"].notna().any(),
                "no allocator memory records (profile with profile_memory=True: perfkit profile --profile-memory)"),
     "memory_capacity": (lambda run: run.meta.memory_capacity_mb is not None,
                         "device memory capacity unknown (perfkit profile records it)"),
-    "comm_ops": (lambda run: bool(len(run.comm_ops)), "no communication.json"),
-    "comm_links": (lambda run: bool(len(run.comm_links)), "no communication_matrix.json"),
+    "comm_ops": (lambda run: bool(len(run.comm_ops)),
+                 "no communication op times (communication.json, hccl_raw, or a database's COMMUNICATION_OP / "
+                 "CommAnalyzerTime)"),
+    "comm_links": (lambda run: bool(len(run.comm_links)),
+                   "no communication links (communication_matrix.json, or a database's CommAnalyzerMatrix)"),
 }
 
 

@@ -104,8 +104,7 @@ def read(folder: Path) -> dict[int, Parts]:
                               + "; ".join(parts.warnings) + ")", output)
     kernels = _Kernels(kernel_table, output / KERNELS) if kernel_table is not None else None
     if kernels is not None and kernels.types_from_names:
-        parts.warnings.append(f"{KERNELS}: no op types (Level0 collection): types derived from kernel names "
-                              "(`Conv2D1` -> Conv2D, `aclnnInplaceRelu_Relu_Relu` -> Relu)")
+        parts.warnings.append(f"{KERNELS}: {LEVEL0_TYPES_NOTE}")
     if kernels is not None:
         parts.tables["ops"] = _ops(kernels)
         parts.meta.update(_precision(kernels, mindspore="ms_version" in parts.meta))
@@ -216,8 +215,7 @@ class _Kernels:
         self.name, self.names = _codes(table.column("name"))
         self.type, self.types = _codes(table.column("type"))
         # Level0 collects no op type (`N/A` in every row): the type is in the kernel name (formats.md §3)
-        self.types_from_names = not pc.any(pc.and_(pc.is_valid(self.types),
-                                                   pc.not_equal(self.types, "N/A"))).as_py()
+        self.types_from_names = untyped(self.types.to_pylist())  # the distinct types: a handful
         if self.types_from_names:
             derived = pa.array([type_from_kernel_name(name) for name in self.names.to_pylist()])
             codes, self.types = _codes(pa.chunked_array([derived]))
@@ -245,6 +243,16 @@ class _Kernels:
 # `aclnnMaxPool2dWithMask_MaxPoolWithArgmaxV1AiCore_MaxPoolWithArgmaxV1`, `hcom_allReduce__586_0_1`.
 TRAILING_IDS = re.compile(r"(_+\d+)+$")
 TRAILING_NUMBER = re.compile(r"(?<![Vv])\d+$")  # `Conv2D1` -> Conv2D; `MatMulV2` keeps its version
+
+
+# Said where a table's op types are taken from its kernel names (the text and the database export alike).
+LEVEL0_TYPES_NOTE = ("no op types (Level0 collection): types derived from kernel names "
+                     "(`Conv2D1` -> Conv2D, `aclnnInplaceRelu_Relu_Relu` -> Relu)")
+
+
+def untyped(types) -> bool:
+    """Whether a kernel table's op types say nothing (Level0 writes `N/A` in every row)."""
+    return all(value is None or value != value or value == "N/A" for value in types)
 
 
 def type_from_kernel_name(name: str) -> str:

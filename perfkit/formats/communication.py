@@ -96,8 +96,8 @@ def _name_and_group(key: str) -> tuple[str, str | None]:
     return name, (group if at else None)
 
 
-def _ops(data: dict, warnings: list[str]) -> pd.DataFrame:
-    skipped = _Skipped(COMMUNICATION)
+def _ops(data: dict, warnings: list[str], file_name: str = COMMUNICATION) -> pd.DataFrame:
+    skipped = _Skipped(file_name)
     rows = []
     for step, kind, entries in _steps(data, skipped):
         for key, info in entries.items():
@@ -137,8 +137,8 @@ def _op_size(bandwidth: object, skipped: _Skipped) -> float:
     return total
 
 
-def _links(data: dict, warnings: list[str]) -> pd.DataFrame:
-    skipped = _Skipped(MATRIX)
+def _links(data: dict, warnings: list[str], file_name: str = MATRIX) -> pd.DataFrame:
+    skipped = _Skipped(file_name)
     rows = []
     for step, kind, entries in _steps(data, skipped):
         per_type = [key for key in entries if PER_TYPE_TOTAL.match(str(key))]

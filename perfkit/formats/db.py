@@ -33,8 +33,10 @@ communication, MindSpore's Default/ and Gradients/ kernel scopes for the forward
 STEP_TIME window, as the CSV reader does per Step ID), op types and ops (TASK joined with COMPUTE_TASK_INFO, aggregated inside SQLite: a 2-million
 kernel run never crosses into Python row by row; COMMUNICATION_OP's ops join the ops table as the
 communication rows of kernel_details.csv do), memory (MEMORY_RECORD, NPU_MODULE_MEM, OP_MEMORY) and
-communication (analysis.db's CommAnalyzer*) as the memory and communication readers give them from the CSV/JSON
-twins, and meta. The timeline (perfkit/timeline.py) of a rank with no trace_view.json is built from
+communication (analysis.db's CommAnalyzer*, else MindSpore's communication_analyzer.db with the same tables, else
+COMMUNICATION_OP's op times without their transfer/wait split) as the memory and communication readers give them
+from the CSV/JSON twins, and meta. Level0 writes `N/A` for every op type: the types are then taken from the kernel
+names by the text export's rule (ascend_ms.type_from_kernel_name). The timeline (perfkit/timeline.py) of a rank with no trace_view.json is built from
 PYTORCH_API, CANN_API, TASK (named through COMPUTE_TASK_INFO / COMMUNICATION_TASK_INFO) and COMMUNICATION_OP
 (map_timeline), its steps from the ProfilerStep#N calls, else STEP_TIME.
 
@@ -47,6 +49,7 @@ text export too, `ascend_ms` reads it and this reader stands aside (meta `export
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -61,12 +64,15 @@ from ..errors import FileFormatError
 from ..files import open_regular
 from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US
 from . import ascend_ms, communication, memory
-from .base import Parts, Reader, has_match, op_passes, rank_of, trim_type_separator, walk_names
+from .base import (Parts, Reader, guarded, has_match, op_passes, rank_of, read_csv_table, trim_type_separator,
+                   walk_names)
 
 LAYOUT = "ascend_db"
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
 PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
 ANALYSIS_DB = "analysis.db"
+# MindSpore's database export: msprof's communication analysis, the CommAnalyzer* tables of analysis.db
+COMM_ANALYZER_DB = "communication_analyzer.db"
 # The longest STRING_IDS value read (op names, types, shapes: real ones are under 1,000 characters).
 MAX_STRING = 4096
 
@@ -135,7 +141,7 @@ REQUIRED = {
 def detect(folder: Path) -> bool:
     """A rank folder whose ASCEND_PROFILER_OUTPUT/ holds the database export and not the text one."""
     output = folder / OUTPUT_DIR
-    return has_match(output, PROFILER_DBS + (ANALYSIS_DB,)) and not ascend_ms.detect(folder)
+    return has_match(output, PROFILER_DBS + (ANALYSIS_DB, COMM_ANALYZER_DB)) and not ascend_ms.detect(folder)
 
 
 class Database:
@@ -323,7 +329,7 @@ def read(folder: Path) -> dict[int, Parts]:
     profiler_path, analysis_path = _files(folder, parts)
     parts.meta["framework"] = _framework(folder, profiler_path)
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
-    scoped = False
+    scoped, kernels = False, None
     try:
         rank = _rank(folder, profiler_path, profiler, parts)
         if profiler is not None:
@@ -341,10 +347,16 @@ def read(folder: Path) -> dict[int, Parts]:
         if profiler is not None:
             parts.tables.update(_valued(parts, profiler, "MEMORY_RECORD/OP_MEMORY/NPU_MODULE_MEM",
                                         lambda: _memory(profiler)) or {})
-        if analysis is not None:
-            parts.tables.update(_valued(parts, analysis, "CommAnalyzer*", lambda: _communication(analysis)) or {})
+        parts.tables.update(_communication_tables(parts, profiler, analysis, folder / OUTPUT_DIR / COMM_ANALYZER_DB))
         if parts.tables["steps"] is not None:
             parts.meta["step_source"] = "step_trace_time" if analysis is not None else "step_time"
+        dataset = guarded(parts, folder / OUTPUT_DIR / ascend_ms.DATASET, lambda p: read_csv_table(
+            p, ascend_ms.DATASET_COLUMNS, ("stage",), ascend_ms.DATASET_TYPES, parts.warnings))
+        sink = ascend_ms._data_mode(dataset, None) if dataset is not None else None
+        sink = sink or ("sink" if kernels is not None and kernels[0]["type"].isin(ascend_ms.SINK_OP_TYPES).any()
+                        else None)
+        if sink:  # dataset.csv's device-side stages or GetNext kernels, as the text export tells it
+            parts.meta["data_mode"] = sink
     finally:
         _close(profiler, analysis)
     if not any(frame is not None and len(frame) for frame in parts.tables.values()):
@@ -449,6 +461,10 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         kernels[column] = database.strings(kernels[column])
     for column in optional:
         kernels[column] = kernels[column].str.strip().str.strip('"')  # shapes are written quoted, as in the CSV
+    if ascend_ms.untyped(kernels["type"].unique()):  # Level0: the type is in the kernel name, as in the CSV
+        kernels["type"] = [ascend_ms.type_from_kernel_name(name) if isinstance(name, str) else None
+                           for name in kernels["name"]]
+        database.warnings.append(f"{database.path.name}: COMPUTE_TASK_INFO: {ascend_ms.LEVEL0_TYPES_NOTE}")
     ops = pd.concat([kernels, _communication_ops(database)], ignore_index=True).sort_values("first_ns", kind="stable")
     # the collectives count among the op types, as in kernel_details.csv of the text export
     types = (ops.groupby("type", sort=False, dropna=True)[["count", "total_ns"]].sum()
@@ -513,9 +529,61 @@ def _communication_ops(database: Database) -> pd.DataFrame | None:
         return None
     ops = pd.DataFrame.from_records(rows, columns=["name", "first_ns", "count", "total_ns", "type"])
     ops["name"] = database.strings(ops["name"])
-    types = pa.array(database.strings(ops["type"]), type=pa.string(), from_pandas=True)
-    ops["type"] = trim_type_separator(types).to_pandas()  # `hcom_allReduce_` -> hcom_allReduce
+    ops["type"] = _communication_types(database.strings(ops["type"]), ops["name"])
     return ops
+
+
+def _communication_types(types: list, names: pd.Series) -> pd.Series:
+    """COMMUNICATION_OP's op types, `hcom_allReduce_` -> hcom_allReduce; Level0 writes `N/A` there: the type
+    is then the op name less its ids (`hcom_allReduce__576_0_1` -> hcom_allReduce)."""
+    named = [ascend_ms.TRAILING_IDS.sub("", name) if isinstance(name, str) else None for name in names]
+    if ascend_ms.untyped(types):
+        types = named
+    return trim_type_separator(pa.array(types, type=pa.string(), from_pandas=True)).to_pandas()
+
+
+def _comm_ops_from_op_table(database: Database) -> pd.DataFrame | None:
+    """comm_ops from COMMUNICATION_OP, where no communication analysis (CommAnalyzerTime) was written: one row
+    per op execution with its elapse time, its wait where the table has waitNs, its transfer time unknown;
+    its step the STEP_TIME window its start falls in. An op that ends before it starts is said and its time
+    left unknown."""
+    found = database.columns("COMMUNICATION_OP")
+    if not found:
+        return None
+    columns = ["name", "start_ns", "end_ns"] + [c for c in ("type", "group", "wait_ns") if c in found]
+    rows = database.query("COMMUNICATION_OP", f'SELECT {", ".join(_quoted(found[c]) for c in columns)} '
+                          'FROM "COMMUNICATION_OP"')
+    if not rows:
+        return None
+    table = pd.DataFrame.from_records(rows, columns=columns)
+    names = pd.Series(database.strings(table["name"]), dtype="string")
+    types = _communication_types(database.strings(table["type"]) if "type" in table else [None] * len(table),
+                                 names)
+    start, end = (pd.to_numeric(table[c], errors="coerce") for c in ("start_ns", "end_ns"))
+    backwards = int((end < start).sum())
+    if backwards:
+        database.warnings.append(f"{database.path.name}: COMMUNICATION_OP: {backwards} op(s) end before they "
+                                 "start; their time is unknown")
+    elapse = ((end - start) / NS_PER_MS).where(end >= start)
+    from ..analysis import comm_kind
+    return pd.DataFrame({
+        "step": _step_of(database, start), "name": names,
+        "kind": [comm_kind(str(t if isinstance(t, str) else n)) for t, n in zip(types, names)],
+        "group": pd.Series(database.strings(table["group"]), dtype="string") if "group" in table else None,
+        "elapse_ms": elapse, "transit_ms": np.nan,
+        "wait_ms": pd.to_numeric(table["wait_ns"], errors="coerce") / NS_PER_MS if "wait_ns" in table else np.nan,
+        "synchronization_ms": np.nan, "size_mb": np.nan})
+
+
+def _step_of(database: Database, start_ns: pd.Series) -> pd.Series:
+    """The STEP_TIME step each start falls in (start <= t < end), NA outside every step or without STEP_TIME."""
+    bounds = database.frame("STEP_TIME")
+    steps = pd.Series(pd.NA, index=start_ns.index, dtype="Int64")
+    if bounds is None:
+        return steps
+    for step, first, last in zip(bounds["step"], bounds["start_ns"], bounds["end_ns"]):
+        steps[(start_ns >= first) & (start_ns < last)] = int(step)
+    return steps
 
 
 def _steps(profiler: Database | None, analysis: Database | None, parts: Parts,
@@ -668,6 +736,29 @@ def _communication(analysis: Database) -> dict[str, pd.DataFrame]:
                                             src=pd.to_numeric(links["src"], errors="coerce"),
                                             dst=pd.to_numeric(links["dst"], errors="coerce"))
     return result
+
+
+def _communication_tables(parts: Parts, profiler: Database | None, analysis: Database | None,
+                          analyzer_path: Path) -> dict[str, pd.DataFrame]:
+    """comm_ops and comm_links from the communication analysis: analysis.db's CommAnalyzer* tables (torch_npu),
+    else communication_analyzer.db's (MindSpore); where neither has CommAnalyzerTime, the ops' times from
+    the profiler database's COMMUNICATION_OP (transfer and wait unknown)."""
+    tables: dict[str, pd.DataFrame] = {}
+    if analysis is not None:
+        tables = _valued(parts, analysis, "CommAnalyzer*", lambda: _communication(analysis)) or {}
+    if "comm_ops" not in tables and os.path.lexists(analyzer_path):
+        analyzer = _opened(analyzer_path, parts)
+        if analyzer is not None:
+            try:
+                tables = {**(_valued(parts, analyzer, "CommAnalyzer*", lambda: _communication(analyzer)) or {}),
+                          **tables}
+            finally:
+                analyzer.close()
+    if "comm_ops" not in tables and profiler is not None:
+        ops = _valued(parts, profiler, "COMMUNICATION_OP", lambda: _comm_ops_from_op_table(profiler))
+        if ops is not None:
+            tables["comm_ops"] = ops
+    return tables
 
 
 def _step_numbers(steps: pd.Series | None) -> pd.Series | float:
@@ -839,10 +930,21 @@ def _column(values: tuple) -> pa.Array:
 RAW_DEPTH = 3  # PROF_ folders sit in the run folder or one or two levels below a parent of ranks
 
 
+# CANN's own database export (`msprof --export=on --type=db`): device tasks without the framework's steps
+MSPROF_DB = re.compile(r"^msprof_.*\.db$")
+
+
 def raw_data_hint(root: Path) -> str | None:
     """When `root` holds raw CANN profiling data and no analysed output: one sentence saying so and the command
     that analyses it; None otherwise."""
     for folder, names in walk_names(root, RAW_DEPTH):
+        msprof = [name for name in names if MSPROF_DB.match(name) and (folder / name).is_file()]
+        if msprof:
+            where = os.path.relpath(folder / msprof[0], root)
+            return (f"holds CANN's msprof database ({where}, `msprof --type=db` output), not a framework profiler's "
+                    f"analysed output: it has the device's tasks but no training steps; analyse the collection "
+                    f"with msprof-analyze, whose cluster_analysis_output/ perfkit reads: "
+                    f"msprof-analyze cluster -d {folder}")
         raw = [name for name in names if name.startswith("PROF_") and _is_raw_cann(folder / name)]
         if not raw:
             continue

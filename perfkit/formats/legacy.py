@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .. import boundedjson
+from ..analysis import comm_kind
 from ..errors import FileFormatError
 from ..units import TICKS_PER_MS, TICKS_PER_US
 from .base import (Parts, Reader, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
@@ -25,6 +27,11 @@ TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
 FRAMEWORK_FILE = "framework_raw_{}.csv"
 STEP_FILE = "step_trace_raw_{}_detail_time.csv"
+# MindSpore's HCCL parser (mindspore/profiler/parser/hccl_parser.py; MindInsight's ClusterHcclAnalyser reads it):
+# per step, communication_cost (ms on the links of each op's main stream: SDMA Reduce Inline + Memcpy, RDMA
+# sends), wait_cost (ms of Notify Wait: waiting for the peer ranks), link_info and, per op (named as in the step
+# trace), `[step, cost ms, wait ms, link_info]` in communication_operator_cost. The last row (`-`) is the average.
+HCCL_FILE = "hccl_raw_{}.csv"
 # MindSpore's cluster analysis of a model- or pipeline-parallel run, one row per step (ms):
 # `ascend_cluster_analyse_{parallel mode}_{stages}_{rank count}_{rank}.csv`.
 CLUSTER_FILE = "ascend_cluster_analyse_*_{}.csv"
@@ -62,7 +69,13 @@ STEP_COLUMNS = {
     "fwd_bwd": ("fp_and_bp", "fp"),
     "tail": ("tail",),
     "bp": ("bp_point",),
+    "fp": ("fp_point",),
 }
+HCCL_COLUMNS = {"step": ("step_num",), "transit_ms": ("communication_cost",), "wait_ms": ("wait_cost",),
+                "ops": ("communication_operator_cost",)}
+HCCL_TYPES = {"step": pa.string(), "transit_ms": pa.float64(), "wait_ms": pa.float64(), "ops": pa.string()}
+# The row of a step whose file has no per-op column: all of the step's communication, kind unknown.
+HCCL_STEP_ROW = "all communication ops of the step"
 # Cluster-analyse columns -> steps columns. communication_alone_time is communication not overlapped by
 # computation (MindInsight's "communication alone"); receive_alone_time is pipeline stages' receive wait.
 CLUSTER_COLUMNS = {
@@ -156,9 +169,11 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
                                                    parts.warnings))
     framework = load(FRAMEWORK_FILE, lambda p: _read_framework(p, parts.warnings))
     steps = load(STEP_FILE, lambda p: _read_steps(p, parts.warnings))
+    spans = guarded(Parts(), folder / STEP_FILE.format(rank), _comm_spans) if steps is not None else None
+    comm_ops = load(HCCL_FILE, lambda p: _read_hccl(p, spans or {}, parts.warnings))
     info = load(PROFILER_INFO_FILE, lambda p: read_profiler_info(p, parts.warnings))
-    if op_types is None and details is None and framework is None and steps is None:
-        names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE))
+    if op_types is None and details is None and framework is None and steps is None and comm_ops is None:
+        names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE, HCCL_FILE))
         raise FileFormatError(f"has none of {names} readable for rank {rank} ("
                               + "; ".join(parts.warnings) + ")", folder)
     if op_types is not None:
@@ -167,6 +182,8 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
         parts.tables["ops"] = _ops(details, framework)
     if framework is not None:
         parts.meta.update(_precision(framework))
+    if comm_ops is not None:
+        parts.tables["comm_ops"] = comm_ops
     if steps is not None:
         parts.tables["steps"] = _with_cluster_times(steps, folder, rank, parts)
         parts.meta["step_source"] = "step_trace"
@@ -317,6 +334,10 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
         steps["comm_ms"] = _covered_ticks(intervals, ticks(found["start"]), ticks(found["end"])) / TICKS_PER_MS
         if found["bp"] is not None:  # where the communication lies: the tail after backward (the ledger's optimizer)
             steps["comm_tail_ms"] = _covered_ticks(intervals, ticks(found["bp"]), ticks(found["end"])) / TICKS_PER_MS
+        if found["bp"] is not None and found["fp"] is not None:
+            # where no communication lies inside forward+backward, none of it overlaps compute: all of it is exposed
+            inside = _covered_ticks(intervals, ticks(found["fp"]), ticks(found["bp"]))
+            steps["comm_exposed_ms"] = steps["comm_ms"].where(inside == 0)
     # MindSpore's average row is the mean of steps 2..n: the first step is its warm-up (steady.steady_steps)
     steps["warmup"] = steps["step"] == steps["step"].min()
     incomplete = steps[["fwd_bwd_ms", "total_ms"]].isna().any(axis=1)
@@ -327,6 +348,68 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     if not len(steps):
         raise FileFormatError("has no complete step rows", path)
     return steps.reset_index(drop=True)
+
+
+def _comm_spans(path: Path) -> dict[tuple[int, str], float]:
+    """{(step, communication op column): its ms in that step} of a step trace (the ops' elapse times)."""
+    frame, _, step = _step_rows(path)
+    spans = {}
+    for start in (c for c in frame.columns if c.startswith(COMM_PREFIX) and c.endswith(START_SUFFIX)):
+        name = start[:-len(START_SUFFIX)]
+        if name + END_SUFFIX not in frame.columns:
+            continue
+        begin = pd.to_numeric(frame[start].str.strip(), errors="coerce")
+        end = pd.to_numeric(frame[name + END_SUFFIX].str.strip(), errors="coerce")
+        for number, ms in zip(step[frame.index], (end - begin) / TICKS_PER_MS):
+            if ms >= 0:
+                spans[(int(number), name)] = float(ms)
+    return spans
+
+
+def _read_hccl(path: Path, spans: dict[tuple[int, str], float], warnings: list[str]) -> pd.DataFrame:
+    """comm_ops from hccl_raw_{r}.csv: one row per op and step with its transfer (communication_cost) and wait
+    (wait_cost) ms, its elapse the op's span in the step trace (`spans`, NA where the step trace does not place
+    it); a file without the per-op column gives one row per step. The average row is left out; a value that is
+    no non-negative number, or an op cell that is not JSON, is unknown and counted in one warning per problem."""
+    frame = read_csv(path, HCCL_COLUMNS, ("step", "transit_ms", "wait_ms"), HCCL_TYPES, warnings)
+    steps = pd.to_numeric(frame["step"].str.strip(), errors="coerce")
+    frame, steps = frame[steps > 0], steps[steps > 0]
+    if not len(frame):
+        raise FileFormatError("has no step rows (only a header or the average row)", path)
+    problems: Counter = Counter()
+
+    def measured(value, what: str) -> float:
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else np.nan
+        if not number >= 0 or not np.isfinite(number):
+            problems[f"{what} not a non-negative number, treated as unknown"] += 1
+            return np.nan
+        return float(number)
+
+    rows = []
+    for step, transit, wait, cell in zip(steps.astype("int64"), frame["transit_ms"], frame["wait_ms"],
+                                         frame["ops"] if "ops" in frame else [None] * len(frame)):
+        ops = _json_cell(cell) if cell is not None else None
+        if cell is not None and not isinstance(ops, dict):
+            problems["communication_operator_cost cells that are not a JSON object, step totals used"] += 1
+        if not isinstance(ops, dict):
+            rows.append((step, HCCL_STEP_ROW, None, np.nan, measured(transit, "communication_cost"),
+                         measured(wait, "wait_cost")))
+            continue
+        for name, value in ops.items():
+            cost = value if isinstance(value, list) and len(value) >= 3 else [None] * 3
+            rows.append((step, name, comm_kind(name.rpartition("_")[2]), spans.get((step, name), np.nan),
+                         measured(cost[1], "op cost"), measured(cost[2], "op wait")))
+    for what, count in problems.items():
+        warnings.append(f"{path.name}: {what} ({count})")
+    return pd.DataFrame(rows, columns=["step", "name", "kind", "elapse_ms", "transit_ms", "wait_ms"]).assign(
+        synchronization_ms=np.nan)
+
+
+def _json_cell(text: str):
+    try:
+        return boundedjson.loads(text)
+    except (boundedjson.JSONError, TypeError):
+        return None
 
 
 def _covered_ticks(intervals: list[tuple[pd.Series, pd.Series]], step_start: pd.Series,
@@ -403,6 +486,6 @@ def read_profiler_info(path: Path, warnings: list[str]) -> dict:
     return meta
 
 
-READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops"}),
+READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops", "comm_ops"}),
                 detect=detect, read=read, read_steps=read_steps,
                 looks_for="aicore_intermediate_*, step_trace_raw_*")

@@ -1,7 +1,8 @@
 """MindData (dataset pipeline) profiling files, in any layout's folder (formats.md §1, §2).
 
 pipeline <- pipeline_profiling_{r}.json (raw queue-size samples, topology built as MindSpore's parser builds
-            minddata_pipeline_raw_{r}.csv), else that CSV; a warning when both are there and differ;
+            minddata_pipeline_raw_{r}.csv), else that CSV; a warning when both are there and differ; else
+            MindSpore's analysis of it, minddata_pipeline_summary_{r}.json (ASCEND_PROFILER_OUTPUT/, MindSpore >= 2.3);
 host_queue <- device_queue_profiling_{r}.txt (sink), else dataset_iterator_profiling_{r}.txt (feed);
 device_queue <- minddata_aicpu_{r}.txt (Ascend, µs), else minddata_getnext_profiling_{r}.txt (GPU, ns);
 cpu_util <- minddata_cpu_utilization_{r}.json.
@@ -22,12 +23,16 @@ from .base import Parts, Reader, guarded, has_match, is_readable_file, ranks_in,
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
+# MindSpore's pipeline analysis (MindDataPiplineSummaryViewer, ASCEND_PROFILER_OUTPUT/ of MindSpore >= 2.3): per-op
+# lists keyed by field, op_ids in order; percentages 0-100, -1 where an op has no queue or no parent.
+PIPELINE_SUMMARY_JSON = "minddata_pipeline_summary_{}.json"
 SINK_QUEUE_FILE = "device_queue_profiling_{}.txt"
 FEED_QUEUE_FILE = "dataset_iterator_profiling_{}.txt"
 ASCEND_GETNEXT_FILE = "minddata_aicpu_{}.txt"
 GPU_GETNEXT_FILE = "minddata_getnext_profiling_{}.txt"
 CPU_FILE = "minddata_cpu_utilization_{}.json"
-PATTERNS = ("pipeline_profiling_*.json", "minddata_pipeline_raw_*.csv", "device_queue_profiling_*.txt",
+PATTERNS = ("pipeline_profiling_*.json", "minddata_pipeline_raw_*.csv", "minddata_pipeline_summary_*.json",
+            "device_queue_profiling_*.txt",
             "dataset_iterator_profiling_*.txt", "minddata_aicpu_*.txt", "minddata_getnext_profiling_*.txt",
             "minddata_cpu_utilization_*.json")
 
@@ -67,7 +72,7 @@ def read(folder: Path) -> dict[int, Parts]:
 def _read_rank(folder: Path, rank: int) -> Parts:
     parts = Parts()
     present = {pattern: (folder / pattern.format(rank)) for pattern in
-               (PIPELINE_JSON, PIPELINE_CSV, SINK_QUEUE_FILE, FEED_QUEUE_FILE, ASCEND_GETNEXT_FILE,
+               (PIPELINE_JSON, PIPELINE_CSV, PIPELINE_SUMMARY_JSON, SINK_QUEUE_FILE, FEED_QUEUE_FILE, ASCEND_GETNEXT_FILE,
                 GPU_GETNEXT_FILE, CPU_FILE)}
     present = {pattern: path for pattern, path in present.items() if is_readable_file(parts, path)}
 
@@ -115,7 +120,46 @@ def _pipeline(present: dict[str, Path], parts: Parts, first) -> pd.DataFrame | N
         parts.warnings.append(f"{present[PIPELINE_JSON].name} and {present[PIPELINE_CSV].name} describe "
                               f"different pipelines ({_topology_text(from_json)} vs {_topology_text(from_csv)}): "
                               f"using {present[PIPELINE_JSON].name}")
-    return from_json if from_json is not None else from_csv
+    if from_json is not None or from_csv is not None:
+        return from_json if from_json is not None else from_csv
+    return first((PIPELINE_SUMMARY_JSON, lambda p: _read_pipeline_summary(p, parts.warnings)))
+
+
+SUMMARY_FIELDS = {"op_id": "op_ids", "op_type": "op_names", "workers": "num_workers",
+                  "queue_usage": "queue_utilization_pct", "queue_empty_pct": "queue_empty_freq_pct",
+                  "parent_id": "parent_id", "children": "children_ids"}
+
+
+def _read_pipeline_summary(path: Path, warnings: list[str]) -> pd.DataFrame:
+    """The pipeline from MindSpore's summary, where neither raw pipeline file is there: its per-op lists,
+    queue usage as a 0-1 fraction; -1 (no queue, no parent) is unknown. Lists of unequal length or values that
+    are no numbers are refused, naming the file."""
+    data = read_json_object(path, warnings)
+    lists = {column: data.get(key) for column, key in SUMMARY_FIELDS.items()}
+    if not isinstance(lists["op_id"], list) or not lists["op_id"]:
+        raise FileFormatError("has no op_ids list", path)
+    count = len(lists["op_id"])
+    uneven = [SUMMARY_FIELDS[c] for c, values in lists.items() if values is not None
+              and (not isinstance(values, list) or len(values) != count)]
+    if uneven:
+        raise FileFormatError(f"has per-op lists of another length than op_ids: {', '.join(uneven)}", path)
+    frame = pd.DataFrame({column: values if values is not None else [None] * count for column, values in lists.items()})
+
+    def known(column: str, scale: float = 1.0) -> pd.Series:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        return values.where(values >= 0) / scale
+
+    op_ids = pd.to_numeric(frame["op_id"], errors="coerce")
+    if op_ids.isna().any():
+        raise FileFormatError("has op_ids that are not numbers", path)
+    return pd.DataFrame({
+        "op_id": op_ids.astype("int64"), "op_type": frame["op_type"].astype("string"),
+        "workers": known("workers").where(lambda w: w > 0).astype("Int64"),
+        "queue_usage": known("queue_usage", 100.0), "queue_empty_pct": known("queue_empty_pct"),
+        "queue_length": pd.Series(pd.NA, index=frame.index, dtype="Int64"),
+        "parent_id": known("parent_id").astype("Int64"),
+        "children": [[int(c) for c in kids if isinstance(c, int)] if isinstance(kids, list) else []
+                     for kids in frame["children"]]})
 
 
 def _topology(pipeline: pd.DataFrame) -> list[tuple[int, str, tuple[int, ...]]]:

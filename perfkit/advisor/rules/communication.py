@@ -199,7 +199,7 @@ SLOW_RANK_CLAIMS = {"compute_ms": CAUSES_OF["compute"],
                     "total_ms": tuple(cause for causes in CAUSES_OF.values() for cause in causes)}
 
 
-@rule("slow_rank", needs=("ranks",))
+@rule("slow_rank", needs=("steps", "ranks"))
 def slow_rank(run: Run) -> list[Finding]:
     """Slow ranks among ranks that should match (cluster.rank_groups: within each pipeline stage), with the ranks
     cluster.of_run names: per group, a finding per explaining spread (SLOW_RANK_CAUSES), else the step total's."""
@@ -299,14 +299,24 @@ COMM_WAIT_DOMINANT = 0.5
 
 @rule("comm_wait", needs=("comm_ops",), claims=("comm_wait",))
 def comm_wait(run: Run) -> list[Finding]:
-    by_rank = {rank: entry for rank, entry in communication_by_rank(run).items() if entry["wait_ratio"] is not None}
+    # collectives only: a pipeline stage's receive waits for the stage before it (pipeline_stage_imbalance's
+    # matter), not for a late rank of its data-parallel group
+    collective = run.comm_ops[run.comm_ops["kind"] == "collective"]
+    sums = collective.groupby("rank")[["wait_ms", "transit_ms"]].sum()
+    moved = sums["wait_ms"] + sums["transit_ms"]
+    by_rank = {int(rank): {"wait_ratio": float(sums.at[rank, "wait_ms"] / moved[rank])}
+               for rank in sums.index if moved[rank] > 0}
     if not by_rank:
-        raise NotChecked("no communication op with transit or wait time")
+        raise NotChecked("no collective communication op with transit or wait time")
     waiting = max(by_rank, key=lambda rank: by_rank[rank]["wait_ratio"])
     ratio = by_rank[waiting]["wait_ratio"]
     if ratio < COMM_WAIT_DOMINANT:
         return []
-    ops = run.comm_ops[run.comm_ops["rank"] == waiting]
+    # a pipeline stage's ranks reduce among themselves: the rank it waits for is one of its stage
+    stage = next((set(ranks) for ranks in run.meta.pipeline_stages or [] if waiting in ranks), None)
+    if stage:
+        by_rank = {rank: entry for rank, entry in by_rank.items() if rank in stage}
+    ops = collective[collective["rank"] == waiting]
     wait_ms = float(ops["wait_ms"].sum()) / max(1, int(ops["step"].nunique()))
     step = step_means(run.steps[run.steps["rank"] == waiting]) if has_steps(run) else None
     gain = percent(wait_ms / step["total_ms"]) if step and step["total_ms"] else None
@@ -328,6 +338,11 @@ def comm_wait(run: Run) -> list[Finding]:
         action = (f"Rank {fastest} is the one the others wait for: it reaches the collectives late. Compare its "
                   f"compute and data wait with rank {waiting}'s (perfkit compare {folders[0]} {folders[1]}): "
                   "a slower or shared device, more work placed on it, or a slower data shard")
+    elif stage and stage <= set(by_rank):
+        slow, target = "every rank of its pipeline stage waits about as much, so none of them is late", None
+        action = ("Every rank of the stage was profiled and waits about as much: no rank arrives late. Look at what "
+                  "runs before the collectives on each rank (perfkit trace: host gaps before them, a synchronisation "
+                  "in the first step)")
     else:
         peers = sorted(set(run.comm_links["dst"].astype(int)) - set(by_rank)) if len(run.comm_links) else []
         slow, target = "the slow one is a rank that was not profiled", None
