@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .model import Run
-from .steady import FIRST_STEP_REASONS, first_step_verdicts
+from .steady import FIRST_STEP_REASONS, first_step_verdicts, steady_steps
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
 # Reported only where a layout measures them (step_trace_time.csv's columns).
@@ -121,18 +121,39 @@ def _type_shares(op_types: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                                kind="stable").reset_index(drop=True)
 
 
+def steady_op_types(run: Run) -> pd.DataFrame:
+    """The op time by type (rank, type, total_ms, count) of the steps the step means cover: where op executions
+    are timed (op_type_steps), the steady steps' own (steady.steady_steps: a first step whose start is unknown, or
+    that compiles, is in neither the step means nor the shares); elsewhere the op tables' totals over every
+    profiled step, the only op time those files give."""
+    per_step = run.op_type_steps
+    if not len(per_step) or not len(run.steps):
+        return run.op_types
+    used = steady_steps(run.steps)[["rank", "step"]]
+    steady = per_step.merge(used, on=["rank", "step"])
+    timed = set(per_step["rank"].unique())
+    rest = run.op_types[~run.op_types["rank"].isin(timed)]
+    summed = steady.groupby(["rank", "type"], sort=False).agg(total_ms=("total_ms", "sum"),
+                                                            count=("count", "sum")).reset_index()
+    return pd.concat([rest[["rank", "type", "total_ms", "count"]], summed], ignore_index=True)
+
+
 def op_type_shares(run: Run) -> pd.DataFrame:
-    """Op types over all ranks, largest first: type, total_ms, count, share (of summed op time)."""
-    if not len(run.op_types):
+    """Op types over all ranks in the steps the means cover (steady_op_types), largest first: type, total_ms, count,
+    share (of summed op time)."""
+    op_types = steady_op_types(run)
+    if not len(op_types):
         return pd.DataFrame(columns=["type", "total_ms", "count", "share"])
-    return _type_shares(run.op_types, [])
+    return _type_shares(op_types, [])
 
 
 def op_type_shares_by_rank(run: Run) -> pd.DataFrame:
-    """Op types per rank, each rank's largest first: rank, type, total_ms, count, share (of that rank's op time)."""
-    if not len(run.op_types):
+    """Op types per rank in the steps the means cover, each rank's largest first: rank, type, total_ms, count,
+    share (of that rank's op time)."""
+    op_types = steady_op_types(run)
+    if not len(op_types):
         return pd.DataFrame(columns=["rank", "type", "total_ms", "count", "share"])
-    return _type_shares(run.op_types, ["rank"])
+    return _type_shares(op_types, ["rank"])
 
 
 def op_mix_gap(by_rank: pd.DataFrame) -> float | None:
@@ -318,3 +339,38 @@ def communication_summary(by_rank: dict[int, dict[str, Any]]) -> dict[str, Any] 
     links = [entry["slowest_link"] for entry in entries if entry["slowest_link"]]
     return {"collective_ms": mean("collective_ms"), "p2p_ms": mean("p2p_ms"), "wait_ratio": mean("wait_ratio"),
             "slowest_link": min(links, key=lambda link: link["bandwidth_gb_s"]) if links else None}
+
+
+# ---------------------------------------------------------------- PyNative dispatch
+
+# The op named as dispatch_inflation's example loses at least this share of all op time above its fastest calls.
+EXAMPLE_MIN_SHARE = 0.01
+
+
+def dispatch_inflation(run: Run) -> dict[str, Any] | None:
+    """How much of the op time of a PyNative run is each op waiting on the host rather than computing, where op
+    calls are timed (CPU, GPU op launches): per profiled step, the compute ops' time above each op's fastest call
+    (`above_fastest_ms`, of `op_ms`), and the op whose calls spread the most (`op`, its `shapes`, `fastest_ms`,
+    `slowest_ms`). In PyNative every op's duration includes the Python dispatch it waited on (a [16,10] SubExt
+    taking 3.8-8 ms on a real MindSpore 2.10 CPU run), so its fastest call is the nearest to what it computes.
+    None for graph-mode runs and where calls are not timed."""
+    ops = run.ops
+    if run.meta.mode != "pynative" or not len(ops) or "min_ms" not in ops or not len(run.steps):
+        return None
+    types = ops["type"].astype("string").fillna("")
+    timed = ops[ops["min_ms"].notna() & (ops["count"] >= 2)
+                & ~types.map({t: comm_kind(t) is not None for t in types.unique()}).astype(bool)]
+    if not len(timed):
+        return None
+    steps = run.steps.groupby("rank")["step"].nunique()
+    above = (timed["total_ms"] - timed["count"] * timed["min_ms"]).clip(lower=0.0)
+    per_rank_above = above.groupby(timed["rank"]).sum() / steps.reindex(timed["rank"].unique()).clip(lower=1)
+    per_rank_ops = timed.groupby("rank")["total_ms"].sum() / steps.reindex(timed["rank"].unique()).clip(lower=1)
+    # the example shown: the op whose calls spread the most, among those losing a share of the op time (a tiny op
+    # whose calls spread 80x is dispatch, not compute; a big one's spread may be a busy host too)
+    spread = (timed["max_ms"] / timed["min_ms"].where(timed["min_ms"] > 0)).where(
+        above >= EXAMPLE_MIN_SHARE * timed["total_ms"].sum(), 0.0).fillna(0.0)
+    worst = timed.loc[spread.idxmax()]
+    return {"above_fastest_ms": float(per_rank_above.mean()), "op_ms": float(per_rank_ops.mean()),
+            "op": str(worst["name"]), "shapes": None if pd.isna(worst.get("input_shapes")) else str(worst["input_shapes"]),
+            "fastest_ms": float(worst["min_ms"]), "slowest_ms": float(worst["max_ms"])}

@@ -222,11 +222,13 @@ def check_comparable(result: dict[str, Any]) -> list[str]:
 
 def op_type_ms_per_step(run: Run) -> pd.DataFrame:
     """Op types (all ranks) with total_ms, share and ms_per_step: op time per step and rank (NaN without steps).
-    The op tables cover every profiled step, so the per-step figure averages over all of them."""
+    The op time is the steady steps' where op executions are timed (analysis.steady_op_types), else every
+    profiled step's: the per-step figure averages over those same steps."""
     shares = op_type_shares(run)
     steps = step_means(run.steps)
     ranks = run.op_types["rank"].nunique() if len(run.op_types) else 0
-    per = steps["count"] * ranks if steps and ranks else None
+    covered = (steps["mean_of"]["count"] if len(run.op_type_steps) else steps["count"]) if steps else 0
+    per = covered * ranks if steps and ranks else None
     return shares.assign(ms_per_step=shares["total_ms"] / per if per else float("nan"))
 
 

@@ -35,6 +35,13 @@ BOUND_MIN_SHARE = 0.20
 PARTS_EXCEED_TOLERANCE_MS = 1e-3
 
 COLUMNS = ["rank", "step", "cause", "ms", "source", "measured", "steady"]
+# Where a step's exposed communication was measured: steps derived from timed op executions (CPU, GPU op
+# launches) have it from the ops themselves, the others from a step file's column.
+# PyNative op durations include the host's dispatch waits: the compute part is not all device compute.
+PYNATIVE_COMPUTE_LABEL = "op time (PyNative: includes dispatch waits)"
+OWN_OPS_STEP_SOURCES = ("op_timestamps", "first_op_timestamps", "recorded_step_times")
+_OWN_OPS = "the step's communication op executions not overlapped by compute ops (their union)"
+EXPOSED_SOURCE = {**{source: _OWN_OPS for source in OWN_OPS_STEP_SOURCES}, None: "step file: exposed communication"}
 
 
 def _per_rank(series: pd.Series, ranks: np.ndarray) -> np.ndarray:
@@ -108,7 +115,7 @@ def _build(run: Run) -> pd.DataFrame:
     # exposed communication: measured where the step file has it, else the step trace's communication
     # streams, else the communication op time (an upper bound: overlap with compute unknown)
     exposed = _column(rows, "comm_exposed_ms")
-    exposed_source = np.where(~np.isnan(exposed), "step file: exposed communication", "")
+    exposed_source = np.where(~np.isnan(exposed), EXPOSED_SOURCE.get(run.meta.step_source, EXPOSED_SOURCE[None]), "")
     stream_comm = _column(rows, "comm_ms")
     take = np.isnan(exposed) & ~np.isnan(stream_comm)
     exposed = np.where(take, stream_comm, exposed)
@@ -220,7 +227,7 @@ def _sources(exposed_source: np.ndarray, computing: np.ndarray, own_ops: np.ndar
                               np.where(own_ops, "the step's compute op executions (their union)",
                                        np.where(gaps_apply, "op time per step (op tables hold every device op)",
                                                 "step span after the interval, less exposed communication")))
-    comm_measured = np.char.startswith(exposed_source.astype(str), "step")
+    comm_measured = np.char.startswith(exposed_source.astype(str), "step") | (exposed_source == _OWN_OPS)
     queue = f"{feed['queue']} queue empty in {feed['empty_pct']:.1f} % of samples" if feed else ""
     split = "communication.json transit / elapse time per rank"
     return {
@@ -358,6 +365,8 @@ def bound(run: Run) -> Bound:
                 f"{total:,.3f} ms step)" for part in BOUND_PARTS if parts_ms[part] > 0]
     evidence += _evidence(run, parts)
     labels = dict(BOUND_PART_LABELS)
+    if run.meta.mode == "pynative":  # op durations carry the host's dispatch waits (analysis.dispatch_inflation)
+        labels["compute"] = PYNATIVE_COMPUTE_LABEL
     if set(parts["comm_source"]) & {"step_trace_overlap_unknown", "ops_overlap_unknown"}:
         labels["communication"] = COMM_OVERLAP_UNKNOWN_LABEL
     return Bound(kind, parts_ms, evidence, labels)
@@ -385,6 +394,11 @@ def _evidence(run: Run, parts: pd.DataFrame) -> list[str]:
                         f"{feed['samples']} samples ({'starving' if feed['starving'] else 'not starving'})")
     if run.meta.mode == "pynative":
         evidence.append("host: PyNative mode: every op is dispatched from Python")
+        inflation = analysis.dispatch_inflation(run)
+        if inflation:
+            evidence.append(f"compute: op durations include dispatch waits: {inflation['above_fastest_ms']:,.3f} ms "
+                            f"of the {inflation['op_ms']:,.3f} ms of op time per step is above each op's fastest "
+                            "call")
     if float(parts["gaps"].mean()) > 0:
         evidence.append(f"host: {float(parts['gaps'].mean()):,.3f} ms per step inside the step with no op "
                         "running (launch/dispatch gaps)")

@@ -13,6 +13,7 @@ and the Parts of all folders are assembled into one `Run`, cached as Parquet unt
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -522,10 +523,29 @@ def _check_one_unit_per_rank(root: Path, by_rank: dict[int, list[Entry]]) -> Non
                 if len(same) > 1:
                     folders = same
                     break
-        if len(folders) < 2:
-            continue
-        names = ", ".join(os.path.relpath(f, root) for f in folders)
-        raise LayoutError(f"holds several runs for rank {rank} ({names}); pass one of them", root)
+        if len(folders) > 1:
+            raise several_runs(root, rank, folders)
+
+
+# MindSpore names each profiler folder {worker}_{start time, yyyymmddHHMMSSmmm}_ascend_ms.
+_FOLDER_STARTED = re.compile(r"_(\d{17})_ascend_ms$")
+
+
+def _profiling_order(folder: Path) -> tuple:
+    """A profiler folder's place in time: its name's start time, else its path (never the text order of its
+    parent alone: a dynamic-profiler window "rank0_start12_stop13" sorts before "rank0_start3_stop4")."""
+    started = _FOLDER_STARTED.search(folder.name)
+    return (0, started.group(1), str(folder)) if started else (1, "", str(folder))
+
+
+def several_runs(root: Path, rank: int, folders) -> LayoutError:
+    """The one refusal of every command (summary, advise, ranks, compare, report, dash, trace) for a folder
+    holding several profiler runs of one rank (schedule cycles with repeat > 1, dynamic-profiler windows, two
+    runs side by side): they are never merged nor one picked silently; the user passes the one to read."""
+    ordered = sorted(set(folders), key=_profiling_order)
+    names = ", ".join(f"{number}) {os.path.relpath(folder, root)}" for number, folder in enumerate(ordered, 1))
+    return LayoutError(f"holds several runs for rank {rank}, in profiling order: {names}; pass the folder of "
+                       f"one of them (e.g. {ordered[-1]})", root)
 
 
 # ---------------------------------------------------------------- warnings

@@ -29,7 +29,8 @@ SCHEMA: dict[str, dict[str, str]] = {
     # One row per operator instance (full scope name); pass is forward/backward/other.
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
-            "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64"},
+            "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64",
+            "min_ms": "float64"},
     # One row per profiled step. interval = waiting for data/host before forward starts,
     # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail); a layout that
     # knows only each step's total (a training log, recorded step times) leaves the three NA.
@@ -45,6 +46,10 @@ SCHEMA: dict[str, dict[str, str]] = {
               "computing_ms": "float64", "comm_ms": "float64", "comm_exposed_ms": "float64",
               "comm_overlapped_ms": "float64", "comm_receive_ms": "float64", "comm_collective_ms": "float64",
               "comm_tail_ms": "float64", "busy_ms": "float64", "free_ms": "float64", "preparing_ms": "float64", "bubble_ms": "float64", "warmup": "boolean"},
+    # Per profiled step, op time and calls by operator type, where op executions are timed (CPU, GPU op launches;
+    # derived from them by the loader): the op-type shares of the steps the step means cover (steady.steady_steps),
+    # where op_types can only give totals over every profiled step.
+    "op_type_steps": {"rank": "int64", "step": "int64", "type": "string", "total_ms": "float64", "count": "int64"},
     # Per rank and op pass (forward / backward / other): summed op time of the compute (non-communication) ops,
     # derived from `ops` by the loader, so the step ledger's forward/backward split needs no op rows
     # (a warm `perfkit summary` of a million-op run never reads them).
@@ -100,7 +105,8 @@ SCHEMA: dict[str, dict[str, str]] = {
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "op_types": {"share", "file_share"},
-    "ops": {"input_shapes", "input_dtypes", "max_ms"},  # max_ms: longest single call, where calls are timed
+    # max_ms / min_ms: longest / shortest single call, where calls are timed
+    "ops": {"input_shapes", "input_dtypes", "max_ms", "min_ms"},
     "steps": {"interval_ms", "fwd_bwd_ms", "tail_ms", "computing_ms", "comm_ms", "comm_exposed_ms",
               "comm_overlapped_ms", "comm_receive_ms", "comm_collective_ms", "comm_tail_ms", "busy_ms", "free_ms",
               "preparing_ms", "bubble_ms", "warmup"},
@@ -252,6 +258,7 @@ class Run:
     op_passes: pd.DataFrame = _Table()
     cells: pd.DataFrame = _Table()
     steps: pd.DataFrame = _Table()
+    op_type_steps: pd.DataFrame = _Table()
     host_queue: pd.DataFrame = _Table()
     device_queue: pd.DataFrame = _Table()
     pipeline: pd.DataFrame = _Table()

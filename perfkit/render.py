@@ -143,7 +143,7 @@ def op_type_lines(summary: dict[str, Any], top: int = 10) -> list[str]:
     if not summary["op_types"]:
         return []
     lines = [f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])}; "
-             "total and calls summed over steps and ranks)"]
+             "total and calls over ranks and the steady steps; every profiled step where op runs are not timed)"]
     lines += _op_type_rows(summary["op_types"][:top], indent="  ")
     by_rank = [entry for entry in summary["per_rank"] if "op_types" in entry]
     if by_rank:  # analysis.ranks_run_different_ops: the pooled shares above describe no single rank

@@ -12,17 +12,18 @@ from .analysis import (PER_RANK_TOP_OP_TYPES, _number, _op_type_items, communica
 from .causes import BOUND_PARTS
 from .cells import summary_entry as cells_entry
 from .cluster import of_run
-from .ledger import bound, ledger, rank_parts
+from .ledger import OWN_OPS_STEP_SOURCES, bound, ledger, rank_parts
 from .model import Run
 from .views.panels import summary_entries
 
 
 def _ledger_communication(run: Run) -> dict[int, dict[str, Any]]:
     """Per rank, communication per step where no communication file says more: the ledger's, when it is the
-    communication ops' time (CPU and GPU runs: overlap unknown, so op time and what the bound counts agree)."""
+    communication ops' time (overlap unknown) or was measured from the step's own op executions (CPU, GPU op
+    launches), so what the summary says and what the bound counts agree."""
     parts = rank_parts(run)
-    measured_by_ops = parts[(parts["comm_source"] == "ops_overlap_unknown")
-                            & (parts["communication"] + parts["pipeline"] > 0)]
+    by_ops = (parts["comm_source"] == "ops_overlap_unknown") | (run.meta.step_source in OWN_OPS_STEP_SOURCES)
+    measured_by_ops = parts[by_ops & (parts["communication"] + parts["pipeline"] > 0)]
     return {int(row.rank): {"collective_ms": _number(row.communication), "p2p_ms": _number(row.pipeline),
                             "wait_ratio": None, "slowest_link": None}
             for row in measured_by_ops.itertuples(index=False)}

@@ -108,15 +108,19 @@ def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
     """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text)."""
     from .formats import ascend_ms, cpu, db
     from .formats.base import Parts, rank_of
-    from .loader import discover
+    from .loader import discover, several_runs
     root, jobs = discover(path)
     found: dict[int, TraceFile] = {}
+    unit_folders: dict[int, set[Path]] = {}
     for reader, folder in jobs:
         name = reader.name
         if name in ("ascend_ms", "cpu") and (folder / NEW_LAYOUT_TRACE).is_file():
             # A CPU folder has no profiler_info: its rank is the one its FRAMEWORK/cpu_op_* files name.
             rank = cpu.folder_rank(folder) if name == "cpu" else None
             rank = rank if rank is not None else ascend_ms._read_profiler_info(folder, Parts())
+            unit_folders.setdefault(rank, set()).add(folder)
+            if len(unit_folders[rank]) > 1:  # schedule cycles or dynamic-profiler windows: the user picks one
+                raise several_runs(root, rank, unit_folders[rank])
             found.setdefault(rank, TraceFile(rank, folder / NEW_LAYOUT_TRACE, folder))
         elif name in ("legacy", "gpu"):
             for pattern in LEGACY_TRACES:
@@ -448,9 +452,9 @@ def _kernel_step_bounds(path: Path) -> dict[int, list[float]]:
 def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
     """Per step [start, end] in µs from the op runs, by the loader's rules (formats/steps.py): step k = the
     k-th run of every op when every op ran equally often (graph mode), [its first start, last end]; else
-    (PyNative: GPU op launches) the k-th run of the first op starts step k, when that op is among the
-    least-run ones, and the last step ends with the last op."""
-    from .formats.steps import first_op_marks_steps, first_op_starts
+    (PyNative: GPU op launches) the k-th run of the loop's marker op (steps.loop_marker) starts step k, and the
+    last step ends with the last op."""
+    from .formats.steps import loop_marker, marker_starts
     if not parts:
         return {}
     events = pa.concat_tables(pq.read_table(part, columns=["ph", "name", "op_type", "start_us", "dur_us"])
@@ -463,9 +467,11 @@ def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
     runs = events.groupby("name").size()
     events["end_us"] = events["start_us"] + events["dur_us"].fillna(0.0)
     if runs.min() != runs.max():
-        starts = first_op_starts(events.rename(columns={"start_us": "start"}))
-        if not first_op_marks_steps(starts, runs):
+        named = events.rename(columns={"start_us": "start"})
+        found = loop_marker(named, runs)
+        if found is None:
             return {}
+        starts = marker_starts(named, found[0])
         ends = [*starts[1:], events["end_us"].max()]
         return {step: [float(start), float(end)] for step, (start, end) in enumerate(zip(starts, ends), start=1)}
     if runs.min() < 2:

@@ -34,8 +34,19 @@ def runs() -> dict[str, Path]:
             found[f"sample_runs/{folder.name}"] = folder
     for folder in sorted((REPO / "tests" / "runs").iterdir()):
         if folder.is_dir():
-            found[f"tests/runs/{folder.name}"] = folder
+            for cycle in cycles(folder):
+                found[f"tests/runs/{cycle.relative_to(folder.parent)}"] = cycle
     return found
+
+
+def cycles(folder: Path) -> list[Path]:
+    """The folder, or, where it holds several profiler runs of one CPU rank (schedule cycles with repeat > 1,
+    dynamic-profiler windows: perfkit refuses the parent), each of them: one row each."""
+    units = sorted(folder.glob("**/FRAMEWORK/cpu_op_type_info_*.csv"))
+    ranks = [unit.name.rsplit("_", 1)[-1] for unit in units]
+    if len(ranks) == len(set(ranks)):
+        return [folder]
+    return [unit.parent.parent for unit in units]
 
 
 def output(command: str, folder: Path) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,9 @@ mindspore = pytest.importorskip("mindspore")
 import mindspore.dataset  # noqa: E402  (after the skip: the package may be absent)
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+from summary_snapshot import runs  # noqa: E402  (every fixture, sample run and tests/runs folder)
+
 # A call an action names: the dotted name and what is between its parentheses (no nested parentheses in
 # actions; dict arguments use braces).
 CALL = re.compile(r"(?<![\w.])(mindspore(?:\.\w+)+|ds\.\w+|ms(?:\.\w+)+|model\.\w+|dataset\.\w+|Model)"
@@ -72,8 +76,10 @@ def run_actions() -> set[str]:
     for name in ("legacy_run_2", "legacy_misc", "legacy_ut", "new_level1", "cpu_2_10"):
         actions |= {finding.action for finding in perfkit.advise(perfkit.load(FIXTURE_RUNS[name])).findings
                     if finding.action}
-    for folder in sorted((REPO / "tests" / "runs").iterdir()):
-        actions |= {finding.action for finding in perfkit.advise(perfkit.load(folder)).findings if finding.action}
+    for name, folder in runs().items():  # a folder of several profiler cycles: each cycle
+        if name.startswith("tests/runs/"):
+            actions |= {finding.action for finding in perfkit.advise(perfkit.load(folder)).findings
+                        if finding.action}
     return actions
 
 

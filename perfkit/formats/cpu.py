@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ..errors import FileFormatError
 from .base import Parts, Reader, guarded, has_match, op_passes, ranks_in, read_csv, read_text
-from .steps import longest_call_ms, read_execute_timestamps
+from .steps import longest_call_ms, shortest_call_ms, read_execute_timestamps
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -150,6 +150,7 @@ def _ops(details: pd.DataFrame, events: pd.DataFrame | None, shapes: pd.DataFram
         ops["input_shapes"] = ops["name"].map(_shapes_by_full_name(events, shapes, shape_file, warnings))
     if events is not None:
         ops["max_ms"] = ops["name"].map(longest_call_ms(events))
+        ops["min_ms"] = ops["name"].map(shortest_call_ms(events))
     return ops.drop(columns="op_name")
 
 

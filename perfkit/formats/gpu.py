@@ -25,7 +25,7 @@ from ..errors import FileFormatError
 from ..units import NS_PER_MS, TICKS_PER_MS, US_PER_MS
 from .base import Parts, Reader, guarded, has_match, op_passes, op_types_of, ranks_in, read_csv, read_text
 from .legacy import read_profiler_info
-from .steps import longest_call_ms, read_execute_timestamps
+from .steps import longest_call_ms, shortest_call_ms, read_execute_timestamps
 
 TYPE_FILE = "gpu_op_type_info_{}.csv"
 DETAIL_FILE = "gpu_op_detail_info_{}.csv"
@@ -107,6 +107,7 @@ def _read_rank(folder: Path, rank: int) -> Parts:
         parts.tables["ops"] = _ops(details)
         if "op_events" in parts.tables:
             parts.tables["ops"]["max_ms"] = parts.tables["ops"]["name"].map(longest_call_ms(parts.tables["op_events"]))
+            parts.tables["ops"]["min_ms"] = parts.tables["ops"]["name"].map(shortest_call_ms(parts.tables["op_events"]))
     if steps is not None:
         parts.tables["steps"] = steps
         parts.meta["step_source"] = "step_trace"

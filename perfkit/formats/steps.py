@@ -31,10 +31,21 @@ def derive_steps(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tu
     belongs to the step whose [begin, end) holds its start, and interval + fwd_bwd + tail equals
     end - begin exactly. Without, the k-th execution of every op is step k, which holds in graph
     mode where each kernel runs once per step; a step then ends with its last op and its interval
-    starts where the previous step ended (unknown for the first step).
+    starts where the previous step ended (unknown for the first step). Where ops ran different numbers of
+    times (PyNative, control flow), the runs of the loop's marker op start the steps (`loop_marker`).
     """
+    steps, how, _, _ = _derive(op_events, step_times)
+    return steps, how
+
+
+# What _derive answers: the steps table, how it was derived, what a warning says of the marker op (steps marked by
+# one op's runs) and the op executions (_with_pass) with the step each belongs to (0: outside every step).
+Derived = tuple[pd.DataFrame, str, "str | None", pd.DataFrame]
+
+
+def _derive(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> Derived:
     if not len(op_events):
-        return pd.DataFrame(columns=STEP_COLUMNS), "unknown: no op executions"
+        return pd.DataFrame(columns=STEP_COLUMNS), "unknown: no op executions", None, _with_pass(op_events, 0)
     recorded = step_times is not None and len(step_times)
     # Epoch ns exceed float64's exact integers: work in ns since the earliest time, which stay exact.
     origin = int(op_events["start_ns"].min())
@@ -42,7 +53,8 @@ def derive_steps(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tu
         origin = min(origin, int(step_times["begin_ns"].min()))
     events = _with_pass(op_events, origin)
     if recorded:
-        return _from_step_times(events, step_times, origin), "recorded_step_times"
+        steps, step = _from_step_times(events, step_times, origin)
+        return steps, "recorded_step_times", None, events.assign(step=step)
     return _from_occurrences(events)
 
 
@@ -50,13 +62,13 @@ def derived_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFr
     """Steps for a rank no reader gave a step table: from its op events (CPU, bounded by perfkit's recorded
     step times where there are some), else the recorded step times alone (the DERIVATION below)."""
     if "op_events" in tables:
-        steps, how = derive_steps(tables["op_events"], tables.get("step_times"))
+        steps, how, marker, _ = _derive(tables["op_events"], tables.get("step_times"))
         if not len(steps):
             return None, {}, [f"rank {rank}: steps unknown: {how}"]
         if how == "first_op_timestamps":
             return steps, {"step_source": how}, [
-                f"rank {rank}: steps derived from op launch times (the k-th run of the first op starts step k; "
-                "ops ran different numbers of times): totals only, no interval/compute split"]
+                f"rank {rank}: steps derived from op launch times: {marker}; no step markers split them into "
+                "interval / forward+backward / tail"]
         return steps, {"step_source": how}, []
     return steps_from_times(tables["step_times"]), {"step_source": "recorded_step_times", "no_op_data": True}, [
         f"rank {rank}: the profiler wrote no op data (stopped before its analysis?): step times are the ones "
@@ -64,6 +76,26 @@ def derived_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFr
 
 
 DERIVATION = Derivation(table="steps", needs=("op_events", "step_times"), derive=derived_steps)
+
+
+def derived_op_type_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame | None, dict, list[str]]:
+    """Per step, op time and calls by op type, from the op executions assigned to steps as derive_steps assigns
+    them (OP_TYPE_STEPS below): what the op-type shares of the steady steps are made of."""
+    if "op_events" not in tables:
+        return None, {}, []
+    steps, _, _, events = _derive(tables["op_events"], tables.get("step_times"))
+    type_of = np.asarray(op_types_of(events.attrs.get("names", [])), dtype=object)  # per name code
+    events = events[events["step"] > 0]
+    if not len(steps) or not len(events):
+        return None, {}, []
+    types = type_of[events["name"].to_numpy()]
+    frame = pd.DataFrame({"step": events["step"].to_numpy(dtype=np.int64), "type": types,
+                          "dur_ms": (events["end"] - events["start"]).to_numpy(dtype=np.float64) / NS_PER_MS})
+    summed = frame.groupby(["step", "type"], sort=True).agg(total_ms=("dur_ms", "sum"), count=("dur_ms", "size"))
+    return summed.reset_index(), {}, []
+
+
+OP_TYPE_STEPS = Derivation(table="op_type_steps", needs=("op_events",), derive=derived_op_type_steps)
 
 
 def steps_from_times(step_times: pd.DataFrame) -> pd.DataFrame:
@@ -88,12 +120,16 @@ def _with_pass(op_events: pd.DataFrame, origin: int) -> pd.DataFrame:
     start = events["start_ns"].to_numpy(dtype=np.int64) - origin
     end = start + np.rint(events["dur_ms"].fillna(0.0).to_numpy(dtype=np.float64) * NS_PER_MS).astype(np.int64)
     codes = names.cat.codes.to_numpy()
-    return pd.DataFrame({"name": codes, "start": start, "end": end, "pass": per_name[codes],
-                         "communication": communication[codes]})
+    frame = pd.DataFrame({"name": codes, "start": start, "end": end, "pass": per_name[codes],
+                          "communication": communication[codes]})
+    frame.attrs["names"] = list(names.cat.categories)  # code -> op name, for messages
+    return frame
 
 
 def _bounds(events: pd.DataFrame, step: np.ndarray) -> pd.DataFrame:
-    """Per step: first op start, last op end, first forward start, last backward end (ns)."""
+    """Per step: first op start, last op end, first forward start, last backward end (ns), and the time with
+    a compute op running (busy), with a communication op running (comm) and with only communication running
+    (comm_exposed: the union of all ops less the union of compute ops)."""
     grouped = pd.DataFrame({"step": step, "start": events["start"].to_numpy(), "end": events["end"].to_numpy()})
     forward = (events["pass"] == "forward").to_numpy()
     backward = (events["pass"] == "backward").to_numpy()
@@ -101,11 +137,24 @@ def _bounds(events: pd.DataFrame, step: np.ndarray) -> pd.DataFrame:
         # no Gradients/ scope anywhere (PyNative names, or inference): `Default/` then also holds
         # the optimizer, so neither bound can be told
         forward = np.zeros_like(backward)
+    communication = events["communication"].to_numpy()
     bounds = grouped.groupby("step").agg(first_start=("start", "min"), last_end=("end", "max"))
     bounds["forward_start"] = grouped[forward].groupby("step")["start"].min()
     bounds["backward_end"] = grouped[backward].groupby("step")["end"].max()
-    bounds["busy"] = _covered(grouped[~events["communication"].to_numpy()]).reindex(bounds.index, fill_value=0)
+    bounds["busy"] = _covered(grouped[~communication]).reindex(bounds.index, fill_value=0)
+    if communication.any():
+        bounds["comm"] = _covered(grouped[communication]).reindex(bounds.index, fill_value=0)
+        bounds["comm_exposed"] = _covered(grouped).reindex(bounds.index, fill_value=0) - bounds["busy"]
     return bounds
+
+
+def _comm_columns(bounds: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The steps' comm_ms / comm_exposed_ms where the rank ran communication ops (measured per step from the
+    op executions: no run-wide op time spread over the steps), else nothing."""
+    if "comm" not in bounds:
+        return {}
+    return {"comm_ms": bounds["comm"].to_numpy(dtype=np.float64) / NS_PER_MS,
+            "comm_exposed_ms": bounds["comm_exposed"].to_numpy(dtype=np.float64) / NS_PER_MS}
 
 
 def _covered(intervals: pd.DataFrame) -> pd.Series:
@@ -135,13 +184,14 @@ def _from_step_times(events: pd.DataFrame, step_times: pd.DataFrame, origin: int
         "tail_ms": (end - backward_end) / NS_PER_MS,
         "total_ms": (end - begin) / NS_PER_MS,
         "busy_ms": bounds["busy"].to_numpy(dtype=np.float64) / NS_PER_MS,
-    })
+        **_comm_columns(bounds),
+    }), np.where(inside, times["step"].to_numpy()[np.clip(index, 0, None)], 0)
 
 
-def _from_occurrences(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def _from_occurrences(events: pd.DataFrame) -> Derived:
     per_op = events.groupby("name").size()
     if per_op.min() != per_op.max():
-        return _from_first_op(events, per_op)
+        return _from_marker(events, per_op)
     ordered = events.sort_values("start", kind="stable")
     step = ordered.groupby("name").cumcount().to_numpy() + 1
     bounds = _bounds(ordered, step)
@@ -155,46 +205,84 @@ def _from_occurrences(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         # step 1 began at an unknown time before its first op, so its total is unknown too
         "total_ms": (bounds["last_end"] - previous_end) / NS_PER_MS,
         "busy_ms": bounds["busy"] / NS_PER_MS,
+        **_comm_columns(bounds),
     })
-    return steps.reset_index(drop=True).astype({c: "float64" for c in STEP_COLUMNS[1:]}), "op_timestamps"
+    return (steps.reset_index(drop=True).astype({c: "float64" for c in steps.columns if c != "step"}),
+            "op_timestamps", None, events.assign(step=pd.Series(step, index=ordered.index)))
 
 
-# The step's first op must start at least this many steps for its runs to mark steps (one run is one window).
-MIN_FIRST_OP_STEPS = 2
+# The loop's marker op must run at least this many times for its runs to mark steps (one run is one window).
+MIN_MARKER_RUNS = 2
 
 
-def first_op_starts(events: pd.DataFrame) -> np.ndarray:
-    """The sorted starts of the runs of the op that starts the window (columns name, start)."""
-    first_name = events.loc[events["start"].idxmin(), "name"]
-    return np.sort(events.loc[events["name"] == first_name, "start"].to_numpy())
+def loop_marker(events: pd.DataFrame, per_op: pd.Series) -> tuple[object, int] | None:
+    """(the op whose runs start the loop's iterations, how many times it ran), or None when no op marks them.
+
+    Where ops ran different numbers of times (PyNative: each op is launched from Python), the loop's iteration
+    count is the run count that the most ops' counts are whole multiples of: an op run once per iteration runs
+    N times, one run twice (two layers of one kind) 2N, and a set-up call before the loop (1) or an op skipped
+    once (N - 1) does not divide the rest. Of the ops run exactly N times, the one whose runs start earliest
+    starts each iteration. Issue 23 describes a real MindSpore 2.2.14 GPU PyNative run so (19 ops run 1, 14, 15,
+    30 or 60 times over 15 iterations; the first op launched was the set-up call)."""
+    counts = sorted(set(int(count) for count in per_op if count >= MIN_MARKER_RUNS))
+    if not counts:
+        return None
+    runs = per_op.to_numpy()
+    divides = {count: int(np.count_nonzero(runs % count == 0)) for count in counts}
+    iterations = max(counts, key=lambda count: (divides[count], count))
+    first_start = events.groupby("name")["start"].min().reindex(per_op.index)
+    marker = first_start[runs == iterations].idxmin()
+    # Only ops run fewer times (set-up calls, an op skipped in some iteration) may start before the loop does:
+    # an op run as often or more starting earlier means the marker does not start the iterations.
+    if (first_start[runs >= iterations] < first_start[marker]).any():
+        return None
+    return marker, iterations
 
 
-def first_op_marks_steps(starts: np.ndarray, per_op: pd.Series) -> bool:
-    """Whether the first op's runs (`starts`) mark steps, given each op's number of runs: an op run more often
-    than the least-run op runs several times a step, and one run is one window, not steps."""
-    return len(starts) >= MIN_FIRST_OP_STEPS and len(starts) == per_op.min()
+def marker_starts(events: pd.DataFrame, marker) -> np.ndarray:
+    """The sorted starts of the marker op's runs (columns name, start)."""
+    return np.sort(events.loc[events["name"] == marker, "start"].to_numpy())
 
 
-def _from_first_op(events: pd.DataFrame, per_op: pd.Series) -> tuple[pd.DataFrame, str]:
-    """Steps where ops run different numbers of times (PyNative, control flow): the k-th run of the op that
-    starts the window, when it is among the least-run ops, starts step k (formats.md, GPU: what MindSpore's own GPU step parser relies on), and
-    the last step ends with the last op. Only the totals are known: no step-trace markers split them."""
-    starts = first_op_starts(events)
-    if not first_op_marks_steps(starts, per_op):
+def _from_marker(events: pd.DataFrame, per_op: pd.Series) -> Derived:
+    """Steps where ops ran different numbers of times (PyNative, control flow): the k-th run of the loop's
+    marker op (loop_marker) starts step k (formats.md, GPU: what MindSpore's own GPU step parser relies on, with
+    the first op), the last step ends with the last op; ops before the marker's first run are outside the
+    steps. The step trace's markers are missing, so the totals are not split into interval / fwd+bwd / tail;
+    the time with a compute op running (busy) is known."""
+    found = loop_marker(events, per_op)
+    if found is None:
         return (pd.DataFrame(columns=STEP_COLUMNS),
-                f"unknown: ops ran different numbers of times ({per_op.min()} to {per_op.max()}) and the first op "
-                f"ran {len(starts)} time(s), so no op marks the steps (PyNative or control flow); record step "
-                "times with `perfkit profile`")
+                f"unknown: ops ran different numbers of times ({per_op.min()} to {per_op.max()}) and no op marks "
+                "the loop's iterations (none run as often as the loop that starts before the others); record "
+                "step times with `perfkit profile`", None, events.assign(step=0))
+    marker, iterations = found
+    starts = marker_starts(events, marker)
     ends = np.append(starts[1:], events["end"].max())
+    step = np.searchsorted(starts, events["start"].to_numpy(), side="right")
+    inside = step > 0
+    bounds = _bounds(events[inside], step[inside]).reindex(np.arange(1, len(starts) + 1))
     unknown = np.full(len(starts), np.nan)
     steps = pd.DataFrame({"step": np.arange(1, len(starts) + 1, dtype="int64"), "interval_ms": unknown,
-                          "fwd_bwd_ms": unknown, "tail_ms": unknown, "total_ms": (ends - starts) / NS_PER_MS})
-    return steps, "first_op_timestamps"
+                          "fwd_bwd_ms": unknown, "tail_ms": unknown, "total_ms": (ends - starts) / NS_PER_MS,
+                          "busy_ms": bounds["busy"].fillna(0).to_numpy(dtype=np.float64) / NS_PER_MS,
+                          **_comm_columns(bounds.fillna(0))})
+    before = int(np.count_nonzero(~inside))
+    said = (f"{events.attrs['names'][marker]} marks the steps: of the ops run {iterations} times (the count most "
+            f"ops' counts are multiples of; ops ran {per_op.min()} to {per_op.max()} times) it starts earliest"
+            + (f"; {before} op run(s) before its first run are outside the steps" if before else ""))
+    return steps, "first_op_timestamps", said, events.assign(step=step)
 
 
 def longest_call_ms(op_events: pd.DataFrame) -> pd.Series:
     """Op name -> its longest single execution (ms): a first call or compile hides in an op's mean."""
     return op_events.groupby("name", observed=True)["dur_ms"].max()
+
+
+def shortest_call_ms(op_events: pd.DataFrame) -> pd.Series:
+    """Op name -> its shortest single execution (ms): what the op costs when nothing else holds it up (PyNative
+    op durations include the host's dispatch waits, so one op's calls spread several-fold)."""
+    return op_events.groupby("name", observed=True)["dur_ms"].min()
 
 
 # An execution's duration field in {cpu,gpu}_op_execute_timestamp files -> ms.

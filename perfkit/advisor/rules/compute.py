@@ -92,45 +92,30 @@ def amp_level(run: Run) -> list[Finding]:
 HOST_BOUND_MIN_SHARE = 0.5
 
 
-def _top_cell(run: Run) -> str | None:
-    """The network cell the op scope names start with (`Default/network-WithLossCell/...` -> network-WithLossCell)."""
-    if not len(run.ops):
-        return None
-    heads = run.ops["name"].astype(str).str.split("/").str[1].dropna()
-    return str(heads.mode().iloc[0]) if len(heads) else None
-
-
 @rule("host_bound", needs=("steps",), claims=("host_dispatch", "host_launch"))
 def host_bound(run: Run) -> list[Finding]:
     parts = rank_parts(run)
-    if not len(parts):
-        return []
+    if not len(parts) or (run.meta.mode == "pynative" and not is_torch(run)):
+        return []  # a MindSpore PyNative step's host time is graph_mode's (rules/mode.py), with the same change
     host_ms = float((parts["host"] - parts["transfer"]).mean())  # the feed-mode transfer is sink_mode's
     total = float(parts["total"].mean())
     if not total > 0 or parts["data"].sum() > 0 or host_ms / total < HOST_BOUND_MIN_SHARE:
         return []
     share = percent(host_ms / total)
-    pynative = run.meta.mode == "pynative"
     busy_ms = float(parts["compute"].mean())
     evidence = {"host_idle_share_pct": share, **known_ms(host_idle_ms=host_ms, device_busy_ms=busy_ms, step_ms=total)}
     if is_torch(run):
         title = f"Host-bound: the device is idle {share:.1f} % of the step while ops are dispatched one by one"
         action = ("model = torch.compile(model) (torch_npu: the torchair backend) so the step runs as a graph; "
                   "a larger batch gives each launched kernel more work")
-    elif pynative:
-        cell = _top_cell(run)
-        title = (f"PyNative: the device is idle {share:.1f} % of the step while Python dispatches each op")
-        action = ("ms.set_context(mode=ms.GRAPH_MODE), or decorate the step function (the one calling "
-                  f"{cell or 'the network'}, its loss, grad and optimizer) with @ms.jit so it compiles to one graph")
     else:
         kind = "launch-bound" if device_name(run) == "GPU" else "host-bound"
         title = (f"{kind[0].upper()}{kind[1:]}: the {run.meta.device or 'device'} runs ops only "
                  f"{percent(busy_ms / total):.1f} % of the step; it waits for the host to launch the next one")
         action = ("a larger batch so each kernel does more work per launch; model.train(..., dataset_sink_mode=True) "
                   "so whole steps run on the device without a launch from Python each")
-    change = Change("mode", "graph") if pynative and not is_torch(run) else None
     return [Finding(id="host_bound", severity=severity_for(share), title=title, evidence=evidence, action=action,
-                    target=_top_cell(run) if pynative else None, est_gain_pct=share, change=change)]
+                    target=None, est_gain_pct=share)]
 
 
 # ---------------------------------------------------------------------------------------------------------

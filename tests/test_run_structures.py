@@ -1,0 +1,273 @@
+"""Run structures perfkit had never seen (issue 23), on real MindSpore 2.10 CPU runs made by tests/scripts/diag_runs.py:
+several profiler cycles or windows of one rank, msrun's CPU ranks, steady steps on one cycle, a PyNative custom loop.
+Expected numbers are computed here from the raw files with plain csv/json."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import perfkit
+from perfkit.cli import main
+
+RUNS = Path(__file__).resolve().parent / "runs"
+REPEAT2 = RUNS / "cpu_2_10_repeat2"
+DYNAMIC = RUNS / "cpu_2_10_dynamic"
+MSRUN2 = RUNS / "cpu_2_10_msrun2"
+PYNATIVE_LOOP = RUNS / "cpu_2_10_pynative_loop"
+
+
+def _one(pattern: str, under: Path) -> Path:
+    found = sorted(under.glob(pattern))
+    assert len(found) == 1, found
+    return found[0]
+
+
+# ---------------------------------------------------------------- several cycles / windows of one rank
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+COMMANDS = {
+    "summary": lambda run, tmp: ["summary", str(run)],
+    "advise": lambda run, tmp: ["advise", str(run)],
+    "ranks": lambda run, tmp: ["ranks", str(run)],
+    "compare": lambda run, tmp: ["compare", str(run), str(run)],
+    "trace": lambda run, tmp: ["trace", str(run), "--step", "2", "-o", str(tmp / "t.json")],
+    "report": lambda run, tmp: ["report", str(run), "-o", str(tmp / "r.html")],
+    "dash": lambda run, tmp: ["dash", str(run), "--port", str(_free_port())],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("run, first, second", [
+    (REPEAT2, "vm_5942_20261124202935871_ascend_ms", "vm_5942_20261124202937099_ascend_ms"),
+    # the later window sorts first as text ("start12" < "start3"): the order named is the profiling order
+    (DYNAMIC, "rank0_start3_stop4/vm_6077_20261124202944069_ascend_ms",
+     "rank0_start12_stop13/vm_6077_20261124202948979_ascend_ms"),
+], ids=["repeat2", "dynamic"])
+def test_every_command_refuses_several_cycles_of_one_rank_alike(command, run, first, second, tmp_path, cache_dir):
+    result = CliRunner().invoke(main, COMMANDS[command](run, tmp_path))
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    message = result.output.strip().splitlines()[-1]
+    assert f"holds several runs for rank 0, in profiling order: 1) {first}, 2) {second}; pass the folder" in message
+    assert not (tmp_path / "t.json").exists() and not (tmp_path / "r.html").exists()
+
+
+def _trace_ts_range(folder: Path) -> tuple[float, float]:
+    events = json.loads((folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    stamps = [float(e["ts"]) for e in events if e.get("ph") == "X"]
+    return min(stamps), max(stamps)
+
+
+@pytest.mark.parametrize("window", ["rank0_start3_stop4", "rank0_start12_stop13"])
+def test_one_window_is_chosen_by_its_folder(window, tmp_path, cache_dir):
+    folder = _one("vm_*_ascend_ms", DYNAMIC / window)
+    out = tmp_path / "w.json"
+    result = CliRunner().invoke(main, ["trace", str(folder), "--step", "1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    exported = json.loads(out.read_text())
+    exported = exported["traceEvents"] if isinstance(exported, dict) else exported
+    stamps = [float(e["ts"]) for e in exported if e.get("ph") == "X"]
+    low, high = _trace_ts_range(folder)
+    assert stamps and low <= min(stamps) and max(stamps) <= high  # that window's events, not the other's
+    summary = CliRunner().invoke(main, ["summary", str(folder), "--format", "json"])
+    assert summary.exit_code == 0, summary.output
+    assert json.loads(summary.output)["ranks"] == [0]
+
+
+# ---------------------------------------------------------------- raw files, read independently
+
+def raw_executions(folder: Path, rank: int) -> list[tuple[str, int, float]]:
+    """(full op name, start ns, duration ms) of every execution in FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt."""
+    rows = []
+    for line in (folder / "FRAMEWORK" / f"cpu_op_execute_timestamp_{rank}.txt").read_text().splitlines():
+        name, _, runs = line.split(";", 2)
+        for run in runs.split():
+            start, dur, _ = run.split(",")
+            rows.append((name, int(start), float(dur)))
+    return rows
+
+
+def union_ms(intervals: list[tuple[int, int]]) -> float:
+    covered, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            covered += end - start
+            reach = end
+        elif end > reach:
+            covered += end - reach
+            reach = end
+    return covered / 1e6
+
+
+def graph_steps(executions) -> dict[int, list[tuple[str, int, int]]]:
+    """Graph mode: the k-th execution of every op is step k (each kernel runs once a step)."""
+    seen: dict[str, int] = {}
+    steps: dict[int, list] = {}
+    for name, start, dur in sorted(executions, key=lambda row: row[1]):
+        seen[name] = seen.get(name, 0) + 1
+        steps.setdefault(seen[name], []).append((name, start, start + round(dur * 1e6)))
+    return steps
+
+
+# ---------------------------------------------------------------- msrun: CPU ranks and their communication
+
+def test_msrun_cpu_ranks_are_their_file_suffixes_and_trace_labels_rank_1(tmp_path, cache_dir):
+    run = perfkit.load(MSRUN2)
+    assert run.ranks == [0, 1]
+    assert {rank: folder.split("/")[0] for rank, folder in run.meta.rank_folders.items()} == {"0": "rank_0", "1": "rank_1"}
+    out = tmp_path / "r1.json"
+    result = CliRunner().invoke(main, ["trace", str(MSRUN2 / "rank_1"), "--step", "2", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    exported = json.loads(out.read_text())
+    exported = exported["traceEvents"] if isinstance(exported, dict) else exported
+    processes = {e["args"]["name"] for e in exported if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert processes and all(name.startswith("rank 1: ") for name in processes), processes
+
+
+def test_msrun_communication_is_measured_per_step_and_read_by_every_view(cache_dir):
+    run = perfkit.load(MSRUN2)
+    expected = {}
+    for rank in (0, 1):
+        steps = graph_steps(raw_executions(_one("vm_*_ascend_ms", MSRUN2 / f"rank_{rank}"), rank))
+        # steady steps: 2..n (step 1's start is unknown); exposed = AllReduce time with no other op running
+        exposed = [union_ms([(s, e) for _, s, e in ops]) - union_ms([(s, e) for n, s, e in ops if "AllReduce" not in n])
+                   for number, ops in steps.items() if number > 1]
+        expected[rank] = sum(exposed) / len(exposed)
+    parts = perfkit.ledger.rank_parts(run).set_index("rank")
+    for rank, ms in expected.items():
+        assert parts.at[rank, "communication"] == pytest.approx(ms, abs=1e-3)
+        assert parts.at[rank, "compute"] > 0  # the step's own compute ops, not the run's AllReduce spread over it
+    summary = perfkit.summarize(run)
+    assert summary["communication"]["collective_ms"] == pytest.approx(sum(expected.values()) / 2, abs=1e-3)
+    assert summary["bound"]["labels"]["communication"] == "collective communication (exposed)"
+    ranks = json.loads(CliRunner().invoke(main, ["ranks", str(MSRUN2), "--format", "json"]).output)
+    assert ranks and "unknown" not in json.dumps(ranks.get("slow_ranks", []))
+    per_rank = {entry["rank"]: entry for entry in ranks["ranks"]} if "ranks" in ranks else None
+    if per_rank is not None:
+        for rank, ms in expected.items():
+            assert per_rank[rank]["communication_ms"] == pytest.approx(ms, abs=1e-3)
+
+
+# ---------------------------------------------------------------- one cycle: the bound on the steady steps
+
+@pytest.mark.parametrize("folder", [
+    _one("vm_*_ascend_ms", DYNAMIC / "rank0_start12_stop13"), _one("vm_*_ascend_ms", DYNAMIC / "rank0_start3_stop4"),
+    REPEAT2 / "vm_5942_20261124202935871_ascend_ms", REPEAT2 / "vm_5942_20261124202937099_ascend_ms"],
+    ids=["window12", "window3", "cycle1", "cycle2"])
+def test_one_cycle_compute_is_the_steady_steps_own_op_time(folder, cache_dir):
+    run = perfkit.load(folder)
+    steps = graph_steps(raw_executions(folder, 0))
+    ends = {number: max(e for _, _, e in ops) for number, ops in steps.items()}
+    steady = [number for number in steps if number > 1]  # step 1 starts at an unknown time
+    totals = [(ends[n] - ends[n - 1]) / 1e6 for n in steady]
+    busy = [union_ms([(s, e) for _, s, e in steps[n]]) for n in steady]
+    parts = perfkit.ledger.rank_parts(run).iloc[0]
+    assert parts["total"] == pytest.approx(sum(totals) / len(totals), abs=1e-3)
+    assert parts["compute"] == pytest.approx(sum(busy) / len(busy), abs=1e-3)  # not the run's op time per step
+    ledger = perfkit.ledger(run)
+    for number, total in zip(steady, totals):  # the identity: every ms of the step attributed once
+        assert ledger.loc[ledger["step"] == number, "ms"].sum() == pytest.approx(total, abs=1e-6)
+
+
+# ---------------------------------------------------------------- PyNative custom loop
+
+def test_pynative_custom_loop_gets_graph_mode_with_its_evidence(cache_dir):
+    run = perfkit.load(PYNATIVE_LOOP)
+    assert run.meta.mode == "pynative"
+    advice = perfkit.advise(run)
+    found = [f for f in advice.findings if f.id == "graph_mode"]
+    assert len(found) == 1 and found[0].severity == "high", advice.findings
+    finding = found[0]
+    assert "GRAPH_MODE" in finding.action and "@ms.jit" in finding.action
+    assert finding.to_dict()["change"] == {"knob": "mode", "value": "graph"}  # what `perfkit tune` can apply
+    # independently: per op, the time above its fastest call, over the profiled steps, of the op time
+    executions = raw_executions(_one("vm_*_ascend_ms", PYNATIVE_LOOP), 0)
+    by_name: dict[str, list[float]] = {}
+    for name, _, dur in executions:
+        by_name.setdefault(name, []).append(dur)
+    timed = {n: d for n, d in by_name.items() if len(d) >= 2}
+    above = sum(sum(d) - len(d) * min(d) for d in timed.values())
+    assert finding.evidence["op_time_above_fastest_call_pct"] == pytest.approx(
+        100 * above / sum(sum(d) for d in timed.values()), abs=0.01)
+    op_ms = sum(sum(d) for d in timed.values())
+    losing = [n for n in timed if sum(timed[n]) - len(timed[n]) * min(timed[n]) >= 0.01 * op_ms]
+    worst = max(losing, key=lambda n: max(timed[n]) / min(timed[n]))  # the widest spread among them
+    assert finding.evidence["slowest_call_ms"] == pytest.approx(max(timed[worst]), abs=1e-3)
+    assert worst.rsplit("/", 1)[-1] in finding.title
+    bound = perfkit.ledger.bound(run)
+    assert "dispatch" in bound.labels["compute"]  # op time is not called device compute without saying so
+    assert any("dispatch waits" in line for line in bound.evidence)
+
+
+@pytest.mark.parametrize("folder", [REPEAT2 / "vm_5942_20261124202937099_ascend_ms", MSRUN2],
+                         ids=["graph_cycle", "graph_msrun"])
+def test_graph_mode_is_silent_on_graph_runs(folder, cache_dir):
+    run = perfkit.load(folder)
+    assert run.meta.mode == "graph"
+    advice = perfkit.advise(run)
+    assert "graph_mode" not in [f.id for f in advice.findings] and "graph_mode" in advice.passed
+
+
+# ---------------------------------------------------------------- GPU PyNative: the loop's marker op
+
+def test_gpu_pynative_steps_are_marked_by_the_loops_op_not_a_set_up_call(tmp_path):
+    """Shaped like the real MindSpore 2.2.14 GPU PyNative run of issue 23 (19 ops: the first launched once before
+    the loop, the others 14, 15, 30 or 60 times; 15 iterations of ~154 ms), in the crafted GPU files' format."""
+    from test_diagnosis_rules import GPU_EPOCH_NS, gpu_pynative
+    iterations, step_ns = 15, 154_000_000
+    per_step = {f"Default/Op{k}-op{k}": 1 for k in range(1, 9)}  # 8 ops once a step (the first is the marker)
+    per_step |= {f"Default/Twice{k}-op{10 + k}": 2 for k in range(5)} | {f"Default/Four{k}-op{20 + k}": 4
+                                                                           for k in range(4)}
+    calls: dict[str, list[tuple[int, float]]] = {"Default/Setup-op0": [(GPU_EPOCH_NS - 30_000_000, 0.2)]}
+    for step in range(iterations):
+        offset = 1_000_000  # the marker first, then the others, 0.4 ms apart
+        for name, times in per_step.items():
+            for _ in range(times):
+                calls.setdefault(name, []).append((GPU_EPOCH_NS + step * step_ns + offset, 0.3))
+                offset += 400_000
+        if step:  # one op skipped in the first iteration: 14 runs
+            calls.setdefault("Default/Skip-op30", []).append((GPU_EPOCH_NS + step * step_ns + 150_000_000, 0.1))
+    assert len(calls) == 19 and sorted({len(c) for c in calls.values()}) == [1, 14, 15, 30, 60]
+    run = perfkit.load(gpu_pynative(tmp_path / "gpu", calls=calls))
+    assert len(run.steps) == iterations
+    marker = sorted(start for start, _ in calls["Default/Op1-op1"])
+    expected = [(b - a) / 1e6 for a, b in zip(marker, marker[1:])]
+    assert run.steps["total_ms"].iloc[:-1].tolist() == pytest.approx(expected)
+    assert expected == pytest.approx([step_ns / 1e6] * (iterations - 1))
+    assert any("Default/Op1-op1 marks the steps" in w and "1 op run(s) before its first run" in w
+               for w in run.warnings), run.warnings
+
+
+@pytest.mark.parametrize("folder", [REPEAT2 / "vm_5942_20261124202937099_ascend_ms", MSRUN2],
+                         ids=["cycle2", "msrun2"])
+def test_op_type_shares_are_of_the_steady_steps_like_the_step_means(folder, cache_dir):
+    """The first step (start unknown: left out of the step means) is left out of the op-type shares too."""
+    run = perfkit.load(folder)
+    expected: dict[str, float] = {}
+    for unit in sorted(folder.glob("**/FRAMEWORK")):
+        rank = int(next(unit.glob("cpu_op_type_info_*.csv")).stem.rsplit("_", 1)[-1])
+        for number, ops in graph_steps(raw_executions(unit.parent, rank)).items():
+            if number == 1:
+                continue
+            for name, start, end in ops:
+                op_type = re.sub(r"-op\d+$", "", name.rsplit("/", 1)[-1])
+                expected[op_type] = expected.get(op_type, 0.0) + (end - start) / 1e6
+    shares = perfkit.summarize(run)["op_types"]
+    total = sum(expected.values())
+    assert {item["type"] for item in shares} == set(expected)
+    for item in shares:
+        assert item["total_ms"] == pytest.approx(expected[item["type"]], abs=1e-3)
+        assert item["share"] == pytest.approx(expected[item["type"]] / total, abs=1e-6)
+    # and they differ from the file's totals over every profiled step (which count step 1)
+    assert sum(item["total_ms"] for item in shares) < run.op_types["total_ms"].sum()
