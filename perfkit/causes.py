@@ -52,3 +52,7 @@ PART_HEADINGS = {"compute": "compute", "communication": "communication", "pipeli
 COMM_SOURCE_LABEL = {"exposed": ("comm_exposed", "not overlapped with compute"),
                      "step_trace_overlap_unknown": ("comm", "step-trace op time, overlap with compute unknown"),
                      "ops_overlap_unknown": ("comm_ops", "op time, overlap with compute unknown")}
+
+
+# Which steps analysis.steady_op_types sums, as every view words it.
+OP_TYPES_SUMMED_OVER = "ranks and the steady steps (every profiled step where op runs are not timed)"

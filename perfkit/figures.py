@@ -21,6 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .analysis import framework_memory, link_bandwidth, op_type_shares, queue_stats, step_means
+from .causes import OP_TYPES_SUMMED_OVER
 from .compare import (SPREAD_TITLE, banner_words, differences, judge, ms_per_step_of, op_type_ms_per_step,
                       run_settings, samples_per_s, setting_value, spread, step_totals, verdict_lines)
 from .errors import PluginError
@@ -204,16 +205,18 @@ def step_trace_figure(run: Run) -> go.Figure:
     title = (f"Step trace: mean step {ms(means['total_ms'])} over {mean_of_text(means, brief=True)}"
              + (f"  ({split})" if split else ""))
     comm = communication(run)
-    if comm is not None and comm.source == "comm_ops":
-        # collective ops are only known summed over the run, not per step: said in words, not drawn per bar
-        title += (f"<br><sup>communication ops {ms(comm.mean_ms)} per step ({pct(comm.share)}), inside "
-                  "forward+backward; per-rank split on the Ranks page</sup>")
+    comm_in_words = comm is not None and not any(col.startswith("comm") for col in columns)
+    if comm_in_words:
+        # the step split has no communication part (CPU and legacy steps): said in words, not drawn per bar
+        title += (f"<br><sup>{'communication ops' if comm.source == 'comm_ops' else 'exposed communication'} "
+                  f"{ms(comm.mean_ms)} per step ({pct(comm.share)}), inside the parts drawn; per-rank split on the "
+                  "Ranks page</sup>")
     ranks = run.steps["rank"].nunique()
     xlabel = "step" + (f" (mean of {merged} consecutive steps per bar)" if merged > 1 else "") + \
         (f", mean over {ranks} ranks" if ranks > 1 else "")
     fig = _style(fig, title, barmode="stack", xaxis_title=xlabel, yaxis_title="ms",
                  bargap=0.15 if len(per_step) > FEW_STEPS else 0.5)
-    if comm is not None and comm.source == "comm_ops":
+    if comm_in_words:
         fig.update_layout(margin=dict(t=80))
     if merged == 1:
         fig.update_xaxes(type="category")  # one bar per step number, even when steps are not 1..n
@@ -244,7 +247,7 @@ def op_share_figure(run: Run, top: int = TOP_OP_TYPES) -> go.Figure:
                     marker_color=COLORS[family], customdata=part[["total_ms", "count"]].to_numpy(),
                     text=[pct(s) for s in part["share"]], textposition="outside", cliponaxis=False,
                     hovertemplate="%{y}: %{x:.1f} % of op time<br>%{customdata[0]:" + NUMBER_SPEC + "} ms, "
-                                  "%{customdata[1]:,} calls (summed over steps and ranks)<extra></extra>")
+                                  f"%{{customdata[1]:,}} calls (summed over {OP_TYPES_SUMMED_OVER})<extra></extra>")
     order = list(shown["type"].astype(str))
     if amp_families_apply(run):
         cast, bn = cast_share(run), batchnorm_share(run)
@@ -254,7 +257,7 @@ def op_share_figure(run: Run, top: int = TOP_OP_TYPES) -> go.Figure:
                            showarrow=False, bgcolor="rgba(255,255,255,0.9)", bordercolor=COLORS["BatchNorm"],
                            borderpad=6, font=dict(size=14))
     height = max(320, 90 + 24 * len(shown))
-    fig = _style(fig, f"Op types by share of op time ({len(shares)} types, summed over steps and ranks)",
+    fig = _style(fig, f"Op types by share of op time ({len(shares)} types, summed over {OP_TYPES_SUMMED_OVER})",
                  height=height, barmode="overlay", xaxis_title="% of summed op time", bargap=0.25)
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True)
     fig.update_xaxes(range=[0, 100], ticksuffix=" %")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .causes import BOUND_PART_LABELS, BOUND_PARTS, PART_HEADINGS
+from .causes import BOUND_PART_LABELS, BOUND_PARTS, OP_TYPES_SUMMED_OVER, PART_HEADINGS
 from .views.format import STEP_LABELS, STEP_SPLITS, count, mb, ms, pct, percent
 from .errors import PluginError
 from .units import FLOP_PER_GFLOP, GFLOP_PER_TFLOP
@@ -143,7 +143,7 @@ def op_type_lines(summary: dict[str, Any], top: int = 10) -> list[str]:
     if not summary["op_types"]:
         return []
     lines = [f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])}; "
-             "total and calls over ranks and the steady steps; every profiled step where op runs are not timed)"]
+             f"total and calls over {OP_TYPES_SUMMED_OVER})"]
     lines += _op_type_rows(summary["op_types"][:top], indent="  ")
     by_rank = [entry for entry in summary["per_rank"] if "op_types" in entry]
     if by_rank:  # analysis.ranks_run_different_ops: the pooled shares above describe no single rank

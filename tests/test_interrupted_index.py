@@ -74,8 +74,9 @@ def test_no_worker_outlives_a_killed_index_build(stop, big_trace_run, tmp_path):
         assert process.poll() is None, process.stderr.read().decode()
         assert time.monotonic() < deadline, "the index build never started its workers"
         time.sleep(0.05)
-    time.sleep(0.5)  # mid-build: workers busy on blocks
+    time.sleep(0.1)  # mid-build: workers busy on blocks (on a quiet machine the build is done within 0.5 s)
     workers = _children(process.pid)
+    assert process.poll() is None, "the index build ended before the signal: make the trace bigger"
     process.send_signal(stop)
     assert process.wait(timeout=30) == -stop
     time.sleep(5)

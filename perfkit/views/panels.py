@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .. import plugins
+from ..causes import OP_TYPES_SUMMED_OVER
 from ..errors import PluginError
 
 # Panel kinds: how a consumer renders a panel.
@@ -139,7 +140,7 @@ PANELS = (
           text=Ref(RENDER, "queue_lines", "device"), half=True),
     Panel("fig-pipeline", "Data pipeline", "/", FIGURE, content=Ref(FIGURES, "pipeline_figure"),
           text=Ref(RENDER, "pipeline_lines")),
-    Panel("op-types-table", "Op types (total ms and calls summed over steps and ranks)", "/operators", TABLE,
+    Panel("op-types-table", f"Op types (total ms and calls summed over {OP_TYPES_SUMMED_OVER})", "/operators", TABLE,
           content=Ref(FIGURES, "op_type_rows"), note=Ref(NUMBERS, "op_mix_note")),
     Panel("op-table", "Op instances (total ms and calls summed over steps)", "/operators", INSTANCES,
           report=NEVER),
