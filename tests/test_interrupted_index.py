@@ -61,7 +61,9 @@ def _trace(run: Path, cache: Path, output: Path) -> subprocess.Popen:
     env.pop("PERFKIT_NO_CACHE", None)
     return subprocess.Popen([sys.executable, "-m", "perfkit", "trace", str(run), "--step", "51",
                              "-o", str(output)], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            # a suite started under nohup hands SIGHUP down ignored, and perfkit keeps it so
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
