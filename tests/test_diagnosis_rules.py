@@ -382,3 +382,19 @@ def test_data_wait_only_with_queue_evidence():
     assert misc.parts_ms["data"] == 0 and misc.kind == "unknown"
     result = CliRunner().invoke(main, ["summary", str(FIXTURE_RUNS["legacy_misc"])])
     assert "step interval (device idle)" in result.output and "data wait" not in result.output
+
+
+def test_pipeline_wait_between_balanced_stages_is_not_called_a_layer_imbalance():
+    """Real msprof-analyze output (16 ranks, 2 stages): the stages compute within ~1 % of the step of each other
+    while stage 1 waits 27 % of it; moving layers cannot help, so the action is the bubble and what the stage waits
+    for. The real 4-rank MindInsight run, whose stage 1 computes 23x stage 0, keeps the rebalance advice."""
+    balanced = finding(advise(perfkit.load(TEST_RUNS / "msinsight_cluster_analysis")), "pipeline_stage_imbalance")
+    spread = balanced.evidence["compute_spread_pct_of_step"]
+    stage_ms = [balanced.evidence[f"stage{stage}_compute_ms"] for stage in (0, 1)]
+    assert abs(stage_ms[1] - stage_ms[0]) < 0.05 * balanced.evidence["step_ms"]
+    assert spread < 5 and "the stages compute within" in balanced.title
+    assert "Rebalance" not in balanced.action and "Move layers" not in balanced.action
+    assert "micro" in balanced.action and "exposed collectives" in balanced.action
+    skewed = finding(advise(perfkit.load(TEST_RUNS / "mindinsight_cluster_propose")), "pipeline_stage_imbalance")
+    assert skewed.evidence["compute_spread_pct_of_step"] > 5
+    assert skewed.action.startswith(("Rebalance layers", "Move layers")) and "stage 1 computes" in skewed.title

@@ -129,6 +129,7 @@ def pipeline_stage_imbalance(run: Run) -> list[Finding]:
     parts["stage"] = parts["rank"].map(stages)
     known = parts[parts["stage"].notna()]
     wait_share = float(parts["pipeline"].mean() / parts["total"].mean()) if len(parts) else 0.0
+    balanced = False  # stages known to compute about as long: the wait is no layer imbalance
     if known["stage"].nunique() < 2:
         if not stages and wait_share == 0:
             return []  # no sign of pipeline parallelism
@@ -138,27 +139,36 @@ def pipeline_stage_imbalance(run: Run) -> list[Finding]:
     else:
         per_stage = known.groupby("stage")[["compute", "pipeline", "total"]].mean()
         spread = float(per_stage["compute"].max() - per_stage["compute"].min()) / float(per_stage["total"].max())
-        if spread <= STAGE_SPREAD and wait_share < PIPELINE_MIN_SHARE:
+        balanced = spread <= STAGE_SPREAD
+        if balanced and wait_share < PIPELINE_MIN_SHARE:
             return []
         slowest = int(per_stage["compute"].idxmax())
         evidence = {f"stage{int(stage)}_compute_ms": round_ms(row["compute"]) for stage, row in per_stage.iterrows()}
         evidence |= {f"stage{int(stage)}_pipeline_wait_ms": round_ms(row["pipeline"])
                      for stage, row in per_stage.iterrows()}
         evidence["compute_spread_pct_of_step"] = percent(spread)
-        stage_text = (f"stage {slowest} computes {round_ms(per_stage['compute'].max())} ms per step against "
-                      f"{round_ms(per_stage['compute'].min())} ms on stage {int(per_stage['compute'].idxmin())}; ")
+        stage_text = (f"the stages compute within {percent(spread):.1f} % of the step of each other; " if balanced
+                      else f"stage {slowest} computes {round_ms(per_stage['compute'].max())} ms per step against "
+                           f"{round_ms(per_stage['compute'].min())} ms on stage "
+                           f"{int(per_stage['compute'].idxmin())}; ")
     evidence["pipeline_wait_share_pct"] = percent(wait_share)
     evidence["step_ms"] = round_ms(parts["total"].mean())
     gain = percent(wait_share)
     if is_torch(run):
-        action = ("Move layers from the slowest stage to the others (Megatron: --decoder-first-pipeline-num-layers / "
-                  "--decoder-last-pipeline-num-layers, or --num-layers-per-virtual-pipeline-stage for an interleaved "
-                  "schedule) and use more micro-batches per step (a larger global batch over the same "
-                  "--micro-batch-size) so the bubble is a smaller part")
+        rebalance = ("Move layers from the slowest stage to the others (Megatron: --decoder-first-pipeline-num-layers "
+                     "/ --decoder-last-pipeline-num-layers, or --num-layers-per-virtual-pipeline-stage for an "
+                     "interleaved schedule)")
+        micro = ("use more micro-batches per step (a larger global batch over the same --micro-batch-size) so the "
+                 "bubble is a smaller part")
     else:
-        action = ("Rebalance layers across stages (cell.pipeline_stage = k for each cell, "
-                  "ms.set_auto_parallel_context(pipeline_stages=N)) so each stage computes about as long, and raise "
-                  "the micro-batch count (nn.PipelineCell(net, micro_size=M) with a larger M) so the bubble shrinks")
+        rebalance = ("Rebalance layers across stages (cell.pipeline_stage = k for each cell, "
+                     "ms.set_auto_parallel_context(pipeline_stages=N)) so each stage computes about as long")
+        micro = "raise the micro-batch count (nn.PipelineCell(net, micro_size=M) with a larger M) so the bubble shrinks"
+    if balanced:  # moving layers cannot help; what a stage waits for (its peers' exposed collectives) can
+        action = (micro[0].upper() + micro[1:] + "; the stages are balanced, so see what each waits for: the "
+                  "exposed collectives of the stage it receives from (perfkit ranks, the communication finding)")
+    else:
+        action = f"{rebalance}, and {micro}"
     return [Finding(
         id="pipeline_stage_imbalance", severity=severity_for(gain),
         title=f"Pipeline stages wait on each other: {stage_text}point-to-point wait and bubble are "
