@@ -69,6 +69,16 @@ def target(address: str | None = None, storage: str | None = None) -> Target | N
     return Target(address, storage or os.environ.get(STORAGE_ENV) or str(cache.cache_root()))
 
 
+def _failure(future) -> str:
+    """Why a task failed, asked within timeout_s(): the scheduler may be too starved or gone to answer (a CI run
+    waited past 180 s in future.exception(), which waits without end by default)."""
+    try:
+        exc = future.exception(timeout=timeout_s())
+    except Exception:  # noqa: BLE001 - distributed raises its own timeout and comm errors; any means no answer
+        return f"the scheduler did not say why within {timeout_s():g} s"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
 def timeout_s() -> float:
     try:
         return max(0.1, float(os.environ[TIMEOUT_ENV]))
@@ -186,9 +196,7 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
             elif future.status == "cancelled":
                 raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
             else:
-                exc = future.exception()
-                outcomes[folder] = FileFormatError(f"not read: its Dask task failed ({type(exc).__name__}: "
-                                                   f"{str(exc).splitlines()[0][:200] if str(exc) else ''})", folder)
+                outcomes[folder] = FileFormatError(f"not read: its Dask task failed ({_failure(future)})", folder)
         if batch or not pending:
             workerless_since = None
             continue
