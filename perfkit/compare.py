@@ -205,11 +205,13 @@ def check_comparable(result: dict[str, Any]) -> list[str]:
     """Raise IncomparableRunsError (one line) when A and B differ in device or network; return a
     note for each of these that a run does not record (not checked)."""
     a, b = result["settings_a"], result["settings_b"]
+    differing = incomparable(a, b)
+    if differing:
+        key = differing[0]
+        raise IncomparableRunsError(f"the gate compares runs of one setup, these differ in {key}: "
+                                    f"{a[key]} in {result['run_a']}, {b[key]} in {result['run_b']}")
     notes = []
     for key in GATE_SETTINGS:
-        if a[key] is not None and b[key] is not None and a[key] != b[key]:
-            raise IncomparableRunsError(f"the gate compares runs of one setup, these differ in {key}: "
-                                        f"{a[key]} in {result['run_a']}, {b[key]} in {result['run_b']}")
         unknown = [result[f"run_{name}"] for name, settings in (("a", a), ("b", b)) if settings[key] is None]
         if unknown:
             notes.append(f"{key} not checked: unknown in {' and '.join(unknown)}")
