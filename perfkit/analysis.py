@@ -23,6 +23,14 @@ CAST_FAMILY = re.compile(r"^Cast")
 BATCHNORM_FAMILY = re.compile(r"^(BatchNorm.*|BNTraining(Reduce|Update)(Grad)?|BNInfer.*)$")
 
 
+def mapped(column: pd.Series, values: dict, dtype: str) -> pd.Series:
+    """`column.map(values)` as `dtype` (NA where a value is missing or not in `values`), looked up once per
+    distinct value: a cluster run's memory samples and ledger rows are millions of rows of a few strings."""
+    codes, uniques = pd.factorize(column)
+    lookup = pd.array([values.get(value) for value in uniques] + [None], dtype=dtype)
+    return pd.Series(lookup[codes], index=column.index, name=column.name)
+
+
 def _number(value: Any) -> float | None:
     """A JSON-safe float: NaN/inf (unknown) become None."""
     if value is None or pd.isna(value):
@@ -261,8 +269,8 @@ def framework_memory(memory: pd.DataFrame) -> pd.DataFrame:
     One pass over all ranks (a cluster run has hundreds: a loop per rank cost a second there)."""
     if not len(memory):
         return memory
-    priority = memory["component"].map({name: position for position, name in enumerate(FRAMEWORK_COMPONENTS)})
-    priority = pd.to_numeric(priority, errors="coerce")
+    priority = mapped(memory["component"], {name: position for position, name in enumerate(FRAMEWORK_COMPONENTS)},
+                      "float64")
     chosen = priority.notna() & (priority == priority.groupby(memory["rank"]).transform("min"))
     return memory[chosen].sort_values("rank", kind="stable").reset_index(drop=True)
 
