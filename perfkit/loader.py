@@ -24,7 +24,7 @@ from . import cache, dask_ingest, model, plugins
 from .errors import FileFormatError, LayoutError
 from .formats import DERIVATIONS, by_name, plugin_problems, readers
 from .formats.base import (INTERMEDIATE_TABLES, RUN_WIDE, Parts, Reader, as_pandas, column_names, is_arrow,
-                           merged_stages, screened, walk_names)
+                           listings_kept, merged_stages, screened, walk_names)
 from .cells import cell_table
 from .model import Meta, Run
 from .parallel import map_folders
@@ -87,15 +87,16 @@ def _discover(path: str | os.PathLike) -> tuple[Path, list[Job], list[Warning]]:
     root = _normalize(root.resolve())
     jobs: list[Job] = []
     problems: list[Warning] = []
-    for folder in _walk(root):
-        for reader in readers():
-            try:
-                if reader.detect(folder):
-                    jobs.append((reader, folder))
-            except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own detect raising is a bug
-                if reader.plugin is None:
-                    raise
-                problems.append((os.path.relpath(folder, root), plugins.failure(reader.plugin, "detect", exc)))
+    with listings_kept():
+        for folder in _walk(root):
+            for reader in readers():
+                try:
+                    if reader.detect(folder):
+                        jobs.append((reader, folder))
+                except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own detect raising is a bug
+                    if reader.plugin is None:
+                        raise
+                    problems.append((os.path.relpath(folder, root), plugins.failure(reader.plugin, "detect", exc)))
     return root, jobs, problems
 
 
