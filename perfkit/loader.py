@@ -33,9 +33,10 @@ from .parallel import map_folders
 SKIP_DIRS = ("PROF_", "logs", "FRAMEWORK", "__pycache__")
 MAX_DEPTH = 5
 # The code a cached Run is built by: a change to any of it, or to an installed plugin's (plugins.code_paths),
-# makes every entry stale.
+# makes every entry stale. cells.py, flops.py and analysis.py derive the Run's cells and op_passes tables.
 PACKAGE = Path(__file__).resolve().parent
-CODE = (PACKAGE / "formats", PACKAGE / "model.py", PACKAGE / "loader.py", PACKAGE / "cache.py")
+CODE = (PACKAGE / "formats", PACKAGE / "model.py", PACKAGE / "loader.py", PACKAGE / "cache.py",
+        PACKAGE / "cells.py", PACKAGE / "flops.py", PACKAGE / "analysis.py")
 # How deep the "no profiler files" message looks for files that no reader took, and how many it names.
 UNUSABLE_DEPTH = 3
 SHOWN_UNUSABLE = 5
