@@ -93,11 +93,13 @@ SCHEMA: dict[str, dict[str, str]] = {
     # One row per communication op per step. kind: collective | p2p; group: the communication group
     # (the hash after `@` in the op name); size_mb: data moved over every link type but LOCAL (where only the
     # op's payload is known, its payload). start_ms: the op's start in epoch ms (a clock the ranks of one host
-    # share), where the files time each execution: what transfer/wait estimates match across ranks.
+    # share; float64 holds it to 0.25 µs), where the files time each execution: what transfer/wait estimates
+    # match across ranks.
     "comm_ops": {"rank": "int64", "step": "Int64", "name": "string", "kind": "string", "group": "string",
                  "elapse_ms": "float64", "transit_ms": "float64", "wait_ms": "float64",
                  "synchronization_ms": "float64", "size_mb": "float64", "start_ms": "float64"},
-    # One row per (step, op, src rank, dst rank) link: link_type HCCS | PCIE | RDMA | SIO | LOCAL,
+    # One row per (step, op, src rank, dst rank) link: link_type HCCS | PCIE | RDMA | SIO | LOCAL (legacy hccl_raw:
+    # SDMA, the on-server link, or RDMA; its ranks as HCCL's tasks number them),
     # bandwidth_gb_s = size_mb / transit_ms (MB/ms = GB/s). name: the op, or for MindStudio's
     # per-op-type totals (`allreduce-total`) the op type.
     "comm_links": {"rank": "int64", "step": "Int64", "name": "string", "group": "string", "src": "int64",

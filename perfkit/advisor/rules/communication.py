@@ -285,14 +285,14 @@ def _slow_rank_finding(spread_finding: dict, group: pd.DataFrame, per_rank: pd.D
 # msprof's nominal link rates (analysis/common_func number_constant: RDMA_BANDWIDTH_V2_1_0 12.5,
 # HCCS_BANDWIDTH_V2_1_0 18, PCIE_BANDWIDTH_V2_1_0 20 GB/s; Atlas A2 is faster: HCCS 28, RDMA 25). The lowest
 # it lists, since the files do not say which chip ran: a link below these is slow on any Ascend device.
-# SIO has no published rate: it is compared with its peers only.
+# SIO has no published rate, SDMA (legacy hccl_raw: HCCS or PCIE) no known one: each is compared with its peers only.
 NOMINAL_LINK_GB_S = {"HCCS": 18.0, "PCIE": 20.0, "RDMA": 12.5}
 # msprof's BANDWIDTH_THRESHOLD: a link below 0.8 of its rate is "inefficient"; the same bar against the
 # median of the links of its type.
 SLOW_LINK_UTILIZATION = 0.8
 # Smaller transfers are latency-bound and never reach the rate (msprof-analyze advisor packet.yaml:
 # min_sdma_size 16 MB, min_rdma_size 1 MB).
-SLOW_LINK_MIN_MB = {"HCCS": 16.0, "PCIE": 16.0, "SIO": 16.0, "RDMA": 1.0}
+SLOW_LINK_MIN_MB = {"HCCS": 16.0, "PCIE": 16.0, "SIO": 16.0, "SDMA": 16.0, "RDMA": 1.0}
 SLOW_LINKS_NAMED = 5
 
 
@@ -356,9 +356,11 @@ def comm_wait(run: Run) -> list[Finding]:
                for rank in sums.index if moved[rank] > 0}
     if not by_rank:
         split = comm_split.estimate(run)
-        raise NotChecked("no collective communication op with measured transit or wait time" + (
-            f"; transfer and wait unknown: {split.why_not}" if split.why_not else
-            " (the communication finding's split is estimated from the ops' timing)"))
+        unmeasured = collective["transit_ms"].isna().any()
+        raise NotChecked("no collective communication op with " + (
+            "transit or wait time" if not unmeasured else
+            f"measured transit or wait time; transfer and wait unknown: {split.why_not}" if split.why_not else
+            "measured transit or wait time (the communication finding's split is estimated from the ops' timing)"))
     waiting = max(by_rank, key=lambda rank: by_rank[rank]["wait_ratio"])
     ratio = by_rank[waiting]["wait_ratio"]
     if ratio < COMM_WAIT_DOMINANT:
