@@ -70,7 +70,8 @@ def estimate(run: Run) -> Split:
     """The estimated split of the collective ops of ranks whose files measure none (module docstring)."""
     ops = run.comm_ops
     if not len(ops):
-        return _empty("no per-op communication table, only the step file's communication time")
+        return _empty("no per-op communication table, only a step file's communication time: no op sizes, and no "
+                      "clock the ranks are known to share")
     measured = set(ops.loc[ops["transit_ms"].notna(), "rank"])
     ops = ops[(ops["kind"] == "collective") & (ops["elapse_ms"] > 0) & ~ops["rank"].isin(measured)]
     if not len(ops):
@@ -135,10 +136,9 @@ def _bandwidth_wait(ops: pd.DataFrame) -> tuple[np.ndarray, dict[str, float]]:
 
 def _why_not(ops: pd.DataFrame) -> str:
     """Why neither estimate applies to these collective ops."""
-    sizes = "no op sizes (nothing to divide by a link's rate)"
-    if ops["start_ms"].isna().all():
-        return f"the ops' start times are unknown (no arrivals to compare) and {sizes}" \
-            if ops["size_mb"].isna().all() else "each op type has a single op of known size: no rate to compare"
-    if ops["rank"].nunique() < 2:
-        return f"one rank only (no peer to compare its arrival with) and {sizes}"
-    return f"the ranks' executions of the same collectives do not end together (clocks differ) and {sizes}"
+    arrivals = ("one rank only (no peer to compare its arrivals with)" if ops["rank"].nunique() < 2 else
+                "the ops' start times are unknown" if ops["start_ms"].isna().all() else
+                "the ranks' executions of the same collectives do not end together (their clocks differ)")
+    sizes = ("no op sizes (nothing to divide by a link's rate)" if not (ops["size_mb"] > 0).any() else
+             "each op type has a single op of known size (no faster op to take the rate from)")
+    return f"{arrivals} and {sizes}"

@@ -191,7 +191,7 @@ def test_one_rank_without_sizes_stays_unsplit_and_says_why(tmp_path):
     shutil.rmtree(folder / "rank1_ascend_pt")
     _update(profiler_db(folder, 0), "UPDATE COMMUNICATION_OP SET count = NULL")
     run = perfkit.load(folder)
-    assert comm_split.estimate(run).why_not == ("one rank only (no peer to compare its arrival with) and no op sizes "
+    assert comm_split.estimate(run).why_not == ("one rank only (no peer to compare its arrivals with) and no op sizes "
                                                 "(nothing to divide by a link's rate)")
     advice = advise(run)
     finding = next(f for f in advice.findings if f.id == "communication")
