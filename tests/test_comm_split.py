@@ -270,3 +270,24 @@ def test_transfer_bound_estimate_keeps_the_fusion_advice():
     assert "comm_fusion" in finding.action and "mostly waiting" not in finding.title
     assert finding.evidence["comm_split"].startswith("estimate: wait from the 2 profiled ranks' arrival")
     assert finding.evidence["comm_transfer_ms"] > finding.evidence["comm_wait_ms"]
+
+
+def test_a_communication_op_table_without_sizes_or_with_a_backwards_op_loads(tmp_path):
+    """COMMUNICATION_OP without its count / dataType columns, and one op of rank 1 that ends before it starts: the
+    rest loads; the backwards op is said once naming the database, its time unknown, its collective unmatched."""
+    folder = _copy_level0(tmp_path)
+    for rank in RANKS:
+        with sqlite3.connect(profiler_db(folder, rank)) as connection:
+            connection.execute("ALTER TABLE COMMUNICATION_OP DROP COLUMN count")
+            connection.execute("ALTER TABLE COMMUNICATION_OP DROP COLUMN dataType")
+    _update(profiler_db(folder, 1), "UPDATE COMMUNICATION_OP SET endNs = startNs - 1 WHERE opId = 2")
+    run = perfkit.load(folder)
+    said = [w for w in run.warnings if "COMMUNICATION_OP" in w]
+    assert said == ["rank1_ascend_pt: ascend_pytorch_profiler_1.db: COMMUNICATION_OP: 1 op(s) end before they "
+                    "start; their time is unknown"]
+    assert run.comm_ops["size_mb"].isna().all() and run.comm_ops["elapse_ms"].isna().sum() == 1
+    split = comm_split.estimate(run)
+    backwards = run.comm_ops.loc[run.comm_ops["elapse_ms"].isna(), "name"].iloc[0]
+    estimated = run.comm_ops.loc[split.rows.index]
+    assert set(split.rows["how"]) == {"arrival"} and backwards not in set(estimated["name"])
+    assert len(split.rows) == 6  # three collectives matched on both ranks

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ... import comm_split
-from ...analysis import NETWORK_LINK_TYPES, communication_by_rank, step_means
+from ...analysis import NETWORK_LINK_TYPES, step_means
 from ...causes import COMM_SOURCE_LABEL
 from ...cluster import of_run
 from ...ledger import CAUSES_OF, Claim, ledger, rank_parts, steady_means
