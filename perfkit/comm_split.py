@@ -34,6 +34,9 @@ ARRIVAL = "arrival"
 BANDWIDTH = "bandwidth"
 # `hcom_allReduce__576_0_1` -> hcom_allReduce: the op type the fastest rate is looked up by.
 INSTANCE_SUFFIX = re.compile(r"_+\d+(?:_\d+)*$")
+# A legacy step trace's `stream_{stream id}_{index}_` prefix: the stream ids of one op differ between ranks
+# (`stream_48_0_Receive-op663` on rank 0 is `stream_37_0_Receive-op663` on rank 1).
+STREAM_PREFIX = re.compile(r"^stream_\d+_\d+_")
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ def _arrival_wait(ops: pd.DataFrame) -> tuple[np.ndarray, pd.Series]:
     timed = ops[ops["start_ms"].notna()]
     if timed["rank"].nunique() < 2:
         return wait, last
-    timed = timed.assign(group=timed["group"].fillna(""), end=timed["start_ms"] + timed["elapse_ms"])
+    timed = timed.assign(group=timed["group"].fillna(""), end=timed["start_ms"] + timed["elapse_ms"],
+                         name=[STREAM_PREFIX.sub("", name) for name in timed["name"].astype(str)])
     timed = timed.sort_values("start_ms", kind="stable")
     timed["occurrence"] = timed.groupby(["rank", "group", "name"], observed=True).cumcount()
     key = timed.groupby(["group", "name", "occurrence"], observed=True)

@@ -179,7 +179,7 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
     steps = load(STEP_FILE, lambda p: _read_steps(p, parts.warnings))
     spans = guarded(Parts(), folder / STEP_FILE.format(rank), _comm_spans) if steps is not None else None
     hccl = load(HCCL_FILE, lambda p: _read_hccl(p, spans or {}, parts.warnings))
-    comm_ops, comm_links = hccl if hccl is not None else (None, None)
+    comm_ops, comm_links = hccl if hccl is not None else (_comm_ops_of_spans(spans or {}), None)
     info = load(PROFILER_INFO_FILE, lambda p: read_profiler_info(p, parts.warnings))
     if op_types is None and details is None and framework is None and steps is None and comm_ops is None:
         names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE, HCCL_FILE))
@@ -361,8 +361,9 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     return steps.reset_index(drop=True)
 
 
-def _comm_spans(path: Path) -> dict[tuple[int, str], float]:
-    """{(step, communication op column): its ms in that step} of a step trace (the ops' elapse times)."""
+def _comm_spans(path: Path) -> dict[tuple[int, str], tuple[float, float]]:
+    """{(step, communication op column): (its start, its ms) in that step} of a step trace, ms on the device's
+    10 ns tick counter."""
     frame, _, step = _step_rows(path)
     spans = {}
     for start in (c for c in frame.columns if c.startswith(COMM_PREFIX) and c.endswith(START_SUFFIX)):
@@ -371,13 +372,24 @@ def _comm_spans(path: Path) -> dict[tuple[int, str], float]:
             continue
         begin = pd.to_numeric(frame[start].str.strip(), errors="coerce")
         end = pd.to_numeric(frame[name + END_SUFFIX].str.strip(), errors="coerce")
-        for number, ms in zip(step[frame.index], (end - begin) / TICKS_PER_MS):
+        for number, first, ms in zip(step[frame.index], begin / TICKS_PER_MS, (end - begin) / TICKS_PER_MS):
             if ms >= 0:
-                spans[(int(number), name)] = float(ms)
+                spans[(int(number), name)] = (float(first), float(ms))
     return spans
 
 
-def _read_hccl(path: Path, spans: dict[tuple[int, str], float], warnings: list[str]
+def _comm_ops_of_spans(spans: dict[tuple[int, str], tuple[float, float]]) -> pd.DataFrame | None:
+    """comm_ops of a rank without hccl_raw: each communication op of the step trace with its start and elapse,
+    transfer and wait unknown (perfkit/comm_split.py estimates them where ranks' clocks agree)."""
+    if not spans:
+        return None
+    rows = [(step, name, comm_kind(name.rpartition("_")[2]), ms, start)
+            for (step, name), (start, ms) in spans.items()]
+    frame = pd.DataFrame(rows, columns=["step", "name", "kind", "elapse_ms", "start_ms"])
+    return frame[frame["kind"].notna()].assign(transit_ms=np.nan, wait_ms=np.nan, synchronization_ms=np.nan)
+
+
+def _read_hccl(path: Path, spans: dict[tuple[int, str], tuple[float, float]], warnings: list[str]
                ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(comm_ops, comm_links) from hccl_raw_{r}.csv. comm_ops: one row per op and step with its transfer
     (communication_cost) and wait (wait_cost) ms, its elapse the op's span in the step trace (`spans`, NA where
@@ -418,7 +430,7 @@ def _read_hccl(path: Path, spans: dict[tuple[int, str], float], warnings: list[s
             continue
         for name, value in ops.items():
             cost = value if isinstance(value, list) and len(value) >= 3 else [None] * 3
-            rows.append((step, name, comm_kind(name.rpartition("_")[2]), spans.get((step, name), np.nan),
+            rows.append((step, name, comm_kind(name.rpartition("_")[2]), spans.get((step, name), (0, np.nan))[1],
                          measured(cost[1], "op cost"), measured(cost[2], "op wait")))
             if len(cost) >= 4:
                 links += _hccl_links(step, name, cost[3], measured, problems)
