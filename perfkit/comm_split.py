@@ -2,7 +2,8 @@
 
 communication.json, the database's communication tables and hccl_raw measure how much of a collective op moved
 data (transit) and how much waited for peers. Other files give only each execution's interval: the Level0
-database's COMMUNICATION_OP (with each op's element count and data type), CPU and GPU op launches. Two estimates
+database's COMMUNICATION_OP (with each op's element count and data type), CPU and GPU op launches, a legacy step
+trace's communication streams (device ticks). Two estimates
 from those intervals, each a lower bound of the wait, so transfer-bound advice is never given on a guess:
 
 - arrival (two or more ranks): the ranks' executions of one collective (same group, op name and occurrence) can
@@ -14,8 +15,9 @@ from those intervals, each a lower bound of the wait, so transfer-bound advice i
   type and group reached (bytes / elapse of the fastest one, itself an upper bound of no rate); the rest of the
   elapse time is wait. Needs two or more ops of the type, so an op is never measured against itself.
 
-Where both apply the larger wait is taken. Checked on msinsight_db_level0, whose Level1 twin measures the split:
-Level1 transit 3.99 ms a step of four allReduce ops, the Level0 bandwidth estimate 3.82 ms.
+Where both apply the larger wait is taken. Checked (tests/test_comm_split.py) on msinsight_db_level0, whose Level1
+twin measures the split: Level1 transit 3.99 ms a step of four allReduce ops, the Level0 estimate 3.80 ms; and on the
+legacy 2-stage run with hccl_raw left out: stage 0's arrival waits are HCCL's Notify Wait to 1 %.
 """
 
 from __future__ import annotations
