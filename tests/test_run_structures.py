@@ -59,8 +59,83 @@ def test_every_command_refuses_several_cycles_of_one_rank_alike(command, run, fi
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     message = result.output.strip().splitlines()[-1]
-    assert f"holds several runs for rank 0, in profiling order: 1) {first}, 2) {second}; pass the folder" in message
+    assert (f"holds several runs for rank 0, in profiling order: 1) {first}, 2) {second}; choose one with --cycle N "
+            "(1-2, or last) or pass its folder") in message
     assert not (tmp_path / "t.json").exists() and not (tmp_path / "r.html").exists()
+
+
+CYCLES = {REPEAT2: ["vm_5942_20261124202935871_ascend_ms", "vm_5942_20261124202937099_ascend_ms"],
+          DYNAMIC: ["rank0_start3_stop4/vm_6077_20261124202944069_ascend_ms",
+                    "rank0_start12_stop13/vm_6077_20261124202948979_ascend_ms"]}
+
+
+def steady_step_mean_ms(folder: Path) -> float:
+    """The mean of steps 2..n from the raw op launches (step k ends at its last op's end; step 1's start is unknown)."""
+    steps = graph_steps(raw_executions(folder, 0))
+    ends = {number: max(e for _, _, e in ops) for number, ops in steps.items()}
+    totals = [(ends[n] - ends[n - 1]) / 1e6 for n in steps if n > 1]
+    return sum(totals) / len(totals)
+
+
+@pytest.mark.parametrize("run", [REPEAT2, DYNAMIC], ids=["repeat2", "dynamic"])
+def test_summary_reads_the_chosen_cycle(run, cache_dir):
+    """--cycle N reads the N-th run in profiling order (the dynamic windows: "start3" first though "start12" sorts
+    first as text), `last` the last; each answer is that folder's, kept apart in the answer cache."""
+    means = {}
+    for number, choice in ((1, "1"), (2, "2"), (2, "last"), (1, "1")):  # the second "1": from the answer cache
+        folder = run / CYCLES[run][number - 1]
+        result = CliRunner().invoke(main, ["summary", str(run), "--cycle", choice, "--format", "json"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads(result.output)
+        assert summary["meta"]["cycle"] == number
+        assert summary["steps"]["total_ms"] == pytest.approx(steady_step_mean_ms(folder), abs=1e-3)
+        alone = json.loads(CliRunner().invoke(main, ["summary", str(folder), "--format", "json"]).output)
+        assert summary["steps"] == alone["steps"] and summary["op_types"] == alone["op_types"]
+        means[number] = summary["steps"]["total_ms"]
+    assert means[1] != means[2]  # the cycles differ: the choice is seen
+    assert perfkit.load(run, cycle="last").meta.rank_folders == {"0": CYCLES[run][1]}
+
+
+@pytest.mark.parametrize("run", [REPEAT2, DYNAMIC], ids=["repeat2", "dynamic"])
+def test_trace_exports_the_chosen_cycle(run, tmp_path, cache_dir):
+    for number in (1, 2):
+        out = tmp_path / f"c{number}.json"
+        result = CliRunner().invoke(main, ["trace", str(run), "--cycle", str(number), "--step", "2", "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        exported = json.loads(out.read_text())
+        exported = exported["traceEvents"] if isinstance(exported, dict) else exported
+        stamps = [float(e["ts"]) for e in exported if e.get("ph") == "X"]
+        chosen, other = (_trace_ts_range(run / CYCLES[run][index]) for index in (number - 1, 2 - number))
+        assert stamps and chosen[0] <= min(stamps) and max(stamps) <= chosen[1]
+        assert max(stamps) < other[0] or min(stamps) > other[1]  # none of the other cycle's events
+    # a Run loaded with a cycle keeps it: its timeline (the dashboard's page) is of that cycle too
+    from perfkit.timeline import timeline
+    events = timeline(perfkit.load(run, cycle=1), step=2)
+    low, high = _trace_ts_range(run / CYCLES[run][0])
+    assert len(events) and events["start_us"].min() >= low - 1 and events["start_us"].max() <= high + 1
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_takes_cycle_and_names_the_runs_when_out_of_range(command, tmp_path, cache_dir):
+    result = CliRunner().invoke(main, COMMANDS[command](REPEAT2, tmp_path) + ["--cycle", "3"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output
+    assert result.output.startswith(f"perfkit: error: {REPEAT2}: has no profiler run 3 for rank 0 (--cycle): it holds "
+                                    f"1) {CYCLES[REPEAT2][0]}, 2) {CYCLES[REPEAT2][1]}; choose 1-2 or last")
+    if command != "dash":  # dash serves until stopped
+        result = CliRunner().invoke(main, COMMANDS[command](REPEAT2, tmp_path) + ["--cycle", "last"])
+        assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("choice", ["0", "2"])
+def test_a_cycle_a_folder_of_one_run_lacks_is_one_line(choice, cache_dir):
+    folder = REPEAT2 / CYCLES[REPEAT2][0]
+    result = CliRunner().invoke(main, ["summary", str(folder), "--cycle", choice])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert (f"has no profiler run {choice} for rank 0 (--cycle): it holds 1) {folder.name}; choose 1 or last"
+            in result.output)
+    assert CliRunner().invoke(main, ["summary", str(folder), "--cycle", "1"]).exit_code == 0
 
 
 def _trace_ts_range(folder: Path) -> tuple[float, float]:
