@@ -544,7 +544,8 @@ def chosen_cycle(root: Path, runs: dict[int, list[Path]], cycle: Cycle) -> tuple
     """(the folders of the runs not chosen, the chosen run's number where a rank has several, else None).
     Without a `cycle`, a rank with several runs is refused (several_runs); a cycle a rank does not have is one
     line naming that rank's runs. The one choice of every command (perfkit --cycle N, the API's cycle=N)."""
-    ordered = {rank: sorted(set(folders), key=_profiling_order) for rank, folders in sorted(runs.items())}
+    ordered = {rank: sorted(set(folders), key=_profiling_order) for rank, folders in sorted(runs.items())
+               if folders}  # a rank only other files speak of (a manifest's) has no run to choose among
     if cycle is None:
         for rank, folders in ordered.items():
             if len(folders) > 1:

@@ -346,3 +346,28 @@ def test_op_type_shares_are_of_the_steady_steps_like_the_step_means(folder, cach
         assert item["share"] == pytest.approx(expected[item["type"]] / total, abs=1e-6)
     # and they differ from the file's totals over every profiled step (which count step 1)
     assert sum(item["total_ms"] for item in shares) < run.op_types["total_ms"].sum()
+
+
+def test_each_rank_reads_its_own_chosen_cycle(tmp_path, cache_dir):
+    """Two ranks, each with two cycles: the real repeat=2 run as rank 0 and, its cpu_op_*_0 files renamed to _1
+    (the CPU rank is the file suffix), as rank 1 (msrun with a repeating schedule writes this)."""
+    import shutil
+    for rank in (0, 1):
+        shutil.copytree(REPEAT2, tmp_path / "run" / f"rank_{rank}")
+    for file in (tmp_path / "run" / "rank_1").glob("*/FRAMEWORK/*_0.*"):
+        file.rename(file.with_name(file.name.replace("_0.", "_1.")))
+    run = perfkit.load(tmp_path / "run", cycle=2)
+    assert run.ranks == [0, 1] and run.meta.cycle == 2
+    assert run.meta.rank_folders == {str(rank): f"rank_{rank}/{CYCLES[REPEAT2][1]}" for rank in (0, 1)}
+    expected = steady_step_mean_ms(REPEAT2 / CYCLES[REPEAT2][1])
+    means = perfkit.ledger.rank_parts(run).set_index("rank")["total"]
+    assert means.to_dict() == pytest.approx({0: expected, 1: expected}, abs=1e-3)
+    out = tmp_path / "t.json"
+    result = CliRunner().invoke(main, ["trace", str(tmp_path / "run"), "--cycle", "1", "--step", "2", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    exported = json.loads(out.read_text())
+    exported = exported["traceEvents"] if isinstance(exported, dict) else exported
+    low, high = _trace_ts_range(REPEAT2 / CYCLES[REPEAT2][0])
+    processes = {e["args"]["name"].split(":")[0] for e in exported if e.get("name") == "process_name"}
+    assert processes == {"rank 0", "rank 1"}
+    assert all(low <= float(e["ts"]) <= high for e in exported if e.get("ph") == "X")
