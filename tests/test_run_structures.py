@@ -298,7 +298,9 @@ def test_graph_mode_is_silent_on_graph_runs(folder, cache_dir):
 
 def test_gpu_pynative_steps_are_marked_by_the_loops_op_not_a_set_up_call(tmp_path):
     """Shaped like the real MindSpore 2.2.14 GPU PyNative run of issue 23 (19 ops: the first launched once before
-    the loop, the others 14, 15, 30 or 60 times; 15 iterations of ~154 ms), in the crafted GPU files' format."""
+    the loop, the others 14, 15, 30 or 60 times; 15 iterations of ~154 ms; its file is not public), its counts
+    from the issue written in the structure of MindSpore's own writer (test_diagnosis_rules.gpu_pynative says
+    which, and what was searched)."""
     from test_diagnosis_rules import GPU_EPOCH_NS, gpu_pynative
     iterations, step_ns = 15, 154_000_000
     per_step = {f"Default/Op{k}-op{k}": 1 for k in range(1, 9)}  # 8 ops once a step (the first is the marker)
