@@ -64,7 +64,7 @@ def gpu_pynative(folder: Path, mode: str = "pynative", calls: dict[str, list[tup
     and issues corpora for `gpu_op_execute_timestamp` / `;GpuOps;`, MindInsight's tests/utils/resource/profiler
     and MindSpore's tests/ut/data/profiler_data, which hold GPU timelines but no op launch file). Its structure is
     that of MindSpore's writer, `DataSaver::WriteOpTimestamp` (mindspore-ai/mindspore,
-    mindspore/ccsrc/profiler/device/data_saver.cc, Apache-2.0): one line per op, `full_name;GpuOps;` then
+    mindspore/ccsrc/profiler/device/data_saver.cc at 0d0dec65, Apache-2.0): one line per op, `full_name;GpuOps;` then
     `start,duration ` per launch, start in ns, duration CUDA's ms x 1000; the CSVs follow `OpDetailInfo::GetGpuHeader`
     and `OpType::GetGpuHeader` (tests/test_formats_gpu.py)."""
     folder.mkdir(parents=True)

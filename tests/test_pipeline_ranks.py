@@ -1,6 +1,7 @@
 """MindData pipelines of several ranks (tests/runs/mindinsight_minddata_4ranks: MindInsight's 4 real
-minddata_pipeline_raw files): each rank's own pipeline in the summary and the text, pooled with the spread said
-beyond PIPELINE_RANK_COLUMNS ranks, in the text and in the pipeline figure; a run of several ranks without steps is not called single-rank."""
+minddata_pipeline_raw files): each rank's own pipeline in the summary, the text and the pipeline figure, pooled
+with the spread said beyond PIPELINE_RANK_COLUMNS ranks; a run of several ranks without steps is not called
+single-rank."""
 
 from __future__ import annotations
 
