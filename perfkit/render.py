@@ -247,7 +247,8 @@ def communication_lines(summary: dict[str, Any]) -> list[str]:
 
 def summary_text(summary: dict[str, Any]) -> str:
     meta = summary.get("meta", {})
-    lines = [f"run      {summary['run']}",
+    cycle = f"   profiler cycle {meta['cycle']} (--cycle)" if meta.get("cycle") is not None else ""
+    lines = [f"run      {summary['run']}{cycle}",
              f"layout   {summary['layout']}   device {summary['device']}   ranks {_ranks_label(summary['ranks'])}",
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
              f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
@@ -346,7 +347,8 @@ def cell_lines(summary: dict[str, Any]) -> list[str]:
 def cell_tree_text(summary: dict[str, Any]) -> str:
     """`perfkit summary --by cell`: every Cell over TREE_MIN_SHARE of the step, indented by depth."""
     entry = summary.get("cells")
-    lines = [f"run      {summary['run']}", ""]
+    cycle = f"   profiler cycle {meta['cycle']} (--cycle)" if meta.get("cycle") is not None else ""
+    lines = [f"run      {summary['run']}{cycle}", ""]
     if not entry:
         return "\n".join(lines + ["no op data: nothing to place in Cells"])
     lines += ["Cells (ms per profiled step, indented by depth)", CELL_HEADING]

@@ -94,6 +94,10 @@ def test_summary_reads_the_chosen_cycle(run, cache_dir):
         means[number] = summary["steps"]["total_ms"]
     assert means[1] != means[2]  # the cycles differ: the choice is seen
     assert perfkit.load(run, cycle="last").meta.rank_folders == {"0": CYCLES[run][1]}
+    text = CliRunner().invoke(main, ["summary", str(run), "--cycle", "last"]).output
+    assert text.splitlines()[0] == f"run      {run}   profiler cycle 2 (--cycle)"
+    from perfkit.views.numbers import run_description
+    assert run_description(perfkit.load(run, cycle=1)).startswith(f"{run} · profiler cycle 1 · ")  # the dashboard's
 
 
 @pytest.mark.parametrize("run", [REPEAT2, DYNAMIC], ids=["repeat2", "dynamic"])
