@@ -69,9 +69,10 @@ def progress_printer(stream) -> Callable[[str, float], None]:
     return line
 
 
-def _load(path: str):
+def _load(path: str, cycle=None):
+    """The run at `path`, of profiler cycle `cycle` (else --cycle's)."""
     from .loader import load
-    return load(path, _dask(), _cycle())
+    return load(path, _dask(), cycle if cycle is not None else _cycle())
 
 
 class CycleNumber(click.ParamType):
@@ -258,9 +259,13 @@ def ranks(run: str, fmt: str) -> None:
 @click.option("--seq-len", type=click.IntRange(min=1), default=None, metavar="L",
               help="Tokens per sample, for runs whose manifest does not record it: tokens/s.")
 @cycle_option
+@click.option("--cycle-b", type=CycleNumber(), default=None,
+              help="B's profiler cycle where it is not --cycle's: two cycles of one folder side by side "
+                   "(perfkit compare run run --cycle 1 --cycle-b 2).")
 @click.pass_context
 def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower: float | None,
-            fail_on_new: str | None, noise_floor: float | None, batch_size: int | None, seq_len: int | None) -> None:
+            fail_on_new: str | None, noise_floor: float | None, batch_size: int | None, seq_len: int | None,
+            cycle_b) -> None:
     """Before/after: whether B is faster than A beyond the run-to-run noise (over the runs' means; per sample
     when the batches differ), samples/s, the step ledger's per-cause changes, what differed between the runs,
     each run's step spread, op types in ms per step, resolved and new findings. A is the baseline.
@@ -272,9 +277,10 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare cpu_default cpu_avx2 --format json | jq .verdict.kind
       perfkit compare baseline candidate --fail-if-slower 5 --fail-on-new high --format markdown  # CI gate
       perfkit compare own_v1 own_v2 --batch-size 64 --seq-len 512   # an own script's runs: samples/s, tokens/s
+      perfkit compare run run --cycle 1 --cycle-b 2   # two profiler cycles (schedule repeat=2) of one folder
     """
     from .compare import NOISE_FLOOR_PCT, compare as compare_runs, compare_markdown, compare_text, gate, repeat_folders
-    group_a, group_b = (_load_all(tuple(repeat_folders(side))) for side in (run_a, run_b))
+    group_a, group_b = _load_all(tuple(repeat_folders(run_a))), _load_all(tuple(repeat_folders(run_b)), cycle_b)
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
                           NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)
     gating = fail_if_slower is not None or fail_on_new is not None
@@ -535,8 +541,8 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
         ctx.exit(130)
 
 
-def _load_all(paths: tuple[str, ...]) -> list:
-    return [_load(path) for path in paths]
+def _load_all(paths: tuple[str, ...], cycle=None) -> list:
+    return [_load(path, cycle) for path in paths]
 
 
 def _dash_help() -> str:

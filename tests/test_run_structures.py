@@ -377,3 +377,23 @@ def test_each_rank_reads_its_own_chosen_cycle(tmp_path, cache_dir):
     processes = {e["args"]["name"].split(":")[0] for e in exported if e.get("name") == "process_name"}
     assert processes == {"rank 0", "rank 1"}
     assert all(low <= float(e["ts"]) <= high for e in exported if e.get("ph") == "X")
+
+
+def test_compare_puts_two_cycles_of_one_folder_side_by_side(cache_dir):
+    """compare run run --cycle 1 --cycle-b 2 is the two cycles' folders compared; --cycle alone is the same run."""
+    first, second = (str(REPEAT2 / name) for name in CYCLES[REPEAT2])
+    by_cycles = CliRunner().invoke(main, ["compare", str(REPEAT2), str(REPEAT2), "--cycle", "1", "--cycle-b", "2",
+                                          "--format", "json"])
+    assert by_cycles.exit_code == 0, by_cycles.output
+    by_folders = CliRunner().invoke(main, ["compare", first, second, "--format", "json"])
+    cycles, folders = json.loads(by_cycles.output), json.loads(by_folders.output)
+    assert (cycles["cycle_a"], cycles["cycle_b"]) == (1, 2)
+    for key in ("a", "b", "verdict", "step_deltas_ms", "op_type_deltas"):
+        assert cycles[key] == folders[key], key
+    assert cycles["a"]["total_ms"] == pytest.approx(steady_step_mean_ms(REPEAT2 / CYCLES[REPEAT2][0]), abs=1e-3)
+    assert cycles["b"]["total_ms"] == pytest.approx(steady_step_mean_ms(REPEAT2 / CYCLES[REPEAT2][1]), abs=1e-3)
+    text = CliRunner().invoke(main, ["compare", str(REPEAT2), str(REPEAT2), "--cycle", "1", "--cycle-b", "last"]).output
+    assert text.splitlines()[:2] == [f"A  {REPEAT2}, profiler cycle 1", f"B  {REPEAT2}, profiler cycle 2"]
+    same = json.loads(CliRunner().invoke(main, ["compare", str(REPEAT2), str(REPEAT2), "--cycle", "2",
+                                                "--format", "json"]).output)
+    assert same["verdict"]["kind"] == "same run"
