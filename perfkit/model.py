@@ -207,6 +207,9 @@ class Meta:
     # rank (as text: the cache keeps meta as JSON) -> the folder holding that rank's files alone (relative to the
     # run), where one does: a path to load or compare one rank by (`rank_1`, `rank1_ascend_pt`)
     rank_folders: dict[str, str] = field(default_factory=dict)
+    # which of several profiler runs of each rank the folder holds was read (1-based in profiling order: schedule
+    # cycles, dynamic-profiler windows; load's `cycle`); None where each rank has one
+    cycle: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

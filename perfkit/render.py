@@ -176,6 +176,13 @@ def queue_lines(summary: dict[str, Any], which: str) -> list[str]:
 PIPELINE_RANK_COLUMNS = 8
 
 
+def pooled(values: list[float]) -> tuple[float, float, float]:
+    """(min, median, max) of a non-empty list; the median of an even count is the upper middle value (one of
+    the ranks' own, never a mean of two)."""
+    ordered = sorted(values)
+    return ordered[0], ordered[len(ordered) // 2], ordered[-1]
+
+
 def pipeline_lines(summary: dict[str, Any]) -> list[str]:
     if not summary["pipeline"]:
         return []
@@ -205,9 +212,9 @@ def _pipelines_by_rank(by_rank: dict[int, list[dict[str, Any]]]) -> list[str]:
         return lines
     lines = [f"data pipeline (op, workers, output queue usage over {len(ranks)} ranks: min / median / max)"]
     for op_id, op in sorted(ops.items()):
-        values = sorted(v for rank in ranks if (v := usage[rank].get(op_id)) is not None)
+        values = [v for rank in ranks if (v := usage[rank].get(op_id)) is not None]
         workers = "?" if op["workers"] is None else op["workers"]
-        spread = (f"{pct(values[0])} / {pct(values[len(values) // 2])} / {pct(values[-1])}" if values else pct(None))
+        spread = " / ".join(map(pct, pooled(values))) if values else pct(None)
         lines.append(f"  {op_id:>3} {op['op_type']:<20} workers {workers:<3} queue {spread}")
     return lines
 
@@ -240,7 +247,8 @@ def communication_lines(summary: dict[str, Any]) -> list[str]:
 
 def summary_text(summary: dict[str, Any]) -> str:
     meta = summary.get("meta", {})
-    lines = [f"run      {summary['run']}",
+    cycle = f"   profiler cycle {meta['cycle']} (--cycle)" if meta.get("cycle") is not None else ""
+    lines = [f"run      {summary['run']}{cycle}",
              f"layout   {summary['layout']}   device {summary['device']}   ranks {_ranks_label(summary['ranks'])}",
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
              f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
@@ -339,7 +347,8 @@ def cell_lines(summary: dict[str, Any]) -> list[str]:
 def cell_tree_text(summary: dict[str, Any]) -> str:
     """`perfkit summary --by cell`: every Cell over TREE_MIN_SHARE of the step, indented by depth."""
     entry = summary.get("cells")
-    lines = [f"run      {summary['run']}", ""]
+    cycle = f"   profiler cycle {meta['cycle']} (--cycle)" if meta.get("cycle") is not None else ""
+    lines = [f"run      {summary['run']}{cycle}", ""]
     if not entry:
         return "\n".join(lines + ["no op data: nothing to place in Cells"])
     lines += ["Cells (ms per profiled step, indented by depth)", CELL_HEADING]
