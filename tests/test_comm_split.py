@@ -1,5 +1,5 @@
-"""Communication split into transfer and wait where the files time the ops but do not split them (perfkit/comm_split.py):
-the Level0 database export (tests/runs/msinsight_db_level0: COMMUNICATION_OP with each op's count and data type) and
+"""Communication split into transfer and wait where the files time the ops but do not split them
+(perfkit/comm_split.py): the Level0 database export (tests/runs/msinsight_db_level0: COMMUNICATION_OP with each op's count and data type) and
 a CPU msrun job (tests/runs/cpu_2_10_msrun2: op launches of 2 ranks). Every number is computed again here from the raw
 files (sqlite3, the text of cpu_op_execute_timestamp), and the Level0 estimate is held against the transit times its
 Level1 twin measured. The communication rule: the wait diagnosis where the estimate says wait, bucket/fusion advice
@@ -40,10 +40,11 @@ def profiler_db(root: Path, rank: int) -> Path:
     return root / f"rank{rank}_ascend_pt" / OUTPUT / f"ascend_pytorch_profiler_{rank}.db"
 
 
-def level0_ops(root: Path = LEVEL0) -> dict[int, dict[str, tuple[int, int, int | None]]]:
+def level0_ops(root: Path = LEVEL0, ranks: tuple[int, ...] = RANKS
+               ) -> dict[int, dict[str, tuple[int, int, int | None]]]:
     """rank -> op name -> (start ns, end ns, payload bytes or None), read with SQL from each rank's database."""
     ops = {}
-    for rank in RANKS:
+    for rank in ranks:
         rows = sql(profiler_db(root, rank),
                    "SELECT s.value, c.startNs, c.endNs, c.count, d.name FROM COMMUNICATION_OP c "
                    "JOIN STRING_IDS s ON s.id = c.opName LEFT JOIN ENUM_HCCL_DATA_TYPE d ON d.id = c.dataType")
@@ -334,8 +335,9 @@ def test_legacy_streams_without_hccl_raw_are_split_by_arrival(tmp_path):
     """The 4-rank, 2-stage legacy run with its hccl_raw files left out: the step trace places every AllReduce on
     each rank's device clock, whose step ends agree across ranks. The arrival estimate, computed again here from the
     csv, is held against what hccl_raw measured for the same ops: on stage 0 (ranks 0-1) the arrival gaps are HCCL's
-    Notify Wait to 1 % (11.97 / 43.23 ms against 12.06 / 43.38 ms); on stage 1 they exceed it (42 against 12 ms) (the early rank copies locally before it waits), and everywhere the
-    estimated transfer is at least the measured communication_cost: the estimate never makes transfer smaller."""
+    Notify Wait to 1 % (11.97 / 43.23 ms against 12.06 / 43.38 ms); on stage 1 they exceed it (42 against 12 ms:
+    the early rank copies locally before it waits), and everywhere the estimated transfer is at least the measured
+    communication_cost: the estimate never makes transfer smaller."""
     folder = tmp_path / "no_hccl"
     folder.mkdir()
     for path in CLUSTER.glob("step_trace_raw_*_detail_time.csv"):
@@ -364,3 +366,23 @@ def test_legacy_streams_without_hccl_raw_are_split_by_arrival(tmp_path):
             assert waits[rank] == pytest.approx(wait, rel=0.02)
         else:
             assert waits[rank] > wait
+
+
+def test_one_rank_with_payloads_is_split_by_the_fastest_rate(tmp_path):
+    """Rank 0 of the Level0 run alone: no peer to compare arrivals with, so transfer is each op's payload at the
+    fastest bytes / elapse among its own four allReduce ops, and the finding says which rate."""
+    folder = _copy_level0(tmp_path)
+    shutil.rmtree(folder / "rank1_ascend_pt")
+    run = perfkit.load(folder)
+    ops = level0_ops(folder, ranks=(0,))
+    fastest = max(size / (end - start) for start, end, size in ops[0].values())
+    transfer = sum(min(size / fastest, end - start) for start, end, size in ops[0].values()) / 1e6
+    elapse = sum(end - start for start, end, _ in ops[0].values()) / 1e6
+    split = comm_split.estimate(run)
+    assert set(split.rows["how"]) == {"bandwidth"} and split.peers == 0
+    exposed = sql(folder / "rank0_ascend_pt" / OUTPUT / "analysis.db",
+                  "SELECT communication_not_overlapped FROM StepTraceTime")[0][0] / 1e3
+    assert steady_means(run).at[0, "comm_transfer"] == pytest.approx(exposed * transfer / elapse, rel=1e-9)
+    finding = next(f for f in advise(run).findings if f.id == "communication")
+    assert f"hcom_allReduce {fastest:,.1f} GB/s" in finding.evidence["comm_split"]
+    assert "arrival" not in finding.evidence["comm_split"] and "mostly waiting" in finding.title
