@@ -1,8 +1,9 @@
 """Communication split into transfer and wait where the files time the ops but do not split them
-(perfkit/comm_split.py): the Level0 database export (tests/runs/msinsight_db_level0: COMMUNICATION_OP with each op's count and data type) and
-a CPU msrun job (tests/runs/cpu_2_10_msrun2: op launches of 2 ranks). Every number is computed again here from the raw
-files (sqlite3, the text of cpu_op_execute_timestamp), and the Level0 estimate is held against the transit times its
-Level1 twin measured. The communication rule: the wait diagnosis where the estimate says wait, bucket/fusion advice
+(perfkit/comm_split.py): the Level0 database export (tests/runs/msinsight_db_level0: COMMUNICATION_OP with each op's
+count and data type), a CPU msrun job (tests/runs/cpu_2_10_msrun2: op launches of 2 ranks) and a legacy step trace
+without its hccl_raw (tests/runs/mindinsight_cluster_propose). Every number is computed again here from the raw files
+(sqlite3, csv, the text of cpu_op_execute_timestamp), and the estimates are held against what the Level1 twin and
+hccl_raw measured. The communication rule: the wait diagnosis where the estimate says wait, bucket/fusion advice
 where it says transfer, and the reason where neither estimate applies."""
 
 from __future__ import annotations
