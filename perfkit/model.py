@@ -91,11 +91,15 @@ SCHEMA: dict[str, dict[str, str]] = {
                   "released_at_ms": "float64", "duration_ms": "float64", "stream": "string",
                   "device": "string"},
     # One row per communication op per step. kind: collective | p2p; group: the communication group
-    # (the hash after `@` in the op name); size_mb: data moved over every link type but LOCAL.
+    # (the hash after `@` in the op name); size_mb: data moved over every link type but LOCAL (where only the
+    # op's payload is known, its payload). start_ms: the op's start in epoch ms (a clock the ranks of one host
+    # share; float64 holds it to 0.25 µs), where the files time each execution: what transfer/wait estimates
+    # match across ranks.
     "comm_ops": {"rank": "int64", "step": "Int64", "name": "string", "kind": "string", "group": "string",
                  "elapse_ms": "float64", "transit_ms": "float64", "wait_ms": "float64",
-                 "synchronization_ms": "float64", "size_mb": "float64"},
-    # One row per (step, op, src rank, dst rank) link: link_type HCCS | PCIE | RDMA | SIO | LOCAL,
+                 "synchronization_ms": "float64", "size_mb": "float64", "start_ms": "float64"},
+    # One row per (step, op, src rank, dst rank) link: link_type HCCS | PCIE | RDMA | SIO | LOCAL (legacy hccl_raw:
+    # SDMA, the on-server link, or RDMA; its ranks as HCCL's tasks number them),
     # bandwidth_gb_s = size_mb / transit_ms (MB/ms = GB/s). name: the op, or for MindStudio's
     # per-op-type totals (`allreduce-total`) the op type.
     "comm_links": {"rank": "int64", "step": "Int64", "name": "string", "group": "string", "src": "int64",
@@ -112,7 +116,7 @@ OPTIONAL_COLUMNS: dict[str, set[str]] = {
               "preparing_ms", "bubble_ms", "warmup"},
     "memory": {"active_mb", "component", "device", "step"},
     "op_memory": {"stream", "device"},
-    "comm_ops": {"step", "group", "size_mb"},
+    "comm_ops": {"step", "group", "size_mb", "start_ms"},
     "comm_links": {"step", "name", "group"},
 }
 
