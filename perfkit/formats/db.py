@@ -62,7 +62,7 @@ import pyarrow as pa
 from .. import boundedjson
 from ..errors import FileFormatError
 from ..files import open_regular
-from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US
+from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US, US_PER_MS
 from . import ascend_ms, communication, memory
 from .base import (Parts, Reader, guarded, has_match, op_passes, rank_of, read_csv_table, trim_type_separator,
                    walk_names)
@@ -113,7 +113,8 @@ COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
                       "preparing": ("preparing",), "device": ("deviceId",)},
     "CommAnalyzerTime": {"name": ("hccl_op_name",), "group": ("group_name",), "elapse_ms": ("elapse_time",),
                          "transit_ms": ("transit_time",), "wait_ms": ("wait_time",),
-                         "synchronization_ms": ("synchronization_time",), "step": ("step",), "kind": ("type",)},
+                         "synchronization_ms": ("synchronization_time",), "step": ("step",), "kind": ("type",),
+                         "start_us": ("start_timestamp",)},
     "CommAnalyzerBandwidth": {"name": ("hccl_op_name",), "step": ("step",), "link_type": ("transport_type",),
                               "size_mb": ("transit_size",)},
     "CommAnalyzerMatrix": {"src": ("src_rank",), "dst": ("dst_rank",), "link_type": ("transport_type",),
@@ -749,6 +750,8 @@ def _communication(analysis: Database) -> dict[str, pd.DataFrame]:
             times = times.join(total, on=["name", "step"])
         times["step"] = _step_numbers(times.get("step"))
         times["kind"] = times.get("kind", pd.Series(dtype="string")).str.lower()
+        if "start_us" in times:
+            times["start_ms"] = pd.to_numeric(times.pop("start_us"), errors="coerce") / US_PER_MS
         result["comm_ops"] = times
     links = analysis.frame("CommAnalyzerMatrix")
     if links is not None:

@@ -131,6 +131,14 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
         profiled = "the profiled ranks' compute matches, so they" if len(per_rank) > 1 else "the rank"
         causes = [f"{profiled} wait for ranks that were not profiled or for a synchronisation: profile every rank "
                   "of the group and run perfkit ranks over them to find the late one"]
+    first = _first_collective_wait(run)
+    if first is not None and first[0] >= FIRST_COLLECTIVE_WAIT_SHARE:
+        share, name = first
+        evidence |= {"wait_at_first_collective_pct": percent(share), "first_collective": name}
+        causes.append(f"{percent(share):.0f} % of the wait is at each step's first collective ({name}): the ranks "
+                      "reach it at different times, and the ones after it, reached in step, wait little; what runs "
+                      "before it on the late rank (the rest of forward and backward, data loading, host work) is "
+                      "what to shorten")
     if host_ms > 0:
         remedy = ("fewer host synchronisations (.item(), .cpu()) and torch_npu graph mode" if is_torch(run)
                   else "graph mode / @ms.jit and dataset sink mode")
@@ -140,9 +148,42 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
         title=f"Collective communication mostly waiting for peers: {gain:.1f} % of the step, "
               f"{wait.mean():.1f} ms wait against {transfer.mean():.1f} ms transfer",
         evidence=evidence,
-        action="Larger fusion buckets or more overlap cannot help waiting time. " + "; ".join(causes),
+        action="Larger fusion buckets or more overlap cannot help waiting time. " + _sentence("; ".join(causes)),
         target=f"rank {evidence.get('late_rank', worst)}" if len(per_rank) > 1 else None, est_gain_pct=gain,
         claim=Claim(("comm_wait",)))  # the wait is what a late rank or the host gap costs, not the transfer
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+# A step's first collective holding most of the steady steps' collective wait: the ranks reach the step's first
+# exchange at different times (one still computing, loading data or on the host), and the later collectives,
+# reached in step, wait little. Then the wait is arrival skew, and the work before that first collective is
+# what differs (the real torch_npu Level1/Level0 exports: the first of four allReduce ops holds ~90 % of it).
+FIRST_COLLECTIVE_WAIT_SHARE = 0.5
+
+
+def _first_collective_wait(run: Run) -> tuple[float, str] | None:
+    """The share of the steady steps' collective wait that lies in each step's first collective (by start time:
+    elapse less transit where the files measure it, else comm_split's estimate), and the name of that collective
+    most often; None where the ops have no start times or no wait."""
+    ops = run.comm_ops
+    if not len(ops) or "start_ms" not in ops or "step" not in ops:
+        return None
+    collective = ops[(ops["kind"] == "collective") & ops["start_ms"].notna() & ops["step"].notna()]
+    wait = (collective["elapse_ms"] - collective["transit_ms"]).clip(lower=0.0)
+    split = comm_split.estimate(run)
+    if len(split.rows):
+        wait = wait.fillna(split.rows["wait_ms"].reindex(collective.index))
+    steady = ledger(run)
+    steady = steady.loc[steady["steady"], ["rank", "step"]].drop_duplicates()
+    timed = collective.assign(wait=wait.to_numpy(dtype=float)).dropna(subset=["wait"])
+    timed = timed.merge(steady, on=["rank", "step"])
+    if not len(timed) or timed["wait"].sum() <= 0:
+        return None
+    first = timed.loc[timed.groupby(["rank", "step"])["start_ms"].idxmin()]
+    return float(first["wait"].sum() / timed["wait"].sum()), str(first["name"].mode().iloc[0])
 
 
 # ---------------------------------------------------------------------------------------------------------
