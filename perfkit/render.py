@@ -245,10 +245,14 @@ def communication_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _run_line(path: str, cycle: int | str | None) -> str:
+    """A text answer's first line: the run, and its profiler cycle where one was chosen (--cycle)."""
+    return f"run      {path}" + (f"   profiler cycle {cycle} (--cycle)" if cycle is not None else "")
+
+
 def summary_text(summary: dict[str, Any]) -> str:
     meta = summary.get("meta", {})
-    cycle = f"   profiler cycle {meta['cycle']} (--cycle)" if meta.get("cycle") is not None else ""
-    lines = [f"run      {summary['run']}{cycle}",
+    lines = [_run_line(summary["run"], meta.get("cycle")),
              f"layout   {summary['layout']}   device {summary['device']}   ranks {_ranks_label(summary['ranks'])}",
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
              f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
@@ -272,7 +276,7 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     """The slow-rank answer (cluster.SlowRanks.to_dict()): verdict, findings, and the ranks that matter."""
     per_rank = answer["per_rank"]
     slow = answer["slow_ranks"]
-    lines = [f"run      {answer['run']}",
+    lines = [_run_line(answer["run"], answer.get("cycle")),
              f"ranks    {len(per_rank)}   slow: {', '.join(map(str, slow)) if slow else 'none'}"
              f"   (rule: (max - min) / mean step > {100 * answer['threshold']:.0f} %)", ""]
     for finding in answer["findings"]:
@@ -347,8 +351,7 @@ def cell_lines(summary: dict[str, Any]) -> list[str]:
 def cell_tree_text(summary: dict[str, Any]) -> str:
     """`perfkit summary --by cell`: every Cell over TREE_MIN_SHARE of the step, indented by depth."""
     entry = summary.get("cells")
-    cycle = f"   profiler cycle {meta['cycle']} (--cycle)" if meta.get("cycle") is not None else ""
-    lines = [f"run      {summary['run']}{cycle}", ""]
+    lines = [_run_line(summary["run"], summary.get("meta", {}).get("cycle")), ""]
     if not entry:
         return "\n".join(lines + ["no op data: nothing to place in Cells"])
     lines += ["Cells (ms per profiled step, indented by depth)", CELL_HEADING]

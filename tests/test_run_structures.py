@@ -96,6 +96,9 @@ def test_summary_reads_the_chosen_cycle(run, cache_dir):
     assert perfkit.load(run, cycle="last").meta.rank_folders == {"0": CYCLES[run][1]}
     text = CliRunner().invoke(main, ["summary", str(run), "--cycle", "last"]).output
     assert text.splitlines()[0] == f"run      {run}   profiler cycle 2 (--cycle)"
+    for view in (["ranks"], ["summary", "--by", "cell"]):  # every text answer says the cycle it read alike
+        text = CliRunner().invoke(main, [*view, str(run), "--cycle", "last"]).output
+        assert text.splitlines()[0] == f"run      {run}   profiler cycle 2 (--cycle)", view
     from perfkit.views.numbers import run_description
     assert run_description(perfkit.load(run, cycle=1)).startswith(f"{run} · profiler cycle 1 · ")  # the dashboard's
 
