@@ -122,6 +122,14 @@ COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
                            "bandwidth_gb_s": ("bandwidth",), "step": ("step",), "name": ("hccl_op_name",),
                            "op_name": ("op_name",), "group": ("group_name",)},
 }
+# Tables that read others: a database holding the one without the other was cut short or edited (the export
+# writes them together), and what needs the missing one is left out, said once per file.
+COMPANIONS = {
+    "TASK": ("STRING_IDS",),
+    "COMPUTE_TASK_INFO": ("TASK", "STRING_IDS"),
+    "COMMUNICATION_OP": ("STRING_IDS",),
+    "CommAnalyzerTime": ("CommAnalyzerBandwidth",),
+}
 # Columns a table is useless without; the others are read where present.
 REQUIRED = {
     "STEP_TIME": ("step", "start_ns", "end_ns"),
@@ -161,6 +169,13 @@ class Database:
         except SQLITE_ERRORS as exc:
             self.connection.close()
             raise FileFormatError(_why(exc), path) from None
+        orphans = {table: [c for c in companions if c not in self.tables]
+                   for table, companions in COMPANIONS.items() if table in self.tables}
+        missing = sorted({companion for lacking in orphans.values() for companion in lacking})
+        if missing:
+            readers = ", ".join(table for table, lacking in orphans.items() if lacking)
+            warnings.append(f"{path.name}: lacks table(s) {', '.join(missing)} that {readers} refer to (a database "
+                            "with tables missing); what needs them is left out")
         self._strings: dict[int, str] | None = None
         self._string_arrays: tuple[pa.Array, pa.Array] | None = None  # (ids, values) for string_column
         wal = path.with_name(path.name + "-wal")
@@ -464,7 +479,8 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         kernels[column] = database.strings(kernels[column])
     for column in optional:
         kernels[column] = kernels[column].str.strip().str.strip('"')  # shapes are written quoted, as in the CSV
-    if ascend_ms.untyped(kernels["type"].unique()):  # Level0: the type is in the kernel name, as in the CSV
+    # Level0: the type is in the kernel name, as in the CSV (a database without STRING_IDS has neither)
+    if ascend_ms.untyped(kernels["type"].unique()) and kernels["name"].notna().any():
         kernels["type"] = [ascend_ms.type_from_kernel_name(name) if isinstance(name, str) else None
                            for name in kernels["name"]]
         database.warnings.append(f"{database.path.name}: COMPUTE_TASK_INFO: {ascend_ms.LEVEL0_TYPES_NOTE}")
