@@ -34,30 +34,33 @@ POLL_MS = 400
 
 
 class Builds:
-    """Index builds, one thread per run path; their progress and outcome for the page to poll."""
+    """Index builds, one thread per run (its path and the profiler cycle it was loaded with); their progress
+    and outcome for the page to poll."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.state: dict[str, dict] = {}
+        self.state: dict[tuple[str, int | None], dict] = {}
 
-    def status(self, path: str) -> dict:
+    def status(self, run: Run) -> dict:
+        key = (run.path, run.meta.cycle)
         with self.lock:
-            if path not in self.state:
-                self.state[path] = {"message": "starting", "fraction": 0.0, "index": None, "error": None}
-                threading.Thread(target=self._build, args=(path,), daemon=True).start()
-            return dict(self.state[path])
+            if key not in self.state:
+                self.state[key] = {"message": "starting", "fraction": 0.0, "index": None, "error": None}
+                threading.Thread(target=self._build, args=(key,), daemon=True).start()
+            return dict(self.state[key])
 
-    def _build(self, path: str) -> None:
+    def _build(self, key: tuple[str, int | None]) -> None:
         def progress(message: str, fraction: float) -> None:
             with self.lock:
-                self.state[path].update(message=message, fraction=fraction)
+                self.state[key].update(message=message, fraction=fraction)
         try:
-            found = timeline.index(path, progress)
+            path, cycle = key
+            found = timeline.index(path, progress, cycle)
             outcome = {"index": found}
         except PerfkitError as exc:
             outcome = {"error": str(exc)}
         with self.lock:
-            self.state[path].update(outcome, fraction=1.0)
+            self.state[key].update(outcome, fraction=1.0)
 
 
 def page(search: Any, count: int, run_index) -> list:
@@ -83,7 +86,7 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index) -> None:
         index = run_index(search)
         if index is None:
             return "unknown run", True, [], None, [], []
-        state = builds.status(runs[index].path)
+        state = builds.status(runs[index])
         if state["error"]:
             return state["error"], True, [], None, [], []
         found = state["index"]
@@ -104,11 +107,11 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index) -> None:
         index = run_index(search)
         if index is None or not isinstance(ranks, list) or not ranks:
             return layout.empty("pick a rank")
-        state = builds.status(runs[index].path)
+        state = builds.status(runs[index])
         if state["index"] is None:
             return dash.no_update
         try:
-            events = timeline.timeline(runs[index].path, step=integer(step) if state["index"].steps() else None,
+            events = timeline.timeline(runs[index], step=integer(step) if state["index"].steps() else None,
                                        ranks=[r for r in map(integer, ranks) if r is not None])
         except PerfkitError as exc:
             return layout.empty(str(exc))

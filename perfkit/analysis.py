@@ -261,7 +261,7 @@ def host_cpu_busy(cpu_util: pd.DataFrame) -> dict[str, float | None]:
 # GE's together. `APP` is the whole process (reserved only) and `CANN/...` are CANN modules: not the framework's.
 FRAMEWORK_COMPONENTS = ("PTA+GE", "MindSpore+GE", "MindSpore", "PTA", "GE")
 # Links that leave the device; LOCAL is a copy inside it (hundreds of GB/s) and says nothing about the network.
-NETWORK_LINK_TYPES = ("HCCS", "PCIE", "RDMA", "SIO")
+NETWORK_LINK_TYPES = ("HCCS", "PCIE", "RDMA", "SIO", "SDMA")  # SDMA: legacy hccl_raw's on-server link
 
 
 def framework_memory(memory: pd.DataFrame) -> pd.DataFrame:

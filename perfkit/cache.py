@@ -198,20 +198,23 @@ def code_digest(code: tuple[Path, ...]) -> str:
 
 
 @_optional()
-def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path]) -> Path | None:
-    """The entry's path for the run at `run_root` (its folders `jobs`, built by the Python files `code`)
-    as it is on disk now; None when there is no usable cache."""
+def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path], selection: str = "") -> Path | None:
+    """The entry's path for the run at `run_root` (its folders `jobs`, built by the Python files `code`; of
+    them, `selection`: the profiler cycle chosen, "" for all) as it is on disk now; None when there is no
+    usable cache. Each selection has its own place, so reading cycle 1 does not evict cycle 2."""
     root = usable_root(run_root)
     if root is None:
         return None
-    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{run_root}\0".encode())
+    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{run_root}\0"
+                            f"{selection}\0".encode())
     files: dict[str, bytes] = {}  # a folder's part of the key, walked once for all the readers that read it
     for reader_name, folder in jobs:
         digest.update(f"{reader_name}\0".encode())
         if str(folder) not in files:
             files[str(folder)] = _folder_key(folder)
         digest.update(files[str(folder)])
-    place = hashlib.sha256(str(run_root).encode()).hexdigest()[:24]
+    placed = f"{run_root}\0{selection}" if selection else str(run_root)  # all cycles: the place it always had
+    place = hashlib.sha256(placed.encode()).hexdigest()[:24]
     return root / "runs" / place / digest.hexdigest()[:32]
 
 

@@ -69,9 +69,41 @@ def progress_printer(stream) -> Callable[[str, float], None]:
     return line
 
 
-def _load(path: str):
+def _load(path: str, cycle=None):
+    """The run at `path`, of profiler cycle `cycle` (else --cycle's)."""
     from .loader import load
-    return load(path, _dask())
+    return load(path, _dask(), cycle if cycle is not None else _cycle())
+
+
+class CycleNumber(click.ParamType):
+    """A profiler run's number among a rank's several, 1-based in profiling order, or `last` (range-checked by
+    the loader, which names the runs there are)."""
+    name = "N|last"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "last":
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a number (1, 2, ... in profiling order) nor 'last'", param, ctx)
+
+
+def cycle_option(command):
+    """--cycle: which of several profiler runs of one rank (schedule cycles with repeat > 1, dynamic-profiler
+    windows) every reading command reads; kept in the click context for _load(), _cycle() and _answer()."""
+    def keep(ctx, param, value):
+        ctx.meta["perfkit_cycle"] = value
+    return click.option("--cycle", type=CycleNumber(), default=None, expose_value=False, callback=keep,
+                        help="Where a folder holds several profiler runs of one rank (schedule cycles with "
+                             "repeat > 1, dynamic-profiler windows): read the N-th in profiling order, or the "
+                             "last. Without it such a folder is refused, naming them.")(command)
+
+
+def _cycle():
+    """The profiler cycle the running command was given (--cycle), or None."""
+    context = click.get_current_context(silent=True)
+    return context.meta.get("perfkit_cycle") if context is not None else None
 
 
 def dask_options(command):
@@ -121,6 +153,8 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
     """Print `compute()`'s (output, exit code), or the answer kept from an earlier identical question about
     the same, unchanged files: that costs no pandas import (perfkit/cache.py, answers)."""
     from . import cache, plugins
+    if _cycle() is not None:
+        question += ("cycle", str(_cycle()))
     entry = cache.answer_entry(run, question, CODE + plugins.code_paths())
     kept = cache.fetch_answer(entry) if entry is not None else None
     output, exit_code = kept if kept is not None else compute()
@@ -137,6 +171,7 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
 @click.option("--by", type=click.Choice(["step", "cell"]), default="step", show_default=True,
               help="cell: the whole network Cell tree (ms per step, forward/backward, FLOP/s) instead.")
 @dask_options
+@cycle_option
 def summary(run: str, fmt: str, by: str) -> None:
     """Where each step's time goes, which op types dominate, whether data queues ran empty.
 
@@ -162,6 +197,7 @@ def summary(run: str, fmt: str, by: str) -> None:
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
               help="Exit 1 when a finding at or above this severity exists (for CI).")
 @dask_options
+@cycle_option
 def advise(run: str, fmt: str, fail_on: str | None) -> None:
     """Tuning hints with the numbers behind them, most important first.
 
@@ -188,6 +224,7 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @dask_options
+@cycle_option
 def ranks(run: str, fmt: str) -> None:
     """Which ranks of a multi-rank run are slow, from the step files alone (fast on hundreds of ranks).
 
@@ -199,7 +236,7 @@ def ranks(run: str, fmt: str) -> None:
     def compute() -> tuple[str, int]:
         from .cluster import slow_ranks
         from .render import slow_ranks_text
-        answer = slow_ranks(run, _dask()).to_dict()
+        answer = slow_ranks(run, _dask(), _cycle()).to_dict()
         return (_json(answer) if fmt == "json" else slow_ranks_text(answer)), 0
     _answer(("ranks", fmt), run, compute)
 
@@ -221,9 +258,14 @@ def ranks(run: str, fmt: str) -> None:
                    "sample when the batches differ).")
 @click.option("--seq-len", type=click.IntRange(min=1), default=None, metavar="L",
               help="Tokens per sample, for runs whose manifest does not record it: tokens/s.")
+@cycle_option
+@click.option("--cycle-b", type=CycleNumber(), default=None,
+              help="B's profiler cycle where it is not --cycle's: two cycles of one folder side by side "
+                   "(perfkit compare run run --cycle 1 --cycle-b 2).")
 @click.pass_context
 def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower: float | None,
-            fail_on_new: str | None, noise_floor: float | None, batch_size: int | None, seq_len: int | None) -> None:
+            fail_on_new: str | None, noise_floor: float | None, batch_size: int | None, seq_len: int | None,
+            cycle_b) -> None:
     """Before/after: whether B is faster than A beyond the run-to-run noise (over the runs' means; per sample
     when the batches differ), samples/s, the step ledger's per-cause changes, what differed between the runs,
     each run's step spread, op types in ms per step, resolved and new findings. A is the baseline.
@@ -235,9 +277,10 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare cpu_default cpu_avx2 --format json | jq .verdict.kind
       perfkit compare baseline candidate --fail-if-slower 5 --fail-on-new high --format markdown  # CI gate
       perfkit compare own_v1 own_v2 --batch-size 64 --seq-len 512   # an own script's runs: samples/s, tokens/s
+      perfkit compare run run --cycle 1 --cycle-b 2   # two profiler cycles (schedule repeat=2) of one folder
     """
     from .compare import NOISE_FLOOR_PCT, compare as compare_runs, compare_markdown, compare_text, gate, repeat_folders
-    group_a, group_b = (_load_all(tuple(repeat_folders(side))) for side in (run_a, run_b))
+    group_a, group_b = _load_all(tuple(repeat_folders(run_a))), _load_all(tuple(repeat_folders(run_b)), cycle_b)
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
                           NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)
     gating = fail_if_slower is not None or fail_on_new is not None
@@ -498,8 +541,8 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
         ctx.exit(130)
 
 
-def _load_all(paths: tuple[str, ...]) -> list:
-    return [_load(path) for path in paths]
+def _load_all(paths: tuple[str, ...], cycle=None) -> list:
+    return [_load(path, cycle) for path in paths]
 
 
 def _dash_help() -> str:
@@ -522,6 +565,7 @@ def _dash_help() -> str:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Interface to bind. Anything but loopback exposes the dashboard (no login) to the network.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8050, show_default=True)
+@cycle_option
 def dash(runs: tuple[str, ...], host: str, port: int) -> None:
     from dashboards.app import check_port, is_loopback, serve
     check_port(host, port)  # a busy port is said before minutes of loading, not after
@@ -538,6 +582,7 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
 @click.argument("runs", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html", show_default=True)
 @dask_options
+@cycle_option
 def report(runs: tuple[str, ...], output: str) -> None:
     """Write one self-contained HTML file with the dashboard's figures and findings (opens offline).
 
@@ -560,6 +605,7 @@ def report(runs: tuple[str, ...], output: str) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
 @click.option("--format", "fmt", type=click.Choice(["json", "parquet"]), default="json", show_default=True,
               help="json: a Chrome trace Perfetto and chrome://tracing open; parquet: the events table.")
+@cycle_option
 def trace(run: str, step: int | None, start_ms: float | None, end_ms: float | None, ranks: str | None,
           output: str, fmt: str) -> None:
     """Cut one step (or time window) of the timeline out of a big trace, all ranks side by side.
@@ -581,7 +627,7 @@ def trace(run: str, step: int | None, start_ms: float | None, end_ms: float | No
     except ValueError:
         raise click.UsageError(f"--ranks takes comma-separated numbers, not {ranks!r}") from None
     events, warnings = window(run, step=step, start_ms=start_ms, end_ms=end_ms, ranks=chosen,
-                              progress=progress_printer(sys.stderr))
+                              progress=progress_printer(sys.stderr), cycle=_cycle())
     for warning in warnings:
         click.echo(f"perfkit: warning: {warning}", err=True)
     write_window(events, output, fmt)

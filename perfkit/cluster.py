@@ -44,6 +44,7 @@ class SlowRanks:
     per_rank: pd.DataFrame                  # rank, steps, total_ms, the bound parts (compute_ms, ...), idle_ms
     findings: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    cycle: int | str | None = None          # the profiler cycle read (--cycle), None where not chosen
 
     @property
     def slow(self) -> list[int]:
@@ -52,15 +53,15 @@ class SlowRanks:
 
     def to_dict(self) -> dict[str, Any]:
         frame = self.per_rank.astype(object).where(self.per_rank.notna(), None)
-        return {"run": self.path, "threshold": SLOW_RANK_SPREAD, "slow_ranks": self.slow,
+        return {"run": self.path, "cycle": self.cycle, "threshold": SLOW_RANK_SPREAD, "slow_ranks": self.slow,
                 "findings": self.findings, "per_rank": frame.to_dict(orient="records"), "warnings": self.warnings}
 
 
-def slow_ranks(path: str | os.PathLike, dask=None) -> SlowRanks:
+def slow_ranks(path: str | os.PathLike, dask=None, cycle=None) -> SlowRanks:
     """Which ranks are slow, by msprof-analyze's rule: (max - min) / mean step > SLOW_RANK_SPREAD. `dask`: read
-    the ranks on that Dask cluster (loader.load)."""
+    the ranks on that Dask cluster; `cycle`: which profiler cycle of each rank (loader.load)."""
     from .loader import load
-    run = load(path, dask)
+    run = load(path, dask, cycle)
     if not len(run.steps):
         raise LayoutError("no per-step times found in any rank (step_trace_time.csv / step_trace_raw_*)", run.path)
     return of_run(run)
@@ -106,7 +107,8 @@ def of_run(run: Run) -> SlowRanks:
         if len(group) > 1:
             members = per_rank[per_rank["rank"].isin(group)]
             findings += [{**finding, "group": group} for finding in _findings(members)]
-    answer = SlowRanks(path=run.path, per_rank=per_rank, findings=findings, warnings=list(run.warnings))
+    answer = SlowRanks(path=run.path, per_rank=per_rank, findings=findings, warnings=list(run.warnings),
+                       cycle=run.meta.cycle)
     run.__dict__["_slow_ranks"] = _Memo(answer, run.table_versions())
     return answer
 

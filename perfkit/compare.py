@@ -342,6 +342,7 @@ def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Se
         "a": steps_a, "b": steps_b,
         "spread_a": spread(step_totals(run_a.steps)), "spread_b": spread(step_totals(run_b.steps)),
         "runs_a": [run.path for run in group_a], "runs_b": [run.path for run in group_b],
+        "cycle_a": run_a.meta.cycle, "cycle_b": run_b.meta.cycle,  # of several profiler runs per rank (--cycle)
         "step_deltas_ms": step_deltas,
         "differences": [{"setting": row["setting"], "a": row["values"][0], "b": row["values"][1]}
                         for row in differences([settings_a, settings_b])],
@@ -483,8 +484,9 @@ def throughput_words(result: dict[str, Any], unit: str = "samples") -> str:
 
 def _side_words(result: dict[str, Any], side: str) -> str:
     """A side's first run, and how many runs of it the verdict is over when there are repeats."""
-    runs = result[f"runs_{side}"]
-    return runs[0] + (f" (+ {len(runs) - 1} repeats of its settings: {len(runs)} runs)" if len(runs) > 1 else "")
+    runs, cycle = result[f"runs_{side}"], result.get(f"cycle_{side}")
+    return (runs[0] + (f", profiler cycle {cycle}" if cycle is not None else "")
+            + (f" (+ {len(runs) - 1} repeats of its settings: {len(runs)} runs)" if len(runs) > 1 else ""))
 
 
 def verdict_lines(judged: dict[str, Any]) -> list[tuple[str, str]]:
@@ -664,7 +666,8 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
     for runs whose files do not tell it) and differ."""
     if not group_a or not group_b:
         raise PerfkitError("compare needs at least one run on each side")
-    if sorted(run.path for run in group_a) == sorted(run.path for run in group_b):
+    if sorted((run.path, run.meta.cycle or 0) for run in group_a) == sorted((run.path, run.meta.cycle or 0)
+                                                                            for run in group_b):
         return Verdict(SAME_RUN, 1.0, (1.0, 1.0), None, SAME_RUN, False, len(group_a), len(group_b), 1.0,
                        global_batch(group_a[0], batch_size), global_batch(group_b[0], batch_size))
     batches_a = {global_batch(run, batch_size) for run in group_a}

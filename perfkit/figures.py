@@ -27,7 +27,7 @@ from .compare import (SPREAD_TITLE, banner_words, differences, judge, ms_per_ste
 from .errors import PluginError
 from .model import Run
 from .ledger import bound
-from .render import mean_of_text
+from .render import PIPELINE_RANK_COLUMNS, mean_of_text, pooled
 from .units import FLOP_PER_GFLOP, US_PER_MS
 from .views.format import (BOUND_COLORS, COLORS, MB_SPEC, NUMBER_SPEC, STEP_LABELS, STEP_SPLITS, count,
                            NAMED_COLUMNS, ms, pct, percent, run_color, short_op_names)
@@ -318,24 +318,117 @@ def queue_figure(run: Run, which: str) -> go.Figure:
 
 
 def pipeline_figure(run: Run) -> go.Figure:
-    """Dataset ops in pipeline order (root first), each with its output queue usage and worker count."""
+    """Dataset ops in pipeline order (root first) with their output queue usage: one rank's bars with their
+    worker counts; several ranks side by side, an op x rank grid (their queues differ: one rank's full
+    everywhere, another's starved); beyond PIPELINE_RANK_COLUMNS ranks, each op's median with its min-max spread
+    over the ranks, as `perfkit summary` prints them."""
     pipeline = run.pipeline
     if not len(pipeline):
         return empty_state("no data pipeline profiling in this run (minddata_pipeline_raw / pipeline_profiling)")
-    first = pipeline[pipeline["rank"] == pipeline["rank"].min()].sort_values("op_id")
-    labels = [f"{row.op_type} (op {row.op_id})" for row in first.itertuples(index=False)]
-    usage = 100 * first["queue_usage"]
+    ranks = sorted(int(rank) for rank in pipeline["rank"].unique())
+    # ops by op_id over every rank (the first rank that has an op names its type and workers, as the text does)
+    ops = pipeline.sort_values(["op_id", "rank"]).drop_duplicates("op_id")
+    labels = {int(row.op_id): f"{row.op_type} (op {row.op_id}) · {_workers(row.workers)}"
+              for row in ops.itertuples(index=False)}
+    if len(ranks) == 1:
+        fig = _one_rank_pipeline(pipeline.sort_values("op_id"), labels, ranks[0])
+    elif len(ranks) <= PIPELINE_RANK_COLUMNS:
+        fig = _pipeline_grid(pipeline, labels, ranks)
+    else:
+        fig = _pooled_pipeline(pipeline, labels, ranks)
+    fig.update_yaxes(categoryorder="array", categoryarray=list(labels.values())[::-1], automargin=True)
+    return fig
+
+
+def _one_rank_pipeline(ops: pd.DataFrame, labels: dict[int, str], rank: int) -> go.Figure:
+    usage = 100 * ops["queue_usage"]
     fig = go.Figure()
-    fig.add_bar(y=labels, x=usage.fillna(0), orientation="h", marker_color=[
+    fig.add_bar(y=[labels[op] for op in ops["op_id"]], x=usage.fillna(0), orientation="h", marker_color=[
         COLORS["slow"] if u < LOW_QUEUE_USAGE_PCT else COLORS["ok"] for u in usage.fillna(0)],
-        text=[("no queue" if math.isnan(u) else f"{u:.0f} %") + f" · {_workers(w)}"
-              for u, w in zip(usage, first["workers"])], textposition="outside", cliponaxis=False,
-        hovertemplate="%{y}<br>output queue usage %{x:.1f} %<extra></extra>", showlegend=False)
-    fig = _style(fig, f"Data pipeline: output queue usage per dataset op (root first; red < {LOW_QUEUE_USAGE_PCT} %)",
-                 height=max(220, 100 + 38 * len(labels)), xaxis_title="mean output queue usage")
-    fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], automargin=True)
+        text=["no queue" if math.isnan(u) else f"{u:.0f} %" for u in usage], textposition="outside",
+        cliponaxis=False, hovertemplate="%{y}<br>output queue usage %{x:.1f} %<extra></extra>", showlegend=False)
+    fig = _style(fig, f"Data pipeline of rank {rank}: output queue usage per dataset op "
+                      f"(root first; red < {LOW_QUEUE_USAGE_PCT} %)",
+                 height=max(220, 100 + 38 * len(ops)), xaxis_title="mean output queue usage")
     fig.update_xaxes(range=[0, 100], ticksuffix=" %")
     fig.update_layout(margin=dict(r=150))  # room for the text of a full queue's bar
+    return fig
+
+
+def _pipeline_grid(pipeline: pd.DataFrame, labels: dict[int, str], ranks: list[int]) -> go.Figure:
+    """One square per op and rank, coloured by its output queue usage (red: starved, green: full); an op without
+    an output queue (the root) is a grey square saying so. Drawn as scatter markers, as link_heatmap_figure."""
+    cells = pipeline.assign(usage_pct=100 * pipeline["queue_usage"], label=pipeline["op_id"].map(labels),
+                            column=[f"rank {rank}" for rank in pipeline["rank"]])
+    queued, unqueued = cells[cells["usage_pct"].notna()], cells[cells["usage_pct"].isna()]
+    fig = go.Figure()
+    fig.add_scatter(x=queued["column"], y=queued["label"], mode="markers+text", showlegend=False,
+                    text=[percent(u) for u in queued["usage_pct"]], textfont=dict(size=12, color="#111"),
+                    marker=dict(symbol="square", size=52, color=queued["usage_pct"], colorscale="RdYlGn", cmin=0,
+                                cmax=100, showscale=True, line=dict(width=1, color="white"),
+                                colorbar=dict(title="queue<br>usage", ticksuffix=" %")),
+                    hovertemplate="%{y}<br>%{x}: output queue usage %{marker.color:.1f} %<extra></extra>")
+    if len(unqueued):
+        fig.add_scatter(x=unqueued["column"], y=unqueued["label"], mode="markers+text", showlegend=False,
+                        text=["no queue"] * len(unqueued), textfont=dict(size=10, color="#555"),
+                        marker=dict(symbol="square", size=52, color="#e8e8e8", line=dict(width=1, color="white")),
+                        hovertemplate="%{y}<br>%{x}: no output queue<extra></extra>")
+    fig = _style(fig, f"Data pipeline per rank: output queue usage per dataset op (root first; red < "
+                      f"{LOW_QUEUE_USAGE_PCT} %)<br><sup>{_widest_spread(queued)}</sup>",
+                 height=max(260, 120 + 60 * len(labels)))
+    # each rank's mean over its queued ops under its name: a rank starved everywhere reads at a glance
+    means = queued.groupby("rank")["usage_pct"].mean()
+    fig.update_xaxes(categoryorder="array", categoryarray=[f"rank {rank}" for rank in ranks], showgrid=False,
+                     side="top", tickvals=[f"rank {rank}" for rank in ranks],
+                     ticktext=[f"rank {rank}<br>mean {percent(means.get(rank))}" for rank in ranks])
+    fig.update_yaxes(showgrid=False)
+    fig.update_layout(margin=dict(t=110))
+    return fig
+
+
+def _widest_spread(queued: pd.DataFrame) -> str:
+    """The op whose queue usage differs most between ranks, with its lowest and highest rank."""
+    spread = queued.groupby("op_id")["usage_pct"].agg(lambda usage: usage.max() - usage.min())
+    if not len(spread) or spread.max() == 0:
+        return "every op's queue usage is the same on every rank"
+    rows = queued[queued["op_id"] == spread.idxmax()]
+    low, high = rows.loc[rows["usage_pct"].idxmin()], rows.loc[rows["usage_pct"].idxmax()]
+    return (f"ranks differ most at {low['op_type']} (op {low['op_id']}): rank {low['rank']} {percent(low['usage_pct'])}"
+            f", rank {high['rank']} {percent(high['usage_pct'])}")
+
+
+def _pooled_pipeline(pipeline: pd.DataFrame, labels: dict[int, str], ranks: list[int]) -> go.Figure:
+    """Each op's median queue usage over the ranks (a bar) and its min-max spread (whiskers), the rank at each
+    end named on hover: `perfkit summary`'s min / median / max."""
+    rows = []
+    for op_id, label in labels.items():
+        usage = pipeline[pipeline["op_id"] == op_id].dropna(subset=["queue_usage"]).sort_values("queue_usage")
+        if not len(usage):
+            rows.append((label, float("nan"), float("nan"), float("nan"), "", ""))
+            continue
+        low, median, high = (100 * value for value in pooled(usage["queue_usage"].tolist()))
+        rows.append((label, low, median, high, usage["rank"].iloc[0], usage["rank"].iloc[-1]))
+    frame = pd.DataFrame(rows, columns=["label", "low", "median", "high", "low_rank", "high_rank"])
+    fig = go.Figure()
+    fig.add_bar(y=frame["label"], x=frame["median"].fillna(0), orientation="h", showlegend=False,
+                marker_color=[COLORS["slow"] if m < LOW_QUEUE_USAGE_PCT else COLORS["ok"]
+                              for m in frame["median"].fillna(0)],
+                error_x=dict(type="data", symmetric=False, array=frame["high"] - frame["median"],
+                             arrayminus=frame["median"] - frame["low"], color="#333", thickness=1.5, width=6),
+                text=["no queue" if math.isnan(m) else f"{percent(lo)} / {percent(m)} / {percent(hi)}"
+                      for lo, m, hi in zip(frame["low"], frame["median"], frame["high"])],
+                textposition="none", customdata=frame[["low", "low_rank", "high", "high_rank"]].to_numpy(),
+                hovertemplate="%{y}<br>median %{x:.1f} %<br>min %{customdata[0]:.1f} % (rank %{customdata[1]})"
+                              "<br>max %{customdata[2]:.1f} % (rank %{customdata[3]})<extra></extra>")
+    fig = _style(fig, f"Data pipeline over {len(ranks)} ranks: output queue usage per dataset op, median with "
+                      f"min-max whiskers (root first; red < {LOW_QUEUE_USAGE_PCT} %)",
+                 height=max(220, 100 + 38 * len(labels)), xaxis_title="output queue usage over the ranks: "
+                                                                       "min / median / max")
+    # the numbers right of the plot, where no whisker crosses them
+    for label, text in zip(frame["label"], fig.data[0].text):
+        fig.add_annotation(x=1.01, xref="paper", y=label, text=text, showarrow=False, xanchor="left")
+    fig.update_xaxes(range=[0, 100], ticksuffix=" %")
+    fig.update_layout(margin=dict(r=230))
     return fig
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import analysis
+from . import analysis, comm_split
 from .callable_module import make_callable
 from .causes import BOUND_PART_LABELS, BOUND_PARTS, CAUSES, COMM_OVERLAP_UNKNOWN_LABEL
 from .model import Run, kept_on_run
@@ -65,9 +65,13 @@ def _op_ms_by_pass(run: Run) -> pd.DataFrame:
             .reindex(columns=["forward", "backward", "other"], fill_value=0.0))
 
 
+MEASURED_SPLIT = "the collective ops' transit / elapse time per rank"
+
+
 def _transfer_share(run: Run) -> pd.Series:
     """Per rank, the share of collective op time spent moving data (Transit Time / Elapse Time of
-    communication.json and its database twin); the rest of the op's time it waited for its peers."""
+    communication.json, the database's communication tables, hccl_raw); the rest of the op's time it waited
+    for its peers."""
     ops = run.comm_ops
     if not len(ops):
         return pd.Series(dtype="float64")
@@ -140,7 +144,13 @@ def _build(run: Run) -> pd.DataFrame:
     collective = exposed - pipeline
     transfer_share = _transfer_share(run)
     split_known = np.isin(ranks, transfer_share.index.to_numpy())
-    comm_transfer = np.where(split_known, collective * _per_rank(transfer_share, ranks), 0.0)
+    share = _per_rank(transfer_share, ranks)
+    estimated_share, split_source = _estimated_share(run, rows)
+    estimated = ~split_known & ~np.isnan(estimated_share)
+    share = np.where(estimated, estimated_share, share)
+    split_source = np.where(estimated, split_source, MEASURED_SPLIT)
+    split_known |= estimated
+    comm_transfer = np.where(split_known, collective * share, 0.0)
     comm_wait = np.where(split_known, collective - comm_transfer, 0.0)
     comm_unsplit = np.where(split_known, 0.0, collective)
 
@@ -184,8 +194,30 @@ def _build(run: Run) -> pd.DataFrame:
              "host_transfer": host_transfer, "compile": compile_}
     parts.update(_compute_split(run, rows, ranks, compute, exposed, tail))
     parts["unknown"] = unknown
-    sources = _sources(exposed_source, computing, gaps_apply & ~np.isnan(measured_busy), gaps_apply, split_known, feed)
+    sources = _sources(exposed_source, computing, gaps_apply & ~np.isnan(measured_busy), gaps_apply, split_known,
+                       split_source, feed)
     return _frame(_long(rows, parts, sources, steady), warnings)
+
+
+def _estimated_share(run: Run, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per step row, the transfer share of its rank's collective op time in that step where comm_split estimates
+    it (else over the rank's estimated ops of every step), NaN where it does not; and how it was estimated."""
+    split = comm_split.estimate(run)
+    share = np.full(len(rows), np.nan)
+    source = np.full(len(rows), "", dtype=object)
+    if split.why_not is not None:
+        return share, source
+    estimates = split.rows[split.rows["elapse_ms"] > 0]
+    for keys, into in ((["rank", "step"], rows[["rank", "step"]]), (["rank"], rows[["rank"]])):
+        sums = estimates.dropna(subset=keys).groupby(keys).agg(transfer=("transfer_ms", "sum"),
+                                                               elapse=("elapse_ms", "sum"),
+                                                               hows=("how", lambda how: frozenset(how)))
+        found = pd.MultiIndex.from_frame(into.astype("int64")) if len(keys) > 1 else pd.Index(into["rank"])
+        position = sums.index.get_indexer(found) if len(sums) else np.full(len(rows), -1)
+        take = (position >= 0) & np.isnan(share)
+        share[take] = (sums["transfer"] / sums["elapse"]).to_numpy()[position[take]]
+        source[take] = [split.method(hows) for hows in sums["hows"].to_numpy()[position[take]]]
+    return np.clip(share, 0.0, 1.0), source
 
 
 def _compute_split(run: Run, rows: pd.DataFrame, ranks: np.ndarray, compute: np.ndarray, exposed: np.ndarray,
@@ -220,7 +252,7 @@ def _compute_split(run: Run, rows: pd.DataFrame, ranks: np.ndarray, compute: np.
 
 
 def _sources(exposed_source: np.ndarray, computing: np.ndarray, own_ops: np.ndarray, gaps_apply: np.ndarray,
-             split_known: np.ndarray, feed: dict | None) -> dict[str, tuple[Any, bool]]:
+             split_known: np.ndarray, split_source: np.ndarray, feed: dict | None) -> dict[str, tuple[Any, bool]]:
     """cause -> (source text, per row or one for all; measured). own_ops: rows whose compute is the step's own
     op executions (busy_ms)."""
     compute_source = np.where(~np.isnan(computing), "step file: computing",
@@ -229,7 +261,7 @@ def _sources(exposed_source: np.ndarray, computing: np.ndarray, own_ops: np.ndar
                                                 "step span after the interval, less exposed communication")))
     comm_measured = np.char.startswith(exposed_source.astype(str), "step") | (exposed_source == _OWN_OPS)
     queue = f"{feed['queue']} queue empty in {feed['empty_pct']:.1f} % of samples" if feed else ""
-    split = "communication.json transit / elapse time per rank"
+    split = np.char.add("; ", split_source.astype(str))
     return {
         "forward": ("compute, split by the ops' scope time (Default/)", False),
         "backward": ("compute, split by the ops' scope time (Gradients/)", False),
@@ -237,8 +269,8 @@ def _sources(exposed_source: np.ndarray, computing: np.ndarray, own_ops: np.ndar
         "forward_backward": (compute_source, False),
         "compute": (compute_source, ~np.isnan(computing) | own_ops),
         "optimizer": ("step trace tail less the communication inside it", False),
-        "comm_transfer": (np.char.add(exposed_source.astype(str), f"; {split}"), False),
-        "comm_wait": (np.char.add(exposed_source.astype(str), f"; {split}"), False),
+        "comm_transfer": (np.char.add(exposed_source.astype(str), split), False),
+        "comm_wait": (np.char.add(exposed_source.astype(str), split), False),
         "comm": (exposed_source, comm_measured & ~split_known),
         "p2p": ("point-to-point share of exposed communication, bubble", False),
         "data_wait": (f"step interval; {queue}", False),
@@ -402,9 +434,12 @@ def _evidence(run: Run, parts: pd.DataFrame) -> list[str]:
         evidence.append("communication: communication op time; overlap with compute unknown")
     causes = steady_means(run, by="cause").mean()
     if causes.get("comm_transfer", 0.0) + causes.get("comm_wait", 0.0) > 0:
+        frame = ledger(run)
+        split = frame.loc[frame["steady"] & (frame["cause"] == "comm_wait"), "source"].astype(str)
+        how = next((text[text.index(comm_split.ESTIMATE):] for text in split if comm_split.ESTIMATE in text),
+                   "the collective ops' transit vs elapse time")
         evidence.append(f"communication: {causes.get('comm_transfer', 0.0):,.3f} ms transfer, "
-                        f"{causes.get('comm_wait', 0.0):,.3f} ms waiting for peers per step "
-                        "(the collective ops' transit vs elapse time)")
+                        f"{causes.get('comm_wait', 0.0):,.3f} ms waiting for peers per step ({how})")
     if float(parts["pipeline"].mean()) > 0:
         evidence.append("pipeline: point-to-point (send/receive) communication and bubble: stages waiting")
     feed = analysis.data_evidence(run)

@@ -45,6 +45,10 @@ Job = tuple[Reader, Path]
 Warning = tuple[str, str]  # (where under the run's root, "." for the root itself; what)
 # A message that many folders share is said once, naming this many of them.
 NAMED_FOLDERS = 3
+# `cycle` of load/load_steps/timeline: which of several profiler runs of one rank to read, 1-based in profiling
+# order, or LAST_CYCLE; None: a folder holding several is refused (several_runs).
+Cycle = int | str | None
+LAST_CYCLE = "last"
 
 
 # ---------------------------------------------------------------- discover
@@ -103,18 +107,22 @@ def _discover(path: str | os.PathLike) -> tuple[Path, list[Job], list[Warning]]:
 
 # ---------------------------------------------------------------- load
 
-def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None) -> Run:
+def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle: Cycle = None) -> Run:
     """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were.
 
     Read in worker processes here, or, with `dask` (else $PERFKIT_DASK, see dask_ingest.target), one task per
-    rank folder on that Dask cluster; the Run is the same.
+    rank folder on that Dask cluster; the Run is the same. `cycle`: which of several profiler runs of one rank
+    the folder holds to read (1, 2, ... in profiling order, or "last"; see chosen_cycle); without it such a
+    folder is refused.
     """
     root, jobs, problems = _discover(path)
-    entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], CODE + plugins.code_paths())
-    run = cache.fetch(entry, reload=lambda name: getattr(load(root, dask), name)) if entry is not None else None
+    entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], CODE + plugins.code_paths(),
+                            "" if cycle is None else str(cycle))
+    run = (cache.fetch(entry, reload=lambda name: getattr(load(root, dask, cycle), name)) if entry is not None
+           else None)
     if run is None:
         results = _read_all(_read_folder, jobs, dask)
-        run = assemble(root, jobs, results, problems)
+        run = assemble(root, jobs, results, problems, cycle)
         if entry is not None:
             cache.store(entry, run)
     return run
@@ -198,7 +206,7 @@ def _table_problem(name: str, frame, rank: int, values: bool) -> str | None:
     return None
 
 
-def load_steps(path: str | os.PathLike, dask: dask_ingest.Target | None = None
+def load_steps(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle: Cycle = None
                ) -> tuple[Path, pd.DataFrame, list[str]]:
     """(root, the steps table of every rank, warnings): the cheap read behind questions across ranks.
 
@@ -209,14 +217,14 @@ def load_steps(path: str | os.PathLike, dask: dask_ingest.Target | None = None
     root, jobs, _ = _discover(path)
     units = [(reader, folder) for reader, folder in jobs if reader.unit]
     if not units or any(reader.read_steps is None for reader, _ in units):
-        run = load(root, dask)
+        run = load(root, dask, cycle)
         return root, run.steps, run.warnings
     results = _read_all(_read_steps, units, dask)
     failures = [result for result in results if isinstance(result, FileFormatError)]
     by_rank = _by_rank((job, result) for job, result in zip(units, results) if not isinstance(result, FileFormatError))
     if not by_rank and failures:
         raise failures[0]
-    _check_one_unit_per_rank(root, by_rank)
+    by_rank = _of_cycle(by_rank, chosen_cycle(root, _runs_by_rank(by_rank), cycle)[0])
     warnings = _skipped(root, failures)
     pieces: list[Piece] = []
     for rank in sorted(by_rank):
@@ -234,13 +242,14 @@ Entry = tuple[Reader, Path, Parts]
 Piece = tuple[int, pd.DataFrame, tuple[Path, Reader]]  # (rank, table, where it came from)
 
 
-def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning] = ()) -> Run:
+def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning] = (), cycle: Cycle = None) -> Run:
     """The Run made of every folder's reader results (`results[i]` is jobs[i]'s {rank: Parts} or its error);
-    `problems`: what discovery has to say (a plugin's detect that raised)."""
+    `problems`: what discovery has to say (a plugin's detect that raised); `cycle`: as load's."""
     failures = [result for result in results if isinstance(result, FileFormatError)]
     by_rank = _by_rank((job, result) for job, result in zip(jobs, results) if not isinstance(result, FileFormatError))
+    left_out, chosen = chosen_cycle(root, _runs_by_rank(by_rank), cycle)
+    by_rank = _of_cycle(by_rank, left_out)
     run_wide = by_rank.pop(RUN_WIDE, [])
-    _check_one_unit_per_rank(root, by_rank)
     _require_data(root, by_rank, run_wide, failures)
     meta_fields: dict = {}
     warnings: list[Warning] = [(".", problem) for problem in plugin_problems()] + list(problems)
@@ -269,6 +278,7 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
     meta = Meta(**{k: v for k, v in meta_fields.items() if k in Meta.__dataclass_fields__})
     meta.ranks = sorted(by_rank)
     meta.rank_folders = _rank_folders(root, by_rank)
+    meta.cycle = chosen
     if meta.layout is None:  # no unit reader named a layout: only dataset files, or only perfkit's manifest
         named = [reader for entries in [*by_rank.values(), run_wide] for reader, _, _ in entries]
         meta.layout = next((reader.name for reader in named if _gives_run_tables(reader)), named[0].name)
@@ -523,20 +533,61 @@ def _merge_meta(into: dict, new: dict) -> None:
             into.setdefault(key, value)
 
 
-def _check_one_unit_per_rank(root: Path, by_rank: dict[int, list[Entry]]) -> None:
-    """Two unit folders for one rank (or, in a run without unit folders, two folders of the same
-    supplementary reader) are two runs side by side: the user must pick one."""
+def _runs_by_rank(by_rank: dict[int, list[Entry]]) -> dict[int, list[Path]]:
+    """Per rank, the folders that each hold a whole run of it: its unit folders (or, in a run without unit
+    folders, the folders of one supplementary reader). Two for one rank are two runs side by side: schedule
+    cycles, dynamic-profiler windows."""
+    runs: dict[int, list[Path]] = {}
     for rank, entries in by_rank.items():
+        if rank == RUN_WIDE:
+            continue
         folders = sorted({folder for reader, folder, _ in entries if reader.unit})
         if not folders:
             # a reader that gives no schema table (perfkit's manifest) only adds facts to the folders beside it
             for name in {reader.name for reader, _, _ in entries if _gives_run_tables(reader)}:
                 same = sorted({folder for reader, folder, _ in entries if reader.name == name})
-                if len(same) > 1:
+                if len(same) > len(folders):
                     folders = same
-                    break
+        runs[rank] = folders
+    return runs
+
+
+def chosen_cycle(root: Path, runs: dict[int, list[Path]], cycle: Cycle) -> tuple[set[Path], int | None]:
+    """(the folders of the runs not chosen, the chosen run's number where a rank has several, else None).
+    Without a `cycle`, a rank with several runs is refused (several_runs); a cycle a rank does not have is one
+    line naming that rank's runs. The one choice of every command (perfkit --cycle N, the API's cycle=N)."""
+    ordered = {rank: sorted(set(folders), key=_profiling_order) for rank, folders in sorted(runs.items())
+               if folders}  # a rank only other files speak of (a manifest's) has no run to choose among
+    if cycle is None:
+        for rank, folders in ordered.items():
+            if len(folders) > 1:
+                raise several_runs(root, rank, folders)
+        return set(), None
+    left_out: set[Path] = set()
+    chosen = None
+    for rank, folders in ordered.items():
+        number = len(folders) if cycle == LAST_CYCLE else cycle
+        if not (isinstance(number, int) and 1 <= number <= len(folders)):
+            numbers = "1" if len(folders) == 1 else f"1-{len(folders)}"
+            raise LayoutError(f"has no profiler run {cycle!r} for rank {rank} (--cycle): it holds "
+                              f"{_runs_named(root, folders)}; choose {numbers} or last", root)
+        left_out.update(folders[:number - 1] + folders[number:])
         if len(folders) > 1:
-            raise several_runs(root, rank, folders)
+            chosen = number
+    return left_out, chosen
+
+
+def _of_cycle(by_rank: dict[int, list[Entry]], left_out: set[Path]) -> dict[int, list[Entry]]:
+    """by_rank without the entries read from the runs not chosen (their folders and what lies under them)."""
+    if not left_out:
+        return by_rank
+    kept = {rank: [entry for entry in entries if not inside(entry[1], left_out)] for rank, entries in by_rank.items()}
+    return {rank: entries for rank, entries in kept.items() if entries}
+
+
+def inside(folder: Path, folders: set[Path]) -> bool:
+    """Whether `folder` is one of `folders` or lies under one."""
+    return folder in folders or any(parent in folders for parent in folder.parents)
 
 
 # MindSpore names each profiler folder {worker}_{start time, yyyymmddHHMMSSmmm}_ascend_ms.
@@ -553,11 +604,18 @@ def _profiling_order(folder: Path) -> tuple:
 def several_runs(root: Path, rank: int, folders) -> LayoutError:
     """The one refusal of every command (summary, advise, ranks, compare, report, dash, trace) for a folder
     holding several profiler runs of one rank (schedule cycles with repeat > 1, dynamic-profiler windows, two
-    runs side by side): they are never merged nor one picked silently; the user passes the one to read."""
+    runs side by side): they are never merged nor one picked silently; the user chooses one by its number
+    (--cycle) or passes its folder."""
     ordered = sorted(set(folders), key=_profiling_order)
-    names = ", ".join(f"{number}) {os.path.relpath(folder, root)}" for number, folder in enumerate(ordered, 1))
-    return LayoutError(f"holds several runs for rank {rank}, in profiling order: {names}; pass the folder of "
-                       f"one of them (e.g. {ordered[-1]})", root)
+    return LayoutError(f"holds several runs for rank {rank}, in profiling order: {_runs_named(root, ordered)}; "
+                       f"choose one with --cycle N (1-{len(ordered)}, or last) or pass its folder "
+                       f"(e.g. {ordered[-1]})", root)
+
+
+def _runs_named(root: Path, ordered: list[Path]) -> str:
+    """`1) a, 2) b`: runs in profiling order, by their folder under the run's root (the root by its name)."""
+    return ", ".join(f"{number}) {os.path.relpath(folder, root) if folder != root else folder.name}"
+                     for number, folder in enumerate(ordered, 1))
 
 
 # ---------------------------------------------------------------- warnings

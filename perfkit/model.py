@@ -92,11 +92,15 @@ SCHEMA: dict[str, dict[str, str]] = {
                   "released_at_ms": "float64", "duration_ms": "float64", "stream": "string",
                   "device": "string"},
     # One row per communication op per step. kind: collective | p2p; group: the communication group
-    # (the hash after `@` in the op name); size_mb: data moved over every link type but LOCAL.
+    # (the hash after `@` in the op name); size_mb: data moved over every link type but LOCAL (where only the
+    # op's payload is known, its payload). start_ms: the op's start in epoch ms (a clock the ranks of one host
+    # share; float64 holds it to 0.25 µs), where the files time each execution: what transfer/wait estimates
+    # match across ranks.
     "comm_ops": {"rank": "int64", "step": "Int64", "name": "string", "kind": "string", "group": "string",
                  "elapse_ms": "float64", "transit_ms": "float64", "wait_ms": "float64",
-                 "synchronization_ms": "float64", "size_mb": "float64"},
-    # One row per (step, op, src rank, dst rank) link: link_type HCCS | PCIE | RDMA | SIO | LOCAL,
+                 "synchronization_ms": "float64", "size_mb": "float64", "start_ms": "float64"},
+    # One row per (step, op, src rank, dst rank) link: link_type HCCS | PCIE | RDMA | SIO | LOCAL (legacy hccl_raw:
+    # SDMA, the on-server link, or RDMA; its ranks as HCCL's tasks number them),
     # bandwidth_gb_s = size_mb / transit_ms (MB/ms = GB/s). name: the op, or for MindStudio's
     # per-op-type totals (`allreduce-total`) the op type.
     "comm_links": {"rank": "int64", "step": "Int64", "name": "string", "group": "string", "src": "int64",
@@ -113,7 +117,7 @@ OPTIONAL_COLUMNS: dict[str, set[str]] = {
               "preparing_ms", "bubble_ms", "warmup"},
     "memory": {"active_mb", "component", "device", "step"},
     "op_memory": {"stream", "device"},
-    "comm_ops": {"step", "group", "size_mb"},
+    "comm_ops": {"step", "group", "size_mb", "start_ms"},
     "comm_links": {"step", "name", "group"},
 }
 
@@ -211,6 +215,9 @@ class Meta:
     # rank (as text: the cache keeps meta as JSON) -> the folder holding that rank's files alone (relative to the
     # run), where one does: a path to load or compare one rank by (`rank_1`, `rank1_ascend_pt`)
     rank_folders: dict[str, str] = field(default_factory=dict)
+    # which of several profiler runs of each rank the folder holds was read (1-based in profiling order: schedule
+    # cycles, dynamic-profiler windows; load's `cycle`); None where each rank has one
+    cycle: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

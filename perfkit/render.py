@@ -176,6 +176,13 @@ def queue_lines(summary: dict[str, Any], which: str) -> list[str]:
 PIPELINE_RANK_COLUMNS = 8
 
 
+def pooled(values: list[float]) -> tuple[float, float, float]:
+    """(min, median, max) of a non-empty list; the median of an even count is the upper middle value (one of
+    the ranks' own, never a mean of two)."""
+    ordered = sorted(values)
+    return ordered[0], ordered[len(ordered) // 2], ordered[-1]
+
+
 def pipeline_lines(summary: dict[str, Any]) -> list[str]:
     if not summary["pipeline"]:
         return []
@@ -205,9 +212,9 @@ def _pipelines_by_rank(by_rank: dict[int, list[dict[str, Any]]]) -> list[str]:
         return lines
     lines = [f"data pipeline (op, workers, output queue usage over {len(ranks)} ranks: min / median / max)"]
     for op_id, op in sorted(ops.items()):
-        values = sorted(v for rank in ranks if (v := usage[rank].get(op_id)) is not None)
+        values = [v for rank in ranks if (v := usage[rank].get(op_id)) is not None]
         workers = "?" if op["workers"] is None else op["workers"]
-        spread = (f"{pct(values[0])} / {pct(values[len(values) // 2])} / {pct(values[-1])}" if values else pct(None))
+        spread = " / ".join(map(pct, pooled(values))) if values else pct(None)
         lines.append(f"  {op_id:>3} {op['op_type']:<20} workers {workers:<3} queue {spread}")
     return lines
 
@@ -238,9 +245,14 @@ def communication_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _run_line(path: str, cycle: int | str | None) -> str:
+    """A text answer's first line: the run, and its profiler cycle where one was chosen (--cycle)."""
+    return f"run      {path}" + (f"   profiler cycle {cycle} (--cycle)" if cycle is not None else "")
+
+
 def summary_text(summary: dict[str, Any]) -> str:
     meta = summary.get("meta", {})
-    lines = [f"run      {summary['run']}",
+    lines = [_run_line(summary["run"], meta.get("cycle")),
              f"layout   {summary['layout']}   device {summary['device']}   ranks {_ranks_label(summary['ranks'])}",
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
              f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
@@ -264,7 +276,7 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     """The slow-rank answer (cluster.SlowRanks.to_dict()): verdict, findings, and the ranks that matter."""
     per_rank = answer["per_rank"]
     slow = answer["slow_ranks"]
-    lines = [f"run      {answer['run']}",
+    lines = [_run_line(answer["run"], answer.get("cycle")),
              f"ranks    {len(per_rank)}   slow: {', '.join(map(str, slow)) if slow else 'none'}"
              f"   (rule: (max - min) / mean step > {100 * answer['threshold']:.0f} %)", ""]
     for finding in answer["findings"]:
@@ -339,7 +351,7 @@ def cell_lines(summary: dict[str, Any]) -> list[str]:
 def cell_tree_text(summary: dict[str, Any]) -> str:
     """`perfkit summary --by cell`: every Cell over TREE_MIN_SHARE of the step, indented by depth."""
     entry = summary.get("cells")
-    lines = [f"run      {summary['run']}", ""]
+    lines = [_run_line(summary["run"], summary.get("meta", {}).get("cycle")), ""]
     if not entry:
         return "\n".join(lines + ["no op data: nothing to place in Cells"])
     lines += ["Cells (ms per profiled step, indented by depth)", CELL_HEADING]

@@ -29,6 +29,17 @@ def _ledger_communication(run: Run) -> dict[int, dict[str, Any]]:
             for row in measured_by_ops.itertuples(index=False)}
 
 
+def _communication(run: Run) -> dict[int, dict[str, Any]]:
+    """Per rank, the communication ops' summary (analysis.communication_by_rank), its time per step the ledger's
+    where the ledger measured it from the step's own op executions (the op rows of CPU/GPU launches also time
+    the steps the means leave out), else the ledger's alone."""
+    by_ops, by_ledger = communication_by_rank(run), _ledger_communication(run)
+    if run.meta.step_source not in OWN_OPS_STEP_SOURCES:
+        return by_ops or by_ledger
+    return {rank: {**by_ops.get(rank, {}), **by_ledger[rank]} if rank in by_ledger else by_ops[rank]
+            for rank in sorted(by_ops.keys() | by_ledger.keys())}
+
+
 def _pipelines(pipeline: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
     """Per rank with a MindData pipeline, its ops in op_id order."""
     pipeline = pipeline.sort_values(["rank", "op_id"]) if len(pipeline) else pipeline
@@ -41,7 +52,7 @@ def _pipelines(pipeline: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
 def summarize(run: Run) -> dict[str, Any]:
     """The `perfkit summary --format json` contract (see README)."""
     per_rank = per_rank_step_means(run.steps)
-    peaks, communication = memory_peaks(run), communication_by_rank(run) or _ledger_communication(run)
+    peaks, communication = memory_peaks(run), _communication(run)
     parts = rank_parts(run).set_index("rank")
     known_ranks = {entry["rank"] for entry in per_rank}
     pipelines = _pipelines(run.pipeline)

@@ -54,6 +54,8 @@ from .units import US_PER_MS
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .loader import Cycle
+
 # Imported where used, not here: pandas and the reader registry (which imports pandas) cost ~0.4 s, and
 # `perfkit trace` on an indexed run answers without them (trace_files and the step fallbacks need them;
 # the warm window and its export are Arrow alone).
@@ -104,23 +106,29 @@ class TraceFile:
     folder: Path  # the rank's folder, where its step files are
 
 
-def trace_files(path: str | os.PathLike) -> tuple[Path, list[TraceFile]]:
-    """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text)."""
+def trace_files(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, list[TraceFile]]:
+    """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text).
+    `cycle`: as loader.load's (several profiler runs of one rank are refused without one)."""
     from .formats import ascend_ms, cpu, db
     from .formats.base import Parts, rank_of
-    from .loader import discover, several_runs
+    from .loader import chosen_cycle, discover, inside
     root, jobs = discover(path)
     found: dict[int, TraceFile] = {}
-    unit_folders: dict[int, set[Path]] = {}
+    timelines: dict[Path, int] = {}  # folder -> rank, of the folders with a JSON timeline
+    for reader, folder in jobs:
+        if reader.name in ("ascend_ms", "cpu") and (folder / NEW_LAYOUT_TRACE).is_file():
+            # A CPU folder has no profiler_info: its rank is the one its FRAMEWORK/cpu_op_* files name.
+            rank = cpu.folder_rank(folder) if reader.name == "cpu" else None
+            timelines[folder] = rank if rank is not None else ascend_ms._read_profiler_info(folder, Parts())
+    runs: dict[int, list[Path]] = {}
+    for folder, rank in timelines.items():
+        runs.setdefault(rank, []).append(folder)
+    left_out = chosen_cycle(root, runs, cycle)[0]  # schedule cycles or dynamic-profiler windows: the user picks one
+    jobs = [(reader, folder) for reader, folder in jobs if not inside(folder, left_out)]
     for reader, folder in jobs:
         name = reader.name
-        if name in ("ascend_ms", "cpu") and (folder / NEW_LAYOUT_TRACE).is_file():
-            # A CPU folder has no profiler_info: its rank is the one its FRAMEWORK/cpu_op_* files name.
-            rank = cpu.folder_rank(folder) if name == "cpu" else None
-            rank = rank if rank is not None else ascend_ms._read_profiler_info(folder, Parts())
-            unit_folders.setdefault(rank, set()).add(folder)
-            if len(unit_folders[rank]) > 1:  # schedule cycles or dynamic-profiler windows: the user picks one
-                raise several_runs(root, rank, unit_folders[rank])
+        if folder in timelines:
+            rank = timelines[folder]
             found.setdefault(rank, TraceFile(rank, folder / NEW_LAYOUT_TRACE, folder))
         elif name in ("legacy", "gpu"):
             for pattern in LEGACY_TRACES:
@@ -165,7 +173,8 @@ def index_path(root: Path, files: list[TraceFile]) -> Path:
     digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
     for file in files:
         digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{_fingerprint(_step_file(file))}\0".encode())
-    place = hashlib.sha256(str(root).encode()).hexdigest()[:24]
+    # placed by the files' paths too: each profiler cycle of one folder (--cycle) keeps its own index
+    place = hashlib.sha256("\0".join([str(root), *(str(file.path) for file in files)]).encode()).hexdigest()[:24]
     return base / "timeline" / place / digest.hexdigest()[:32]
 
 
@@ -202,18 +211,20 @@ class Index:
         return sorted({int(step) for r in ranks for step, _, _ in self.ranks[r]["steps"]})
 
 
-def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None = None) -> Index:
-    """The run's timeline index: read from the cache, else built (and stored) now.
+def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None = None,
+          cycle: Cycle = None) -> Index:
+    """The run's timeline index (of profiler cycle `cycle`, as loader.load's): read from the cache, else built
+    (and stored) now.
 
     `progress(message, fraction)` is called while building. Raises PerfkitError when the run has no
     trace, a trace has no readable event, or the index cannot be written.
     """
-    location = cache.answer_entry(path, LOCATION_QUESTION, CODE)
+    location = cache.answer_entry(path, LOCATION_QUESTION + (() if cycle is None else ("cycle", str(cycle))), CODE)
     kept = cache.fetch_answer(location) if location is not None else None
     found = _fetch(Path(kept[0])) if kept is not None else None
     if found is not None:
         return found
-    root, files = trace_files(path)
+    root, files = trace_files(path, cycle)
     entry = index_path(root, files)
     progress = progress or (lambda message, fraction: None)
     try:
@@ -485,15 +496,17 @@ def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
 # ---------------------------------------------------------------- windows
 
 def timeline(run, step: int | None = None, start_ms: float | None = None, end_ms: float | None = None,
-             ranks: Iterable[int] | None = None, progress: Callable[[str, float], None] | None = None) -> pd.DataFrame:
+             ranks: Iterable[int] | None = None, progress: Callable[[str, float], None] | None = None,
+             cycle: Cycle = None) -> pd.DataFrame:
     """The events of one step (or of [start_ms, end_ms), ms since the trace's first event) of a run.
 
-    `run` is a path or a loaded Run. One row per event overlapping the window, lanes ordered as the
+    `run` is a path or a loaded Run (of the profiler cycle it was loaded with); `cycle`: of a path, as
+    loader.load's. One row per event overlapping the window, lanes ordered as the
     profiler orders them (process, then thread sort index), columns EVENT_COLUMNS; times in µs.
     `.attrs["warnings"]`: what was wrong in the chosen ranks' traces (cut off, events without times).
     Raises PerfkitError for a step the run does not have (naming the ones it has).
     """
-    table, warnings = window(run, step, start_ms, end_ms, ranks, progress)
+    table, warnings = window(run, step, start_ms, end_ms, ranks, progress, cycle)
     events = table.to_pandas()
     events["step"] = events["step"].astype("Int64")
     events.attrs["warnings"] = warnings
@@ -502,11 +515,13 @@ def timeline(run, step: int | None = None, start_ms: float | None = None, end_ms
 
 
 def window(run, step: int | None = None, start_ms: float | None = None, end_ms: float | None = None,
-           ranks: Iterable[int] | None = None, progress: Callable[[str, float], None] | None = None
-           ) -> tuple[pa.Table, list[str]]:
+           ranks: Iterable[int] | None = None, progress: Callable[[str, float], None] | None = None,
+           cycle: Cycle = None) -> tuple[pa.Table, list[str]]:
     """As `timeline`, as an Arrow table (schema EVENTS) and the warnings: what `perfkit trace` writes,
     without importing pandas."""
-    found = index(getattr(run, "path", run), progress)
+    if hasattr(run, "meta"):  # a loaded Run: the cycle it was loaded with
+        run, cycle = run.path, run.meta.cycle
+    found = index(run, progress, cycle)
     chosen = _chosen_ranks(found, ranks)
     bounds = {rank: _bounds(found, rank, step, start_ms, end_ms) for rank in chosen}
     tables = [_window(found, rank, *bounds[rank]) for rank in chosen]

@@ -370,7 +370,7 @@ def crafted_cli(monkeypatch):
     runs = {"seed": seed_feed_run(path="seed"),
             "healthy": make_run(data_mode="sink", compute_dtype="float16", steps=step_rows(0.2, 20.0, 0.5),
                                 host_queue=queue_rows([64] * 20), path="healthy")}
-    monkeypatch.setattr("perfkit.cli._load", runs.__getitem__)
+    monkeypatch.setattr("perfkit.cli._load", lambda path, cycle=None: runs[path])
     return CliRunner()
 
 

@@ -74,7 +74,7 @@ def test_compare_without_steps_has_no_speedup():
 @pytest.fixture
 def crafted_cli(monkeypatch):
     runs = {"before": seed_feed_run(path="before"), "after": fixed_run()}
-    monkeypatch.setattr("perfkit.cli._load", runs.__getitem__)
+    monkeypatch.setattr("perfkit.cli._load", lambda path, cycle=None: runs[path])
     return CliRunner()
 
 

@@ -125,7 +125,7 @@ def test_a_batch_change_is_gated_per_sample():
 def crafted(monkeypatch):
     """The seed's feed-mode run and its fix (sink, O3): crafted, as no real pair shows findings appearing."""
     runs = {"before": seed_feed_run(path="before"), "after": fixed_run()}
-    monkeypatch.setattr("perfkit.cli._load", runs.__getitem__)
+    monkeypatch.setattr("perfkit.cli._load", lambda path, cycle=None: runs[path])
 
 
 def test_fail_on_new_findings(crafted):

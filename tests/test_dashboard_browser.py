@@ -55,6 +55,7 @@ FOLDERS = {
     "new_level1": FIXTURE_RUNS["new_level1"],
     "cpu_2_10": FIXTURE_RUNS["cpu_2_10"],
     "cpu_ranks2": REPO / "sample_runs/cpu_ranks2",
+    "minddata_4ranks": REPO / "tests/runs/mindinsight_minddata_4ranks",
 }
 # The real runs the README's screenshots show, best first: the seed's queues and pipeline if the legacy reader
 # loads them, else the new-layout run.
@@ -248,6 +249,33 @@ def test_overview_shows_summary_numbers(driver, base_url, loaded, shots, label):
         screenshot(driver, "dash_overview", shots)
     if label == "cpu_ranks2":  # a CPU run: no Cast card, communication as a card
         screenshot(driver, "dash_overview_cpu_ranks2", shots)
+
+
+def test_pipeline_shows_every_rank_s_queues(driver, base_url, loaded, shots):
+    """MindInsight's 4 real minddata_pipeline_raw files: rank 2's queues are 94 % full on every op, rank 3's 16 %.
+    The pipeline figure draws a square per op and rank with that rank's usage from its file (read here with csv),
+    each rank's mean under its name; one rank's values for all (the old single table) fails here."""
+    import csv
+    index = loaded.index("minddata_4ranks")
+    open_page(driver, f"{base_url}/?run={index}", plots=1)
+    expected = {}
+    for rank in range(4):
+        with open(FOLDERS["minddata_4ranks"] / f"minddata_pipeline_raw_{rank}.csv", newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row["output_queue_size"]:  # the root Batch has no output queue
+                    expected[(f"rank {rank}", row["op_type"], row["op_id"])] = (
+                        f"{100 * float(row['output_queue_usage_rate']):.1f} %")
+    drawn = driver.execute_script(
+        "const plot = document.querySelector('#fig-pipeline .js-plotly-plot');"
+        "return plot.data.flatMap(t => t.x.map((x, i) => [x, t.y[i], t.text[i]]));")
+    shown = {(x, label.split(" ")[0], label.split("(op ")[1].split(")")[0]): text for x, label, text in drawn
+             if text != "no queue"}
+    assert shown == expected
+    assert {text for (rank, _, _), text in shown.items() if rank == "rank 2"} == {"93.8 %"}
+    assert {text for (rank, _, _), text in shown.items() if rank == "rank 3"} == {"15.6 %"}
+    texts = svg_texts(driver, "fig-pipeline")
+    assert "Data pipeline per rank" in texts and "mean 93.8 %" in texts and "mean 15.6 %" in texts
+    screenshot(driver, "dash_pipeline_ranks", shots)
 
 
 def test_device_queue_absent_on_cpu_is_said_in_words(driver, base_url, loaded):

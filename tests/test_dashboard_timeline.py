@@ -25,6 +25,7 @@ from perfkit import figures, timeline  # noqa: E402
 
 pytestmark = pytest.mark.browser
 STEPS = 3
+REPEAT2 = REPO / "tests" / "runs" / "cpu_2_10_repeat2"
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +48,11 @@ def page(run_folder, tmp_path_factory):
     patch.setenv("PERFKIT_CACHE_DIR", str(cache))
     patch.delenv("PERFKIT_NO_CACHE", raising=False)
     from dashboards import create_app
-    # run 1: the CPU run, whose compute_bound finding names an op type; run 2: the database export (no JSON trace)
+    # run 1: the CPU run, whose compute_bound finding names an op type; run 2: the database export (no JSON trace);
+    # run 3: the second of two profiler cycles (perfkit dash --cycle 2)
     url, stop = start_server(create_app([perfkit.load(run_folder), perfkit.load(FIXTURE_RUNS["cpu_2_10"]),
-                                         perfkit.load(FIXTURE_RUNS["new_db_level1"])]))
+                                         perfkit.load(FIXTURE_RUNS["new_db_level1"]),
+                                         perfkit.load(REPEAT2, cycle=2)]))
     driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
     yield driver, url
     driver.quit()
@@ -194,6 +197,18 @@ def test_a_database_export_has_its_timeline(page, tmp_path_factory):
         for process in ("Python", "CANN", "Ascend Hardware", "HCCL"):
             assert any(label.startswith(f"rank {rank} · {process} · ") for label in labels), (rank, process)
     screenshot(driver, "dash_timeline_db", tmp_path_factory.mktemp("shots"))
+
+
+def test_a_run_read_with_a_cycle_shows_that_cycle_s_timeline(page):
+    """perfkit dash --cycle 2 on the real repeat=2 run: the page draws the second cycle's events (the folder's
+    whole timeline would be refused: two runs of rank 0)."""
+    driver, url = page
+    second = REPEAT2 / "vm_5942_20261124202937099_ascend_ms"
+    events = timeline.timeline(second, step=2)
+    driver.get(f"{url}/timeline?run=3&step=2")
+    wait_for(driver, lambda d: title(d).startswith(f"step 2 · {len(events):,} events"), "cycle 2's step 2")
+    first = timeline.timeline(REPEAT2 / "vm_5942_20261124202935871_ascend_ms", step=2)
+    assert sorted(first["start_us"]) != sorted(events["start_us"])  # the cycles' windows differ
 
 
 def drawn_bars(driver) -> list[dict]:

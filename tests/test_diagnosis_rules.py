@@ -58,7 +58,15 @@ GPU_EPOCH_NS = 1_700_000_000_000_000_000
 def gpu_pynative(folder: Path, mode: str = "pynative", calls: dict[str, list[tuple[int, float]]] | None = None
                  ) -> Path:
     """Writes the GPU files formats.md §1 lists (GPU rows) for a PyNative run whose step trace is empty: GPU_OPS
-    over GPU_STEPS steps, or `calls` (full op name -> [(start epoch ns, duration ms)], type from the name)."""
+    over GPU_STEPS steps, or `calls` (full op name -> [(start epoch ns, duration ms)], type from the name).
+
+    Crafted: no real GPU PyNative gpu_op_execute_timestamp file is public (searched: find_string and the code
+    and issues corpora for `gpu_op_execute_timestamp` / `;GpuOps;`, MindInsight's tests/utils/resource/profiler
+    and MindSpore's tests/ut/data/profiler_data, which hold GPU timelines but no op launch file). Its structure is
+    that of MindSpore's writer, `DataSaver::WriteOpTimestamp` (mindspore-ai/mindspore,
+    mindspore/ccsrc/profiler/device/data_saver.cc at 0d0dec65, Apache-2.0): one line per op, `full_name;GpuOps;` then
+    `start,duration ` per launch, start in ns, duration CUDA's ms x 1000; the CSVs follow `OpDetailInfo::GetGpuHeader`
+    and `OpType::GetGpuHeader` (tests/test_formats_gpu.py)."""
     folder.mkdir(parents=True)
     if calls is None:
         calls = {}

@@ -131,8 +131,10 @@ def test_queue_figure_of_a_million_samples_ships_few_points():
 
 def test_pipeline_figure_lists_ops_root_first_with_workers():
     fig = figures.pipeline_figure(make_run())
-    assert list(fig.layout.yaxis.categoryarray)[::-1] == ["Batch (op 0)", "Map (op 1)", "Cifar10Dataset (op 2)"]
-    assert list(fig.data[0].text) == ["90 % · 4 workers", "30 % · 8 workers", "70 % · 1 worker"]
+    assert list(fig.layout.yaxis.categoryarray)[::-1] == ["Batch (op 0) · 4 workers", "Map (op 1) · 8 workers",
+                                                          "Cifar10Dataset (op 2) · 1 worker"]
+    assert list(fig.data[0].text) == ["90 %", "30 %", "70 %"]
+    assert fig.layout.title.text.startswith("Data pipeline of rank 0:")
 
 
 def test_empty_run_gives_sentences_not_axes():

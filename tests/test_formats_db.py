@@ -241,6 +241,28 @@ def test_missing_kernel_tables_leave_the_steps(tmp_path):
     assert any("ascend_pytorch_profiler_0.db" in w and "TASK" in w for w in run.warnings), run.warnings
 
 
+def test_a_database_with_half_its_tables_loads_the_rest_and_names_what_is_missing(tmp_path):
+    """Rank 1's profiler database without STRING_IDS (its kernels have no names), rank 0's analysis.db without
+    CommAnalyzerBandwidth (its ops no sizes): one warning per file naming the table; the rest as before."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN, run_dir)
+    broken.drop_table(run_dir / "rank1_ascend_pt" / OUTPUT / "ascend_pytorch_profiler_1.db", "STRING_IDS")
+    broken.drop_table(run_dir / "rank0_ascend_pt" / OUTPUT / "analysis.db", "CommAnalyzerBandwidth")
+    pristine, run = perfkit.load(RUN), perfkit.load(run_dir)
+    said = [w for w in run.warnings if "lacks table" in w]
+    assert said == [
+        "rank0_ascend_pt: analysis.db: lacks table(s) CommAnalyzerBandwidth that CommAnalyzerTime refer to "
+        "(a database with tables missing); what needs them is left out",
+        "rank1_ascend_pt: ascend_pytorch_profiler_1.db: lacks table(s) STRING_IDS that TASK, COMPUTE_TASK_INFO, "
+        "COMMUNICATION_OP refer to (a database with tables missing); what needs them is left out"], run.warnings
+    assert not any("Level0" in w for w in run.warnings)  # nameless kernels are not a Level0 collection
+    assert run.steps.equals(pristine.steps)
+    ops = run.comm_ops.set_index(["rank", "name"])
+    assert ops.loc[0, "size_mb"].isna().all() and ops.loc[1, "size_mb"].notna().all()
+    assert ops["elapse_ms"].equals(pristine.comm_ops.set_index(["rank", "name"])["elapse_ms"])
+    assert set(run.op_types["rank"]) == {0}
+
+
 def test_renamed_column_is_named(tmp_path):
     rank = broken.copy_run(FIXTURE_RUNS["new_db_level1_rank0"], tmp_path / "rank0_ascend_pt")
     broken.rename_column(rank / OUTPUT / "ascend_pytorch_profiler_0.db", "STEP_TIME", "endNs", "stopNs")

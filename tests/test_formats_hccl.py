@@ -135,7 +135,8 @@ def test_a_missing_column_skips_the_file_with_one_warning(tmp_path):
     path = folder / "hccl_raw_0.csv"
     path.write_text(path.read_text().replace("wait_cost", "waiting", 1))
     broken = perfkit.load(folder)
-    assert len(broken.steps) == 5 and not len(broken.comm_ops)
+    # the ops come from the step trace's streams instead: timed, their transfer and wait not measured
+    assert len(broken.steps) == 5 and len(broken.comm_ops) and broken.comm_ops["transit_ms"].isna().all()
     said = [w for w in broken.warnings if "hccl_raw_0.csv" in w]
     assert len(said) == 1 and "lacks column(s) wait_cost" in said[0]
 
@@ -159,3 +160,107 @@ def test_negative_values_and_broken_cells_are_unknown_and_said(tmp_path):
     said = [w for w in broken.warnings if w.startswith("hccl_raw_0.csv")]
     assert said == ["hccl_raw_0.csv: op cost not a non-negative number, treated as unknown (1)",
                     "hccl_raw_0.csv: communication_operator_cost cells that are not a JSON object, step totals used (1)"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# link_info: {"src-dst": {"SDMA" | "RDMA": [time ms, size KB, bandwidth KB/s, ...]}} (MindSpore's hccl_parser)
+
+
+def expected_links(rank: int, root: Path = RUN) -> list[tuple]:
+    """(step, op, src, dst, link type, MB, ms) of every op's link_info, read here from the csv's JSON."""
+    rows = []
+    for row in hccl_rows(rank, root):
+        for name, (_, _, _, links) in json.loads(row["communication_operator_cost"]).items():
+            for pair, by_type in links.items():
+                src, dst = (int(part) for part in pair.split("-"))
+                for link_type, (time_ms, size_kb, *_) in by_type.items():
+                    rows.append((int(row["step_num"]), name, src, dst, "LOCAL" if src == dst else link_type,
+                                 size_kb / 1e3, time_ms))
+    return rows
+
+
+@pytest.mark.parametrize("rank", RANKS)
+def test_every_ops_link_info_is_a_link_row(run, rank):
+    links = run.comm_links[run.comm_links["rank"] == rank]
+    got = sorted((int(r.step), r.name, r.src, r.dst, r.link_type, r.size_mb, r.transit_ms)
+                 for r in links.itertuples())
+    expected = sorted(expected_links(rank))
+    assert len(got) == len(expected) > 0
+    assert [g[:5] for g in got] == [e[:5] for e in expected]
+    assert [v for g in got for v in g[5:]] == pytest.approx([v for e in expected for v in e[5:]], rel=1e-12)
+    # bandwidth is size / time (MB/ms = GB/s): the file's field, KB/s, agrees on an op's own list
+    known = links[links["transit_ms"] > 0]
+    assert known["bandwidth_gb_s"].to_numpy() == pytest.approx((known["size_mb"] / known["transit_ms"]).to_numpy())
+
+
+@pytest.mark.parametrize("rank", RANKS)
+def test_the_ops_links_add_up_to_the_steps_link_info(rank):
+    """Independent of perfkit: MindSpore wrote each step's link_info as the sum of its ops' lists."""
+    summed = {}
+    for step, _, src, dst, link_type, size_mb, time_ms in expected_links(rank):
+        key = (step, f"{src}-{dst}")
+        time, size = summed.get(key, (0.0, 0.0))
+        summed[key] = (time + time_ms, size + size_mb * 1e3)
+    for row in hccl_rows(rank):
+        for pair, by_type in json.loads(row["link_info"]).items():
+            ((time_ms, size_kb, *_),) = by_type.values()
+            assert summed[(int(row["step_num"]), pair)] == pytest.approx((time_ms, size_kb), rel=1e-9)
+
+
+def test_sdma_links_are_the_runs_network_links(run):
+    from perfkit.analysis import communication_by_rank
+    slowest = communication_by_rank(run)[0]["slowest_link"]
+    network = [row for row in expected_links(0) if row[4] != "LOCAL"]
+    pairs = {}
+    for _, _, src, dst, link_type, size_mb, time_ms in network:
+        size, time = pairs.get((src, dst, link_type), (0.0, 0.0))
+        pairs[(src, dst, link_type)] = (size + size_mb, time + time_ms)
+    worst = min(pairs, key=lambda key: pairs[key][0] / pairs[key][1])
+    assert (slowest["src"], slowest["dst"], slowest["link_type"]) == worst
+    assert slowest["bandwidth_gb_s"] == pytest.approx(pairs[worst][0] / pairs[worst][1], rel=1e-9)
+
+
+def test_broken_link_info_is_said_once_per_problem_and_the_rest_loads(tmp_path):
+    folder = _copy(tmp_path)
+    path = folder / "hccl_raw_0.csv"
+    rows = list(csv.reader(open(path, newline="")))
+    ops = json.loads(rows[1][4])
+    first, second, third = list(ops)[:3]
+    ops[first][3] = {"1-0": {"SDMA": [-0.5, 4.096, 1.0]}}      # a negative time
+    ops[second][3] = {"one-zero": {"SDMA": [0.1, 4.096, 1.0]}}  # not "src-dst"
+    ops[third][3] = {"1-0": {"SDMA": "fast"}}                   # not a list
+    rows[1][4] = json.dumps(ops)
+    rows[2][4] = "not json"                                     # step 2: the step's own link_info is read
+    rows[3][3] = "{broken"                                      # step 3's link_info: its ops' are read
+    rows.insert(4, rows[3])                                     # step 3 written twice
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    broken = perfkit.load(folder)
+    said = [w for w in broken.warnings if "hccl_raw_0.csv" in w]
+    assert sorted(said) == sorted([
+        "hccl_raw_0.csv: step rows written twice, the first one read (1)",
+        "hccl_raw_0.csv: link time not a non-negative number, treated as unknown (1)",
+        'hccl_raw_0.csv: link_info entries not written as "src-dst": {type: [...]}, skipped (1)',
+        "hccl_raw_0.csv: link_info lists not SDMA/RDMA [time ms, size KB, ...], skipped (1)",
+        "hccl_raw_0.csv: communication_operator_cost cells that are not a JSON object, step totals used (1)"])
+    links = broken.comm_links
+    bad = links[(links["step"] == 1) & (links["name"] == first)]
+    assert len(bad) == 1 and bad["transit_ms"].isna().all() and bad["bandwidth_gb_s"].isna().all()
+    assert not len(links[(links["step"] == 1) & links["name"].isin([second, third])])
+    step2 = links[links["step"] == 2]
+    expected = json.loads(rows[2][3])
+    assert set(step2["name"]) == {"all communication ops of the step"}
+    assert sorted(zip(step2["src"], step2["dst"])) == sorted(tuple(map(int, p.split("-"))) for p in expected)
+    assert len(links[links["step"] == 3]) == len([r for r in expected_links(0) if r[0] == 3])
+    assert len(broken.steps) == 5 and len(broken.comm_ops)
+
+
+def test_a_file_without_link_columns_loads_without_links(tmp_path):
+    folder = _copy(tmp_path)
+    path = folder / "hccl_raw_0.csv"
+    rows = [row[:3] for row in csv.reader(open(path, newline=""))]
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    loaded = perfkit.load(folder)
+    assert not len(loaded.comm_links) and len(loaded.comm_ops) == len(hccl_rows(0))  # the step totals
+    assert not [w for w in loaded.warnings if "hccl_raw_0.csv" in w]

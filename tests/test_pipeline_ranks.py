@@ -1,6 +1,7 @@
 """MindData pipelines of several ranks (tests/runs/mindinsight_minddata_4ranks: MindInsight's 4 real
-minddata_pipeline_raw files): each rank's own pipeline in the summary and the text, pooled with the spread said
-beyond PIPELINE_RANK_COLUMNS ranks; a run of several ranks without steps is not called single-rank."""
+minddata_pipeline_raw files): each rank's own pipeline in the summary, the text and the pipeline figure, pooled
+with the spread said beyond PIPELINE_RANK_COLUMNS ranks; a run of several ranks without steps is not called
+single-rank."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import shutil
 import pytest
 
 import perfkit
+from perfkit import figures
 from perfkit.advisor import advise
 from perfkit.render import PIPELINE_RANK_COLUMNS, pipeline_lines
 from perfkit.summary import summarize
@@ -71,3 +73,46 @@ def test_one_pipeline_keeps_the_one_rank_form():
 def test_slow_rank_says_no_step_times_not_single_rank():
     assert advise(perfkit.load(RUN)).not_checked["slow_rank"] == "no step times"
     assert advise(perfkit.load(FIXTURE_RUNS["cpu_2_10"])).not_checked["slow_rank"].startswith("single-rank run")
+
+
+def drawn_cells(fig) -> dict[tuple[int, int], str]:
+    """(rank, op id) -> the text of its square in the pipeline figure's op x rank grid."""
+    return {(int(x.split()[1]), int(y.split("(op ")[1].split(")")[0])): text
+            for trace in fig.data for x, y, text in zip(trace.x, trace.y, trace.text)}
+
+
+def test_the_figure_shows_each_rank_s_queue_usage_per_op():
+    fig = figures.pipeline_figure(perfkit.load(RUN))
+    expected = {(rank, op): "no queue" if usage is None else f"{100 * usage:.1f} %"
+                for rank in range(4) for op, usage in usage_in_file(rank).items()}
+    assert drawn_cells(fig) == expected
+    # rank 2 full on every queued op, rank 3 starved on every one: the split a single table hid
+    assert {text for (rank, op), text in expected.items() if rank == 2 and op} == {"93.8 %"}
+    assert {text for (rank, op), text in expected.items() if rank == 3 and op} == {"15.6 %"}
+    means = {rank: sum(v for v in usage_in_file(rank).values() if v is not None) / 4 for rank in range(4)}
+    assert list(fig.layout.xaxis.ticktext) == [f"rank {rank}<br>mean {100 * means[rank]:.1f} %" for rank in range(4)]
+    assert fig.layout.title.text.startswith("Data pipeline per rank: output queue usage per dataset op")
+
+
+def test_the_figure_pools_many_ranks_with_their_spread(tmp_path):
+    count = PIPELINE_RANK_COLUMNS + 1
+    for rank in range(count):
+        shutil.copy(RUN / f"minddata_pipeline_raw_{rank % 4}.csv", tmp_path / f"minddata_pipeline_raw_{rank}.csv")
+    fig = figures.pipeline_figure(perfkit.load(tmp_path))
+    assert fig.layout.title.text.startswith(f"Data pipeline over {count} ranks:")
+    bars = fig.data[0]
+    for position, label in enumerate(bars.y):
+        op = int(label.split("(op ")[1].split(")")[0])
+        values = sorted(v for rank in range(count) if (v := usage_in_file(rank % 4)[op]) is not None)
+        if not values:
+            assert bars.text[position] == "no queue"
+            continue
+        low, median, high = 100 * values[0], 100 * values[len(values) // 2], 100 * values[-1]
+        assert bars.x[position] == pytest.approx(median)
+        assert bars.x[position] - bars.error_x.arrayminus[position] == pytest.approx(low)
+        assert bars.x[position] + bars.error_x.array[position] == pytest.approx(high)
+        assert bars.text[position] == f"{low:.1f} % / {median:.1f} % / {high:.1f} %"
+        # the rank named at each end holds that value in its file
+        low_rank, high_rank = bars.customdata[position][1], bars.customdata[position][3]
+        assert 100 * usage_in_file(low_rank % 4)[op] == pytest.approx(low)
+        assert 100 * usage_in_file(high_rank % 4)[op] == pytest.approx(high)

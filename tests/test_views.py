@@ -288,7 +288,8 @@ def test_findings_card_and_advise_text_print_evidence_alike():
     text = advice_text(advice)
     for item, finding in zip(numbers.findings(run).items, advice.findings, strict=True):
         for key, value in finding.evidence.items():
-            shown = f"{value:,.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
+            shown = (f"{value:,.3f}".rstrip("0").rstrip(".") if isinstance(value, float)
+                     else value if isinstance(value, str) else f"{value:,}")  # str: how a split was estimated
             assert f"{key} = {shown}" in item.detail and f"{key} {shown}" in text
     # the run's communication (~1,700 ms a step) exercises the thousands separator
     assert any(isinstance(v, float) and v >= 1000 for finding in advice.findings for v in finding.evidence.values())

@@ -32,7 +32,7 @@ READERS: tuple[Reader, ...] = (
     communication.READER,
 )
 # Schema tables made for a rank that no reader gave them, in order.
-DERIVATIONS: tuple[Derivation, ...] = (steps.DERIVATION, steps.OP_TYPE_STEPS)
+DERIVATIONS: tuple[Derivation, ...] = (steps.DERIVATION, steps.OP_TYPE_STEPS, steps.COMM_OPS)
 
 
 @functools.lru_cache(maxsize=None)

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from .ascend_ms import OUTPUT_DIR, _read_profiler_info
 from .base import Parts, Reader, has_match, json_object
+from ..units import US_PER_MS
 
 COMMUNICATION = "communication.json"
 MATRIX = "communication_matrix.json"
@@ -35,6 +36,7 @@ PER_TYPE_TOTAL = re.compile(r"^[^@]*-total(@|$)")
 STEP_NUMBER = re.compile(r"(\d+)$")
 TIME_FIELDS = {"elapse_ms": "Elapse Time(ms)", "transit_ms": "Transit Time(ms)", "wait_ms": "Wait Time(ms)",
                "synchronization_ms": "Synchronization Time(ms)"}
+START_FIELD = "Start Timestamp(us)"  # epoch microseconds
 
 
 def detect(folder: Path) -> bool:
@@ -111,9 +113,10 @@ def _ops(data: dict, warnings: list[str], file_name: str = COMMUNICATION) -> pa.
             name, group = _name_and_group(key)
             rows.append((step, name, kind, group,
                          *(_number(times.get(field), skipped, field) for field in TIME_FIELDS.values()),
-                         _op_size(info.get("Communication Bandwidth Info"), skipped)))
+                         _op_size(info.get("Communication Bandwidth Info"), skipped),
+                         _number(times.get(START_FIELD), skipped, START_FIELD) / US_PER_MS))
     skipped.said(warnings)
-    return _frame(rows, ["step", "name", "kind", "group", *TIME_FIELDS, "size_mb"])
+    return _frame(rows, ["step", "name", "kind", "group", *TIME_FIELDS, "size_mb", "start_ms"])
 
 
 def _frame(rows: list[tuple], columns: list[str]) -> pa.Table | pd.DataFrame:

@@ -62,7 +62,7 @@ import pyarrow as pa
 from .. import boundedjson
 from ..errors import FileFormatError
 from ..files import open_regular
-from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US
+from ..units import BYTES_PER_MB, NS_PER_MS, NS_PER_US, US_PER_MS
 from . import ascend_ms, communication, memory
 from .base import (Parts, Reader, guarded, has_match, op_passes, rank_of, read_csv_table, trim_type_separator,
                    walk_names)
@@ -90,7 +90,9 @@ COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
                           "input_shapes": ("inputShapes",), "input_dtypes": ("inputDataTypes",)},
     "STRING_IDS": {"id": ("id",), "value": ("value",)},
     "COMMUNICATION_OP": {"name": ("opName",), "start_ns": ("startNs",), "end_ns": ("endNs",),
-                         "type": ("opType",), "group": ("groupName",), "wait_ns": ("waitNs",)},
+                         "type": ("opType",), "group": ("groupName",), "wait_ns": ("waitNs",),
+                         "count": ("count",), "data_type": ("dataType",)},
+    "ENUM_HCCL_DATA_TYPE": {"id": ("id",), "name": ("name",)},
     "META_DATA": {"name": ("name",), "value": ("value",)},
     "NPU_INFO": {"device": ("id",), "name": ("name",)},
     "RANK_DEVICE_MAP": {"rank": ("rankId",), "device": ("deviceId",)},
@@ -111,13 +113,22 @@ COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
                       "preparing": ("preparing",), "device": ("deviceId",)},
     "CommAnalyzerTime": {"name": ("hccl_op_name",), "group": ("group_name",), "elapse_ms": ("elapse_time",),
                          "transit_ms": ("transit_time",), "wait_ms": ("wait_time",),
-                         "synchronization_ms": ("synchronization_time",), "step": ("step",), "kind": ("type",)},
+                         "synchronization_ms": ("synchronization_time",), "step": ("step",), "kind": ("type",),
+                         "start_us": ("start_timestamp",)},
     "CommAnalyzerBandwidth": {"name": ("hccl_op_name",), "step": ("step",), "link_type": ("transport_type",),
                               "size_mb": ("transit_size",)},
     "CommAnalyzerMatrix": {"src": ("src_rank",), "dst": ("dst_rank",), "link_type": ("transport_type",),
                            "size_mb": ("transit_size",), "transit_ms": ("transit_time",),
                            "bandwidth_gb_s": ("bandwidth",), "step": ("step",), "name": ("hccl_op_name",),
                            "op_name": ("op_name",), "group": ("group_name",)},
+}
+# Tables that read others: a database holding the one without the other was cut short or edited (the export
+# writes them together), and what needs the missing one is left out, said once per file.
+COMPANIONS = {
+    "TASK": ("STRING_IDS",),
+    "COMPUTE_TASK_INFO": ("TASK", "STRING_IDS"),
+    "COMMUNICATION_OP": ("STRING_IDS",),
+    "CommAnalyzerTime": ("CommAnalyzerBandwidth",),
 }
 # Columns a table is useless without; the others are read where present.
 REQUIRED = {
@@ -158,6 +169,13 @@ class Database:
         except SQLITE_ERRORS as exc:
             self.connection.close()
             raise FileFormatError(_why(exc), path) from None
+        orphans = {table: [c for c in companions if c not in self.tables]
+                   for table, companions in COMPANIONS.items() if table in self.tables}
+        missing = sorted({companion for lacking in orphans.values() for companion in lacking})
+        if missing:
+            readers = ", ".join(table for table, lacking in orphans.items() if lacking)
+            warnings.append(f"{path.name}: lacks table(s) {', '.join(missing)} that {readers} refer to (a database "
+                            "with tables missing); what needs them is left out")
         self._strings: dict[int, str] | None = None
         self._string_arrays: tuple[pa.Array, pa.Array] | None = None  # (ids, values) for string_column
         wal = path.with_name(path.name + "-wal")
@@ -461,7 +479,8 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         kernels[column] = database.strings(kernels[column])
     for column in optional:
         kernels[column] = kernels[column].str.strip().str.strip('"')  # shapes are written quoted, as in the CSV
-    if ascend_ms.untyped(kernels["type"].unique()):  # Level0: the type is in the kernel name, as in the CSV
+    # Level0: the type is in the kernel name, as in the CSV (a database without STRING_IDS has neither)
+    if ascend_ms.untyped(kernels["type"].unique()) and kernels["name"].notna().any():
         kernels["type"] = [ascend_ms.type_from_kernel_name(name) if isinstance(name, str) else None
                            for name in kernels["name"]]
         database.warnings.append(f"{database.path.name}: COMPUTE_TASK_INFO: {ascend_ms.LEVEL0_TYPES_NOTE}")
@@ -542,15 +561,25 @@ def _communication_types(types: list, names: pd.Series) -> pd.Series:
     return trim_type_separator(pa.array(types, type=pa.string(), from_pandas=True)).to_pandas()
 
 
+# Bytes per element of ENUM_HCCL_DATA_TYPE's names (COMMUNICATION_OP.count counts elements); a type not here
+# (N/A, INVALID_TYPE) leaves the op's size unknown.
+HCCL_DATA_TYPE_BYTES = {"INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2, "FP16": 2, "BFP16": 2, "INT32": 4,
+                        "UINT32": 4, "FP32": 4, "INT64": 8, "UINT64": 8, "FP64": 8, "INT128": 16}
+# The MB of msprof's communication files (CommAnalyzerBandwidth's transit_size: an 8-rank allReduce of
+# 16,388,000 bytes moves 28.65 "MB", 7/4 of its payload in decimal MB).
+COMM_BYTES_PER_MB = 1e6
+
+
 def _comm_ops_from_op_table(database: Database) -> pd.DataFrame | None:
     """comm_ops from COMMUNICATION_OP, where no communication analysis (CommAnalyzerTime) was written: one row
-    per op execution with its elapse time, its wait where the table has waitNs, its transfer time unknown;
-    its step the STEP_TIME window its start falls in. An op that ends before it starts is said and its time
-    left unknown."""
+    per op execution with its start (epoch ms) and elapse time, its wait where the table has waitNs, its
+    payload (count x the data type's bytes) as size_mb, its transfer time unknown; its step the STEP_TIME
+    window its start falls in. An op that ends before it starts is said and its time left unknown."""
     found = database.columns("COMMUNICATION_OP")
     if not found:
         return None
-    columns = ["name", "start_ns", "end_ns"] + [c for c in ("type", "group", "wait_ns") if c in found]
+    columns = ["name", "start_ns", "end_ns"] + [c for c in ("type", "group", "wait_ns", "count", "data_type")
+                                                if c in found]
     rows = database.query("COMMUNICATION_OP", f'SELECT {", ".join(_quoted(found[c]) for c in columns)} '
                           'FROM "COMMUNICATION_OP"')
     if not rows:
@@ -572,7 +601,20 @@ def _comm_ops_from_op_table(database: Database) -> pd.DataFrame | None:
         "group": pd.Series(database.strings(table["group"]), dtype="string") if "group" in table else None,
         "elapse_ms": elapse, "transit_ms": np.nan,
         "wait_ms": pd.to_numeric(table["wait_ns"], errors="coerce") / NS_PER_MS if "wait_ns" in table else np.nan,
-        "synchronization_ms": np.nan, "size_mb": np.nan})
+        "synchronization_ms": np.nan, "size_mb": _payload_mb(database, table),
+        "start_ms": (start / NS_PER_MS).where(end >= start)})
+
+
+def _payload_mb(database: Database, ops: pd.DataFrame) -> pd.Series | float:
+    """Each op's payload in MB: its element count times its data type's bytes (ENUM_HCCL_DATA_TYPE); NaN where
+    either is unknown or not positive."""
+    types = database.frame("ENUM_HCCL_DATA_TYPE")
+    if "count" not in ops or "data_type" not in ops or types is None:
+        return np.nan
+    width = pd.to_numeric(ops["data_type"], errors="coerce").map(
+        dict(zip(pd.to_numeric(types["id"], errors="coerce"), types["name"].map(HCCL_DATA_TYPE_BYTES))))
+    count = pd.to_numeric(ops["count"], errors="coerce")
+    return (count * pd.to_numeric(width, errors="coerce") / COMM_BYTES_PER_MB).where(count > 0)
 
 
 def _step_of(database: Database, start_ns: pd.Series) -> pd.Series:
@@ -724,6 +766,8 @@ def _communication(analysis: Database) -> dict[str, pd.DataFrame]:
             times = times.join(total, on=["name", "step"])
         times["step"] = _step_numbers(times.get("step"))
         times["kind"] = times.get("kind", pd.Series(dtype="string")).str.lower()
+        if "start_us" in times:
+            times["start_ms"] = pd.to_numeric(times.pop("start_us"), errors="coerce") / US_PER_MS
         result["comm_ops"] = times
     links = analysis.frame("CommAnalyzerMatrix")
     if links is not None:

@@ -72,8 +72,16 @@ STEP_COLUMNS = {
     "fp": ("fp_point",),
 }
 HCCL_COLUMNS = {"step": ("step_num",), "transit_ms": ("communication_cost",), "wait_ms": ("wait_cost",),
-                "ops": ("communication_operator_cost",)}
-HCCL_TYPES = {"step": pa.string(), "transit_ms": pa.float64(), "wait_ms": pa.float64(), "ops": pa.string()}
+                "links": ("link_info",), "ops": ("communication_operator_cost",)}
+HCCL_TYPES = {"step": pa.string(), "transit_ms": pa.float64(), "wait_ms": pa.float64(), "links": pa.string(),
+              "ops": pa.string()}
+# link_info (of a step, and of each op in communication_operator_cost): {"src-dst": {"SDMA" | "RDMA": [time ms,
+# size KB, bandwidth KB/s(, RDMA: wait ms)]}}, KB = bytes / 1e3 (hccl_parser's _calculate_sdma_link_info and
+# _calculate_adma_link_info). A step's lists are its ops' lists summed, bandwidths too: the bandwidth is taken
+# as size / time, never from the field. The ranks are HCCL's task ranks (in-card copies, 0xffffffff, written
+# as the card's own: src == dst, read as LOCAL); SDMA is the on-server link (HCCS or PCIE: the file does not say).
+HCCL_LINK_TYPES = ("SDMA", "RDMA")
+HCCL_KB_PER_MB = 1e3
 # The row of a step whose file has no per-op column: all of the step's communication, kind unknown.
 HCCL_STEP_ROW = "all communication ops of the step"
 # Cluster-analyse columns -> steps columns. communication_alone_time is communication not overlapped by
@@ -170,7 +178,8 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
     framework = load(FRAMEWORK_FILE, lambda p: _read_framework(p, parts.warnings))
     steps = load(STEP_FILE, lambda p: _read_steps(p, parts.warnings))
     spans = guarded(Parts(), folder / STEP_FILE.format(rank), _comm_spans) if steps is not None else None
-    comm_ops = load(HCCL_FILE, lambda p: _read_hccl(p, spans or {}, parts.warnings))
+    hccl = load(HCCL_FILE, lambda p: _read_hccl(p, spans or {}, parts.warnings))
+    comm_ops, comm_links = hccl if hccl is not None else (_comm_ops_of_spans(spans or {}), None)
     info = load(PROFILER_INFO_FILE, lambda p: read_profiler_info(p, parts.warnings))
     if op_types is None and details is None and framework is None and steps is None and comm_ops is None:
         names = ", ".join(p.format(rank) for p in (TYPE_FILE, DETAIL_FILE, FRAMEWORK_FILE, STEP_FILE, HCCL_FILE))
@@ -184,6 +193,8 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
         parts.meta.update(_precision(framework))
     if comm_ops is not None:
         parts.tables["comm_ops"] = comm_ops
+    if comm_links is not None and len(comm_links):
+        parts.tables["comm_links"] = comm_links
     if steps is not None:
         parts.tables["steps"] = _with_cluster_times(steps, folder, rank, parts)
         parts.meta["step_source"] = "step_trace"
@@ -350,8 +361,9 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     return steps.reset_index(drop=True)
 
 
-def _comm_spans(path: Path) -> dict[tuple[int, str], float]:
-    """{(step, communication op column): its ms in that step} of a step trace (the ops' elapse times)."""
+def _comm_spans(path: Path) -> dict[tuple[int, str], tuple[float, float]]:
+    """{(step, communication op column): (its start, its ms) in that step} of a step trace, ms on the device's
+    10 ns tick counter."""
     frame, _, step = _step_rows(path)
     spans = {}
     for start in (c for c in frame.columns if c.startswith(COMM_PREFIX) and c.endswith(START_SUFFIX)):
@@ -360,23 +372,41 @@ def _comm_spans(path: Path) -> dict[tuple[int, str], float]:
             continue
         begin = pd.to_numeric(frame[start].str.strip(), errors="coerce")
         end = pd.to_numeric(frame[name + END_SUFFIX].str.strip(), errors="coerce")
-        for number, ms in zip(step[frame.index], (end - begin) / TICKS_PER_MS):
+        for number, first, ms in zip(step[frame.index], begin / TICKS_PER_MS, (end - begin) / TICKS_PER_MS):
             if ms >= 0:
-                spans[(int(number), name)] = float(ms)
+                spans[(int(number), name)] = (float(first), float(ms))
     return spans
 
 
-def _read_hccl(path: Path, spans: dict[tuple[int, str], float], warnings: list[str]) -> pd.DataFrame:
-    """comm_ops from hccl_raw_{r}.csv: one row per op and step with its transfer (communication_cost) and wait
-    (wait_cost) ms, its elapse the op's span in the step trace (`spans`, NA where the step trace does not place
-    it); a file without the per-op column gives one row per step. The average row is left out; a value that is
-    no non-negative number, or an op cell that is not JSON, is unknown and counted in one warning per problem."""
+def _comm_ops_of_spans(spans: dict[tuple[int, str], tuple[float, float]]) -> pd.DataFrame | None:
+    """comm_ops of a rank without hccl_raw: each communication op of the step trace with its start and elapse,
+    transfer and wait unknown (perfkit/comm_split.py estimates them where ranks' clocks agree)."""
+    if not spans:
+        return None
+    rows = [(step, name, comm_kind(name.rpartition("_")[2]), ms, start)
+            for (step, name), (start, ms) in spans.items()]
+    frame = pd.DataFrame(rows, columns=["step", "name", "kind", "elapse_ms", "start_ms"])
+    return frame[frame["kind"].notna()].assign(transit_ms=np.nan, wait_ms=np.nan, synchronization_ms=np.nan)
+
+
+def _read_hccl(path: Path, spans: dict[tuple[int, str], tuple[float, float]], warnings: list[str]
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(comm_ops, comm_links) from hccl_raw_{r}.csv. comm_ops: one row per op and step with its transfer
+    (communication_cost) and wait (wait_cost) ms, its elapse the op's span in the step trace (`spans`, NA where
+    the step trace does not place it); a file without the per-op column gives one row per step. comm_links: each
+    op's link_info (a step's where its ops' cells are not JSON), HCCL_LINK_TYPES' lists as link rows. The
+    average row is left out, a step written twice is read once; a value that is no non-negative number, or a
+    cell or entry that is not what hccl_parser writes, is unknown or skipped, counted in one warning per problem."""
     frame = read_csv(path, HCCL_COLUMNS, ("step", "transit_ms", "wait_ms"), HCCL_TYPES, warnings)
     steps = pd.to_numeric(frame["step"].str.strip(), errors="coerce")
     frame, steps = frame[steps > 0], steps[steps > 0]
     if not len(frame):
         raise FileFormatError("has no step rows (only a header or the average row)", path)
     problems: Counter = Counter()
+    repeated = steps.duplicated()
+    if repeated.any():
+        problems["step rows written twice, the first one read"] += int(repeated.sum())
+        frame, steps = frame[~repeated], steps[~repeated]
 
     def measured(value, what: str) -> float:
         number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else np.nan
@@ -385,24 +415,54 @@ def _read_hccl(path: Path, spans: dict[tuple[int, str], float], warnings: list[s
             return np.nan
         return float(number)
 
-    rows = []
-    for step, transit, wait, cell in zip(steps.astype("int64"), frame["transit_ms"], frame["wait_ms"],
-                                         frame["ops"] if "ops" in frame else [None] * len(frame)):
+    rows, links = [], []
+    cells = (frame[column] if column in frame else [None] * len(frame) for column in ("ops", "links"))
+    for step, transit, wait, cell, link_cell in zip(steps.astype("int64"), frame["transit_ms"], frame["wait_ms"],
+                                                    *cells):
         ops = _json_cell(cell) if cell is not None else None
         if cell is not None and not isinstance(ops, dict):
             problems["communication_operator_cost cells that are not a JSON object, step totals used"] += 1
         if not isinstance(ops, dict):
             rows.append((step, HCCL_STEP_ROW, None, np.nan, measured(transit, "communication_cost"),
                          measured(wait, "wait_cost")))
+            if link_cell is not None:
+                links += _hccl_links(step, HCCL_STEP_ROW, _json_cell(link_cell), measured, problems)
             continue
         for name, value in ops.items():
             cost = value if isinstance(value, list) and len(value) >= 3 else [None] * 3
-            rows.append((step, name, comm_kind(name.rpartition("_")[2]), spans.get((step, name), np.nan),
+            rows.append((step, name, comm_kind(name.rpartition("_")[2]), spans.get((step, name), (0, np.nan))[1],
                          measured(cost[1], "op cost"), measured(cost[2], "op wait")))
+            if len(cost) >= 4:
+                links += _hccl_links(step, name, cost[3], measured, problems)
     for what, count in problems.items():
         warnings.append(f"{path.name}: {what} ({count})")
-    return pd.DataFrame(rows, columns=["step", "name", "kind", "elapse_ms", "transit_ms", "wait_ms"]).assign(
+    ops = pd.DataFrame(rows, columns=["step", "name", "kind", "elapse_ms", "transit_ms", "wait_ms"]).assign(
         synchronization_ms=np.nan)
+    return ops, pd.DataFrame(links, columns=["step", "name", "src", "dst", "link_type", "size_mb", "transit_ms",
+                                             "bandwidth_gb_s"])
+
+
+def _hccl_links(step: int, name: str, info: object, measured, problems: Counter) -> list[tuple]:
+    """comm_links rows of one link_info object (HCCL_LINK_TYPES); what is not [time ms, size KB, ...] under a
+    "src-dst" key is counted in `problems` and skipped."""
+    if not isinstance(info, dict):
+        problems["link_info cells that are not a JSON object, skipped"] += 1
+        return []
+    rows = []
+    for pair, by_type in info.items():
+        src, dash, dst = str(pair).partition("-")
+        if not (dash and src.isdecimal() and dst.isdecimal()) or not isinstance(by_type, dict):
+            problems["link_info entries not written as \"src-dst\": {type: [...]}, skipped"] += 1
+            continue
+        for link_type, values in by_type.items():
+            if link_type not in HCCL_LINK_TYPES or not isinstance(values, list) or len(values) < 2:
+                problems["link_info lists not SDMA/RDMA [time ms, size KB, ...], skipped"] += 1
+                continue
+            transit_ms, size_mb = measured(values[0], "link time"), measured(values[1], "link size") / HCCL_KB_PER_MB
+            bandwidth = size_mb / transit_ms if transit_ms > 0 else np.nan  # MB per ms is GB per s
+            rows.append((step, name, int(src), int(dst), "LOCAL" if src == dst else link_type, size_mb, transit_ms,
+                         bandwidth))
+    return rows
 
 
 def _json_cell(text: str):
@@ -486,6 +546,6 @@ def read_profiler_info(path: Path, warnings: list[str]) -> dict:
     return meta
 
 
-READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops", "comm_ops"}),
+READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops", "comm_ops", "comm_links"}),
                 detect=detect, read=read, read_steps=read_steps,
                 looks_for="aicore_intermediate_*, step_trace_raw_*")

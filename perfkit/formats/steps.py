@@ -98,6 +98,32 @@ def derived_op_type_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[p
 OP_TYPE_STEPS = Derivation(table="op_type_steps", needs=("op_events",), derive=derived_op_type_steps)
 
 
+def derived_comm_ops(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame | None, dict, list[str]]:
+    """comm_ops from the communication op executions (CPU, GPU op launches): one row per execution with its
+    start (epoch ms) and elapse time, in the step derive_steps puts it in (NA outside every step); transfer,
+    wait and size unknown (COMM_OPS below): what the ledger's transfer/wait estimate matches across ranks."""
+    if "op_events" not in tables:
+        return None, {}, []
+    from ..analysis import comm_kind
+    _, _, _, events = _derive(tables["op_events"], tables.get("step_times"))
+    events = events[events["communication"].to_numpy(dtype=bool)]
+    if not len(events):
+        return None, {}, []
+    names = np.asarray(events.attrs.get("names", []), dtype=object)[events["name"].to_numpy()]
+    kinds = {name: comm_kind(op_type) for name, op_type in zip(set(names), op_types_of(list(set(names))))}
+    step = events["step"]
+    return pd.DataFrame({
+        "step": step.where(step > 0).astype("Int64").to_numpy(), "name": names, "kind": [kinds[name] for name in names],
+        "elapse_ms": (events["end"] - events["start"]).to_numpy(dtype=np.float64) / NS_PER_MS,
+        "transit_ms": np.nan, "wait_ms": np.nan, "synchronization_ms": np.nan,
+        # epoch ms: the start in ns since `origin` (exact) plus the origin, rounded once to float64's 0.25 µs
+        "start_ms": events.attrs["origin"] / NS_PER_MS + events["start"].to_numpy(dtype=np.float64) / NS_PER_MS,
+    }), {}, []
+
+
+COMM_OPS = Derivation(table="comm_ops", needs=("op_events",), derive=derived_comm_ops)
+
+
 def steps_from_times(step_times: pd.DataFrame) -> pd.DataFrame:
     """Steps from the bounds `perfkit profile` recorded, when the profiler wrote no op data (a run killed
     before MindSpore's analysis): each step's total is known, its split is not."""
@@ -123,6 +149,7 @@ def _with_pass(op_events: pd.DataFrame, origin: int) -> pd.DataFrame:
     frame = pd.DataFrame({"name": codes, "start": start, "end": end, "pass": per_name[codes],
                           "communication": communication[codes]})
     frame.attrs["names"] = list(names.cat.categories)  # code -> op name, for messages
+    frame.attrs["origin"] = origin  # epoch ns of start 0
     return frame
 
 

@@ -262,7 +262,8 @@ def headline_cards(run: Run) -> list[Card]:
 
 def run_description(run: Run) -> str:
     meta = run.meta
-    return (f"{run.path} · device {meta.device or 'unknown'} · layout {meta.layout or 'unknown'} · "
+    cycle = f" · profiler cycle {meta.cycle}" if meta.cycle is not None else ""  # of several (--cycle)
+    return (f"{run.path}{cycle} · device {meta.device or 'unknown'} · layout {meta.layout or 'unknown'} · "
             f"ranks {len(run.ranks)} · data mode {meta.data_mode or 'unknown'}")
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import shlex
 
+import numpy as np
 import pandas as pd
 
-from ...analysis import NETWORK_LINK_TYPES, communication_by_rank, step_means
+from ... import comm_split
+from ...analysis import NETWORK_LINK_TYPES, step_means
 from ...causes import COMM_SOURCE_LABEL
 from ...cluster import of_run
-from ...ledger import CAUSES_OF, Claim, rank_parts, steady_means
+from ...ledger import CAUSES_OF, Claim, ledger, rank_parts, steady_means
 from ...model import Run
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
@@ -58,6 +60,7 @@ def communication(run: Run) -> list[Finding]:
     causes = steady_means(run).reindex(per_rank.index)
     transfer = causes.get("comm_transfer", pd.Series(0.0, index=per_rank.index)).fillna(0.0)
     wait = causes.get("comm_wait", pd.Series(0.0, index=per_rank.index)).fillna(0.0)
+    evidence |= _split_evidence(run)
     if float(wait.mean()) > float(transfer.mean()):
         return [_waiting_finding(run, per_rank, transfer, wait, gain, evidence, worst)]
     if is_torch(run):
@@ -66,11 +69,42 @@ def communication(run: Run) -> list[Finding]:
     else:
         action = ('ms.set_auto_parallel_context(comm_fusion={"allreduce": {"mode": "auto", "config": None}}) '
                   "to fuse gradient all-reduces so they overlap backward; a larger per-device batch hides more of it")
+    if "comm_split_unknown" in evidence:
+        action += ("; whether this time moves data or waits for a late rank is unknown ("
+                   f"{evidence['comm_split_unknown']}): if a rank arrives late, balancing it helps and fusion does not "
+                   "(perfkit ranks)")
+    elif float(transfer.mean()) > 0:
+        evidence |= {"comm_transfer_ms": round_ms(transfer.mean()), "comm_wait_ms": round_ms(wait.mean())}
     return [Finding(
         id="communication", severity=severity_for(gain),
         title=f"Collective communication {label}: {gain:.1f} % of the step",
         evidence=evidence, action=action,
         target=f"rank {worst}" if len(per_rank) > 1 else None, est_gain_pct=gain)]
+
+
+def _split_evidence(run: Run) -> dict:
+    """How the steady steps' communication was split into transfer and wait where the split is an estimate
+    (comm_split), or why it is unknown where none was split; nothing where the files measure it."""
+    frame = ledger(run)
+    steady = frame[frame["steady"]]
+    split = steady.loc[steady["cause"].isin(["comm_transfer", "comm_wait"]), "source"].astype(str)
+    estimated = next((text[text.index(comm_split.ESTIMATE):] for text in split if comm_split.ESTIMATE in text), None)
+    if estimated is not None:
+        return {"comm_split": estimated} | {f"rank{rank}_arrives_last_pct": percent(share)
+                                             for rank, share in _arrives_last(run).items()}
+    if len(split) or not (steady["cause"] == "comm").any():
+        return {}
+    return {"comm_split_unknown": comm_split.estimate(run).why_not or "the collective ops carry no split"}
+
+
+def _arrives_last(run: Run) -> pd.Series:
+    """Per rank, the share (0-1) of the collectives of the steady steps, matched across ranks, it arrived at last."""
+    frame = ledger(run)
+    steady = set(zip(frame.loc[frame["steady"], "rank"], frame.loc[frame["steady"], "step"]))
+    rows = comm_split.estimate(run).rows
+    in_steady = [(rank, step) in steady for rank, step in zip(rows["rank"], rows["step"])]
+    matched = rows[rows["last"].notna().to_numpy() & np.asarray(in_steady, dtype=bool)]
+    return matched["last"].astype(float).groupby(matched["rank"]).mean() if len(matched) else pd.Series(dtype=float)
 
 
 def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait: pd.Series, gain: float,
@@ -80,19 +114,31 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
     host_ms = float(per_rank["host"].mean())
     evidence = evidence | {"comm_transfer_ms": round_ms(transfer.mean()), "comm_wait_ms": round_ms(wait.mean()),
                            "host_ms": round_ms(host_ms)}
-    # the rank that waits least arrives last; its compute before the collectives against the others' says why
-    late = int(wait.idxmin())
+    # the rank that arrives last most often (where arrivals were compared), else the one that waits least; its
+    # compute before the collectives against the others' says why
+    last = _arrives_last(run).reindex(per_rank.index).dropna()
+    late = int(last.idxmax()) if len(last) else int(wait.idxmin())
     late_compute = float(per_rank.loc[late, "compute"])
     others_compute = float(per_rank.drop(index=late)["compute"].mean()) if len(per_rank) > 1 else late_compute
     if late_compute - others_compute > COMM_MIN_SHARE * per_rank["total"].mean():
         evidence |= {"late_rank": late, "late_rank_compute_ms": round_ms(late_compute),
                      "other_ranks_compute_ms": round_ms(others_compute)}
-        causes = [f"rank {late} waits least, so the others wait for it (its compute {late_compute:.1f} ms a step "
+        arrives = (f"arrives last at {100 * last[late]:.0f} % of the collectives" if len(last)
+                   else "waits least")
+        causes = [f"rank {late} {arrives}, so the others wait for it (its compute {late_compute:.1f} ms a step "
                   f"against {others_compute:.1f} ms): balance its work, data shard or device"]
     else:
         profiled = "the profiled ranks' compute matches, so they" if len(per_rank) > 1 else "the rank"
         causes = [f"{profiled} wait for ranks that were not profiled or for a synchronisation: profile every rank "
                   "of the group and run perfkit ranks over them to find the late one"]
+    first = _first_collective_wait(run)
+    if first is not None and first[0] >= FIRST_COLLECTIVE_WAIT_SHARE:
+        share, name = first
+        evidence |= {"wait_at_first_collective_pct": percent(share), "first_collective": name}
+        causes.append(f"{percent(share):.0f} % of the wait is at each step's first collective ({name}): the ranks "
+                      "reach it at different times, and the ones after it, reached in step, wait little; what runs "
+                      "before it on the late rank (the rest of forward and backward, data loading, host work) is "
+                      "what to shorten")
     if host_ms > 0:
         remedy = ("fewer host synchronisations (.item(), .cpu()) and torch_npu graph mode" if is_torch(run)
                   else "graph mode / @ms.jit and dataset sink mode")
@@ -102,9 +148,42 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
         title=f"Collective communication mostly waiting for peers: {gain:.1f} % of the step, "
               f"{wait.mean():.1f} ms wait against {transfer.mean():.1f} ms transfer",
         evidence=evidence,
-        action="Larger fusion buckets or more overlap cannot help waiting time. " + "; ".join(causes),
+        action="Larger fusion buckets or more overlap cannot help waiting time. " + _sentence("; ".join(causes)),
         target=f"rank {evidence.get('late_rank', worst)}" if len(per_rank) > 1 else None, est_gain_pct=gain,
         claim=Claim(("comm_wait",)))  # the wait is what a late rank or the host gap costs, not the transfer
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+# A step's first collective holding most of the steady steps' collective wait: the ranks reach the step's first
+# exchange at different times (one still computing, loading data or on the host), and the later collectives,
+# reached in step, wait little. Then the wait is arrival skew, and the work before that first collective is
+# what differs (the real torch_npu Level1/Level0 exports: the first of four allReduce ops holds ~90 % of it).
+FIRST_COLLECTIVE_WAIT_SHARE = 0.5
+
+
+def _first_collective_wait(run: Run) -> tuple[float, str] | None:
+    """The share of the steady steps' collective wait that lies in each step's first collective (by start time:
+    elapse less transit where the files measure it, else comm_split's estimate), and the name of that collective
+    most often; None where the ops have no start times or no wait."""
+    ops = run.comm_ops
+    if not len(ops) or "start_ms" not in ops or "step" not in ops:
+        return None
+    collective = ops[(ops["kind"] == "collective") & ops["start_ms"].notna() & ops["step"].notna()]
+    wait = (collective["elapse_ms"] - collective["transit_ms"]).clip(lower=0.0)
+    split = comm_split.estimate(run)
+    if len(split.rows):
+        wait = wait.fillna(split.rows["wait_ms"].reindex(collective.index))
+    steady = ledger(run)
+    steady = steady.loc[steady["steady"], ["rank", "step"]].drop_duplicates()
+    timed = collective.assign(wait=wait.to_numpy(dtype=float)).dropna(subset=["wait"])
+    timed = timed.merge(steady, on=["rank", "step"])
+    if not len(timed) or timed["wait"].sum() <= 0:
+        return None
+    first = timed.loc[timed.groupby(["rank", "step"])["start_ms"].idxmin()]
+    return float(first["wait"].sum() / timed["wait"].sum()), str(first["name"].mode().iloc[0])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -247,14 +326,14 @@ def _slow_rank_finding(spread_finding: dict, group: pd.DataFrame, per_rank: pd.D
 # msprof's nominal link rates (analysis/common_func number_constant: RDMA_BANDWIDTH_V2_1_0 12.5,
 # HCCS_BANDWIDTH_V2_1_0 18, PCIE_BANDWIDTH_V2_1_0 20 GB/s; Atlas A2 is faster: HCCS 28, RDMA 25). The lowest
 # it lists, since the files do not say which chip ran: a link below these is slow on any Ascend device.
-# SIO has no published rate: it is compared with its peers only.
+# SIO has no published rate, SDMA (legacy hccl_raw: HCCS or PCIE) no known one: each is compared with its peers only.
 NOMINAL_LINK_GB_S = {"HCCS": 18.0, "PCIE": 20.0, "RDMA": 12.5}
 # msprof's BANDWIDTH_THRESHOLD: a link below 0.8 of its rate is "inefficient"; the same bar against the
 # median of the links of its type.
 SLOW_LINK_UTILIZATION = 0.8
 # Smaller transfers are latency-bound and never reach the rate (msprof-analyze advisor packet.yaml:
 # min_sdma_size 16 MB, min_rdma_size 1 MB).
-SLOW_LINK_MIN_MB = {"HCCS": 16.0, "PCIE": 16.0, "SIO": 16.0, "RDMA": 1.0}
+SLOW_LINK_MIN_MB = {"HCCS": 16.0, "PCIE": 16.0, "SIO": 16.0, "SDMA": 16.0, "RDMA": 1.0}
 SLOW_LINKS_NAMED = 5
 
 
@@ -317,7 +396,12 @@ def comm_wait(run: Run) -> list[Finding]:
     by_rank = {int(rank): {"wait_ratio": float(sums.at[rank, "wait_ms"] / moved[rank])}
                for rank in sums.index if moved[rank] > 0}
     if not by_rank:
-        raise NotChecked("no collective communication op with transit or wait time")
+        split = comm_split.estimate(run)
+        unmeasured = collective["transit_ms"].isna().any()
+        raise NotChecked("no collective communication op with " + (
+            "transit or wait time" if not unmeasured else
+            f"measured transit or wait time; transfer and wait unknown: {split.why_not}" if split.why_not else
+            "measured transit or wait time (the communication finding's split is estimated from the ops' timing)"))
     waiting = max(by_rank, key=lambda rank: by_rank[rank]["wait_ratio"])
     ratio = by_rank[waiting]["wait_ratio"]
     if ratio < COMM_WAIT_DOMINANT:
