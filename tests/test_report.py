@@ -91,7 +91,7 @@ def test_report_command_errors_are_one_line(tmp_path):
 
 def test_report_to_an_unwritable_path_is_one_line(tmp_path, monkeypatch):
     import perfkit.cli
-    monkeypatch.setattr(perfkit.cli, "_load", lambda path: make_run())
+    monkeypatch.setattr(perfkit.cli, "_load", lambda path, cycle=None: make_run())
     target = tmp_path / "no_such_dir" / "r.html"
     result = CliRunner().invoke(main, ["report", "anything", "-o", str(target)])
     assert result.exit_code == 2 and "cannot write the report" in result.output and "Traceback" not in result.output
@@ -103,7 +103,7 @@ def test_dash_command_binds_loopback_unless_told(monkeypatch, host, warned):
     import dashboards.app
     import perfkit.cli
     served = {}
-    monkeypatch.setattr(perfkit.cli, "_load", lambda path: make_run())
+    monkeypatch.setattr(perfkit.cli, "_load", lambda path, cycle=None: make_run())
 
     def serve(runs, host, port, ready):
         served.update(host=host, port=port, runs=len(runs))
