@@ -23,6 +23,14 @@ CAST_FAMILY = re.compile(r"^Cast")
 BATCHNORM_FAMILY = re.compile(r"^(BatchNorm.*|BNTraining(Reduce|Update)(Grad)?|BNInfer.*)$")
 
 
+def mapped(column: pd.Series, values: dict, dtype: str) -> pd.Series:
+    """`column.map(values)` as `dtype` (NA where a value is missing or not in `values`), looked up once per
+    distinct value: a cluster run's memory samples and ledger rows are millions of rows of a few strings."""
+    codes, uniques = pd.factorize(column)
+    lookup = pd.array([values.get(value) for value in uniques] + [None], dtype=dtype)
+    return pd.Series(lookup[codes], index=column.index, name=column.name)
+
+
 def _number(value: Any) -> float | None:
     """A JSON-safe float: NaN/inf (unknown) become None."""
     if value is None or pd.isna(value):
@@ -80,11 +88,12 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
         known_count = np.bincount(rank_of_row[known], minlength=len(ranks))
         sums = np.bincount(rank_of_row[known], weights=values[known], minlength=len(ranks))
         means[key] = (np.where(known_count > 0, sums / np.maximum(known_count, 1), np.nan), known_count)
-    first_total = first.set_index("rank")["total_ms"]
-    first_reason = first.set_index("rank")["reason"]
+    first_total = first.set_index("rank")["total_ms"].to_dict()
+    first_reason = first.set_index("rank")["reason"].to_dict()
+    spans = {rank: span for rank, span in zip(covered.index, covered.to_dict("records"))}  # not .loc per rank
     result = []
     for position, rank in enumerate(ranks.tolist()):
-        span = covered.loc[rank] if rank in covered.index else None
+        span = spans.get(rank)
         rank_means: dict[str, Any] = {
             "count": int(counts[position]),
             "mean_of": {"count": 0 if span is None else int(span["nunique"]),
@@ -222,7 +231,8 @@ def comm_op_ms(op_types: pd.DataFrame) -> pd.DataFrame:
     """Per rank: op time of collective and of point-to-point communication ops (0 where none)."""
     if not len(op_types):
         return pd.DataFrame(columns=["collective", "p2p"], dtype="float64")
-    kinds = pd.Series([comm_kind(str(t)) for t in op_types["type"]], index=op_types.index)
+    codes, types = pd.factorize(op_types["type"], use_na_sentinel=False)  # each distinct type asked once
+    kinds = pd.Series(np.array([comm_kind(str(t)) for t in types], dtype=object)[codes], index=op_types.index)
     frame = op_types.assign(kind=kinds)[kinds.notna()]
     table = frame.pivot_table(index="rank", columns="kind", values="total_ms", aggfunc="sum", fill_value=0.0)
     return table.reindex(columns=["collective", "p2p"], fill_value=0.0)
@@ -261,8 +271,8 @@ def framework_memory(memory: pd.DataFrame) -> pd.DataFrame:
     One pass over all ranks (a cluster run has hundreds: a loop per rank cost a second there)."""
     if not len(memory):
         return memory
-    priority = memory["component"].map({name: position for position, name in enumerate(FRAMEWORK_COMPONENTS)})
-    priority = pd.to_numeric(priority, errors="coerce")
+    priority = mapped(memory["component"], {name: position for position, name in enumerate(FRAMEWORK_COMPONENTS)},
+                      "float64")
     chosen = priority.notna() & (priority == priority.groupby(memory["rank"]).transform("min"))
     return memory[chosen].sort_values("rank", kind="stable").reset_index(drop=True)
 
@@ -300,15 +310,22 @@ def communication_by_rank(run: Run) -> dict[int, dict[str, Any]]:
     bandwidth = link_bandwidth(run.comm_links)
     measured = bandwidth[bandwidth["bandwidth_gb_s"].notna()]
     slowest = measured.loc[measured.groupby("rank")["bandwidth_gb_s"].idxmin()].set_index("rank")
+    links = {rank: _link_dict(link) for rank, (_, link) in zip(slowest.index, slowest.iterrows())}
+    # numpy values per rank, read once (a Series lookup per rank and kind cost 0.3 s at 4,096 ranks)
+    kind_ms = {kind: by_kind[kind].reindex(steps.index).to_numpy() if kind in by_kind else None
+               for kind in ("collective", "p2p")}
+    step_counts, waits = steps.to_numpy(), wait.reindex(steps.index).to_numpy()
+    transits = transit.reindex(steps.index).to_numpy()
     result = {}
-    for rank in steps.index:
+    for position, rank in enumerate(steps.index):
         def per_step(kind: str) -> float | None:
-            return _number((by_kind.at[rank, kind] if kind in by_kind else 0.0) / steps[rank])
-        moved = wait[rank] + transit[rank]
+            ms = kind_ms[kind]
+            return _number((ms[position] if ms is not None else 0.0) / step_counts[position])
+        moved = waits[position] + transits[position]
         result[int(rank)] = {
             "collective_ms": per_step("collective"), "p2p_ms": per_step("p2p"),
-            "wait_ratio": _number(wait[rank] / moved) if moved > 0 else None,
-            "slowest_link": _link_dict(slowest.loc[rank]) if rank in slowest.index else None,
+            "wait_ratio": _number(waits[position] / moved) if moved > 0 else None,
+            "slowest_link": links.get(rank),
         }
     return result
 

@@ -207,9 +207,12 @@ def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path], selecti
         return None
     digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{run_root}\0"
                             f"{selection}\0".encode())
+    files: dict[str, bytes] = {}  # a folder's part of the key, walked once for all the readers that read it
     for reader_name, folder in jobs:
         digest.update(f"{reader_name}\0".encode())
-        add_folder(digest, folder)
+        if str(folder) not in files:
+            files[str(folder)] = _folder_key(folder)
+        digest.update(files[str(folder)])
     placed = f"{run_root}\0{selection}" if selection else str(run_root)  # all cycles: the place it always had
     place = hashlib.sha256(placed.encode()).hexdigest()[:24]
     return root / "runs" / place / digest.hexdigest()[:32]
@@ -217,16 +220,25 @@ def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path], selecti
 
 def add_folder(digest, folder: str | os.PathLike) -> None:
     """Add a reader's folder to a key: its path and the (name, size, mtime_ns) of every file under it."""
-    digest.update(f"{folder}\0".encode())
-    _add_files(digest, Path(folder), FINGERPRINT_DEPTH)
+    digest.update(_folder_key(folder))
+
+
+def _folder_key(folder: str | os.PathLike) -> bytes:
+    """What add_folder adds to a key for `folder`."""
+    return f"{folder}\0".encode() + _files_key(Path(folder), FINGERPRINT_DEPTH)
 
 
 def _add_files(digest, folder: Path, max_depth: int, skip: tuple[str, ...] = ()) -> None:
-    """Add (path under `folder`, size, mtime_ns) of every file under it (_files_under) to a key. The paths
+    """Add (path under `folder`, size, mtime_ns) of every file under it (_files_under) to a key."""
+    digest.update(_files_key(folder, max_depth, skip))
+
+
+def _files_key(folder: Path, max_depth: int, skip: tuple[str, ...] = ()) -> bytes:
+    """(path under `folder`, size, mtime_ns) of every file under it (_files_under), as a key's bytes. The paths
     start with the folder's: cut, not os.path.relpath, which cost most of a 4,096-rank run's key."""
     start = len(os.path.join(str(folder), ""))
-    for path, size, mtime_ns in _files_under(folder, max_depth, skip):
-        digest.update(f"{path[start:]}\0{size}\0{mtime_ns}\0".encode())
+    return "".join(f"{path[start:]}\0{size}\0{mtime_ns}\0"
+                   for path, size, mtime_ns in _files_under(folder, max_depth, skip)).encode()
 
 
 # ---------------------------------------------------------------- one entry

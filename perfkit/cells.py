@@ -129,23 +129,61 @@ DENSE_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul"
 
 def place(ops: pd.DataFrame) -> pd.DataFrame:
     """placed_ops of an op table (all ranks). Vectorised over ops: the Python work is per distinct scope and
-    per distinct (primitive, named Cell, tensors) question, a few thousand on a million-kernel run."""
-    frames = []
-    for _, mine in ops.groupby("rank", sort=True):
-        mine = mine.reset_index(drop=True)
-        prefixes = mine["name"].astype("string").fillna("").str.rpartition("/")[0]
-        scopes = {prefix: _scope(prefix) for prefix in prefixes.unique()}
-        paths = prefixes.map({prefix: "/".join(scope) or NO_CELL for prefix, (scope, _) in scopes.items()})
-        grad_of = prefixes.map({prefix: grad for prefix, (_, grad) in scopes.items()})
-        work = op_flops(mine).set_index("name") if len(mine) else pd.DataFrame()
-        flops = mine["name"].map(work["flops"]).to_numpy(dtype=np.float64) if len(work) else np.full(len(mine), np.nan)
-        layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine), dtype=object)
-        path, placed = _place_backward(mine, paths.astype(object), grad_of.astype(object), layers.astype(object))
-        frames.append(mine.assign(path=path, flops=flops, placed=placed))
-    if not frames:
+    per distinct (primitive, named Cell, tensors) question, a few thousand on a million-kernel run. Ranks whose
+    op rows read the same (name, type, pass, input shapes), in the same order, are placed once for all of them
+    (data-parallel ranks run one graph): what a rank's ops are placed by is those four columns alone, and its
+    FLOPs are the shared FLOPs of one call times its own call counts, as for a rank placed alone."""
+    if not len(ops):
         return ops.assign(path=pd.Series(dtype=object), flops=pd.Series(dtype="float64"),
                           placed=pd.Series(dtype=object))
-    return pd.concat(frames, ignore_index=True)
+    ranks = ops["rank"].to_numpy()
+    ordered = ops if (np.diff(ranks) >= 0).all() else ops.iloc[np.argsort(ranks, kind="stable")]
+    ordered = ordered.reset_index(drop=True)
+    ranks = ordered["rank"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1]])
+    ends = np.r_[starts[1:], len(ranks)]
+    codes = _row_codes(ordered, ["name", "type", "pass", "input_shapes"])
+    shapes: dict[bytes, int] = {}       # a rank's rows as codes -> its group
+    firsts: list[int] = []              # each group's first rank (its start row)
+    group_of = np.empty(len(starts), dtype=np.int64)
+    for index, (start, end) in enumerate(zip(starts, ends)):
+        group = shapes.setdefault(codes[start:end].tobytes(), len(shapes))
+        if group == len(firsts):
+            firsts.append(index)
+        group_of[index] = group
+    row_group = np.repeat(group_of, ends - starts)
+    within = np.arange(len(ranks)) - np.repeat(starts, ends - starts)
+    path, placed = np.empty(len(ranks), dtype=object), np.empty(len(ranks), dtype=object)
+    flops_per_call = np.empty(len(ranks), dtype=np.float64)
+    for group, index in enumerate(firsts):
+        rows = row_group == group
+        shared = _placed_rank(ordered.iloc[starts[index]:ends[index]].reset_index(drop=True))
+        for out, value in zip((path, placed, flops_per_call), shared):
+            out[rows] = value[within[rows]]
+    flops = flops_per_call * ordered["count"].to_numpy(dtype=np.float64)
+    return ordered.assign(path=path, flops=flops, placed=placed)
+
+
+def _row_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """One integer per row, equal for rows equal in `columns` (NA equal to NA)."""
+    codes = np.zeros(len(frame), dtype=np.int64)
+    for column in columns:
+        mine, uniques = pd.factorize(frame[column], use_na_sentinel=False)
+        codes = pd.factorize(codes * (len(uniques) + 1) + mine)[0].astype(np.int64)
+    return codes
+
+
+def _placed_rank(mine: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Cell path, how placed, FLOPs of one call or NaN) of each op of one rank, in its row order."""
+    prefixes = mine["name"].astype("string").fillna("").str.rpartition("/")[0]
+    scopes = {prefix: _scope(prefix) for prefix in prefixes.unique()}
+    paths = prefixes.map({prefix: "/".join(scope) or NO_CELL for prefix, (scope, _) in scopes.items()})
+    grad_of = prefixes.map({prefix: grad for prefix, (_, grad) in scopes.items()})
+    work = op_flops(mine.assign(count=1)).set_index("name")  # count 1: each op's FLOPs of one call
+    flops = mine["name"].map(work["flops"]).to_numpy(dtype=np.float64) if len(work) else np.full(len(mine), np.nan)
+    layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine), dtype=object)
+    path, placed = _place_backward(mine, paths.astype(object), grad_of.astype(object), layers.astype(object))
+    return path, placed, flops
 
 
 def cell_table(ops: pd.DataFrame) -> pd.DataFrame:
@@ -174,12 +212,11 @@ def _warnings(leaves: pd.DataFrame) -> list[str]:
     """What could not be placed, from the cells table: one line each for kernels placed by shapes (per rank),
     ops without a scope, and dense ops whose FLOPs the shapes do not give."""
     warnings = []
-    for rank, mine in leaves.groupby("rank", sort=True):
-        moved, shared = int(mine["moved_ops"].sum()), int(mine["shared_ops"].sum())
-        if moved or shared:
-            warnings.append(f"rank {rank}: {moved + shared} backward kernel(s) were named after a reused Cell's "
-                            f"scope and were placed by their shapes: {moved} under their own Cell, {shared} under "
-                            "the nearest Cell that every Cell with those shapes shares")
+    by_rank = leaves.groupby("rank", sort=True)[["moved_ops", "shared_ops"]].sum()
+    for rank, moved, shared in by_rank[(by_rank["moved_ops"] != 0) | (by_rank["shared_ops"] != 0)].itertuples():
+        warnings.append(f"rank {rank}: {moved + shared} backward kernel(s) were named after a reused Cell's "
+                        f"scope and were placed by their shapes: {moved} under their own Cell, {shared} under "
+                        "the nearest Cell that every Cell with those shapes shares")
     total = leaves[["forward_ms", "backward_ms", "other_ms"]].to_numpy().sum()
     unplaced = leaves[leaves["path"] == NO_CELL]
     if len(unplaced):
@@ -276,12 +313,7 @@ def _build(run: Run) -> pd.DataFrame:
         frame.attrs["warnings"] = warnings
         return frame
     steps = run.steps.groupby("rank")["step"].nunique() if len(run.steps) else pd.Series(dtype="int64")
-    rows = []
-    for rank, mine in leaves.groupby("rank", sort=True):
-        per_step = max(int(steps.get(rank, 1)), 1)
-        rows.append(_tree(mine, per_step).assign(rank=rank))
-    tree = pd.concat(rows, ignore_index=True)
-    tree = _pool(tree, warnings)
+    tree = _pool(_tree(leaves, steps), warnings)
     tree["tflops_per_s"] = tflops_per_s(tree["flops"], tree["flops_ms"].where(tree["flops_ms"] > 0))
     tree["share"] = tree["total_ms"] / _step_ms(run, tree)
     frame = tree[COLUMNS].sort_values(["rank", "path"], kind="stable", na_position="first").reset_index(drop=True)
@@ -289,25 +321,43 @@ def _build(run: Run) -> pd.DataFrame:
     return frame
 
 
-def _tree(leaves: pd.DataFrame, per_step: int) -> pd.DataFrame:
-    """One rank's cells table rows summed into every Cell and each of its ancestors, per profiled step."""
+def _tree(leaves: pd.DataFrame, steps: pd.Series) -> pd.DataFrame:
+    """The cells table's rows summed, per rank, into every Cell and each of its ancestors, per profiled step
+    (`steps`: each rank's profiled steps, 1 where unknown). All ranks at once: each leaf row is repeated once
+    per Cell on its path, in the leaves' order, so each Cell's sum adds its rank's leaves in the order a
+    rank summed alone would."""
     values = ["forward_ms", "backward_ms", "other_ms", "calls", "flops", "flops_ms"]
-    sums = leaves.set_index("path")[values]
-    expanded = []
-    for path, row in sums.iterrows():
-        parts = path.split("/") if path != NO_CELL else [NO_CELL]
-        for depth in range(1, len(parts) + 1):
-            expanded.append(("/".join(parts[:depth]), *row[values].tolist()))
-    tree = pd.DataFrame(expanded, columns=["path", *values]).groupby("path", sort=False).sum().reset_index()
-    tree[values] = tree[values] / per_step
+    paths = leaves["path"].astype(object).to_numpy()
+    prefixes = {path: _prefixes(path) for path in pd.unique(paths)}
+    repeats = np.array([len(prefixes[path]) for path in paths], dtype=np.int64)
+    rows = np.repeat(np.arange(len(leaves)), repeats)
+    expanded = pd.DataFrame({"rank": leaves["rank"].to_numpy()[rows],
+                             "path": [prefix for path in paths for prefix in prefixes[path]]})
+    for column in values:
+        expanded[column] = leaves[column].to_numpy()[rows]
+    tree = expanded.groupby(["rank", "path"], sort=False).sum().reset_index()
+    per_step = tree["rank"].map(steps).fillna(1).astype("int64").clip(lower=1)
+    tree[values] = tree[values].div(per_step, axis=0)
     tree["total_ms"] = tree["forward_ms"] + tree["backward_ms"] + tree["other_ms"]
-    tree["depth"] = [1 if path == NO_CELL else path.count("/") + 1 for path in tree["path"]]
-    tree["parent"] = ["" if depth == 1 else path.rsplit("/", 1)[0] for path, depth in zip(tree["path"], tree["depth"])]
-    tree["label"] = [label_of(path) if depth > 1 or path == NO_CELL else path
-                     for path, depth in zip(tree["path"], tree["depth"])]
-    tree["cell_type"] = [path.rsplit("/", 1)[-1].split("-", 1)[1] if "-" in path.rsplit("/", 1)[-1] else ""
-                         for path in tree["path"]]
+    described = {path: _described(path) for path in pd.unique(tree["path"])}
+    for index, column in enumerate(["depth", "parent", "label", "cell_type"]):
+        tree[column] = [described[path][index] for path in tree["path"]]
     return tree
+
+
+def _prefixes(path: str) -> list[str]:
+    """A Cell path and every ancestor's, top first; `(no cell)` alone."""
+    parts = path.split("/") if path != NO_CELL else [NO_CELL]
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts) + 1)]
+
+
+def _described(path: str) -> tuple[int, str, str, str]:
+    """(depth, parent path, label, Cell type) of a tree path."""
+    depth = 1 if path == NO_CELL else path.count("/") + 1
+    last = path.rsplit("/", 1)[-1]
+    return (depth, "" if depth == 1 else path.rsplit("/", 1)[0],
+            label_of(path) if depth > 1 or path == NO_CELL else path,
+            last.split("-", 1)[1] if "-" in last else "")
 
 
 def _pool(tree: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
@@ -316,8 +366,8 @@ def _pool(tree: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
     tree["rank"] = tree["rank"].astype("Int64")
     if len(ranks) < 2:
         return tree
-    cell_sets = {frozenset(group["path"]) for _, group in tree.groupby("rank")}
-    if len(cell_sets) > 1:
+    # each (rank, path) is one row: the ranks hold the same Cells when every path is on every rank
+    if (tree.groupby("path", sort=False).size() < len(ranks)).any():
         warnings.append(f"the ranks run different Cells (pipeline stages, or scopes that differ between ranks): "
                         f"the Cell tree is per rank ({len(ranks)} ranks)")
         return tree

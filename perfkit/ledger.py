@@ -315,13 +315,29 @@ def _frame(frames: list[pd.DataFrame], warnings: list[str]) -> pd.DataFrame:
 # Roll-ups: what every view shows is one of these.
 
 def group_of(causes: pd.Series) -> pd.Series:
-    """The bound part (or "compile") each cause rolls up into."""
-    return causes.map({cause: spec.group for cause, spec in CAUSES.items()}).astype("string")
+    """The bound part (or "compile") each cause rolls up into (NA for none): looked up once per distinct cause."""
+    return analysis.mapped(causes, {cause: spec.group for cause, spec in CAUSES.items()}, "string")
 
 
 def steady_means(run: Run, by: str = "cause") -> pd.DataFrame:
     """Per rank, the mean ms per steady step of each cause (`by="cause"`) or bound part (`by="group"`), wide,
-    with `total`: the mean steady step. The columns add up to `total`."""
+    with `total`: the mean steady step. The columns add up to `total`. Kept on the run (the summary, its
+    Cells and the rules ask several times: a pivot of the whole ledger each, seconds at thousands of ranks);
+    each caller gets its own copy."""
+    return (_means_by_cause(run) if by == "cause" else _means_by_group(run)).copy()
+
+
+@kept_on_run
+def _means_by_cause(run: Run) -> pd.DataFrame:
+    return _steady_means(run, "cause")
+
+
+@kept_on_run
+def _means_by_group(run: Run) -> pd.DataFrame:
+    return _steady_means(run, "group")
+
+
+def _steady_means(run: Run, by: str) -> pd.DataFrame:
     frame = ledger(run)
     frame = frame[frame["steady"]]
     if not len(frame):
@@ -349,7 +365,12 @@ def _comm_source(frame: pd.DataFrame) -> pd.Series:
 def rank_parts(run: Run) -> pd.DataFrame:
     """Per rank, the mean steady step rolled up into BOUND_PARTS (ms, adding up to `total`), how its
     communication was measured (`comm_source`), and of its host time the in-step launch gaps (`gaps`) and the
-    feed-mode batch transfer (`transfer`)."""
+    feed-mode batch transfer (`transfer`). Kept on the run as steady_means is; each caller gets its own copy."""
+    return _rank_parts(run).copy()
+
+
+@kept_on_run
+def _rank_parts(run: Run) -> pd.DataFrame:
     columns = ["rank", "total", *BOUND_PARTS, "comm_source", "gaps", "transfer"]
     groups = steady_means(run, by="group")
     if not len(groups):

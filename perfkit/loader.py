@@ -24,7 +24,7 @@ from . import cache, dask_ingest, model, plugins
 from .errors import FileFormatError, LayoutError
 from .formats import DERIVATIONS, by_name, plugin_problems, readers
 from .formats.base import (INTERMEDIATE_TABLES, RUN_WIDE, Parts, Reader, as_pandas, column_names, is_arrow,
-                           merged_stages, screened, walk_names)
+                           listings_kept, merged_stages, screened, walk_names)
 from .cells import cell_table
 from .model import Meta, Run
 from .parallel import map_folders
@@ -33,9 +33,10 @@ from .parallel import map_folders
 SKIP_DIRS = ("PROF_", "logs", "FRAMEWORK", "__pycache__")
 MAX_DEPTH = 5
 # The code a cached Run is built by: a change to any of it, or to an installed plugin's (plugins.code_paths),
-# makes every entry stale.
+# makes every entry stale. cells.py, flops.py and analysis.py derive the Run's cells and op_passes tables.
 PACKAGE = Path(__file__).resolve().parent
-CODE = (PACKAGE / "formats", PACKAGE / "model.py", PACKAGE / "loader.py", PACKAGE / "cache.py")
+CODE = (PACKAGE / "formats", PACKAGE / "model.py", PACKAGE / "loader.py", PACKAGE / "cache.py",
+        PACKAGE / "cells.py", PACKAGE / "flops.py", PACKAGE / "analysis.py")
 # How deep the "no profiler files" message looks for files that no reader took, and how many it names.
 UNUSABLE_DEPTH = 3
 SHOWN_UNUSABLE = 5
@@ -91,15 +92,16 @@ def _discover(path: str | os.PathLike) -> tuple[Path, list[Job], list[Warning]]:
     root = _normalize(root.resolve())
     jobs: list[Job] = []
     problems: list[Warning] = []
-    for folder in _walk(root):
-        for reader in readers():
-            try:
-                if reader.detect(folder):
-                    jobs.append((reader, folder))
-            except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own detect raising is a bug
-                if reader.plugin is None:
-                    raise
-                problems.append((os.path.relpath(folder, root), plugins.failure(reader.plugin, "detect", exc)))
+    with listings_kept():
+        for folder in _walk(root):
+            for reader in readers():
+                try:
+                    if reader.detect(folder):
+                        jobs.append((reader, folder))
+                except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own detect raising is a bug
+                    if reader.plugin is None:
+                        raise
+                    problems.append((os.path.relpath(folder, root), plugins.failure(reader.plugin, "detect", exc)))
     return root, jobs, problems
 
 
@@ -325,14 +327,24 @@ def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[str, str]
     """Per rank, the folder (relative to `root`) that holds every file of that rank and none of another's:
     `rank_1` of a `perfkit profile --ranks 2` run, `rank1_ascend_pt` of a cluster export. Ranks sharing a folder
     (a legacy folder of several ranks' files, a single-rank run at the root) have none."""
-    common = {rank: Path(os.path.commonpath([str(folder) for _, folder, _ in entries]))
+    common = {rank: os.path.commonpath([str(folder) for _, folder, _ in entries])
               for rank, entries in by_rank.items() if rank != RUN_WIDE}
-    # sets of folders and of their ancestors, not every pair of ranks: 4,096 ranks made 16 million pairs
+    # sets of folders and of their ancestors, not every pair of ranks: 4,096 ranks made 16 million pairs;
+    # as text, not Paths (whose parents cost 0.1 ms a rank)
     shared = Counter(common.values())
-    above = {parent for folder in shared for parent in folder.parents}
+    above = {parent for folder in shared for parent in _ancestors(folder)}
     return {str(rank): os.path.relpath(folder, root) for rank, folder in common.items()
-            if folder != root and shared[folder] == 1 and folder not in above
-            and not any(parent in shared for parent in folder.parents)}
+            if folder != str(root) and shared[folder] == 1 and folder not in above
+            and not any(parent in shared for parent in _ancestors(folder))}
+
+
+def _ancestors(path: str) -> list[str]:
+    """The folders above an absolute path, nearest first, up to `/` (Path.parents, as text)."""
+    above = []
+    while (parent := os.path.dirname(path)) != path:
+        above.append(parent)
+        path = parent
+    return above
 
 
 def _skipped(root: Path, failures: list[FileFormatError]) -> list[Warning]:
@@ -610,6 +622,8 @@ def _runs_named(root: Path, ordered: list[Path]) -> str:
 
 def _located(root: Path, folder: Path, warnings: list[str]) -> list[Warning]:
     """A folder's warnings, with where it is under the run's root."""
+    if not warnings:
+        return []  # no relpath for the thousands of folders that have nothing to say
     where = os.path.relpath(folder, root)
     return [(where, w) for w in warnings]
 

@@ -60,11 +60,12 @@ def summarize(run: Run) -> dict[str, Any]:
     per_rank = sorted(per_rank + [{"rank": rank, "steps": None}
                                   for rank in (set(peaks) | set(communication) | shown_pipelines) - known_ranks],
                       key=lambda entry: entry["rank"])
+    parts_ms = {rank: {part: _number(value) for part, value in zip(BOUND_PARTS, values)}
+                for rank, values in zip(parts.index, parts[list(BOUND_PARTS)].itertuples(index=False))}
     for entry in per_rank:
         entry["memory"] = peaks.get(entry["rank"])
         entry["communication"] = communication.get(entry["rank"])
-        entry["parts_ms"] = ({part: _number(parts.at[entry["rank"], part]) for part in BOUND_PARTS}
-                             if entry["rank"] in parts.index else None)
+        entry["parts_ms"] = parts_ms.get(entry["rank"])
     shares = op_type_shares(run)
     by_rank = op_type_shares_by_rank(run)
     if ranks_run_different_ops(by_rank):  # added only then, so runs whose ranks agree keep their JSON

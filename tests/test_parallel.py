@@ -40,3 +40,26 @@ def test_an_exception_reaches_the_caller_at_its_turn():
         for (number,), result in map_ahead(_square_or_raise, [(n,) for n in range(20)], 2):
             seen.append(result)
     assert seen == [n * n for n in range(7)]
+
+
+def _collector_state(number: int) -> tuple[int, bool, int]:
+    import gc
+    return number, gc.isenabled(), gc.get_freeze_count()
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_map_folders_leaves_the_garbage_collector_as_it_was(collecting):
+    """map_folders pauses this process's collector and freezes its objects while workers read; after, both are
+    as before, and each worker collects (its own objects) exactly where this process did."""
+    import gc
+    from perfkit.parallel import PARALLEL_MIN_FOLDERS, map_folders
+    was = gc.isenabled()
+    (gc.enable if collecting else gc.disable)()
+    try:
+        results = map_folders(_collector_state, [(n,) for n in range(PARALLEL_MIN_FOLDERS)])
+        assert gc.isenabled() is collecting and gc.get_freeze_count() == 0
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert [number for number, _, _ in results] == list(range(PARALLEL_MIN_FOLDERS))
+    assert {enabled for _, enabled, _ in results} == {collecting}
+    assert all(frozen > 0 for _, _, frozen in results)  # the parent's objects, frozen before the fork

@@ -7,6 +7,7 @@ readers through this protocol.
 
 from __future__ import annotations
 
+import contextvars
 import fnmatch
 import os
 import re
@@ -324,12 +325,31 @@ def ranks_in(folder: Path, patterns: Iterable[str]) -> list[int]:
 
 def has_match(folder: Path, patterns: Iterable[str]) -> bool:
     """Whether an entry of `folder` matches one of the glob `patterns`: one directory listing for all
-    patterns (discovery runs every reader's detect on every folder of a 256-rank tree)."""
-    try:
-        names = [entry.name for entry in os.scandir(folder)]
-    except OSError:
-        return False
+    patterns, and within `listings_kept()` one for all readers (discovery runs every reader's detect on every
+    folder of a 4,096-rank tree: ~8 listings a folder)."""
+    kept = _LISTINGS.get()
+    names = kept.get(folder) if kept is not None else None
+    if names is None:
+        try:
+            names = [entry.name for entry in os.scandir(folder)]
+        except OSError:
+            names = []
+        if kept is not None:
+            kept[folder] = names
     return any(fnmatch.filter(names, pattern) for pattern in patterns)
+
+
+_LISTINGS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("perfkit_listings", default=None)
+
+
+@contextmanager
+def listings_kept():
+    """has_match lists each folder once inside this block (one discovery: the tree does not change under it)."""
+    token = _LISTINGS.set({})
+    try:
+        yield
+    finally:
+        _LISTINGS.reset(token)
 
 
 def walk_names(root: Path, depth: int):
