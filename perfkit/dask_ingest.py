@@ -108,7 +108,7 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable,
             task = client.submit(_ingest, folder, readers, function, code, where.storage, outcome, pure=False,
                                  retries=RETRIES, key=f"perfkit-{function.__name__}-{uuid.uuid4().hex}")
             futures[task] = (folder, outcome)
-        outcomes = _gather(client, distributed, futures, where)
+        outcomes = _gather(client, distributed, futures, where, fs)
         folders = list(readers_of)
         with ThreadPoolExecutor(READ_THREADS) as pool:
             read = dict(zip(folders, pool.map(lambda f: _results(fs, outcomes[f], readers_of[f], f, where),
@@ -173,7 +173,7 @@ def _check_workers_see(client, distributed, where: Target, probe: str) -> None:
                            f"(set {STORAGE_ENV} to a shared path or URL)", where.storage)
 
 
-def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]:
+def _gather(client, distributed, futures: dict, where: Target, fs) -> dict[str, Any]:
     """{folder: the path of its task's outcome file, or why it was not read}: waits while tasks finish or
     workers remain; once no worker has been left (or the scheduler has not answered) for timeout_s(), the
     folders not read yet are given up.
@@ -195,6 +195,10 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
                 outcomes[folder] = outcome
             elif future.status == "cancelled":
                 raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
+            elif future.status != "error" and _written(fs, outcome):
+                # told done, then its result lost with the worker killed just after (status "lost", no
+                # exception): the outcome it wrote before finishing is in the storage
+                outcomes[folder] = outcome
             else:
                 outcomes[folder] = FileFormatError(f"not read: its Dask task failed ({_failure(future)})", folder)
         if batch or not pending:
@@ -220,6 +224,13 @@ def _gather(client, distributed, futures: dict, where: Target) -> dict[str, Any]
             client.cancel(list(pending))  # one message to the scheduler, not one call per task
             pending = set()
     return outcomes
+
+
+def _written(fs, outcome: str) -> bool:
+    try:
+        return bool(fs.exists(outcome))
+    except OSError:
+        return False
 
 
 def _workers(client, distributed) -> dict | None:
