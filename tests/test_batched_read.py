@@ -122,3 +122,26 @@ def test_a_fixture_run_is_the_same_either_way():
     root, jobs, results = read(FIXTURE_RUNS["new_level1"])
     assert {reader.name for reader, _ in jobs} >= {"ascend_ms", "memory", "communication"}
     assert_same_run(loader.assemble(root, jobs, per_rank(results)), loader.assemble(root, jobs, results))
+
+
+def test_a_kernel_file_above_arrows_block_is_read_as_one_chunk(tmp_path):
+    """A file read on one thread is parsed as one block: Arrow's default 1 MiB blocks cut a generated rank's
+    1.3 MB kernel_details.csv in two chunks, each with its own dictionaries of names and types (unified after,
+    at a cost); the values are those of Arrow's default read."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from perfkit.formats import ascend_ms
+    from perfkit.formats.base import read_csv_table
+
+    run = tmp_path / "run"
+    generate.generate_cluster(run, ranks=1, steps=20, slow_ranks=())
+    path = run / "rank0_ascend_pt" / OUTPUT / ascend_ms.KERNELS
+    assert path.stat().st_size > 1 << 20  # above Arrow's default block
+    table = read_csv_table(path, ascend_ms.KERNEL_COLUMNS, (), ascend_ms.KERNEL_TYPES, [])
+    assert {column.num_chunks for column in table.columns} == {1}
+    default = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+        include_columns=["Name", "Duration(us)"], column_types={"Name": pa.string()}))
+    assert table.column("name").cast(pa.string()).to_pylist() == default.column("Name").to_pylist()
+    assert table.column("duration_us").to_pylist() == default.column("Duration(us)").to_pylist()
+

@@ -468,6 +468,20 @@ def op_types_of(full_names: Iterable[str]) -> list[str]:
 # worker process and core (kernel_details.csv of 1.3 MB: 6.3 ms on one thread, 4.3 ms on two, and
 # the second core is another worker's).
 THREADED_CSV_BYTES = 8 * BYTES_PER_MB
+# A file read on one thread is parsed as one block (Arrow's default is 1 MiB): a 1.3 MB kernel_details.csv
+# otherwise comes in two chunks, each with its own dictionaries of names, types and shapes, which are then
+# unified. Bounded: only files below THREADED_CSV_BYTES are read so; bigger ones keep Arrow's blocks.
+SINGLE_BLOCK_SLACK = 1024
+
+
+def _csv_read_options(size: int):
+    import pyarrow.csv as pacsv
+
+    if size > THREADED_CSV_BYTES:
+        return pacsv.ReadOptions(use_threads=True)
+    return pacsv.ReadOptions(use_threads=False, block_size=size + SINGLE_BLOCK_SLACK)
+
+
 # Cells that mean "no value" in the profilers' CSV files.
 CSV_NULLS = ["", "N/A", "NA", "null", "None"]
 
@@ -533,7 +547,7 @@ def read_csv_table(path: Path, aliases: dict[str, tuple[str, ...]], required: tu
         with _quiet_undecodable_rows():
             table = pacsv.read_csv(
                 path,
-                read_options=pacsv.ReadOptions(use_threads=path.stat().st_size > THREADED_CSV_BYTES),
+                read_options=_csv_read_options(path.stat().st_size),
                 parse_options=pacsv.ParseOptions(invalid_row_handler=skip_row, newlines_in_values=False),
                 convert_options=pacsv.ConvertOptions(
                     include_columns=list(found.values()),
