@@ -425,6 +425,20 @@ def bound(run: Run) -> Bound:
     return Bound(kind, parts_ms, evidence, labels)
 
 
+def steady_steps(run: Run) -> pd.DataFrame:
+    """The (rank, step) pairs of the steady steps, once each."""
+    frame = ledger(run)
+    return frame.loc[frame["steady"], ["rank", "step"]].drop_duplicates()
+
+
+def estimated_split(run: Run) -> str | None:
+    """How the steady steps' communication was split into transfer and wait where comm_split estimated it (its
+    words, from the ledger's sources); None where the files measure the split or nothing was split."""
+    frame = ledger(run)
+    split = frame.loc[frame["steady"] & frame["cause"].isin(["comm_transfer", "comm_wait"]), "source"].astype(str)
+    return next((text[text.index(comm_split.ESTIMATE):] for text in split if comm_split.ESTIMATE in text), None)
+
+
 def _evidence(run: Run, parts: pd.DataFrame) -> list[str]:
     evidence = []
     sources = set(parts.loc[parts["communication"] + parts["pipeline"] > 0, "comm_source"])
@@ -434,10 +448,7 @@ def _evidence(run: Run, parts: pd.DataFrame) -> list[str]:
         evidence.append("communication: communication op time; overlap with compute unknown")
     causes = steady_means(run, by="cause").mean()
     if causes.get("comm_transfer", 0.0) + causes.get("comm_wait", 0.0) > 0:
-        frame = ledger(run)
-        split = frame.loc[frame["steady"] & (frame["cause"] == "comm_wait"), "source"].astype(str)
-        how = next((text[text.index(comm_split.ESTIMATE):] for text in split if comm_split.ESTIMATE in text),
-                   "the collective ops' transit vs elapse time")
+        how = estimated_split(run) or "the collective ops' transit vs elapse time"
         evidence.append(f"communication: {causes.get('comm_transfer', 0.0):,.3f} ms transfer, "
                         f"{causes.get('comm_wait', 0.0):,.3f} ms waiting for peers per step ({how})")
     if float(parts["pipeline"].mean()) > 0:

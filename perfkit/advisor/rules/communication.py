@@ -17,7 +17,7 @@ from ... import comm_split
 from ...analysis import NETWORK_LINK_TYPES, step_means
 from ...causes import COMM_SOURCE_LABEL
 from ...cluster import of_run
-from ...ledger import CAUSES_OF, Claim, ledger, rank_parts, steady_means
+from ...ledger import CAUSES_OF, Claim, estimated_split, ledger, rank_parts, steady_means, steady_steps
 from ...model import Run
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
@@ -85,22 +85,20 @@ def communication(run: Run) -> list[Finding]:
 def _split_evidence(run: Run) -> dict:
     """How the steady steps' communication was split into transfer and wait where the split is an estimate
     (comm_split), or why it is unknown where none was split; nothing where the files measure it."""
-    frame = ledger(run)
-    steady = frame[frame["steady"]]
-    split = steady.loc[steady["cause"].isin(["comm_transfer", "comm_wait"]), "source"].astype(str)
-    estimated = next((text[text.index(comm_split.ESTIMATE):] for text in split if comm_split.ESTIMATE in text), None)
+    estimated = estimated_split(run)
     if estimated is not None:
         return {"comm_split": estimated} | {f"rank{rank}_arrives_last_pct": percent(share)
                                              for rank, share in _arrives_last(run).items()}
-    if len(split) or not (steady["cause"] == "comm").any():
+    frame = ledger(run)
+    steady = frame.loc[frame["steady"], "cause"]
+    if steady.isin(["comm_transfer", "comm_wait"]).any() or not (steady == "comm").any():
         return {}
     return {"comm_split_unknown": comm_split.estimate(run).why_not or "the collective ops carry no split"}
 
 
 def _arrives_last(run: Run) -> pd.Series:
     """Per rank, the share (0-1) of the collectives of the steady steps, matched across ranks, it arrived at last."""
-    frame = ledger(run)
-    steady = set(zip(frame.loc[frame["steady"], "rank"], frame.loc[frame["steady"], "step"]))
+    steady = set(steady_steps(run).itertuples(index=False, name=None))
     rows = comm_split.estimate(run).rows
     in_steady = [(rank, step) in steady for rank, step in zip(rows["rank"], rows["step"])]
     matched = rows[rows["last"].notna().to_numpy() & np.asarray(in_steady, dtype=bool)]
@@ -176,10 +174,8 @@ def _first_collective_wait(run: Run) -> tuple[float, str] | None:
     split = comm_split.estimate(run)
     if len(split.rows):
         wait = wait.fillna(split.rows["wait_ms"].reindex(collective.index))
-    steady = ledger(run)
-    steady = steady.loc[steady["steady"], ["rank", "step"]].drop_duplicates()
     timed = collective.assign(wait=wait.to_numpy(dtype=float)).dropna(subset=["wait"])
-    timed = timed.merge(steady, on=["rank", "step"])
+    timed = timed.merge(steady_steps(run), on=["rank", "step"])
     if not len(timed) or timed["wait"].sum() <= 0:
         return None
     first = timed.loc[timed.groupby(["rank", "step"])["start_ms"].idxmin()]
