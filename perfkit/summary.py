@@ -33,9 +33,10 @@ def _communication(run: Run) -> dict[int, dict[str, Any]]:
     """Per rank, the communication ops' summary (analysis.communication_by_rank), its time per step the ledger's
     where the ledger measured it from the step's own op executions (the op rows of CPU/GPU launches also time
     the steps the means leave out), else the ledger's alone."""
-    by_ops, by_ledger = communication_by_rank(run), _ledger_communication(run)
+    by_ops = communication_by_rank(run)
     if run.meta.step_source not in OWN_OPS_STEP_SOURCES:
-        return by_ops or by_ledger
+        return by_ops or _ledger_communication(run)
+    by_ledger = _ledger_communication(run)
     return {rank: {**by_ops.get(rank, {}), **by_ledger[rank]} if rank in by_ledger else by_ops[rank]
             for rank in sorted(by_ops.keys() | by_ledger.keys())}
 
