@@ -12,7 +12,9 @@ times `perfkit profile` records next to the profiler's folder) turns them into m
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -21,7 +23,7 @@ import pyarrow.compute as pc
 
 from ..errors import FileFormatError
 from ..units import BYTES_PER_MB, KB_PER_MB, NS_PER_MS, US_PER_MS
-from .ascend_ms import OUTPUT_DIR, _codes, _read_profiler_info
+from .ascend_ms import OUTPUT_DIR, _codes, _read_profiler_info, _strings
 from .base import Parts, Reader, float_columns, guarded, has_match, rank_of, read_csv_table, with_column
 
 MEMORY_RECORD = "memory_record.csv"
@@ -66,24 +68,30 @@ CPU_MEMORY_COLUMNS = {
     "active_b": ("Total Active(Byte)",),
 }
 TEXT = pa.string()
-# Read as text: names, and times (they end in a TAB); every other column is a float.
-TEXT_COLUMNS = {"component", "device", "name", "stream", "time", "allocated_at", "released_at", "duration"}
+# Component names as codes into their few distinct values: samples are grouped by them, and a module's prefix
+# goes on each distinct name, not on every row.
+CODED = pa.dictionary(pa.int32(), pa.string())
+# Every column not named here is read as a float; times too (see _read_csv).
+TYPES = {"component": CODED, "device": TEXT, "name": TEXT, "stream": TEXT}
+TIME_COLUMNS = {"time", "allocated_at", "released_at", "duration"}
+NEW_LAYOUT_FILES = {MEMORY_RECORD, OPERATOR_MEMORY, MODULE_MEMORY}
 
 
 def detect(folder: Path) -> bool:
     output = folder / OUTPUT_DIR
-    return (has_match(output, (MEMORY_RECORD, OPERATOR_MEMORY, MODULE_MEMORY))
+    return (has_match(output, NEW_LAYOUT_FILES)
             or has_match(folder / FRAMEWORK_DIR, (CPU_MEMORY_GLOB,)))
 
 
 def read(folder: Path) -> dict[int, Parts]:
     result: dict[int, Parts] = {}
     output = folder / OUTPUT_DIR
-    if has_match(output, (MEMORY_RECORD, OPERATOR_MEMORY, MODULE_MEMORY)):
+    present = NEW_LAYOUT_FILES.intersection(_names(output))  # one listing; an absent file is not looked at again
+    if present:
         parts = Parts()
         rank = _read_profiler_info(folder, parts)
         parts.meta = {}  # the layout reader gives the run's meta; this one only its memory
-        _read_new_layout(output, parts)
+        _read_new_layout(output, present, parts)
         result[rank] = parts
     framework = folder / FRAMEWORK_DIR
     for path in sorted(framework.glob(CPU_MEMORY_GLOB)):
@@ -98,10 +106,19 @@ def read(folder: Path) -> dict[int, Parts]:
     return result
 
 
-def _read_new_layout(output: Path, parts: Parts) -> None:
+def _names(folder: Path) -> list[str]:
+    """The entry names of `folder`; none where it cannot be listed (has_match's view of it)."""
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _read_new_layout(output: Path, present: set[str], parts: Parts) -> None:
     def load(name, aliases, required):
-        types = {column: TEXT if column in TEXT_COLUMNS else pa.float64() for column in aliases}
-        return guarded(parts, output / name, lambda p: read_csv_table(p, aliases, required, types, parts.warnings))
+        if name not in present:
+            return None
+        return guarded(parts, output / name, lambda p: _read_csv(p, aliases, required, parts.warnings))
 
     samples = []
     record = load(MEMORY_RECORD, MEMORY_RECORD_COLUMNS, ("component", "time", "reserved_mb"))
@@ -109,21 +126,38 @@ def _read_new_layout(output: Path, parts: Parts) -> None:
         samples.append(_samples(record, MEMORY_RECORD, parts.warnings))
     modules = load(MODULE_MEMORY, MODULE_MEMORY_COLUMNS, ("component", "time", "reserved_mb"))
     if modules is not None:
-        prefixed = pc.binary_join_element_wise(MODULE_PREFIX, modules.column("component").cast(pa.string()), "")
-        modules = modules.set_column(modules.column_names.index("component"), "component", prefixed)
-        samples.append(_samples(modules, MODULE_MEMORY, parts.warnings))
-    samples = [table for table in samples if table.num_rows]
-    if samples:
+        samples.append(_samples(modules, MODULE_MEMORY, parts.warnings, prefix=MODULE_PREFIX))
+    memory = _sample_table(samples)
+    if memory is not None:
         # Arrow, made pandas once for all ranks by the loader: a cluster run has thousands of these small tables
-        parts.tables["memory"] = pa.concat_tables(samples)
+        parts.tables["memory"] = memory
     blocks = load(OPERATOR_MEMORY, OPERATOR_MEMORY_COLUMNS, ("name", "size_kb", "allocated_at"))
     if blocks is not None:
         parts.tables["op_memory"] = _op_memory(blocks, parts.warnings)
 
 
+def _read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
+              warnings: list[str]) -> pa.Table:
+    """The file's columns typed as they leave this reader, times as floats: Arrow's CSV parser trims the TAB a
+    profiler timestamp ends in, and no cast follows. Where some time cell is no number that read fails, and
+    the file is read again with its times as text, for `_numbers` to parse and say (any other fault the
+    second read meets too, and reports as it would have)."""
+    types = {column: TYPES.get(column, pa.float64()) for column in aliases}
+    first_warnings: list[str] = []
+    try:
+        table = read_csv_table(path, aliases, required, types, first_warnings)
+    except FileFormatError:
+        types.update((column, TEXT) for column in TIME_COLUMNS.intersection(aliases))
+        return read_csv_table(path, aliases, required, types, warnings)
+    warnings += first_warnings
+    return table
+
+
 def _numbers(column: pa.ChunkedArray, path_name: str, label: str, warnings: list[str]) -> np.ndarray:
-    """A text column of numbers (profiler timestamps end in a TAB) as floats; an empty cell is NaN, a cell that
-    is no number too, and said."""
+    """A column of numbers as floats, an empty cell NaN. Read as text (`_read_csv`: some cell is no number):
+    trimmed (profiler timestamps end in a TAB) and parsed, a cell that is no number NaN too, and said."""
+    if pa.types.is_floating(column.type):
+        return column.to_numpy()
     trimmed = pc.utf8_trim_whitespace(column.cast(pa.string()))
     try:  # every cell a number or empty: one cast in Arrow
         return pc.cast(trimmed, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
@@ -137,78 +171,124 @@ def _numbers(column: pa.ChunkedArray, path_name: str, label: str, warnings: list
     return values
 
 
-def _sizes(values: np.ndarray, present: np.ndarray, path_name: str, label: str,
-           warnings: list[str]) -> np.ndarray:
-    """Sizes with negative or NaN values (a broken writer: a size cannot be either) made unknown and said;
-    an empty cell (`present` False) is unknown already and says nothing."""
-    bad = present & (np.isnan(values) | (values < 0) | np.isinf(values))
-    if bad.any():
-        warnings.append(f"{path_name}: {int(bad.sum())} negative or NaN {label} value(s) treated as unknown")
-        values = np.where(bad, np.nan, values)
+def _sizes(table: pa.Table, columns: tuple[str, ...], path_name: str, warnings: list[str],
+           scale: float = 1.0) -> np.ndarray:
+    """Size columns in MB (`scale`: the file's unit per MB), one row of the array per column of `columns`, an
+    absent one all unknown: numpy on them all at once. Negative or NaN values (a broken writer: a size cannot be
+    either) are made unknown and said; an empty cell is unknown already and says nothing."""
+    present = table.schema.names
+    arrays = [table.column(column) if column in present else None for column in columns]
+    values = np.stack([array.to_numpy() if array is not None else np.full(table.num_rows, np.nan)
+                       for array in arrays])
+    if scale != 1.0:
+        values /= scale
+    bad = ~(values >= 0) | (values == np.inf)  # and the empty cells, NaN in `values`: counted, not said
+    bad_counts = np.count_nonzero(bad, axis=1)
+    said = False
+    for column, array, count in zip(columns, arrays, bad_counts):
+        count -= array.null_count if array is not None else table.num_rows
+        if count:
+            label = column.rpartition("_")[0]  # allocated_mb -> allocated
+            warnings.append(f"{path_name}: {count} negative or NaN {label} value(s) treated as unknown")
+            said = True
+    if said:
+        values[bad] = np.nan
     return values
-
-
-def _size_column(table: pa.Table, column: str, path_name: str, warnings: list[str], scale: float = 1.0):
-    """A size column in MB (`scale`: the file's unit per MB); absent: all unknown."""
-    if column not in table.column_names:
-        return np.full(table.num_rows, np.nan)
-    array = table.column(column)
-    values = array.cast(pa.float64()).to_numpy().astype(np.float64, copy=False) / scale
-    present = pc.is_valid(array).to_numpy(zero_copy_only=False)
-    label = column.rpartition("_")[0]  # allocated_mb -> allocated
-    return _sizes(values, present, path_name, label, warnings)
 
 
 def _texts(table: pa.Table, column: str) -> pa.ChunkedArray:
     """A text column (null where empty); absent: all null."""
-    if column not in table.column_names:
+    if column not in table.schema.names:
         return pa.chunked_array([pa.nulls(table.num_rows, pa.string())])
-    return table.column(column).cast(pa.string())
+    return table.column(column)
 
 
-def _samples(table: pa.Table, path_name: str, warnings: list[str]) -> pa.Table:
-    """memory_record / npu_module_mem rows as memory sample columns, epoch ms, ordered by time within a
-    component."""
-    components, _ = _codes(table.column("component"))
-    columns = {
-        "time_ms": _numbers(table.column("time"), path_name, "timestamp", warnings) / US_PER_MS,
-        "allocated_mb": _size_column(table, "allocated_mb", path_name, warnings),
-        "reserved_mb": _size_column(table, "reserved_mb", path_name, warnings),
-        "active_mb": _size_column(table, "active_mb", path_name, warnings),
-        "component": _texts(table, "component"),
-        "device": _texts(table, "device"),
-    }
-    return _in_time_order(columns, components, path_name, warnings)
+SAMPLE_SIZES = ("allocated_mb", "reserved_mb", "active_mb")
 
 
-def _in_time_order(columns: dict, components: np.ndarray, path_name: str, warnings: list[str]) -> pa.Table:
-    """The columns as a table, without the rows that have no time, and sorted by time where rows within a
-    component (`components`: a code per row) are out of time order. Both said. numpy and Arrow, not pandas: a
-    cluster run has two of these tables per rank."""
-    time_ms = columns["time_ms"]
-    table = pa.table(columns)
+class _FileSamples(NamedTuple):
+    """A memory_record / npu_module_mem file's samples: its rows with a time, ordered by time."""
+
+    time_ms: np.ndarray           # epoch ms
+    sizes: np.ndarray             # MB, a row per SAMPLE_SIZES column
+    components: np.ndarray        # a code per row into `names`, -1 where none
+    names: pa.Array
+    rows: np.ndarray | None       # the file's rows these are, in order; None: all, as they are
+    device: pa.ChunkedArray       # every row of the file's
+
+
+def _samples(table: pa.Table, path_name: str, warnings: list[str], prefix: str = "") -> _FileSamples:
+    """The file's samples, `prefix` put before each component name."""
+    time_ms = _numbers(table.column("time"), path_name, "timestamp", warnings) / US_PER_MS
+    sizes = _sizes(table, SAMPLE_SIZES, path_name, warnings)
+    components, names = _codes(table.column("component"))
+    if prefix:
+        names = pc.binary_join_element_wise(prefix, names, "")
+    rows = _time_order(time_ms, components, path_name, warnings)
+    if rows is not None:
+        time_ms, sizes, components = time_ms[rows], sizes[:, rows], components[rows]
+    return _FileSamples(time_ms, sizes, components, names, rows, _texts(table, "device"))
+
+
+def _sample_table(files: list[_FileSamples]) -> pa.Table | None:
+    """The files' samples as one table, None where they have no row: one take per text column for all the
+    files (a cluster run reads thousands of ranks, and each Arrow call costs more than its ~1,000 rows)."""
+    files = [file for file in files if len(file.time_ms)]
+    if not files:
+        return None
+    sizes = np.concatenate([file.sizes for file in files], axis=1)
+    codes, rows, first_code, first_row = [], [], 0, 0
+    for file in files:
+        codes.append(np.where(file.components >= 0, file.components + first_code, -1) if first_code else
+                     file.components)
+        rows.append((file.rows if file.rows is not None else np.arange(len(file.device))) + first_row)
+        first_code += len(file.names)
+        first_row += len(file.device)
+    device = pa.chunked_array([chunk for file in files for chunk in file.device.chunks], pa.string())
+    if any(file.rows is not None for file in files):
+        device = device.take(np.concatenate(rows))
+    return pa.table({"time_ms": np.concatenate([file.time_ms for file in files]),
+                     **dict(zip(SAMPLE_SIZES, sizes)),
+                     "component": _strings(np.concatenate(codes), pa.concat_arrays([file.names for file in files])),
+                     "device": device})
+
+
+def _time_order(time_ms: np.ndarray, components: np.ndarray | None, path_name: str,
+                warnings: list[str]) -> np.ndarray | None:
+    """The rows to keep, in the order to keep them: those that have a time, sorted by time where rows within a
+    component (`components`: a code per row; None: one component) are out of time order. Both said. None: every
+    row as it is. numpy, not pandas: a cluster run has two of these tables per rank."""
+    rows = None
     timed = ~np.isnan(time_ms)
     if not timed.all():
         warnings.append(f"{path_name}: skipped {int((~timed).sum())} row(s) without a timestamp")
-        table, components, time_ms = table.filter(pa.array(timed)), components[timed], time_ms[timed]
-    by_component = np.argsort(components, kind="stable")
-    code, in_component = components[by_component], time_ms[by_component]
-    backwards = int(((code[1:] == code[:-1]) & (in_component[1:] < in_component[:-1])).sum())
+        rows = np.flatnonzero(timed)
+        time_ms = time_ms[rows]
+        components = components[rows] if components is not None else None
+    if (time_ms[1:] >= time_ms[:-1]).all():  # in order: so within each component too
+        return rows
+    if components is None:
+        backwards = int((time_ms[1:] < time_ms[:-1]).sum())
+    else:
+        by_component = np.argsort(components, kind="stable")
+        code, in_component = components[by_component], time_ms[by_component]
+        backwards = int(((code[1:] == code[:-1]) & (in_component[1:] < in_component[:-1])).sum())
     if backwards:
         warnings.append(f"{path_name}: {backwards} row(s) out of time order; sorted by time")
     order = np.argsort(time_ms, kind="stable")
-    return table if (order == np.arange(len(order))).all() else table.take(pa.array(order))
+    return order if rows is None else rows[order]
 
 
 def _op_memory(table: pa.Table, warnings: list[str]) -> pa.Table:
+    present = table.schema.names
     allocated_at = _numbers(table.column("allocated_at"), OPERATOR_MEMORY, "allocation time", warnings)
     released_at = (_numbers(table.column("released_at"), OPERATOR_MEMORY, "release time", warnings)
-                   if "released_at" in table.column_names else np.full(table.num_rows, np.nan))
+                   if "released_at" in present else np.full(table.num_rows, np.nan))
     duration_us = (_numbers(table.column("duration"), OPERATOR_MEMORY, "duration", warnings)
-                   if "duration" in table.column_names else released_at - allocated_at)
+                   if "duration" in present else released_at - allocated_at)
     columns = {
         "name": _texts(table, "name"),
-        "size_mb": _size_column(table, "size_kb", OPERATOR_MEMORY, warnings, scale=KB_PER_MB),
+        "size_mb": _sizes(table, ("size_kb",), OPERATOR_MEMORY, warnings, scale=KB_PER_MB)[0],
         "allocated_at_ms": allocated_at / US_PER_MS,
         "released_at_ms": released_at / US_PER_MS,
         "duration_ms": duration_us / US_PER_MS,
@@ -225,21 +305,18 @@ def _op_memory(table: pa.Table, warnings: list[str]) -> pa.Table:
 
 def _read_cpu(path: Path, warnings: list[str]) -> pa.Table:
     """cpu_ms_memory_record_{r}.txt: one sample per allocator event, epoch ns and bytes."""
-    types = {"time": TEXT, "allocated_b": pa.float64(), "reserved_b": pa.float64(), "active_b": pa.float64()}
-    table = read_csv_table(path, CPU_MEMORY_COLUMNS, ("time", "allocated_b"), types, warnings)
-    rows = table.num_rows
-    samples = _in_time_order({
-        # epoch ns as float64 keep about 0.25 µs: far below the ms the table reports
-        "time_ms": _numbers(table.column("time"), path.name, "timestamp", warnings) / NS_PER_MS,
-        "allocated_mb": _size_column(table, "allocated_b", path.name, warnings, scale=BYTES_PER_MB),
-        "reserved_mb": _size_column(table, "reserved_b", path.name, warnings, scale=BYTES_PER_MB),
-        "active_mb": _size_column(table, "active_b", path.name, warnings, scale=BYTES_PER_MB),
-        "component": pa.repeat(pa.scalar(CPU_COMPONENT), rows),
-        "device": pa.repeat(pa.scalar("CPU"), rows),
-    }, np.zeros(rows, dtype=np.int64), path.name, warnings)
-    if not samples.num_rows:
+    table = _read_csv(path, CPU_MEMORY_COLUMNS, ("time", "allocated_b"), warnings)
+    # epoch ns as float64 keep about 0.25 µs: far below the ms the table reports
+    time_ms = _numbers(table.column("time"), path.name, "timestamp", warnings) / NS_PER_MS
+    sizes = _sizes(table, ("allocated_b", "reserved_b", "active_b"), path.name, warnings, scale=BYTES_PER_MB)
+    rows = _time_order(time_ms, None, path.name, warnings)
+    if rows is not None:
+        time_ms, sizes = time_ms[rows], sizes[:, rows]
+    if not len(time_ms):
         raise FileFormatError("has no row with a timestamp", path)
-    return samples
+    return pa.table({"time_ms": time_ms, **dict(zip(SAMPLE_SIZES, sizes)),
+                     "component": pa.repeat(pa.scalar(CPU_COMPONENT), len(time_ms)),
+                     "device": pa.repeat(pa.scalar("CPU"), len(time_ms))})
 
 
 def on_run_clock(tables: dict) -> None:
