@@ -13,7 +13,7 @@ import perfkit
 from perfkit.analysis import memory_peaks
 from perfkit.summary import summarize
 from perfkit.formats import memory as memory_reader
-from perfkit.formats.base import as_pandas
+from perfkit.formats.base import as_pandas, read_csv_table
 
 from conftest import FIXTURE_RUNS, REPO
 
@@ -199,3 +199,140 @@ def test_memory_tables_survive_the_cache(cache_dir, monkeypatch):
     for name in ("memory", "op_memory", "comm_ops", "comm_links"):
         pd.testing.assert_frame_equal(getattr(cold, name), getattr(warm, name))
     assert any(cache_dir.rglob("memory.parquet"))
+
+
+# ---- the reader's cheaper paths (issue 28): each checked against the raw rows read here with the csv module
+
+def _samples_expected(path: Path, prefix: str = "") -> list[tuple]:
+    """(time ms, allocated, reserved, active, component, device) of a memory_record / npu_module_mem file: rows
+    without a time dropped, the rest in stable time order; a negative or NaN size unknown (None), as an empty one."""
+    def size(row, column):
+        value = number(row.get(column) or "")
+        return None if value is None or math.isnan(value) or value < 0 or math.isinf(value) else value
+
+    rows = [row for row in raw_rows(path) if row["Timestamp(us)"]]
+    rows.sort(key=lambda row: float(row["Timestamp(us)"]))
+    return [(float(row["Timestamp(us)"]) / 1000, size(row, "Total Allocated(MB)"), size(row, "Total Reserved(MB)"),
+             size(row, "Total Active(MB)"), prefix + row["Component"] if row["Component"] else None,
+             (row.get("Device Type") or row.get("Device")) or None) for row in rows]
+
+
+def _samples_read(table) -> list[tuple]:
+    frame = as_pandas(table)
+    columns = ["time_ms", "allocated_mb", "reserved_mb", "active_mb", "component", "device"]
+    return [tuple(None if isinstance(value, float) and math.isnan(value) else value for value in row)
+            for row in frame[columns].astype(object).where(frame[columns].notna(), None).itertuples(index=False)]
+
+
+def _backwards(path: Path) -> int:
+    """Rows whose next row of the same component (in file order) is earlier."""
+    last: dict[str, float] = {}
+    count = 0
+    for row in raw_rows(path):
+        if row["Timestamp(us)"]:
+            stamp = float(row["Timestamp(us)"])
+            count += row["Component"] in last and stamp < last[row["Component"]]
+            last[row["Component"]] = stamp
+    return count
+
+
+def _edit(lines: list[str], index: int, header: list[str], column: str, value: str) -> None:
+    cells = lines[index].rstrip("\r\n").split(",")
+    cells[header.index(column)] = value
+    lines[index] = ",".join(cells) + "\n"
+
+
+def test_both_sample_files_in_one_table_each_in_its_own_time_order(tmp_path):
+    """memory_record (out of time order across components, as real files are) and a shuffled npu_module_mem go
+    into one table, each file's rows sorted on their own; empty components and devices stay unknown, and the
+    empty, negative and NaN cells of one size column are told apart. Crafted from the level-1 rank 0 files."""
+    import random
+
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    record = (RANK_FOLDERS[0] / OUTPUT / "memory_record.csv").read_text().splitlines(keepends=True)
+    header = record[0].rstrip("\r\n").split(",")
+    pta = [i for i, line in enumerate(record) if line.startswith("PTA,")]
+    _edit(record, pta[0], header, "Total Allocated(MB)", "-3.5")
+    _edit(record, pta[1], header, "Total Allocated(MB)", "nan")
+    _edit(record, pta[2], header, "Component", "")
+    (folder / "memory_record.csv").write_text("".join(record))
+    modules = (RANK_FOLDERS[0] / OUTPUT / "npu_module_mem.csv").read_text().splitlines(keepends=True)
+    body = modules[1:]
+    random.Random(28).shuffle(body)
+    module_header = modules[0].rstrip("\r\n").split(",")
+    _edit(body, 3, module_header, "Device", "")
+    (folder / "npu_module_mem.csv").write_text(modules[0] + "".join(body))
+
+    parts = memory_reader.read(tmp_path)[0]
+    expected = (_samples_expected(folder / "memory_record.csv")
+                + _samples_expected(folder / "npu_module_mem.csv", prefix="CANN/"))
+    assert _samples_read(parts.tables["memory"]) == expected
+    empty_allocated = sum(1 for row in raw_rows(folder / "memory_record.csv") if row["Total Allocated(MB)"] == "")
+    assert empty_allocated > 0  # the APP rows: unknown, and not said
+    assert "memory_record.csv: 2 negative or NaN allocated value(s) treated as unknown" in parts.warnings
+    backwards = _backwards(folder / "npu_module_mem.csv")
+    assert f"npu_module_mem.csv: {backwards} row(s) out of time order; sorted by time" in parts.warnings
+    assert not any("memory_record.csv" in w and "out of time order" in w for w in parts.warnings), parts.warnings
+
+
+def test_a_time_that_is_no_number_reads_the_file_again_and_says_each_fault_once(tmp_path):
+    """Times are parsed by the CSV read; a cell that is no number makes the file read again with times as text:
+    the row with the wrong number of cells is said once, not once per read."""
+    lines = (RANK_FOLDERS[0] / OUTPUT / "memory_record.csv").read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\r\n").split(",")
+    _edit(lines, 4, header, "Timestamp(us)", "12:00:01")
+    lines[9] = ",".join(lines[9].split(",")[:3]) + "\n"  # cut short
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    (folder / "memory_record.csv").write_text("".join(lines))
+    parts = memory_reader.read(tmp_path)[0]
+    kept = [line for index, line in enumerate(lines) if index not in (4, 9)]
+    (tmp_path / "kept.csv").write_text("".join(kept))
+    assert _samples_read(parts.tables["memory"]) == _samples_expected(tmp_path / "kept.csv")
+    assert parts.warnings.count("memory_record.csv: skipped 1 row(s) with the wrong number of cells "
+                                "(truncated or malformed)") == 1, parts.warnings
+    assert "memory_record.csv: 1 timestamp value(s) that are not numbers treated as unknown" in parts.warnings
+    assert "memory_record.csv: skipped 1 row(s) without a timestamp" in parts.warnings
+
+
+def test_a_size_that_is_no_number_skips_the_file_once(tmp_path):
+    lines = (RANK_FOLDERS[0] / OUTPUT / "memory_record.csv").read_text().splitlines(keepends=True)
+    _edit(lines, 5, lines[0].rstrip("\r\n").split(","), "Total Reserved(MB)", "lots")
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    (folder / "memory_record.csv").write_text("".join(lines))
+    parts = memory_reader.read(tmp_path)[0]
+    assert "memory" not in parts.tables
+    skipped = [w for w in parts.warnings if w.startswith("skipped memory_record.csv: cannot be parsed")]
+    assert len(skipped) == 1 and "'lots'" in skipped[0], parts.warnings
+
+
+def test_a_file_read_in_several_blocks_keeps_each_rows_component(tmp_path):
+    """Past the single-block size Arrow reads a file in blocks, each with its own dictionary of component names:
+    the APP rows first, then the others, so that the blocks' dictionaries differ."""
+    lines = (RANK_FOLDERS[0] / OUTPUT / "memory_record.csv").read_text().splitlines(keepends=True)
+    app = [line for line in lines[1:] if line.startswith("APP,")]
+    others = [line for line in lines[1:] if not line.startswith("APP,")]
+    copies = 130
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    path = folder / "memory_record.csv"
+    path.write_text(lines[0] + "".join(app * copies) + "".join(others * copies))
+    table = read_csv_table(path, memory_reader.MEMORY_RECORD_COLUMNS, (), memory_reader.TYPES, [])
+    assert table.column("component").num_chunks > 1, "the file must come in several blocks for this test"
+    parts = memory_reader.read(tmp_path)[0]
+    assert _samples_read(parts.tables["memory"]) == _samples_expected(path)
+    assert f"memory_record.csv: {_backwards(path)} row(s) out of time order; sorted by time" in parts.warnings
+
+
+def test_a_file_of_malformed_rows_only_is_said_once(tmp_path):
+    """Such a file fails the first read too (no rows): the rows it skipped are said once, with the file."""
+    lines = (RANK_FOLDERS[0] / OUTPUT / "memory_record.csv").read_text().splitlines(keepends=True)
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    (folder / "memory_record.csv").write_text(lines[0] + "".join(",".join(line.split(",")[:3]) + "\n"
+                                                                 for line in lines[1:6]))
+    parts = memory_reader.read(tmp_path)[0]
+    assert parts.warnings == ["memory_record.csv: skipped 5 row(s) with the wrong number of cells (truncated or "
+                              "malformed)", "skipped memory_record.csv: has a header but no rows"]
