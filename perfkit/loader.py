@@ -502,7 +502,7 @@ def _combine(root: Path, name: str, pieces: list[Piece]) -> tuple[pd.DataFrame, 
     # one column for all ranks: an assign per rank cost more than the data with hundreds of ranks
     combined["rank"] = np.repeat([rank for rank, _, _ in pieces], [len(frame) for _, frame, _ in pieces])
     try:
-        return model.table(name, combined), []
+        return model.table(name, combined, owned=True), []
     except model.SchemaError:
         pass
     kept, unusable = [], []

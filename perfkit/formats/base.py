@@ -329,14 +329,15 @@ def has_match(folder: Path, patterns: Iterable[str]) -> bool:
     patterns, and within `listings_kept()` one for all readers (discovery runs every reader's detect on every
     folder of a 4,096-rank tree: ~17 questions a folder)."""
     kept = _LISTINGS.get()
-    names = kept.get(folder) if kept is not None else None
+    place = os.fspath(folder)  # a str key: hashing a Path rebuilds its parts, tens of thousands of times here
+    names = kept.get(place) if kept is not None else None
     if names is None:
         try:
-            names = frozenset(entry.name for entry in os.scandir(folder))
+            names = frozenset(entry.name for entry in os.scandir(place))
         except OSError:
             names = frozenset()
         if kept is not None:
-            kept[folder] = names
+            kept[place] = names
     literal, globbed = _split_patterns(tuple(patterns))
     if not names.isdisjoint(literal):
         return True
