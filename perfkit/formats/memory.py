@@ -178,12 +178,12 @@ def _sizes(table: pa.Table, columns: tuple[str, ...], path_name: str, warnings: 
     either) are made unknown and said; an empty cell is unknown already and says nothing."""
     present = table.schema.names
     arrays = [table.column(column) if column in present else None for column in columns]
-    values = np.stack([array.to_numpy() if array is not None else np.full(table.num_rows, np.nan)
+    values = np.array([array.to_numpy() if array is not None else np.full(table.num_rows, np.nan)
                        for array in arrays])
     if scale != 1.0:
         values /= scale
     bad = ~(values >= 0) | (values == np.inf)  # and the empty cells, NaN in `values`: counted, not said
-    bad_counts = np.count_nonzero(bad, axis=1)
+    bad_counts = bad.sum(axis=1)
     said = False
     for column, array, count in zip(columns, arrays, bad_counts):
         count -= array.null_count if array is not None else table.num_rows
@@ -241,7 +241,8 @@ def _sample_table(files: list[_FileSamples]) -> pa.Table | None:
     for file in files:
         codes.append(np.where(file.components >= 0, file.components + first_code, -1) if first_code else
                      file.components)
-        rows.append((file.rows if file.rows is not None else np.arange(len(file.device))) + first_row)
+        rows.append(file.rows + first_row if file.rows is not None else
+                    np.arange(first_row, first_row + len(file.device)))
         first_code += len(file.names)
         first_row += len(file.device)
     device = pa.chunked_array([chunk for file in files for chunk in file.device.chunks], pa.string())
@@ -259,10 +260,10 @@ def _time_order(time_ms: np.ndarray, components: np.ndarray | None, path_name: s
     component (`components`: a code per row; None: one component) are out of time order. Both said. None: every
     row as it is. numpy, not pandas: a cluster run has two of these tables per rank."""
     rows = None
-    timed = ~np.isnan(time_ms)
-    if not timed.all():
-        warnings.append(f"{path_name}: skipped {int((~timed).sum())} row(s) without a timestamp")
-        rows = np.flatnonzero(timed)
+    untimed = np.isnan(time_ms)
+    if untimed.any():
+        warnings.append(f"{path_name}: skipped {int(untimed.sum())} row(s) without a timestamp")
+        rows = np.flatnonzero(~untimed)
         time_ms = time_ms[rows]
         components = components[rows] if components is not None else None
     if (time_ms[1:] >= time_ms[:-1]).all():  # in order: so within each component too
