@@ -207,14 +207,14 @@ SAMPLE_SIZES = ("allocated_mb", "reserved_mb", "active_mb")
 
 
 class _FileSamples(NamedTuple):
-    """A memory_record / npu_module_mem file's samples: its rows with a time, ordered by time."""
+    """A memory_record / npu_module_mem file's samples, every row as read."""
 
     time_ms: np.ndarray           # epoch ms
     sizes: np.ndarray             # MB, a row per SAMPLE_SIZES column
     components: np.ndarray        # a code per row into `names`, -1 where none
     names: pa.Array
-    rows: np.ndarray | None       # the file's rows these are, in order; None: all, as they are
-    device: pa.ChunkedArray       # every row of the file's
+    device: pa.ChunkedArray
+    rows: np.ndarray | None       # the rows kept (those with a time), in time order; None: all, as they are
 
 
 def _samples(table: pa.Table, path_name: str, warnings: list[str], prefix: str = "") -> _FileSamples:
@@ -225,32 +225,31 @@ def _samples(table: pa.Table, path_name: str, warnings: list[str], prefix: str =
     if prefix:
         names = pc.binary_join_element_wise(prefix, names, "")
     rows = _time_order(time_ms, components, path_name, warnings)
-    if rows is not None:
-        time_ms, sizes, components = time_ms[rows], sizes[:, rows], components[rows]
-    return _FileSamples(time_ms, sizes, components, names, rows, _texts(table, "device"))
+    return _FileSamples(time_ms, sizes, components, names, _texts(table, "device"), rows)
 
 
 def _sample_table(files: list[_FileSamples]) -> pa.Table | None:
-    """The files' samples as one table, None where they have no row: one take per text column for all the
-    files (a cluster run reads thousands of ranks, and each Arrow call costs more than its ~1,000 rows)."""
-    files = [file for file in files if len(file.time_ms)]
+    """The files' rows kept, file after file, as one table, None where there is none: one reordering for all
+    the files (a cluster run reads thousands of ranks, and each call costs more than its ~1,000 rows)."""
+    files = [file for file in files if file.rows is None or len(file.rows)]
     if not files:
         return None
-    sizes = np.concatenate([file.sizes for file in files], axis=1)
     codes, rows, first_code, first_row = [], [], 0, 0
     for file in files:
         codes.append(np.where(file.components >= 0, file.components + first_code, -1) if first_code else
                      file.components)
         rows.append(file.rows + first_row if file.rows is not None else
-                    np.arange(first_row, first_row + len(file.device)))
+                    np.arange(first_row, first_row + len(file.time_ms)))
         first_code += len(file.names)
-        first_row += len(file.device)
+        first_row += len(file.time_ms)
+    time_ms, codes = np.concatenate([file.time_ms for file in files]), np.concatenate(codes)
+    sizes = np.concatenate([file.sizes for file in files], axis=1)
     device = pa.chunked_array([chunk for file in files for chunk in file.device.chunks], pa.string())
     if any(file.rows is not None for file in files):
-        device = device.take(np.concatenate(rows))
-    return pa.table({"time_ms": np.concatenate([file.time_ms for file in files]),
-                     **dict(zip(SAMPLE_SIZES, sizes)),
-                     "component": _strings(np.concatenate(codes), pa.concat_arrays([file.names for file in files])),
+        rows = np.concatenate(rows)
+        time_ms, sizes, codes, device = time_ms[rows], sizes[:, rows], codes[rows], device.take(rows)
+    return pa.table({"time_ms": time_ms, **dict(zip(SAMPLE_SIZES, sizes)),
+                     "component": _strings(codes, pa.concat_arrays([file.names for file in files])),
                      "device": device})
 
 
