@@ -149,6 +149,7 @@ _Times = msgspec.defstruct("_Times", [(column, _Number, None) for column in _TIM
 _Op = msgspec.defstruct("_Op", [("times", _Times), ("bandwidth", Optional[_Bandwidth], None)],
                         rename={"times": "Communication Time Info", "bandwidth": "Communication Bandwidth Info"},
                         gc=False)
+_LINKS_OF = attrgetter(*LINK_TYPES)
 _PLAIN_FILE = msgspec.json.Decoder(dict[str, dict[str, dict[str, _Op]]])
 
 
@@ -172,34 +173,32 @@ def _plain_table(steps: dict[str, dict[str, dict[str, "_Op"]]]) -> pa.Table | No
     step_column, kind_column, keys, ops = [], [], [], []
     for step_key, kinds in steps.items():
         match = STEP_NUMBER.search(step_key)
+        step = int(match.group(1)) if match else None
         for kind, entries in kinds.items():
             if kind not in KINDS:
                 return None
-            op_keys = [key for key in entries if key != TOTAL_OP]
-            keys += op_keys
-            ops += map(entries.__getitem__, op_keys)
-            step_column += [int(match.group(1)) if match else None] * len(op_keys)
-            kind_column += [kind] * len(op_keys)
-    times = list(map(attrgetter("times"), ops))
+            entries.pop(TOTAL_OP, None)  # the sum of the step's ops
+            keys += entries
+            ops += entries.values()
+            step_column += [step] * len(entries)
+            kind_column += [kind] * len(entries)
     bandwidths = list(map(attrgetter("bandwidth"), ops))
     if not ops or None in bandwidths:  # no bandwidth: _op_size's NaN, left to it
         return None
     # [column][op], an absent number NaN
-    numbers = np.array([list(map(attrgetter(column), times)) for column in _TIME_COLUMNS], dtype=np.float64)
-    size = np.zeros(len(ops))
-    terms = np.zeros(len(ops), dtype=np.int8)
-    for link_type in LINK_TYPES:
-        links = list(map(attrgetter(link_type), bandwidths))
-        if links.count(None) < len(links):
-            sizes = np.array([0.0 if link is None else link.size_mb for link in links], dtype=np.float64)
-            size = size + sizes
-            terms += sizes != 0
-            if (sizes < 0).any():
-                return None
+    numbers = np.array(list(map(attrgetter(*_TIME_COLUMNS), map(attrgetter("times"), ops))), dtype=np.float64).T.copy()
+    # [op][link type], an absent link 0 (_op_size adds nothing for it), an absent size NaN
+    sizes = np.array([[0.0 if link is None else link.size_mb for link in links]
+                      for links in map(_LINKS_OF, bandwidths)], dtype=np.float64)
+    if (numbers < 0).any() or np.isinf(numbers).any() or (sizes < 0).any():
+        return None
     # _op_size adds the sizes in the file's order of link types, these in LINK_TYPES': the same sum where an op
     # moved bytes over at most two (IEEE addition commutes; only a third term could round otherwise)
-    if (terms > 2).any() or (numbers < 0).any() or np.isinf(numbers).any() or np.isinf(size).any():
+    if ((sizes != 0).sum(axis=1) > 2).any():
         return None
+    size = np.zeros(len(ops))
+    for link_sizes in sizes.T:
+        size = size + link_sizes
     names, ats, groups = zip(*(key.partition("@") for key in keys))
     columns = [step_column, list(names), kind_column, [group if at else None for at, group in zip(ats, groups)],
                *numbers[:len(TIME_FIELDS)], size, numbers[len(TIME_FIELDS)] / US_PER_MS]
