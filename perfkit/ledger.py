@@ -420,7 +420,7 @@ def bound(run: Run) -> Bound:
     labels = dict(BOUND_PART_LABELS)
     if run.meta.mode == "pynative":  # op durations carry the host's dispatch waits (analysis.dispatch_inflation)
         labels["compute"] = PYNATIVE_COMPUTE_LABEL
-    if set(parts["comm_source"]) & {"step_trace_overlap_unknown", "ops_overlap_unknown"}:
+    if set(parts["comm_source"].unique()) & {"step_trace_overlap_unknown", "ops_overlap_unknown"}:
         labels["communication"] = COMM_OVERLAP_UNKNOWN_LABEL
     return Bound(kind, parts_ms, evidence, labels)
 

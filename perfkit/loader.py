@@ -333,9 +333,17 @@ def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[str, str]
     # as text, not Paths (whose parents cost 0.1 ms a rank)
     shared = Counter(common.values())
     above = {parent for folder in shared for parent in _ancestors(folder)}
-    return {str(rank): os.path.relpath(folder, root) for rank, folder in common.items()
+    return {str(rank): _relative(folder, root) for rank, folder in common.items()
             if folder != str(root) and shared[folder] == 1 and folder not in above
             and not any(parent in shared for parent in _ancestors(folder))}
+
+
+def _relative(folder: str, root: Path) -> str:
+    """os.path.relpath(folder, root) for a folder under `root` (both absolute and normalised, as discovery
+    makes them): the text cut, as relpath's own normalising cost a 4,096-rank load ~0.3 s; `root` itself and
+    anything else, relpath's answer."""
+    start = os.path.join(str(root), "")
+    return folder[len(start):] if folder.startswith(start) else os.path.relpath(folder, root)
 
 
 def _ancestors(path: str) -> list[str]:
@@ -494,7 +502,7 @@ def _combine(root: Path, name: str, pieces: list[Piece]) -> tuple[pd.DataFrame, 
     # one column for all ranks: an assign per rank cost more than the data with hundreds of ranks
     combined["rank"] = np.repeat([rank for rank, _, _ in pieces], [len(frame) for _, frame, _ in pieces])
     try:
-        return model.table(name, combined), []
+        return model.table(name, combined, owned=True), []
     except model.SchemaError:
         pass
     kept, unusable = [], []
@@ -623,8 +631,8 @@ def _runs_named(root: Path, ordered: list[Path]) -> str:
 def _located(root: Path, folder: Path, warnings: list[str]) -> list[Warning]:
     """A folder's warnings, with where it is under the run's root."""
     if not warnings:
-        return []  # no relpath for the thousands of folders that have nothing to say
-    where = os.path.relpath(folder, root)
+        return []  # nothing to place for the thousands of folders that have nothing to say
+    where = _relative(str(folder), root)
     return [(where, w) for w in warnings]
 
 

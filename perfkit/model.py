@@ -140,14 +140,18 @@ def missing_columns(name: str, columns) -> list[str]:
     return [col for col in SCHEMA[name] if col not in optional and col not in columns]
 
 
-def table(name: str, data: pd.DataFrame | dict | list, rank: int | None = None) -> pd.DataFrame:
+def table(name: str, data: pd.DataFrame | dict | list, rank: int | None = None, owned: bool = False
+          ) -> pd.DataFrame:
     """Coerce reader output to the schema of table `name`.
 
     Missing optional columns are filled with NA, unknown columns are dropped, dtypes are enforced.
     A missing required column or values that are not of the column's kind raise SchemaError.
+    `owned`: `data` is a DataFrame no one else holds (the loader's concatenation of every rank's pieces), changed
+    in place rather than copied first (the memory samples of 4,096 ranks, 8.5 million rows: 0.7 s a copy).
     """
     frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
-    frame = frame.copy()
+    if not owned:
+        frame = frame.copy()
     if rank is not None:
         frame["rank"] = rank
     columns = SCHEMA[name]
@@ -178,8 +182,8 @@ def _unknown(dtype: str, index: pd.Index) -> pd.Series:
 
 
 def _coerced(column: pd.Series, dtype: str) -> pd.Series:
-    if dtype == "object":
-        return column
+    if dtype == "object" or (dtype in ("float64", "int64") and column.dtype == dtype):
+        return column  # already so: to_numeric and astype would copy millions of rows to the same values
     if dtype == "float64":
         return pd.to_numeric(column, errors="coerce").astype("float64")
     if dtype == "int64":
