@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Optional, Union
@@ -130,13 +131,13 @@ def _ops(data: dict, warnings: list[str], file_name: str = COMMUNICATION) -> pa.
     return _frame(rows, OP_COLUMNS)
 
 
-# A cluster reads a communication.json per rank (~100 KB, 100 ops), and decoding every value into dicts, walking
-# them for the bounds (boundedjson) and reading them row by row cost ~1.5 ms of CPU per rank. A plain file (nothing
-# that _ops would skip or say, nothing boundedjson would change) is instead checked for the bounds on its bytes
-# (boundedjson.needs_no_bounds) and decoded by msgspec into the fields _ops reads alone (the links' packet
-# statistics, SDMA's sums and the ratios skipped unbuilt), then read a column at a time: ~0.4 ms. msgspec refuses
-# any other shape, as _plain_table does anything else _ops would say something about: such a file is read by
-# json_object and _ops, which word it.
+# A cluster reads a communication.json per rank (~100 KB, 80 ops), and decoding every value into dicts (and
+# collecting them), walking them for the bounds (boundedjson) and reading them row by row made the reader cost
+# ~1.45 ms of CPU per rank. A plain file (nothing that _ops would skip or say, nothing boundedjson would change)
+# is instead checked for the bounds on its bytes (boundedjson.needs_no_bounds, ~0.17 ms), decoded by msgspec into
+# the fields _ops reads alone (the links' packet statistics, SDMA's sums and the ratios skipped unbuilt, ~0.13 ms),
+# and read a column at a time (~0.2 ms): ~0.75 ms for the reader. msgspec refuses any other shape, as _plain_table
+# does anything else _ops would say something about: such a file is read by json_object and _ops, which word it.
 _Number = Union[int, float, None]  # int kept as int: numpy makes it a double as _number's float() does
 _Link = msgspec.defstruct("_Link", [("size_mb", _Number, None)], rename={"size_mb": "Transit Size(MB)"}, gc=False)
 # A link type perfkit does not know is refused (_op_size warns of it); a sum type is taken as any JSON, unbuilt.
@@ -149,7 +150,7 @@ _Times = msgspec.defstruct("_Times", [(column, _Number, None) for column in _TIM
 _Op = msgspec.defstruct("_Op", [("times", _Times), ("bandwidth", Optional[_Bandwidth], None)],
                         rename={"times": "Communication Time Info", "bandwidth": "Communication Bandwidth Info"},
                         gc=False)
-_LINKS_OF = attrgetter(*LINK_TYPES)
+_LINKS_OF, _TIMES_OF = attrgetter(*LINK_TYPES), attrgetter(*_TIME_COLUMNS)
 _PLAIN_FILE = msgspec.json.Decoder(dict[str, dict[str, dict[str, _Op]]])
 
 
@@ -185,11 +186,12 @@ def _plain_table(steps: dict[str, dict[str, dict[str, "_Op"]]]) -> pa.Table | No
     bandwidths = list(map(attrgetter("bandwidth"), ops))
     if not ops or None in bandwidths:  # no bandwidth: _op_size's NaN, left to it
         return None
-    # [column][op], an absent number NaN
-    numbers = np.array(list(map(attrgetter(*_TIME_COLUMNS), map(attrgetter("times"), ops))), dtype=np.float64).T.copy()
+    # [column][op], an absent number NaN (numpy reads a flat list several times faster than nested ones)
+    numbers = np.array(list(chain.from_iterable(map(_TIMES_OF, map(attrgetter("times"), ops)))),
+                       dtype=np.float64).reshape(len(ops), -1).T.copy()
     # [op][link type], an absent link 0 (_op_size adds nothing for it), an absent size NaN
-    sizes = np.array([[0.0 if link is None else link.size_mb for link in links]
-                      for links in map(_LINKS_OF, bandwidths)], dtype=np.float64)
+    sizes = np.array([0.0 if link is None else link.size_mb for links in map(_LINKS_OF, bandwidths) for link in links],
+                     dtype=np.float64).reshape(len(ops), -1)
     if (numbers < 0).any() or np.isinf(numbers).any() or (sizes < 0).any():
         return None
     # _op_size adds the sizes in the file's order of link types, these in LINK_TYPES': the same sum where an op
