@@ -182,10 +182,13 @@ def _rows(table) -> list[tuple]:
 
 
 def _same(rows: list[tuple], expected: list[tuple]) -> bool:
-    """Equal, value for value (NaN equal to NaN; floats to the last bit)."""
+    """Equal, value for value (NaN equal to NaN; floats to the last bit and the sign of a zero)."""
+    def same(x, y) -> bool:
+        if isinstance(x, float) and isinstance(y, float):
+            return (math.isnan(x) and math.isnan(y)) or (x == y and math.copysign(1, x) == math.copysign(1, y))
+        return x == y and type(x) is type(y)
     return len(rows) == len(expected) and all(
-        len(a) == len(b) and all(x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
-                                 for x, y in zip(a, b)) for a, b in zip(rows, expected))
+        len(a) == len(b) and all(map(same, a, b)) for a, b in zip(rows, expected))
 
 
 @pytest.mark.parametrize("fixture,rank", [(name, rank) for name in sorted(FOLDERS) for rank in FOLDERS[name]])
@@ -212,6 +215,8 @@ VARIANTS = {
     "three, in an order a sum rounds by": (lambda op: op["Communication Bandwidth Info"].update(
         {"RDMA": {"Transit Size(MB)": 0.1}, "HCCS": {"Transit Size(MB)": 0.1}, "PCIE": {"Transit Size(MB)": 1.1}}),
         False, None),
+    "sizes of -0.0": (lambda op: [link.update({"Transit Size(MB)": -0.0})
+                                  for link in op["Communication Bandwidth Info"].values()], True, None),
     "a time out of range": (lambda op: op["Communication Time Info"].update({"Wait Time(ms)": "@1e999@"}), False,
                             "1 number(s) out of range or not finite read as unknown"),
     "a size past int64": (lambda op: op["Communication Bandwidth Info"]["HCCS"].update(

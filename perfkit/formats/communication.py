@@ -192,15 +192,14 @@ def _plain_table(steps: dict[str, dict[str, dict[str, "_Op"]]]) -> pa.Table | No
     # [op][link type], an absent link 0 (_op_size adds nothing for it), an absent size NaN
     sizes = np.array([0.0 if link is None else link.size_mb for links in map(_LINKS_OF, bandwidths) for link in links],
                      dtype=np.float64).reshape(len(ops), -1)
-    if (numbers < 0).any() or np.isinf(numbers).any() or (sizes < 0).any():
+    if (numbers < 0).any() or (sizes < 0).any():  # msgspec takes no number past a double
         return None
-    # _op_size adds the sizes in the file's order of link types, these in LINK_TYPES': the same sum where an op
-    # moved bytes over at most two (IEEE addition commutes; only a third term could round otherwise)
-    if ((sizes != 0).sum(axis=1) > 2).any():
+    # _op_size adds the sizes in the file's order of link types from 0.0, numpy in its own: the same sum where an
+    # op moved bytes over at most two link types (IEEE addition commutes, adding a zero changes nothing; + 0.0
+    # makes a sum of -0.0 sizes 0.0 as _op_size's, whatever numpy starts from); a third term could round otherwise
+    if np.count_nonzero(sizes, axis=1).max() > 2:
         return None
-    size = np.zeros(len(ops))
-    for link_sizes in sizes.T:
-        size = size + link_sizes
+    size = sizes.sum(axis=1) + 0.0
     names, ats, groups = zip(*(key.partition("@") for key in keys))
     columns = [step_column, list(names), kind_column, [group if at else None for at, group in zip(ats, groups)],
                *numbers[:len(TIME_FIELDS)], size, numbers[len(TIME_FIELDS)] / US_PER_MS]
