@@ -177,16 +177,15 @@ def _nesting_bounded(raw: bytes) -> bool:
     """`raw` (with no backslash) nests at most PLAIN_DEPTH levels, and no string in it holds a bracket."""
     import numpy as np
 
-    # Quotes and brackets alone, in order. Without backslashes every quote opens or closes a string, so the
-    # quotes pair up in order; where no string holds a bracket each pair is two neighbours, and the brackets
-    # left are the structure's.
-    marks = np.frombuffer(raw.translate(None, _NOT_QUOTE_OR_BRACKET), np.uint8)
-    quote = marks == ord('"')
-    quotes = np.flatnonzero(quote)
-    if quotes.size % 2 or (quotes[1::2] - quotes[::2] != 1).any():
+    # Quotes and brackets alone, in order. Without backslashes every quote opens or closes a string, in turn;
+    # where no string holds a bracket each string is two neighbouring quotes here, so every run of quotes is of
+    # even length (and the first string that holds one ends a run of odd length with its opening quote): then
+    # the brackets are the structure's.
+    marks = raw.translate(None, _NOT_QUOTE_OR_BRACKET)
+    if marks.count(b'""') * 2 != marks.count(b'"'):
         return False
     # '[' 0x5B and '{' 0x7B have bit 1 set, ']' 0x5D and '}' 0x7D not: each +1 opens a level, -1 closes one
-    levels = (marks[~quote] & 2).view(np.int8) - 1
+    levels = (np.frombuffer(marks.translate(None, b'"'), np.int8) & 2) - 1
     return levels.size == 0 or int(np.cumsum(levels, dtype=np.int32).max()) <= PLAIN_DEPTH
 
 
