@@ -148,6 +148,11 @@ def test_needs_no_bounds_on_nesting_strings_and_long_texts():
     assert not boundedjson.needs_no_bounds(b"[" * 101 + b"]" * 101 + pad)
     assert not boundedjson.needs_no_bounds(b'{"a": [' + b"[ " * 101 + b"] " * 101 + b"]}" + pad)
     assert not boundedjson.needs_no_bounds(b'["]", ' + b"[" * 100 + b"]" * 100 + b"]" + pad)  # a bracket in a string
+    # 110 deep, but strings of closing brackets would hide 30 levels from a count of every bracket
+    hidden = b"[" * 60 + b'"]]]]]]]]]]]]]]]", "]]]]]]]]]]]]]]]", ' + b"[" * 50 + b"]" * 110
+    json.loads(hidden)
+    assert not boundedjson.needs_no_bounds(hidden + pad)
+    assert not boundedjson.needs_no_bounds(hidden.replace(b'"]', b'"a", "]') + pad)
     assert not boundedjson.needs_no_bounds(b'["\\"", 1]' + pad)  # an escape
     assert boundedjson.needs_no_bounds(b'{"op@12345678901234567890123": [1.5e-05, 17364088837322415.5]}' + pad)
     assert not boundedjson.needs_no_bounds(b"[1]")  # too short to scan: the caller decodes it with loads
