@@ -121,7 +121,7 @@ def needs_no_bounds(raw: bytes) -> bool:
 _SHORTEST_SCANNED = 64
 _EXPONENT_PAST_99 = re.compile(rb"[eE][-+]?[0-9]{3}")
 _SCRATCH = threading.local()
-_SCRATCH_BYTES = 1 << 22
+_SCRATCH_BYTES = 1 << 22  # a longer text gets arrays of its own, so that a thread keeps at most 3 x 4 MB
 
 
 def _numbers_bounded(raw: bytes) -> bool:

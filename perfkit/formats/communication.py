@@ -186,13 +186,13 @@ def _plain_table(steps: dict[str, dict[str, dict[str, "_Op"]]]) -> pa.Table | No
     bandwidths = list(map(attrgetter("bandwidth"), ops))
     if not ops or None in bandwidths:  # no bandwidth: _op_size's NaN, left to it
         return None
-    # [column][op], an absent number NaN (numpy reads a flat list several times faster than nested ones)
+    # [column][op], an absent number NaN (numpy reads a flat list faster than nested ones)
     numbers = np.array(list(chain.from_iterable(map(_TIMES_OF, map(attrgetter("times"), ops)))),
                        dtype=np.float64).reshape(len(ops), -1).T.copy()
     # [op][link type], an absent link 0 (_op_size adds nothing for it), an absent size NaN
     sizes = np.array([0.0 if link is None else link.size_mb for links in map(_LINKS_OF, bandwidths) for link in links],
                      dtype=np.float64).reshape(len(ops), -1)
-    if (numbers < 0).any() or (sizes < 0).any():  # msgspec takes no number past a double
+    if (numbers < 0).any() or (sizes < 0).any():  # _number says these (none is past a double: msgspec refuses it)
         return None
     # _op_size adds the sizes in the file's order of link types from 0.0, numpy in its own: the same sum where an
     # op moved bytes over at most two link types (IEEE addition commutes, adding a zero changes nothing; + 0.0
