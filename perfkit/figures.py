@@ -872,7 +872,7 @@ def _peaks_kept(samples: pd.DataFrame, column: str, limit: int) -> pd.DataFrame:
 def memory_timeline_figure(run: Run) -> go.Figure:
     """The framework allocator's allocated and reserved MB over time, one pair of lines per rank, with the
     profiled steps' starts marked where the run recorded step times."""
-    samples = framework_memory(run.memory)
+    samples = framework_memory(run)
     if not len(samples):
         return empty_state("no allocator memory records in this run (profile with profile_memory=True: "
                            "perfkit profile --profile-memory)")

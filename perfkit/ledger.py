@@ -436,7 +436,8 @@ def estimated_split(run: Run) -> str | None:
     words, from the ledger's sources); None where the files measure the split or nothing was split."""
     frame = ledger(run)
     split = frame.loc[frame["steady"] & frame["cause"].isin(["comm_transfer", "comm_wait"]), "source"].astype(str)
-    return next((text[text.index(comm_split.ESTIMATE):] for text in split if comm_split.ESTIMATE in text), None)
+    return next((text[text.index(comm_split.ESTIMATE):] for text in split.unique() if comm_split.ESTIMATE in text),
+                None)  # the distinct sources, in order: 4,096 ranks' steady steps are 160,000 rows of a few texts
 
 
 def _evidence(run: Run, parts: pd.DataFrame) -> list[str]:

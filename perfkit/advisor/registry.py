@@ -68,7 +68,7 @@ NEEDS: dict[str, tuple[Callable[[Run], bool], str]] = {
         "no communication times in the step data and no collective ops"),
     "ranks": (lambda run: len(run.ranks) > 1 and (not has_steps(run) or run.steps["rank"].nunique() > 1),
               "single-rank run (or only one rank has step times)"),
-    "memory": (lambda run: bool(len(framework_memory(run.memory))) and run.memory["allocated_mb"].notna().any(),
+    "memory": (lambda run: bool(len(framework_memory(run))) and run.memory["allocated_mb"].notna().any(),
                "no allocator memory records (profile with profile_memory=True: perfkit profile --profile-memory)"),
     "memory_capacity": (lambda run: run.meta.memory_capacity_mb is not None,
                         "device memory capacity unknown (perfkit profile records it)"),

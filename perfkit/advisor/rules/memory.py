@@ -24,7 +24,7 @@ HEADROOM_SAFETY = 0.9
 @rule("memory_headroom", needs=("memory", "memory_capacity"))
 def memory_headroom(run: Run) -> list[Finding]:
     capacity = float(run.meta.memory_capacity_mb)
-    samples = framework_memory(run.memory)
+    samples = framework_memory(run)
     peaks = memory_peaks(run)
     rank = max(peaks, key=lambda r: peaks[r]["peak_allocated_mb"] or 0.0)  # the rank memory binds first
     peak = peaks[rank]["peak_allocated_mb"]
@@ -81,7 +81,8 @@ def memory_fragmentation(run: Run) -> list[Finding]:
     gap = reserved - allocated
     if gap < FRAGMENTATION_MIN_GAP_MB or reserved < FRAGMENTATION_MIN_RATIO * allocated:
         return []
-    torch = "PTA" in set(framework_memory(run.memory)["component"].dropna().astype(str).str.split("+").sum())
+    torch = any("PTA" in str(component).split("+")  # per distinct component: millions of samples
+                for component in framework_memory(run)["component"].dropna().unique())
     action = ("export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True before starting Python, so freed blocks "
               "are remapped instead of held" if torch else
               "export MS_ALLOC_CONF=enable_vmm:true before starting Python (MindSpore's virtual-memory pool, which "
