@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -99,3 +100,64 @@ def test_a_short_text_never_imports_orjson():
     code = ("import sys; from perfkit import boundedjson; boundedjson.loads('{\"a\": [1, 2.5]}'); "
             "assert 'orjson' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+# needs_no_bounds (issue 28): a reader that decodes only the fields it uses (msgspec, formats/communication.py)
+# relies on it for the bounds of the whole text, so where it says True the bounded decoder must change nothing.
+ODD_TOKENS = ["12345678901234567890", "-9223372036854775809", "1234567890123456789", "123456789012345678", "1e999",
+              "-1.5E-400", "2.5e+300", "1e99", "1E-05", "0.0000000000000000000000123", '"\\ud800"', '"a]"', '"[x{"',
+              '"12345678901234567890123"', '" 12345678901234567890123"', '"@12345678901234567890123"', "NaN",
+              "[[[[[[[[[[1]]]]]]]]]]"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_VALUES, st.lists(st.sampled_from(ODD_TOKENS), max_size=2), st.integers(0, 110), st.booleans())
+def test_needs_no_bounds_says_yes_only_where_the_bounded_decoder_changes_nothing(value, odd, depth, ascii_only):
+    text = "[" * depth + json.dumps([value], ensure_ascii=ascii_only)[:-1] + "".join(f", {t}" for t in odd) + "]" \
+        + "]" * depth + " " * 64
+    if not boundedjson.needs_no_bounds(text.encode()):
+        return
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:  # NaN is no JSON: the caller's decoder (msgspec, orjson) refuses it
+        return
+    counts = boundedjson.Counts()
+    assert repr(boundedjson.decode_value(text, 0, counts)[0]) == repr(json.loads(text))
+    assert counts.notes() == []
+    assert _depth(json.loads(text)) <= boundedjson.PLAIN_DEPTH
+
+
+def _depth(value) -> int:
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    return 0 if items is None else 1 + max(map(_depth, items), default=0)
+
+
+@pytest.mark.parametrize("number", ["12345678901234567890", "-1234567890123456789", "1.5e300", "1E+999", "2e-400",
+                                    "9223372036854775808"])
+@pytest.mark.parametrize("template", ['{{"a": [{}]}}', '{{"a": [0,{}]}}', '{{"a":{}}}', '{{"a": {}}}',
+                                      '{{"a":\n\t{}}}', '[{}]', '{}'])
+def test_needs_no_bounds_says_no_to_any_number_past_the_bounds(number, template):
+    text = template.format(number) + " " * 64
+    json.loads(text)  # it is JSON
+    assert not boundedjson.needs_no_bounds(text.encode())
+
+
+def test_needs_no_bounds_on_nesting_strings_and_long_texts():
+    pad = b" " * 64
+    assert boundedjson.needs_no_bounds(b"[" * 100 + b"]" * 100 + pad)
+    assert not boundedjson.needs_no_bounds(b"[" * 101 + b"]" * 101 + pad)
+    assert not boundedjson.needs_no_bounds(b'{"a": [' + b"[ " * 101 + b"] " * 101 + b"]}" + pad)
+    assert not boundedjson.needs_no_bounds(b'["]", ' + b"[" * 100 + b"]" * 100 + b"]" + pad)  # a bracket in a string
+    # 110 deep, but strings of closing brackets would hide 30 levels from a count of every bracket
+    hidden = b"[" * 60 + b'"]]]]]]]]]]]]]]]", "]]]]]]]]]]]]]]]", ' + b"[" * 50 + b"]" * 110
+    json.loads(hidden)
+    assert not boundedjson.needs_no_bounds(hidden + pad)
+    assert not boundedjson.needs_no_bounds(hidden.replace(b'"]', b'"a", "]') + pad)
+    assert not boundedjson.needs_no_bounds(b'["\\"", 1]' + pad)  # an escape
+    assert boundedjson.needs_no_bounds(b'{"op@12345678901234567890123": [1.5e-05, 17364088837322415.5]}' + pad)
+    assert not boundedjson.needs_no_bounds(b"[1]")  # too short to scan: the caller decodes it with loads
+    # past the per-thread buffers (4 MB), and a long text after a short one (the buffers grow)
+    long_text = b"[" + b"1.25, " * 800_000 + b"12345678901234567890]"
+    assert not boundedjson.needs_no_bounds(long_text)
+    assert boundedjson.needs_no_bounds(long_text.replace(b"12345678901234567890", b"3"))
+    assert boundedjson.needs_no_bounds(b'{"a": [' + b"2, " * 100_000 + b"3]}")

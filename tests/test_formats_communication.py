@@ -150,3 +150,113 @@ def test_unknown_link_type_is_skipped_and_said(tmp_path):
     assert any("communication.json" in w and "'UB'" in w for w in parts.warnings), parts.warnings
     assert any("communication.json" in w and "Wait Time(ms)" in w for w in parts.warnings), parts.warnings
     assert math.isnan(as_pandas(parts.tables["comm_ops"])["wait_ms"].iloc[0])
+
+
+# issue 28: a plain communication.json is read by msgspec into the fields comm_ops uses (reader._plain_ops), any
+# other by the dict reading; both must give what the file says, checked here against the standard library's json.
+def _expected_ops(data: dict) -> list[tuple]:
+    """(step, name, kind, group, elapse, transit, wait, synchronization, size, start) of each op, from `data`
+    decoded by json; an absent number NaN; a size the file's link types added in its order, SDMA left out."""
+    rows = []
+    for step_key, kinds in data.items():
+        step = int(step_key.removeprefix("step"))
+        for kind, entries in kinds.items():
+            for key, info in entries.items():
+                if key == "Total Op Info":
+                    continue
+                times = info["Communication Time Info"]
+                number = [float(times.get(field, math.nan)) for field in
+                          ("Elapse Time(ms)", "Transit Time(ms)", "Wait Time(ms)", "Synchronization Time(ms)")]
+                size = 0.0
+                for link_type, link in info["Communication Bandwidth Info"].items():
+                    if link_type != "SDMA":
+                        size += float(link.get("Transit Size(MB)", math.nan))
+                name, _, group = key.partition("@")
+                rows.append((step, name, kind, group or None, *number, size,
+                             float(times.get("Start Timestamp(us)", math.nan)) / 1000.0))
+    return rows
+
+
+def _rows(table) -> list[tuple]:
+    return [tuple(row) for row in as_pandas(table).itertuples(index=False)]
+
+
+def _same(rows: list[tuple], expected: list[tuple]) -> bool:
+    """Equal, value for value (NaN equal to NaN; floats to the last bit and the sign of a zero)."""
+    def same(x, y) -> bool:
+        if isinstance(x, float) and isinstance(y, float):
+            return (math.isnan(x) and math.isnan(y)) or (x == y and math.copysign(1, x) == math.copysign(1, y))
+        return x == y and type(x) is type(y)
+    return len(rows) == len(expected) and all(
+        len(a) == len(b) and all(map(same, a, b)) for a, b in zip(rows, expected))
+
+
+@pytest.mark.parametrize("fixture,rank", [(name, rank) for name in sorted(FOLDERS) for rank in FOLDERS[name]])
+def test_a_plain_file_is_read_by_msgspec_as_json_reads_it(fixture, rank):
+    path = FIXTURE_RUNS[fixture] / FOLDERS[fixture][rank] / OUTPUT / "communication.json"
+    plain = reader._plain_ops(path)
+    assert plain is not None  # the fast reading takes the real files
+    assert _same(_rows(plain), _expected_ops(json.loads(path.read_text())))
+    warnings = []
+    assert plain.equals(reader._ops(json.loads(path.read_text()), warnings)) and not warnings  # schema included
+
+
+def _first_op(data: dict) -> dict:
+    return next(info for kinds in data.values() for entries in kinds.values()
+                for key, info in entries.items() if key != "Total Op Info")
+
+
+# (what a variant changes in the real file, whether the fast reading may take it, the warning it gives)
+VARIANTS = {
+    "an int time": (lambda op: op["Communication Time Info"].update({"Wait Time(ms)": 7}), True, None),
+    "an absent time": (lambda op: op["Communication Time Info"].pop("Wait Time(ms)"), True, None),
+    "two link types moving bytes": (lambda op: op["Communication Bandwidth Info"]["RDMA"].update(
+        {"Transit Size(MB)": 0.1}), True, None),
+    "three, in an order a sum rounds by": (lambda op: op["Communication Bandwidth Info"].update(
+        {"RDMA": {"Transit Size(MB)": 0.1}, "HCCS": {"Transit Size(MB)": 0.1}, "PCIE": {"Transit Size(MB)": 1.1}}),
+        False, None),
+    "sizes of -0.0": (lambda op: [link.update({"Transit Size(MB)": -0.0})
+                                  for link in op["Communication Bandwidth Info"].values()], True, None),
+    "a time out of range": (lambda op: op["Communication Time Info"].update({"Wait Time(ms)": "@1e999@"}), False,
+                            "1 number(s) out of range or not finite read as unknown"),
+    "a size past int64": (lambda op: op["Communication Bandwidth Info"]["HCCS"].update(
+        {"Transit Size(MB)": "@9223372036854775808@"}), False, "1 number(s) out of range or not finite"),
+    "an unused number out of range": (lambda op: op["Communication Time Info"].update({"Idle Time(ms)": "@-9e999@"}),
+                                      False, "1 number(s) out of range or not finite read as unknown"),
+    "an unused integer past u64": (lambda op: op["Communication Bandwidth Info"]["HCCS"].update(
+        {"Size Distribution": {"1": "@123456789012345678901234@"}}), False, "1 number(s) out of range"),
+    "a value nested 150 deep": (lambda op: op["Communication Bandwidth Info"]["HCCS"].update(
+        {"Size Distribution": {"1": "@" + "[" * 150 + "]" * 150 + "@"}}), False, None),
+    "a negative time": (lambda op: op["Communication Time Info"].update({"Wait Time(ms)": -5.5}), False,
+                        "Wait Time(ms) not a non-negative number, treated as unknown (1)"),
+    "a size of true": (lambda op: op["Communication Bandwidth Info"]["HCCS"].update({"Transit Size(MB)": True}),
+                       False, "Transit Size(MB) not a non-negative number, treated as unknown (1)"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_an_odd_file_is_read_as_json_reads_it(tmp_path, variant):
+    """Crafted from the real file of new_level1's rank 0, one op changed: the reader's table is json's reading
+    (the bounded decoder's unknowns NaN), whichever reading takes the file, with the same warning."""
+    change, fast, warning = VARIANTS[variant]
+    data = raw("new_level1", 0, "communication.json")
+    change(_first_op(data))
+    assert list(_first_op(data)["Communication Bandwidth Info"])[:3] == ["RDMA", "HCCS", "PCIE"]  # 0.1+0.1+1.1 is 1.3
+    text = json.dumps(data).replace('"@', "").replace('@"', "")  # "@...@" stands for a number json cannot write
+    folder = tmp_path / OUTPUT
+    folder.mkdir()
+    (folder / "communication.json").write_text(text)
+    parts = reader.read(tmp_path)[0]
+    assert (reader._plain_ops(folder / "communication.json") is not None) == fast
+    expected = json.loads(text)
+    op = _first_op(expected)
+    for fields in (op["Communication Time Info"], *op["Communication Bandwidth Info"].values()):
+        for field, value in list(fields.items()):  # what the bounds make unknown, the reading too
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                    not math.isfinite(value) or abs(value) >= 2**63 or value < 0):
+                fields[field] = math.nan
+            elif isinstance(value, bool):
+                fields[field] = math.nan
+    assert _same(_rows(parts.tables["comm_ops"]), _expected_ops(expected))
+    said = [w for w in parts.warnings if w.startswith("communication.json: ")]
+    assert [w for w in said if warning in w] if warning else not said, parts.warnings
