@@ -157,7 +157,11 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
         question += ("cycle", str(_cycle()))
     entry = cache.answer_entry(run, question, CODE + plugins.code_paths())
     kept = cache.fetch_answer(entry) if entry is not None else None
-    output, exit_code = kept if kept is not None else compute()
+    if kept is None:
+        with cache.stores_in_background():  # a cold load's Run entry written while the answer is computed
+            output, exit_code = compute()
+    else:
+        output, exit_code = kept
     if entry is not None and kept is None:
         cache.store_answer(entry, output, exit_code)
     click.echo(output)

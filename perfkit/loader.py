@@ -12,6 +12,7 @@ and the Parts of all folders are assembled into one `Run`, cached as Parquet unt
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -124,7 +125,7 @@ def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle:
         results = _read_all(_read_folder, jobs, dask)
         run = assemble(root, jobs, results, problems, cycle)
         if entry is not None:
-            cache.store(entry, run)
+            cache.store_soon(entry, run)
     return run
 
 
@@ -346,13 +347,12 @@ def _relative(folder: str, root: Path) -> str:
     return folder[len(start):] if folder.startswith(start) else os.path.relpath(folder, root)
 
 
-def _ancestors(path: str) -> list[str]:
-    """The folders above an absolute path, nearest first, up to `/` (Path.parents, as text)."""
-    above = []
-    while (parent := os.path.dirname(path)) != path:
-        above.append(parent)
-        path = parent
-    return above
+@functools.lru_cache(maxsize=1024)
+def _ancestors(path: str) -> tuple[str, ...]:
+    """The folders above an absolute path, nearest first, up to `/` (Path.parents, as text). Kept for the folders
+    asked of most: the parents shared by a cluster run's thousands of rank folders."""
+    parent = os.path.dirname(path)
+    return () if parent == path else (parent, *_ancestors(parent))
 
 
 def _skipped(root: Path, failures: list[FileFormatError]) -> list[Warning]:

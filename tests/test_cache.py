@@ -106,6 +106,43 @@ def test_round_trip_keeps_dtypes_lists_and_meta(tmp_path):
     assert (back.path, back.meta, back.warnings) == (run.path, run.meta, run.warnings)
 
 
+def test_an_entry_stored_in_the_background_is_there_when_the_block_ends(tmp_path, monkeypatch):
+    """stores_in_background: the write runs on another thread while the caller goes on, and is finished (the
+    entry readable, equal to the run) when the block ends; without the block it is written before store_soon
+    returns."""
+    import threading
+    run = perfkit.load(FIXTURE_RUNS["new_level1"])
+    writers, store = [], cache.store
+
+    def recording_store(entry, stored):
+        writers.append(threading.current_thread())
+        return store(entry, stored)
+    monkeypatch.setattr(cache, "store", recording_store)
+    entry = tmp_path / "runs" / "place" / "entry"
+    with cache.stores_in_background():
+        cache.store_soon(entry, run)
+    assert writers and writers[0] is not threading.current_thread()
+    back = cache.fetch(entry, reload=lambda name: pytest.fail(f"reloaded {name}"))
+    for name, frame in run.tables().items():
+        pd.testing.assert_frame_equal(back.tables()[name], frame)
+    now = tmp_path / "runs" / "place2" / "entry"
+    cache.store_soon(now, run)
+    assert writers[1] is threading.current_thread() and now.is_dir()
+
+
+def test_an_error_of_a_background_store_is_raised_where_the_block_ends(tmp_path, monkeypatch):
+    """Not a thread's traceback on stderr: the caller meets the error as it met it when the store was inline."""
+    def failing_store(entry, run):
+        raise KeyError("boom")
+    monkeypatch.setattr(cache, "store", failing_store)
+    reached = False
+    with pytest.raises(KeyError, match="boom"):
+        with cache.stores_in_background():
+            cache.store_soon(tmp_path / "entry", Run(path="/x/run", meta=Meta()))
+            reached = True  # the caller went on before the error was raised
+    assert reached
+
+
 def test_meta_that_json_would_change_is_not_cached(tmp_path):
     run = Run(path="/x/run", meta=Meta(config={"shape": (32, 3)}))  # a tuple would come back as a list
     assert not cache.store(tmp_path / "runs" / "place" / "entry", run)
