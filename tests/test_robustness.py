@@ -342,6 +342,7 @@ MUTATION_TARGETS = [
     (DB, f"{NEW_OUT}/analysis.db"),
     (NEW, f"{NEW_OUT}/memory_record.csv"),
     (NEW, f"{NEW_OUT}/operator_memory.csv"),
+    (NEW, f"{NEW_OUT}/npu_module_mem.csv"),
     (NEW, f"{NEW_OUT}/communication.json"),
     (NEW, f"{NEW_OUT}/communication_matrix.json"),
     # every other JSON a reader takes, through the bounded decoder (issue 25)
