@@ -36,7 +36,6 @@ import math
 import os
 import shutil
 import sys
-import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -359,48 +358,39 @@ def store(entry: Path, run) -> bool:
     return True
 
 
-# Within stores_in_background(): how to finish each entry being written meanwhile (join, its error); else None.
+# Within stores_in_background(): the entries being written meanwhile, as futures; else None.
 _BACKGROUND: contextvars.ContextVar[list | None] = contextvars.ContextVar("perfkit_background_stores", default=None)
 
 
 @contextmanager
 def stores_in_background():
-    """Within this block, store_soon writes a Run's entry on a thread of its own, all joined when the block ends
+    """Within this block, store_soon writes a Run's entry on a thread of its own, all finished when the block ends
     (an error one of them met raised there). A command computes its answer on one core meanwhile: the entry's
     Parquet files, written with the GIL released, take the other (4,096 ranks: ~1 s of a cold summary)."""
-    pending: list[Callable[[], BaseException | None]] = []
-    token = _BACKGROUND.set(pending)
+    writing: list = []
+    token = _BACKGROUND.set(writing)
     try:
         yield
     finally:
         _BACKGROUND.reset(token)
-        failures = [failure for failure in (finish() for finish in pending) if failure is not None]
-    if failures:
-        raise failures[0]
+        failures = [future.exception() for future in writing]  # each waited for
+    failure = next((failure for failure in failures if failure is not None), None)
+    if failure is not None:
+        raise failure
 
 
 def store_soon(entry: Path, run) -> None:
     """store(entry, run): on a thread within stores_in_background(), else now. The Run must not change meanwhile
     (the loader's caller only reads it)."""
-    pending = _BACKGROUND.get()
-    if pending is None:
+    writing = _BACKGROUND.get()
+    if writing is None:
         store(entry, run)
         return
-    failures: list[BaseException] = []
+    from concurrent.futures import ThreadPoolExecutor
 
-    def write() -> None:
-        try:
-            store(entry, run)
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread, where the block ends
-            failures.append(exc)
-
-    thread = threading.Thread(target=write, name="perfkit-cache-store")
-    thread.start()
-
-    def finish() -> BaseException | None:
-        thread.join()
-        return failures[0] if failures else None
-    pending.append(finish)
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfkit-cache-store")
+    writing.append(thread.submit(store, entry, run))
+    thread.shutdown(wait=False)  # the thread ends once the entry is written
 
 
 @_optional()
