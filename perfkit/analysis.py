@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .model import Run, kept_on_run
 from .steady import FIRST_STEP_REASONS, first_step_verdicts, steady_steps
@@ -272,14 +274,23 @@ NETWORK_LINK_TYPES = ("HCCS", "PCIE", "RDMA", "SIO", "SDMA")  # SDMA: legacy hcc
 def framework_memory(run: Run) -> pd.DataFrame:
     """Each rank's samples of its framework allocator: the first of FRAMEWORK_COMPONENTS the rank has.
     One pass over all ranks (a cluster run has hundreds: a loop per rank cost a second there), once per run (the
-    summary, the rule gate and two rules ask; 4,096 ranks hold 8.5 million samples: 1.1 s a pass under cProfile)."""
+    summary, the rule gate and two rules ask; 4,096 ranks hold 8.5 million samples: 0.3-0.4 s a pass)."""
     memory = run.memory
     if not len(memory):
         return memory
-    priority = mapped(memory["component"], {name: position for position, name in enumerate(FRAMEWORK_COMPONENTS)},
-                      "float64")
-    chosen = priority.notna() & (priority == priority.groupby(memory["rank"]).transform("min"))
-    return memory[chosen].sort_values("rank", kind="stable").reset_index(drop=True)
+    # a component's place in FRAMEWORK_COMPONENTS (NaN: none of them) in one Arrow pass over the strings:
+    # 0.05 s for 4,096 ranks' 8.5 M samples, where factorizing them took 0.57 s
+    place = pc.index_in(pa.array(memory["component"]), value_set=pa.array(FRAMEWORK_COMPONENTS)
+                        ).to_numpy(zero_copy_only=False)
+    ranks = memory["rank"].to_numpy()
+    listed = np.flatnonzero(~np.isnan(place))
+    first = pd.Series(place[listed]).groupby(ranks[listed]).transform("min").to_numpy()
+    chosen = np.zeros(len(memory), dtype=bool)
+    chosen[listed[place[listed] == first]] = True
+    samples = memory[chosen]
+    if not (ranks[1:] >= ranks[:-1]).all():  # the loader's table is in rank order already
+        samples = samples.sort_values("rank", kind="stable")
+    return samples.reset_index(drop=True)
 
 
 def memory_peaks(run: Run) -> dict[int, dict[str, Any]]:

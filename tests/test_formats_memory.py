@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 
 import perfkit
-from perfkit.analysis import memory_peaks
+from perfkit.analysis import FRAMEWORK_COMPONENTS, framework_memory, memory_peaks
 from perfkit.summary import summarize
 from perfkit.formats import memory as memory_reader
 from perfkit.formats.base import as_pandas, read_csv_table
@@ -84,6 +85,25 @@ def test_operator_memory_sizes_in_mb_and_open_blocks_unknown(level1):
         released = [row for row in rows if row["Duration(us)"]]
         assert blocks["duration_ms"].dropna().sum() == pytest.approx(
             sum(float(row["Duration(us)"]) for row in released) / 1000)
+
+
+def test_framework_samples_are_each_ranks_first_listed_allocator_in_any_row_order(level1):
+    """Ranks out of order, one rank with only GE (the least inclusive allocator), one with none listed: each rank
+    keeps the samples of the first FRAMEWORK_COMPONENTS entry it has, in rank order, as a row-by-row check says."""
+    memory = level1.memory
+    rank1 = memory[memory["rank"] == 1]
+    only_ge = rank1[rank1["component"] == "PTA+GE"].assign(rank=7, component="GE")
+    unlisted = rank1.head(5).assign(rank=3, component="APP")
+    mixed = pd.concat([only_ge, memory, unlisted]).iloc[::-1].reset_index(drop=True)  # rank 7 first, rows reversed
+    samples = framework_memory(dataclasses.replace(level1, memory=mixed))
+
+    chosen = {rank: next((name for name in FRAMEWORK_COMPONENTS if name in set(rows["component"])), None)
+              for rank, rows in mixed.groupby("rank")}
+    expected = mixed[[chosen[rank] == component for rank, component in zip(mixed["rank"], mixed["component"])]]
+    assert chosen == {0: "PTA+GE", 1: "PTA+GE", 3: None, 7: "GE"}
+    pd.testing.assert_frame_equal(samples, expected.sort_values("rank", kind="stable").reset_index(drop=True))
+    assert memory_peaks(dataclasses.replace(level1, memory=mixed))[7]["peak_allocated_mb"] == \
+        rank1.loc[rank1["component"] == "PTA+GE", "allocated_mb"].max()
 
 
 def test_memory_record_with_its_own_header_variant_2023():

@@ -63,3 +63,35 @@ def test_map_folders_leaves_the_garbage_collector_as_it_was(collecting):
     assert [number for number, _, _ in results] == list(range(PARALLEL_MIN_FOLDERS))
     assert {enabled for _, enabled, _ in results} == {collecting}
     assert all(frozen > 0 for _, _, frozen in results)  # the parent's objects, frozen before the fork
+
+
+def _heap_or_mapped(size: int) -> tuple[int, bool]:
+    """(this process's pid, whether malloc(size) came as a fresh mapping): glibc marks such a chunk IS_MMAPPED
+    (bit 2) in the size word just before the pointer it returns."""
+    import ctypes
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    pointer = libc.malloc(size)
+    mapped = bool(ctypes.c_size_t.from_address(pointer - ctypes.sizeof(ctypes.c_size_t)).value & 2)
+    libc.free(ctypes.c_void_p(pointer))
+    return os.getpid(), mapped
+
+
+@pytest.mark.skipif(not hasattr(__import__("ctypes").CDLL(None), "mallopt"), reason="glibc's malloc only")
+def test_workers_keep_what_they_free_for_the_next_folder():
+    """A worker's arrays of a few MB come from its heap and stay there when freed (WORKER_MMAP_THRESHOLD): with
+    glibc's defaults each folder's were mapped afresh and every page faulted in again."""
+    from perfkit.parallel import PARALLEL_MIN_FOLDERS, WORKER_MMAP_THRESHOLD, map_folders
+    size = 24 * 1024 * 1024
+    assert size < WORKER_MMAP_THRESHOLD
+    results = map_folders(_heap_or_mapped, [(size,)] * PARALLEL_MIN_FOLDERS)
+    if not _heap_or_mapped(size)[1]:  # after the workers were forked from it: what they started from
+        pytest.skip("this process's malloc already keeps such blocks (its threshold rose with an earlier free)")
+    assert {pid for pid, _ in results} - {PARENT} and not any(mapped for _, mapped in results)
+
+
+def test_a_task_carries_at_most_max_folders_per_task():
+    """A task's results cross as one pickle: a 4,096-rank run in tasks of 1,536 folders cost seconds."""
+    from perfkit.parallel import MAX_FOLDERS_PER_TASK, _task_size
+    assert _task_size(12288, 2) == MAX_FOLDERS_PER_TASK == 64
+    assert _task_size(96, 2) == 12 and _task_size(5, 2) == 1
