@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .units import BYTES_PER_MB
+
 # Folders are read in worker processes only from this many on: a pool of forked workers costs tens of
 # ms to start and its results must be pickled back, which a few small folders do not repay.
 PARALLEL_MIN_FOLDERS = 8
@@ -36,8 +38,8 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 # A worker keeps what it freed for the next folder: with glibc's defaults every folder's arrays were mapped
 # anew and every page of them faulted in again (4,096 ranks: ~340 k page faults in the workers, 4-5 s of
 # kernel time; with these ~55 k and ~3 s). At most this much sits unused in a worker between folders.
-WORKER_MMAP_THRESHOLD = 32 * 1024 * 1024
-WORKER_TRIM_THRESHOLD = 128 * 1024 * 1024
+WORKER_MMAP_THRESHOLD = 32 * BYTES_PER_MB
+WORKER_TRIM_THRESHOLD = 128 * BYTES_PER_MB
 
 
 def _pool(workers: int, collecting: bool | None = None) -> ProcessPoolExecutor:

@@ -82,7 +82,8 @@ def test_workers_keep_what_they_free_for_the_next_folder():
     """A worker's arrays of a few MB come from its heap and stay there when freed (WORKER_MMAP_THRESHOLD): with
     glibc's defaults each folder's were mapped afresh and every page faulted in again."""
     from perfkit.parallel import PARALLEL_MIN_FOLDERS, WORKER_MMAP_THRESHOLD, map_folders
-    size = 24 * 1024 * 1024
+    from perfkit.units import BYTES_PER_MB
+    size = 24 * BYTES_PER_MB
     assert size < WORKER_MMAP_THRESHOLD
     results = map_folders(_heap_or_mapped, [(size,)] * PARALLEL_MIN_FOLDERS)
     if not _heap_or_mapped(size)[1]:  # after the workers were forked from it: what they started from
