@@ -77,18 +77,39 @@ def _heap_or_mapped(size: int) -> tuple[int, bool]:
     return os.getpid(), mapped
 
 
+# In a fresh interpreter: glibc raises its mapping threshold as mappings are freed, and a child inherits that, so
+# in this long-lived test process the contrast with glibc's defaults could be gone before the test runs.
+HEAP_OR_MAPPED_SCRIPT = """
+import json, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from test_parallel import PARENT, _heap_or_mapped
+from perfkit.parallel import PARALLEL_MIN_FOLDERS, map_folders
+size = int(sys.argv[3])
+workers = map_folders(_heap_or_mapped, [(size,)] * PARALLEL_MIN_FOLDERS)
+print(json.dumps({"workers": workers, "here": _heap_or_mapped(size)}))
+"""
+
+
 @pytest.mark.skipif(not hasattr(__import__("ctypes").CDLL(None), "mallopt"), reason="glibc's malloc only")
 def test_workers_keep_what_they_free_for_the_next_folder():
     """A worker's arrays of a few MB come from its heap and stay there when freed (WORKER_MMAP_THRESHOLD): with
-    glibc's defaults each folder's were mapped afresh and every page faulted in again."""
-    from perfkit.parallel import PARALLEL_MIN_FOLDERS, WORKER_MMAP_THRESHOLD, map_folders
+    glibc's defaults, as in the process that forked them, each folder's were mapped afresh and every page faulted
+    in again."""
+    import json
+    import subprocess
+    import sys
+    from perfkit.parallel import WORKER_MMAP_THRESHOLD
     from perfkit.units import BYTES_PER_MB
+    from conftest import REPO
     size = 24 * BYTES_PER_MB
     assert size < WORKER_MMAP_THRESHOLD
-    results = map_folders(_heap_or_mapped, [(size,)] * PARALLEL_MIN_FOLDERS)
-    if not _heap_or_mapped(size)[1]:  # after the workers were forked from it: what they started from
-        pytest.skip("this process's malloc already keeps such blocks (its threshold rose with an earlier free)")
-    assert {pid for pid, _ in results} - {PARENT} and not any(mapped for _, mapped in results)
+    done = subprocess.run([sys.executable, "-c", HEAP_OR_MAPPED_SCRIPT, str(REPO), str(REPO / "tests"), str(size)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(done.stdout)
+    parent_pid, parent_mapped = result["here"]
+    assert parent_mapped  # glibc's default there
+    assert {pid for pid, _ in result["workers"]} - {parent_pid}  # read in workers
+    assert not any(mapped for _, mapped in result["workers"])
 
 
 def test_a_task_carries_at_most_max_folders_per_task():
