@@ -37,7 +37,7 @@ PR_SET_PDEATHSIG = 1
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 # A worker keeps what it freed for the next folder: with glibc's defaults every folder's arrays were mapped
 # anew and every page of them faulted in again (4,096 ranks: ~340 k page faults in the workers, 4-5 s of
-# kernel time; with these ~55 k and ~3 s). At most this much sits unused in a worker between folders.
+# kernel time; with these ~55 k and ~3 s). At most WORKER_TRIM_THRESHOLD sits unused in a worker between folders.
 WORKER_MMAP_THRESHOLD = 32 * BYTES_PER_MB
 WORKER_TRIM_THRESHOLD = 128 * BYTES_PER_MB
 
