@@ -666,7 +666,7 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
     for runs whose files do not tell it) and differ."""
     if not group_a or not group_b:
         raise PerfkitError("compare needs at least one run on each side")
-    if sorted((run.path, run.meta.cycle or 0) for run in group_a) == sorted((run.path, run.meta.cycle or 0)
+    if sorted((run.path, str(run.meta.cycle)) for run in group_a) == sorted((run.path, str(run.meta.cycle))
                                                                             for run in group_b):
         return Verdict(SAME_RUN, 1.0, (1.0, 1.0), None, SAME_RUN, False, len(group_a), len(group_b), 1.0,
                        global_batch(group_a[0], batch_size), global_batch(group_b[0], batch_size))

@@ -560,10 +560,13 @@ def _runs_by_rank(by_rank: dict[int, list[Entry]]) -> dict[int, list[Path]]:
     return runs
 
 
-def chosen_cycle(root: Path, runs: dict[int, list[Path]], cycle: Cycle) -> tuple[set[Path], int | None]:
-    """(the folders of the runs not chosen, the chosen run's number where a rank has several, else None).
-    Without a `cycle`, a rank with several runs is refused (several_runs); a cycle a rank does not have is one
-    line naming that rank's runs. The one choice of every command (perfkit --cycle N, the API's cycle=N)."""
+def chosen_cycle(root: Path, runs: dict[int, list[Path]], cycle: Cycle) -> tuple[set[Path], Cycle]:
+    """(the folders of the runs not chosen, which run was read where a rank has several, else None).
+    Which run: its number where every rank read the same one, else `cycle` as given ("last" over ranks holding
+    different numbers of runs: their numbers differ, and choosing again by any one of them would read another
+    run or none). Without a `cycle`, a rank with several runs is refused (several_runs); a cycle a rank does not
+    have is one line naming that rank's runs. The one choice of every command (perfkit --cycle N, the API's
+    cycle=N)."""
     ordered = {rank: sorted(set(folders), key=_profiling_order) for rank, folders in sorted(runs.items())
                if folders}  # a rank only other files speak of (a manifest's) has no run to choose among
     if cycle is None:
@@ -572,17 +575,18 @@ def chosen_cycle(root: Path, runs: dict[int, list[Path]], cycle: Cycle) -> tuple
                 raise several_runs(root, rank, folders)
         return set(), None
     left_out: set[Path] = set()
-    chosen = None
+    numbers = set()
     for rank, folders in ordered.items():
         number = len(folders) if cycle == LAST_CYCLE else cycle
         if not (isinstance(number, int) and 1 <= number <= len(folders)):
-            numbers = "1" if len(folders) == 1 else f"1-{len(folders)}"
+            choices = "1" if len(folders) == 1 else f"1-{len(folders)}"
             raise LayoutError(f"has no profiler run {cycle!r} for rank {rank} (--cycle): it holds "
-                              f"{_runs_named(root, folders)}; choose {numbers} or last", root)
+                              f"{_runs_named(root, folders)}; choose {choices} or last", root)
         left_out.update(folders[:number - 1] + folders[number:])
-        if len(folders) > 1:
-            chosen = number
-    return left_out, chosen
+        numbers.add(number)
+    if not any(len(folders) > 1 for folders in ordered.values()):
+        return left_out, None
+    return left_out, numbers.pop() if len(numbers) == 1 else cycle
 
 
 def _of_cycle(by_rank: dict[int, list[Entry]], left_out: set[Path]) -> dict[int, list[Entry]]:

@@ -220,8 +220,9 @@ class Meta:
     # run), where one does: a path to load or compare one rank by (`rank_1`, `rank1_ascend_pt`)
     rank_folders: dict[str, str] = field(default_factory=dict)
     # which of several profiler runs of each rank the folder holds was read (1-based in profiling order: schedule
-    # cycles, dynamic-profiler windows; load's `cycle`); None where each rank has one
-    cycle: int | None = None
+    # cycles, dynamic-profiler windows; load's `cycle`): "last" where ranks hold different numbers of runs (each
+    # rank's folder is in rank_folders); None where each rank has one
+    cycle: int | str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

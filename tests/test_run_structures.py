@@ -382,6 +382,32 @@ def test_each_rank_reads_its_own_chosen_cycle(tmp_path, cache_dir):
     assert all(low <= float(e["ts"]) <= high for e in exported if e.get("ph") == "X")
 
 
+def test_last_over_ranks_with_different_numbers_of_cycles_reads_each_ranks_last_everywhere(tmp_path, cache_dir):
+    """Rank 0 holds two cycles (the real repeat=2 run), rank 1 one (that run's first cycle, its cpu_op_*_0 files
+    renamed to _1): --cycle last reads cycle 2 of rank 0 and cycle 1 of rank 1. The Run says "last", not one rank's
+    number: its timeline (the dashboard's page) chose again by that number, read rank 1's "cycle 2" and failed."""
+    import shutil
+    from perfkit.timeline import timeline
+    shutil.copytree(REPEAT2, tmp_path / "run" / "rank_0")
+    shutil.copytree(REPEAT2 / CYCLES[REPEAT2][0], tmp_path / "run" / "rank_1" / CYCLES[REPEAT2][0])
+    for file in (tmp_path / "run" / "rank_1").glob("*/FRAMEWORK/*_0.*"):
+        file.rename(file.with_name(file.name.replace("_0.", "_1.")))
+    run = perfkit.load(tmp_path / "run", cycle="last")
+    assert run.meta.cycle == "last"
+    assert run.meta.rank_folders == {"0": f"rank_0/{CYCLES[REPEAT2][1]}", "1": f"rank_1/{CYCLES[REPEAT2][0]}"}
+    means = perfkit.ledger.rank_parts(run).set_index("rank")["total"]
+    assert means.to_dict() == pytest.approx({rank: steady_step_mean_ms(REPEAT2 / CYCLES[REPEAT2][cycle])
+                                             for rank, cycle in ((0, 1), (1, 0))}, abs=1e-3)
+    events = timeline(run, step=2)
+    for rank, cycle in ((0, 1), (1, 0)):
+        low, high = _trace_ts_range(REPEAT2 / CYCLES[REPEAT2][cycle])
+        starts = events.loc[events["rank"] == rank, "start_us"]
+        assert len(starts) and starts.min() >= low - 1 and starts.max() <= high + 1, rank
+    text = CliRunner().invoke(main, ["summary", str(tmp_path / "run"), "--cycle", "last"]).output
+    assert text.splitlines()[0] == f"run      {tmp_path / 'run'}   profiler cycle last (--cycle)"
+    assert perfkit.load(tmp_path / "run", cycle=1).meta.cycle == 1  # every rank's first: one number
+
+
 def test_compare_puts_two_cycles_of_one_folder_side_by_side(cache_dir):
     """compare run run --cycle 1 --cycle-b 2 is the two cycles' folders compared; --cycle alone is the same run."""
     first, second = (str(REPEAT2 / name) for name in CYCLES[REPEAT2])
