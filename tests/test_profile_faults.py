@@ -199,10 +199,13 @@ def test_a_second_sigterm_during_training_stops_at_once_and_keeps_the_step_times
 def test_kill_9_of_perfkit_stops_its_training_process_which_keeps_an_interrupted_run(tmp_path, profiling):
     out = tmp_path / "run"
     run, child, tree = training_past_its_first_step(profiling, out)
+    scratch = Path(child.cmdline()[-1]).parent  # perfkit's temporary folder: the job and the progress files
+    assert scratch.name.startswith("perfkit-profile-") and scratch.is_dir()
     run.process.kill()  # no handler can run: the kernel tells the orphaned training process
     returncode, _, _ = run.finish()
     assert returncode == -signal.SIGKILL
     child.wait(timeout=WAIT_SECONDS)
+    assert not scratch.exists()  # the training process removed it, as perfkit could not
     recorded = manifest(out)
     assert recorded["status"] == "interrupted"
     assert 0 < len(recorded["steps"]) < int(LONG_STEPS)

@@ -18,6 +18,7 @@ import json
 import multiprocessing
 import os
 import resource
+import shutil
 import signal
 import sys
 import time
@@ -101,6 +102,7 @@ def signal_when_parent_dies(signum: int) -> None:
 def main(argv: list[str]) -> int:
     # Under msrun, a rank (or the scheduler) whose msrun died stops rather than wait or train on alone.
     signal_when_parent_dies(signal.SIGTERM)
+    launcher = os.getppid()
     job = boundedjson.loads(Path(argv[0]).read_text())
     if os.environ.get("MS_ROLE") == "MS_SCHED":
         return schedule(job)
@@ -118,7 +120,13 @@ def main(argv: list[str]) -> int:
         signal.signal(signum, trainer.request_stop)
     write_manifest(folder, trainer.manifest)
     progress.emit("started")
-    return trainer.run()
+    try:
+        return trainer.run()
+    finally:
+        if ranks == 1 and os.getppid() != launcher:
+            # perfkit was killed outright (kill -9: its own clean-up never ran) and nobody reads the progress any
+            # more: its scratch folder (the job and this file) would stay in the temporary directory for good.
+            shutil.rmtree(job["progress_dir"], ignore_errors=True)
 
 
 def schedule(job: dict) -> int:
