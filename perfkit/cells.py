@@ -179,7 +179,9 @@ def _placed_rank(mine: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     scopes = {prefix: _scope(prefix) for prefix in prefixes.unique()}
     paths = prefixes.map({prefix: "/".join(scope) or NO_CELL for prefix, (scope, _) in scopes.items()})
     grad_of = prefixes.map({prefix: grad for prefix, (_, grad) in scopes.items()})
-    work = op_flops(mine.assign(count=1)).set_index("name")  # count 1: each op's FLOPs of one call
+    # count 1: each op's FLOPs of one call. The work is keyed by name (as conv_flops finds it); a name listed
+    # twice in one rank's file gets its first row's.
+    work = op_flops(mine.assign(count=1)).drop_duplicates("name").set_index("name")
     flops = mine["name"].map(work["flops"]).to_numpy(dtype=np.float64) if len(work) else np.full(len(mine), np.nan)
     layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine), dtype=object)
     path, placed = _place_backward(mine, paths.astype(object), grad_of.astype(object), layers.astype(object))

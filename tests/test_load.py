@@ -158,6 +158,21 @@ def test_screened_drops_copied_step_rows_and_says_so():
     assert "step id(s) 3 appear more than once" in repeated
 
 
+def test_screened_drops_copied_op_rows_and_says_so():
+    """One row per op name: a copied row would count the op twice (and its Cells failed on the repeated name)."""
+    import pyarrow as pa
+    from perfkit.formats.base import Parts, screened
+    ops = {"name": ["a", "b", "b", "c", "c"], "total_ms": [1.0, 2.0, 2.0, 3.0, 4.0]}
+    for table in (pd.DataFrame(ops), pa.table(ops)):
+        (parts,) = screened({0: Parts(tables={"ops": table})}).values()
+        kept = parts.tables["ops"]
+        kept = kept.to_pandas() if isinstance(kept, pa.Table) else kept
+        assert kept["total_ms"].tolist() == [1.0, 2.0, 3.0, 4.0]  # the copy of b is gone, c's two rows differ
+        assert parts.warnings == ["rank 0: ops: dropped 1 duplicated op row(s) (op b)",
+                                  "rank 0: ops: op name(s) c appear more than once with different values; each "
+                                  "row counts as an op"]
+
+
 def test_screened_says_which_op_types_and_steps_have_no_time():
     from perfkit.formats.base import Parts, screened
     op_types = pd.DataFrame({"type": ["Cast", "Conv2D"], "total_ms": [float("nan"), 2.0]})

@@ -87,6 +87,12 @@ CASES = {
                                lambda p: broken.set_column(p, "Free", "-10")),
     "duplicated_steps": (LEGACY, "step_trace_raw_1_detail_time.csv", broken.duplicate_rows),
     "new_duplicated_steps": (NEW, f"{NEW_OUT}/step_trace_time.csv", broken.duplicate_rows),
+    # was a traceback from the Cells (pandas: "Reindexing only valid with uniquely valued Index objects"), found
+    # by mutating this file; the op's time counted twice before that
+    "duplicated_ops": (LEGACY, "aicore_intermediate_1_detail.csv", broken.duplicate_rows),
+    "op_listed_twice_with_other_times": (LEGACY, "aicore_intermediate_1_detail.csv", lambda p: broken.replace_bytes(
+        p, b"fc3-Dense/MatMul-op22,4.04837\r\n", b"fc3-Dense/MatMul-op22,4.04837\r\n"
+        b"Default/network-TrainOneStepCell/network-WithLossCell/_backbone-AlexNet/fc3-Dense/MatMul-op22,0.5\r\n")),
     "step_trace_only_average_row": (LEGACY, "step_trace_raw_1_detail_time.csv",
                                     lambda p: broken.keep_rows(p, _is_avg_row)),
     "extra_unknown_columns": (LEGACY, "aicore_intermediate_1_type.csv", broken.extra_columns),

@@ -129,7 +129,7 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
     A number the schema's column cannot hold (infinite, NaN spelled in a file, an integer outside int64 such
     as a 23-digit step id) becomes unknown. A negative or infinite duration is a broken file, not a
     measurement: it becomes unknown too (op types left without a time are dropped). A step row written
-    twice is dropped; steps without a total are said. Applied to each reader's result before it is cached,
+    twice is dropped, and so is an op row (one row per op name); steps without a total are said. Applied to each reader's result before it is cached,
     so a warm load warns as the cold one did. numpy on each column: a cluster question screens hundreds of
     small step tables.
     """
@@ -154,10 +154,9 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
                     parts.warnings.append(f"rank {rank}: op_types: dropped {int((~timed).sum())} op type(s) "
                                           "without a total time")
                     frame = rows_where(frame, timed)
+            if name in REPEATABLE and REPEATABLE[name][0] in names and _repeats(frame, REPEATABLE[name][0]):
+                frame = _without_repeated_rows(frame, name, rank, parts.warnings)
             if name == "steps" and "step" in names:
-                step_ids = np.asarray(frame["step"])
-                if len(np.unique(step_ids)) < len(step_ids):
-                    frame = _without_repeated_steps(frame, rank, parts.warnings)
                 untimed = int(np.isnan(float_columns(frame, ["total_ms"])).sum()) if "total_ms" in names else 0
                 if untimed:
                     parts.warnings.append(f"rank {rank}: steps: {untimed} step(s) without a total time are left out "
@@ -282,26 +281,41 @@ def _numeric(dtype) -> bool:
     return pd.api.types.is_float_dtype(dtype) or pd.api.types.is_integer_dtype(dtype)
 
 
-def _without_repeated_steps(steps: Table, rank: int, warnings: list[str]) -> Table:
-    """A step row written twice (a copied line, a re-run appended) would count twice in every mean:
-    identical copies are dropped; a step id repeated with other times is kept and said."""
-    if is_arrow(steps):  # rare: compared row by row in pandas, given back as Arrow
+# Tables with one row per key: table -> (the key column, a row, the key as named, what a row counts as).
+REPEATABLE = {"steps": ("step", "step row", "step id", "a step"),
+              "ops": ("name", "op row", "op name", "an op")}
+
+
+def _repeats(frame: Table, key: str) -> bool:
+    """Whether a value of `key` is in more than one row (unknown values count as one value)."""
+    if is_arrow(frame):
+        import pyarrow.compute as pc
+        return pc.count_distinct(frame.column(key), mode="all").as_py() < frame.num_rows
+    return bool(frame[key].duplicated().any())
+
+
+def _without_repeated_rows(frame: Table, name: str, rank: int, warnings: list[str]) -> Table:
+    """A row written twice (a copied line, a re-run appended) would count twice in every mean and total:
+    identical copies are dropped; a key repeated with other values is kept and said."""
+    if is_arrow(frame):  # rare: compared row by row in pandas, given back as Arrow
         import pyarrow as pa
-        return pa.Table.from_pandas(_without_repeated_steps(steps.to_pandas(), rank, warnings), preserve_index=False)
+        return pa.Table.from_pandas(_without_repeated_rows(frame.to_pandas(), name, rank, warnings),
+                                    preserve_index=False)
+    key, row, key_named, counts_as = REPEATABLE[name]
 
-    def first_ids(rows: pd.Series) -> str:
-        return ", ".join(str(step) for step in steps.loc[rows, "step"].unique()[:5])
+    def first_keys(rows: pd.Series) -> str:
+        return ", ".join(str(value) for value in frame.loc[rows, key].unique()[:5])
 
-    copies = steps.duplicated(keep="first")
+    copies = frame.duplicated(keep="first")
     if copies.any():
-        warnings.append(f"rank {rank}: steps: dropped {int(copies.sum())} duplicated step row(s) "
-                        f"(step {first_ids(copies)})")
-        steps = steps[~copies]
-    repeated = steps["step"].duplicated(keep=False)
+        warnings.append(f"rank {rank}: {name}: dropped {int(copies.sum())} duplicated {row}(s) "
+                        f"({key_named.split()[0]} {first_keys(copies)})")
+        frame = frame[~copies]
+    repeated = frame[key].duplicated(keep=False)
     if repeated.any():
-        warnings.append(f"rank {rank}: steps: step id(s) {first_ids(repeated)} appear more than once with "
-                        "different times; each row counts as a step")
-    return steps
+        warnings.append(f"rank {rank}: {name}: {key_named}(s) {first_keys(repeated)} appear more than once with "
+                        f"different values; each row counts as {counts_as}")
+    return frame
 
 
 def trim_type_separator(types):
