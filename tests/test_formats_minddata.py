@@ -184,6 +184,60 @@ def test_broken_pipeline_json_falls_back_with_one_warning(tmp_path, content, pro
     assert len(run.steps) == 1
 
 
+def _set(op_id: int, path: str, value):
+    """An edit of the real pipeline_profiling_1.json: op `op_id`'s field at `path` (dotted) set to `value`."""
+    def edit(ops: list[dict]) -> None:
+        node = next(op for op in ops if op["op_id"] == op_id)
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (_set(0, "children", [[1]]), "op 0: children is not a list of op ids"),
+    (_set(1, "children", 1), "op 1: children is not a list of op ids"),
+    (_set(0, "metrics", [1]), "op 0: metrics is not an object"),
+    (_set(1, "metrics.output_queue", "full"), "op 1: metrics.output_queue is not an object"),
+    (_set(0, "metrics.output_queue.size", [[0, 2], [3]]), "op 0: metrics.output_queue.size is not a list of numbers"),
+    (_set(2, "metrics.output_queue.size", ["x"]), "op 2: metrics.output_queue.size is not a list of numbers"),
+    (_set(0, "metrics.output_queue.length", "64"), "op 0: metrics.output_queue.length is not a number >= 0"),
+    (_set(3, "op_id", [3]), "has an op_info entry without an integer op_id"),
+], ids=["nested-children", "children-number", "metrics-list", "queue-text", "sizes-nested", "sizes-text",
+        "length-text", "op-id-list"])
+def test_a_pipeline_json_of_the_wrong_shape_falls_back_with_one_warning(edit, problem, tmp_path):
+    """Values the bounded decoder takes but no MindSpore writes (mutations of the real file): each was a
+    ValueError, TypeError or AttributeError from numpy or a dict lookup."""
+    folder = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUNS["legacy_run_2"], folder)
+    data = json.loads((folder / "pipeline_profiling_1.json").read_text())
+    edit(data["op_info"])
+    (folder / "pipeline_profiling_1.json").write_text(json.dumps(data))
+    run = perfkit.load(folder)
+    named = [w for w in run.warnings if "pipeline_profiling_1.json" in w]
+    assert len(named) == 1 and problem in named[0], named
+    assert len(run.pipeline) == len(list(csv.DictReader(open(folder / "minddata_pipeline_raw_1.csv"))))
+
+
+@pytest.mark.parametrize("old, new, problem", [
+    (b'"[0, 2]"', b'"[0, [2]]"', "op 0: output_queue_size is not a list of numbers"),
+    (b'"[0, 2]"', b'"[""x""]"', "op 0: output_queue_size is not a list of numbers"),
+    (b",[1]\r\n", b',"[[1]]"\r\n', "op 0: children_id is not a list of op ids"),
+])
+def test_a_pipeline_csv_cell_of_the_wrong_shape_is_one_warning(old, new, problem, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUNS["legacy_run_2"], folder)
+    (folder / "pipeline_profiling_1.json").unlink()  # the CSV alone gives the pipeline
+    target = folder / "minddata_pipeline_raw_1.csv"
+    raw = target.read_bytes()
+    assert old in raw
+    target.write_bytes(raw.replace(old, new, 1))
+    run = perfkit.load(folder)
+    named = [w for w in run.warnings if target.name in w]
+    assert len(named) == 1 and problem in named[0], named
+
+
 def test_truncated_queue_line_warns(tmp_path):
     (tmp_path / "dataset_iterator_profiling_0.txt").write_text("1 64 1 3 10\n1 64\n")
     parts = minddata.read(tmp_path)[0]

@@ -185,16 +185,17 @@ def _read_pipeline_json(path: Path, warnings: list[str]) -> pd.DataFrame:
         raise FileFormatError("has no op_info list", path)
     by_id = {}
     for op in ops:
-        if not isinstance(op, dict) or "op_id" not in op:
-            raise FileFormatError("has an op_info entry without op_id", path)
+        if not isinstance(op, dict) or not _is_count(op.get("op_id")):
+            raise FileFormatError("has an op_info entry without an integer op_id", path)
         by_id[op["op_id"]] = op
+        _check_op(op, path)
     if 0 not in by_id:
         raise FileFormatError("has no op 0 (the pipeline's root)", path)
     rows, parent_of, pending = [], {0: None}, [0]
     while pending:
         op = by_id[pending.pop(0)]
         children = _measured_children(op, by_id)
-        queue = ((op.get("metrics") or {}).get("output_queue") or {})
+        queue = _output_queue(op)
         sizes = np.asarray(queue.get("size") or [], dtype="float64")
         length = queue.get("length")
         rows.append({
@@ -208,6 +209,44 @@ def _read_pipeline_json(path: Path, warnings: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("op_id").reset_index(drop=True)
 
 
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def _output_queue(op: dict) -> dict:
+    metrics = op.get("metrics")
+    queue = metrics.get("output_queue") if isinstance(metrics, dict) else None
+    return queue if isinstance(queue, dict) else {}
+
+
+def _check_op(op: dict, path: Path) -> None:
+    """An op whose fields are not what MindSpore writes (children a list of op ids, metrics.output_queue an
+    object with `size` a list of numbers and `length` a number >= 0) makes the file unusable: said in one
+    line naming the op and the field, not a traceback from wherever the value would first be used."""
+    def bad(field: str, what: str) -> FileFormatError:
+        return FileFormatError(f"op {op['op_id']}: {field} is not {what}", path)
+    children = op.get("children")
+    if children is not None and not (isinstance(children, list) and all(map(_is_count, children))):
+        raise bad("children", "a list of op ids")
+    metrics = op.get("metrics")
+    if metrics is not None and not isinstance(metrics, dict):
+        raise bad("metrics", "an object")
+    queue = (metrics or {}).get("output_queue")
+    if queue is None:
+        return
+    if not isinstance(queue, dict):
+        raise bad("metrics.output_queue", "an object")
+    sizes, length = queue.get("size"), queue.get("length")
+    if sizes is not None and not (isinstance(sizes, list) and all(map(_is_number, sizes))):
+        raise bad("metrics.output_queue.size", "a list of numbers")
+    if length is not None and not (_is_number(length) and length >= 0):
+        raise bad("metrics.output_queue.length", "a number >= 0")
+
+
 def _measured_children(op: dict, by_id: dict) -> list[int]:
     """An op's children, each one without output-queue metrics replaced by its own children, recursively."""
     children, pending, seen = [], list(op.get("children") or []), set()
@@ -217,7 +256,7 @@ def _measured_children(op: dict, by_id: dict) -> list[int]:
         if child is None or child_id in seen:
             continue  # a dangling id, or a cycle in a corrupt file
         seen.add(child_id)
-        if ((child.get("metrics") or {}).get("output_queue")):
+        if _output_queue(child):
             children.append(child_id)
         else:
             pending += list(child.get("children") or [])
@@ -236,9 +275,17 @@ def _json_list(cell) -> list:
 
 def _read_pipeline_csv(path: Path, warnings: list[str]) -> pd.DataFrame:
     frame = read_csv(path, PIPELINE_COLUMNS, ("op_id", "op_type"), PIPELINE_TYPES, warnings)
-    sizes = [np.asarray(_json_list(cell), dtype="float64") for cell in frame.get("queue_sizes", [None] * len(frame))]
+
+    def cells(column: str, holds, what: str) -> list[list]:
+        """The column's JSON lists; a list holding anything else makes the file unusable, naming the op."""
+        values = [_json_list(cell) for cell in frame.get(column, [None] * len(frame))]
+        for op_id, value in zip(frame["op_id"], values):
+            if not all(map(holds, value)):
+                raise FileFormatError(f"op {op_id}: {PIPELINE_COLUMNS[column][0]} is not {what}", path)
+        return values
+    sizes = [np.asarray(value, dtype="float64") for value in cells("queue_sizes", _is_number, "a list of numbers")]
     frame["queue_empty_pct"] = [100.0 * (s == 0).mean() if len(s) else np.nan for s in sizes]
-    frame["children"] = [_json_list(cell) for cell in frame.get("children", [None] * len(frame))]
+    frame["children"] = cells("children", _is_count, "a list of op ids")
     # The writer puts 0 in output_queue_usage_rate for ops without a queue; an op without samples has none.
     if "queue_usage" in frame:
         frame.loc[[len(s) == 0 for s in sizes], "queue_usage"] = np.nan
