@@ -170,7 +170,7 @@ def test_screened_drops_copied_op_rows_and_says_so():
         assert kept["total_ms"].tolist() == [1.0, 2.0, 3.0, 4.0]  # the copy of b is gone, c's two rows differ
         assert parts.warnings == ["rank 0: ops: dropped 1 duplicated op row(s) (op b)",
                                   "rank 0: ops: op name(s) c appear more than once with different values; each "
-                                  "row counts as an op"]
+                                  "row counts as one op"]
 
 
 def test_screened_says_which_op_types_and_steps_have_no_time():

@@ -16,7 +16,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, Union
+from typing import Any, Callable, Iterable, NamedTuple, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -128,9 +128,9 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
 
     A number the schema's column cannot hold (infinite, NaN spelled in a file, an integer outside int64 such
     as a 23-digit step id) becomes unknown. A negative or infinite duration is a broken file, not a
-    measurement: it becomes unknown too (op types left without a time are dropped). A step row written
-    twice is dropped, and so is an op row (one row per op name); steps without a total are said. Applied to each reader's result before it is cached,
-    so a warm load warns as the cold one did. numpy on each column: a cluster question screens hundreds of
+    measurement: it becomes unknown too (op types left without a time are dropped). A step or op row written
+    twice is dropped (REPEATABLE); steps without a total are said. Applied to each reader's result before it
+    is cached, so a warm load warns as the cold one did. numpy on each column: a cluster question screens hundreds of
     small step tables.
     """
     for rank, parts in result.items():
@@ -154,7 +154,7 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
                     parts.warnings.append(f"rank {rank}: op_types: dropped {int((~timed).sum())} op type(s) "
                                           "without a total time")
                     frame = rows_where(frame, timed)
-            if name in REPEATABLE and REPEATABLE[name][0] in names and _repeats(frame, REPEATABLE[name][0]):
+            if name in REPEATABLE and REPEATABLE[name].key in names and _repeats(frame, REPEATABLE[name].key):
                 frame = _without_repeated_rows(frame, name, rank, parts.warnings)
             if name == "steps" and "step" in names:
                 untimed = int(np.isnan(float_columns(frame, ["total_ms"])).sum()) if "total_ms" in names else 0
@@ -281,9 +281,14 @@ def _numeric(dtype) -> bool:
     return pd.api.types.is_float_dtype(dtype) or pd.api.types.is_integer_dtype(dtype)
 
 
-# Tables with one row per key: table -> (the key column, a row, the key as named, what a row counts as).
-REPEATABLE = {"steps": ("step", "step row", "step id", "a step"),
-              "ops": ("name", "op row", "op name", "an op")}
+class Keyed(NamedTuple):
+    """A table with one row per value of `key`: what its rows are (`noun`) and how its key is named."""
+    key: str
+    noun: str
+    key_named: str
+
+
+REPEATABLE = {"steps": Keyed("step", "step", "step id"), "ops": Keyed("name", "op", "op name")}
 
 
 def _repeats(frame: Table, key: str) -> bool:
@@ -301,20 +306,20 @@ def _without_repeated_rows(frame: Table, name: str, rank: int, warnings: list[st
         import pyarrow as pa
         return pa.Table.from_pandas(_without_repeated_rows(frame.to_pandas(), name, rank, warnings),
                                     preserve_index=False)
-    key, row, key_named, counts_as = REPEATABLE[name]
+    key, noun, key_named = REPEATABLE[name]
 
     def first_keys(rows: pd.Series) -> str:
         return ", ".join(str(value) for value in frame.loc[rows, key].unique()[:5])
 
     copies = frame.duplicated(keep="first")
     if copies.any():
-        warnings.append(f"rank {rank}: {name}: dropped {int(copies.sum())} duplicated {row}(s) "
-                        f"({key_named.split()[0]} {first_keys(copies)})")
+        warnings.append(f"rank {rank}: {name}: dropped {int(copies.sum())} duplicated {noun} row(s) "
+                        f"({noun} {first_keys(copies)})")
         frame = frame[~copies]
     repeated = frame[key].duplicated(keep=False)
     if repeated.any():
         warnings.append(f"rank {rank}: {name}: {key_named}(s) {first_keys(repeated)} appear more than once with "
-                        f"different values; each row counts as {counts_as}")
+                        f"different values; each row counts as one {noun}")
     return frame
 
 
