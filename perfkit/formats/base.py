@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import fnmatch
 import functools
+import math
 import os
 import re
 import sys
@@ -275,6 +276,11 @@ def float_columns(frame: Table, columns: list[str]) -> np.ndarray:
         return frame.to_numpy(dtype=np.float64, na_value=np.nan)[:, positions]
     return np.column_stack([(frame[c] if _numeric(frame[c].dtype) else pd.to_numeric(frame[c], errors="coerce"))
                             .to_numpy(dtype=np.float64, na_value=np.nan) for c in columns])
+
+
+def is_real_number(value: Any) -> bool:
+    """Whether a decoded JSON value is a finite number (True and False are ints to Python, not numbers here)."""
+    return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and math.isfinite(value))
 
 
 def _numeric(dtype) -> bool:

@@ -30,7 +30,7 @@ from .. import boundedjson
 from ..errors import FileFormatError
 from ..files import open_regular
 from .ascend_ms import OUTPUT_DIR, _read_profiler_info
-from .base import Parts, Reader, has_match, json_object
+from .base import Parts, Reader, has_match, is_real_number, json_object
 from ..units import US_PER_MS
 
 COMMUNICATION = "communication.json"
@@ -86,7 +86,7 @@ def _number(value, skipped: _Skipped, what: str) -> float:
     """A measured non-negative number, else NaN (counted in `skipped`): a size or time cannot be negative."""
     if value is None:
         return math.nan
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_real_number(value) or value < 0:
         skipped.add(f"{what} not a non-negative number, treated as unknown")
         return math.nan
     return float(value)

@@ -20,8 +20,8 @@ from .. import boundedjson
 from ..analysis import comm_kind
 from ..errors import FileFormatError
 from ..units import TICKS_PER_MS, TICKS_PER_US
-from .base import (Parts, Reader, csv_header, guarded, has_match, op_passes, op_types_of, rank_of, ranks_in, read_csv,
-                   read_json_object, read_text, stages_from_cluster_file)
+from .base import (Parts, Reader, csv_header, guarded, has_match, is_real_number, op_passes, op_types_of, rank_of,
+                   ranks_in, read_csv, read_json_object, read_text, stages_from_cluster_file)
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -409,11 +409,10 @@ def _read_hccl(path: Path, spans: dict[tuple[int, str], tuple[float, float]], wa
         frame, steps = frame[~repeated], steps[~repeated]
 
     def measured(value, what: str) -> float:
-        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else np.nan
-        if not number >= 0 or not np.isfinite(number):
+        if not (is_real_number(value) and value >= 0):
             problems[f"{what} not a non-negative number, treated as unknown"] += 1
             return np.nan
-        return float(number)
+        return float(value)
 
     rows, links = [], []
     cells = (frame[column] if column in frame else [None] * len(frame) for column in ("ops", "links"))

@@ -19,7 +19,8 @@ import pyarrow as pa
 from .. import boundedjson
 from ..errors import FileFormatError
 from ..units import NS_PER_MS, US_PER_MS
-from .base import Parts, Reader, guarded, has_match, is_readable_file, ranks_in, read_csv, read_json_object, read_text
+from .base import (Parts, Reader, guarded, has_match, is_readable_file, is_real_number, ranks_in, read_csv,
+                   read_json_object, read_text)
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
@@ -213,10 +214,6 @@ def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
-
-
 def _output_queue(op: dict) -> dict:
     metrics = op.get("metrics")
     queue = metrics.get("output_queue") if isinstance(metrics, dict) else None
@@ -241,9 +238,9 @@ def _check_op(op: dict, path: Path) -> None:
     if not isinstance(queue, dict):
         raise bad("metrics.output_queue", "an object")
     sizes, length = queue.get("size"), queue.get("length")
-    if sizes is not None and not (isinstance(sizes, list) and all(map(_is_number, sizes))):
+    if sizes is not None and not (isinstance(sizes, list) and all(map(is_real_number, sizes))):
         raise bad("metrics.output_queue.size", "a list of numbers")
-    if length is not None and not (_is_number(length) and length >= 0):
+    if length is not None and not (is_real_number(length) and length >= 0):
         raise bad("metrics.output_queue.length", "a number >= 0")
 
 
@@ -283,7 +280,7 @@ def _read_pipeline_csv(path: Path, warnings: list[str]) -> pd.DataFrame:
             if not all(map(holds, value)):
                 raise FileFormatError(f"op {op_id}: {PIPELINE_COLUMNS[column][0]} is not {what}", path)
         return values
-    sizes = [np.asarray(value, dtype="float64") for value in cells("queue_sizes", _is_number, "a list of numbers")]
+    sizes = [np.asarray(value, dtype="float64") for value in cells("queue_sizes", is_real_number, "a list of numbers")]
     frame["queue_empty_pct"] = [100.0 * (s == 0).mean() if len(s) else np.nan for s in sizes]
     frame["children"] = cells("children", _is_count, "a list of op ids")
     # The writer puts 0 in output_queue_usage_rate for ops without a queue; an op without samples has none.
