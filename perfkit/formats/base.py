@@ -131,8 +131,8 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
     as a 23-digit step id) becomes unknown. A negative or infinite duration is a broken file, not a
     measurement: it becomes unknown too (op types left without a time are dropped). A step or op row written
     twice is dropped (REPEATABLE); steps without a total are said. Applied to each reader's result before it
-    is cached, so a warm load warns as the cold one did. numpy on each column: a cluster question screens hundreds of
-    small step tables.
+    is cached, so a warm load warns as the cold one did. numpy on each column: a cluster question screens
+    hundreds of small step tables.
     """
     for rank, parts in result.items():
         for name, frame in list(parts.tables.items()):
