@@ -6,7 +6,7 @@ share with it are counted in each, so this overstates the memory used):
   orjson     the whole trace_view.json parsed by orjson.loads (the obvious parser; the events as dicts)
   duckdb     DuckDB's read_json of the fields the index keeps (args as raw JSON text) into one Parquet file:
              the comparison point issue 16 quotes; only when duckdb is importable (it is no dependency)
-  build      perfkit.timeline.index(run) into an empty cache (msgspec block decoder -> Parquet parts), with
+  build      perfkit.io.timeline.index(run) into an empty cache (msgspec block decoder -> Parquet parts), with
              no worker process (the blocks decoded one after the other), then 3 times with one per core
   windows    perfkit.timeline(run, step=N) for 3 steps: the first call of a new process (cold) and the
              median of 5 more calls (warm); then the same steps through the figure the page draws

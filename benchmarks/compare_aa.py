@@ -27,7 +27,7 @@ from pathlib import Path
 
 import perfkit
 
-compare = importlib.import_module("perfkit.compare")  # perfkit.compare is also the function it exports
+compare = importlib.import_module("perfkit.views.compare")  # perfkit.views.compare is also the function it exports
 SETTINGS = ["--image-size", "32", "--batch-size", "8", "--steps", "4"]
 FAST_ISA = "ONEDNN_MAX_CPU_ISA=AVX2"
 

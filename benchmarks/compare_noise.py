@@ -19,10 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import perfkit
 from compare_aa import judge_groups, judge_pairs  # the same pair verdicts as the held-out check (run from benchmarks/)
 
-compare = importlib.import_module("perfkit.compare")  # perfkit.compare is also the function it exports
+import perfkit
+
+compare = importlib.import_module("perfkit.views.compare")  # perfkit.views.compare is also the function it exports
 SETTINGS = ["--image-size", "16", "--batch-size", "8", "--steps", "4"]
 
 

@@ -33,8 +33,16 @@ import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replicate import (RowTemplate, copy_files, micros_to_thousandths, open_text,  # noqa: E402
-                       read_csv_rows, staged_folder, thousandths_to_micros, csv_line)
+from replicate import (  # noqa: E402
+    RowTemplate,
+    copy_files,
+    csv_line,
+    micros_to_thousandths,
+    open_text,
+    read_csv_rows,
+    staged_folder,
+    thousandths_to_micros,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO.parent / "shared" / "fixtures")).resolve()

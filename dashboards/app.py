@@ -20,20 +20,20 @@ from dash import Input, Output, State, dcc, html
 from dash.exceptions import CallbackException, DependencyException
 from werkzeug.exceptions import BadRequest, HTTPException, NotFound
 
-from perfkit.compare import default_selection
-from perfkit.errors import PerfkitError
-from perfkit.model import PASSES, Run
-from perfkit.report import STYLESHEET
-from perfkit import figures, report
-
+from ..core.errors import PerfkitError
+from ..core.model import PASSES, Run
+from ..render import report
+from ..render.report import STYLESHEET
+from ..views import figures
+from ..views.compare import default_selection
 from . import ids, layout, timeline
 from .inputs import query_value, run_index, text
 
 LOOPBACK_HOST = "127.0.0.1"
-# perfkit's plotly.js basic bundle (perfkit.report.PLOTLY_BUNDLE), a page script served like Dash's own, so
+# perfkit's plotly.js basic bundle (perfkit.render.report.PLOTLY_BUNDLE), a page script served like Dash's own, so
 # dcc.Graph finds window.Plotly and never fetches the full plotly.min.js: 1.2 MB instead of 4.8 MB, whose
 # evaluation was most of the first page's time (benchmarks/dash_first_page.py).
-PLOTLY_BUNDLE = report.PLOTLY_BUNDLE.relative_to(Path(report.__file__).resolve().parent).as_posix()
+PLOTLY_BUNDLE = report.PLOTLY_BUNDLE.relative_to(report.PACKAGE_ROOTS[1]).as_posix()
 # Pages built and kept per (page, run): runs never change while the app serves them, and one
 # overview of a small CPU run took 170 ms a request to build (benchmarks/results/dash_load.txt, one client).
 PAGE_CACHE_SIZE = 64
@@ -155,12 +155,12 @@ MAX_BODY_BYTES = 1024 * 1024
 
 def _bounded_requests(app: dash.Dash) -> None:
     """Request bodies: at most MAX_BODY_BYTES, and decoded by perfkit's bounded JSON decoder
-    (perfkit/boundedjson.py), so that a body nested 100,000 deep is a 400 (Flask answers 400 to a ValueError
+    (perfkit/core/boundedjson.py), so that a body nested 100,000 deep is a 400 (Flask answers 400 to a ValueError
     while decoding; the standard decoder raised RecursionError: a 500), and numbers no callback can use
     (`1e400`, `Infinity`, 30 digits) arrive as None (dashboards/inputs.py checks the rest)."""
     from flask.json.provider import DefaultJSONProvider
 
-    from perfkit import boundedjson
+    from ..core import boundedjson
 
     class BoundedJSON(DefaultJSONProvider):
         def loads(self, s: str | bytes, **kwargs: Any) -> Any:
@@ -194,7 +194,7 @@ def _reject_malformed_requests(app: dash.Dash) -> None:
 # What Dash raises on a request body that does not match a registered callback (AttributeError: a JSON body
 # that is not an object, `[]` or `null`).
 CLIENT_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, CallbackException)
-_OWN_CODE = (str(Path(__file__).resolve().parent), str(Path(figures.__file__).resolve().parent))
+_OWN_CODE = tuple(str(root) for root in report.PACKAGE_ROOTS) + (str(Path(__file__).resolve().parent),)
 
 
 def _raised_in_perfkit(exc: BaseException) -> bool:

@@ -1,6 +1,7 @@
 """Component ids shared by the layout, the callbacks and the browser tests (panels' ids: views.panels.PANELS)."""
 
-from perfkit.views.panels import ALL_PAGES, TIMELINE as TIMELINE_PAGE
+from ..views.panels import ALL_PAGES
+from ..views.panels import TIMELINE as TIMELINE_PAGE
 
 URL = "url"
 PAGE = "page"

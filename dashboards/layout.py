@@ -14,13 +14,24 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import dcc, html
 
-from perfkit import figures
-from perfkit.model import PASSES, Run
-from perfkit.views import numbers
-from perfkit.views.format import COUNT_SPEC, NAMED_COLUMNS, ROW_TINTS, column_spec, column_title
-from perfkit.views.panels import (CARDS, COMPARE_PANELS, FIGURE, FINDINGS, INSTANCES, SPEEDUPS, TABLE, WITH_CONTENT,
-                                  Panel, panels_on, rows)
-
+from ..core.model import PASSES, Run
+from ..views import figures, numbers
+from ..views.format import COUNT_SPEC, NAMED_COLUMNS, ROW_TINTS, column_spec, column_title
+from ..views.panels import (
+    CARDS,
+    COMPARE_PANELS,
+    FIGURE,
+    FINDINGS,
+    INSTANCES,
+    SPEEDUPS,
+    TABLE,
+    WITH_CONTENT,
+    Panel,
+    has_content,
+    panel_content,
+    panels_on,
+    rows,
+)
 from . import ids
 
 # Rows of a highlighted meaning get its tint: op families in the op tables, slow ranks in the rank table.
@@ -198,8 +209,8 @@ def run_page(path: str, run: Run, run_index: int, cell: str = "") -> list:
 
 def _panels_body(panels: Sequence[Panel], subject: Run | Sequence[Run], renderers: dict) -> list:
     """`panels` of one run (or the compare panels of several runs) in order, half-width ones side by side."""
-    contents = {panel.id: figures.panel_content(panel, subject) for panel in panels if panel.kind in WITH_CONTENT}
-    shown = tuple(panel for panel in panels if not panel.optional or figures.has_content(contents[panel.id]))
+    contents = {panel.id: panel_content(panel, subject) for panel in panels if panel.kind in WITH_CONTENT}
+    shown = tuple(panel for panel in panels if not panel.optional or has_content(contents[panel.id]))
     body = []
     for row in rows(shown):
         rendered = [renderers[panel.kind](panel, subject, *([contents[panel.id]] if panel.id in contents else []))

@@ -1,4 +1,4 @@
-"""The Timeline page: one step of a run's trace, lanes as rows, ops as bars (perfkit.timeline + figures).
+"""The Timeline page: one step of a run's trace, lanes as rows, ops as bars (perfkit.io.timeline + figures).
 
 The trace index is built on the first visit, in a thread, while the page polls its progress; later
 visits (and the CLI's `perfkit trace`) reuse it from the cache. `?run=N&step=S&op=NAME` opens a step
@@ -15,11 +15,10 @@ from urllib.parse import urlencode
 import dash
 from dash import Input, Output, State, dcc, html
 
-from perfkit import figures, timeline
-from perfkit.errors import PerfkitError
-from perfkit.model import Run
-from perfkit.views import numbers
-
+from ..core.errors import PerfkitError
+from ..core.model import Run
+from ..io import timeline
+from ..views import figures, numbers
 from . import ids, layout
 from .inputs import integer, query_value, text
 

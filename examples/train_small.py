@@ -2,10 +2,10 @@
 examples/train_small.py`: a 4-conv CNN on random 32x32 images, 10 steps of batch 16, with the settings a user
 might leave as they found them (PyNative mode, one worker for the map, amp_level O0, feed mode)."""
 
-import numpy as np
 import mindspore as ms
 import mindspore.dataset as ds
 import mindspore.dataset.vision as vision
+import numpy as np
 from mindspore import nn
 from mindspore.train import Model
 

@@ -1,3 +1,3 @@
-from .cli import main
+from .apps.cli import main
 
 main(prog_name="perfkit")

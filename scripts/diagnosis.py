@@ -53,7 +53,7 @@ class Row:
 def diagnose(name: str, folder: Path, expectation: dict) -> Row:
     import perfkit
     from perfkit.advisor import advise
-    from perfkit.errors import PerfkitError
+    from perfkit.core.errors import PerfkitError
     try:
         advice = advise(perfkit.load(folder))
     except PerfkitError as error:

@@ -54,7 +54,10 @@ def output(command: str, folder: Path) -> str:
         env = {**os.environ, "PERFKIT_CACHE_DIR": cache, "PYTHONPATH": str(REPO)}
         done = subprocess.run([sys.executable, "-m", "perfkit", command, str(folder), "--format", "json"],
                               capture_output=True, text=True, env=env, cwd=REPO)
-    return f"exit {done.returncode}\n{done.stdout}{done.stderr}"
+    text = f"exit {done.returncode}\n{done.stdout}{done.stderr}"
+    # where this checkout and its fixtures are is the machine's, not the answer's: a snapshot written in one
+    # checkout checks another
+    return text.replace(str(FIXTURES), "$FIXTURES").replace(str(REPO), "$REPO")
 
 
 def snapshot_name(name: str, command: str) -> str:

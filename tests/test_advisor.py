@@ -15,15 +15,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS
 
-from perfkit import load
 from perfkit.advisor import advise, rules
 from perfkit.advisor.finding import severity_for
-from perfkit.advisor.render import advice_markdown, advice_text
-from perfkit.cli import main
-from perfkit.model import Meta, Run, table
-
-from conftest import FIXTURE_RUNS
+from perfkit.apps.cli import main
+from perfkit.core.model import Meta, Run, table
+from perfkit.io.loader import load
+from perfkit.render.advice import advice_markdown, advice_text
 
 
 def make_run(device="Ascend", data_mode="feed", amp_level=None, compute_dtype="float32", steps=None,
@@ -370,7 +369,7 @@ def crafted_cli(monkeypatch):
     runs = {"seed": seed_feed_run(path="seed"),
             "healthy": make_run(data_mode="sink", compute_dtype="float16", steps=step_rows(0.2, 20.0, 0.5),
                                 host_queue=queue_rows([64] * 20), path="healthy")}
-    monkeypatch.setattr("perfkit.cli._load", lambda path, cycle=None: runs[path])
+    monkeypatch.setattr("perfkit.apps.cli._load", lambda path, cycle=None: runs[path])
     return CliRunner()
 
 
@@ -546,8 +545,10 @@ def test_tail_leaves_the_all_reduce_inside_it_to_the_communication_finding():
     columns place it after bp_point). The tail finding said 16.3 %, the communication one 13.5 %: the same
     4.5 ms twice. Now the tail's optimizer part is ~2.8 % (below the bar) and communication claims the 4.5 ms."""
     import csv
+
     from conftest import FIXTURE_RUNS
-    from perfkit import load
+
+    from perfkit.io.loader import load
     run_dir = FIXTURE_RUNS["legacy_ut"]
     rows = list(csv.DictReader(next(run_dir.glob("step_trace_raw_*_detail_time.csv")).open()))
     step = next(row for row in rows if row["step_num"] == "2")
@@ -593,7 +594,7 @@ def test_slow_rank_evidence_names_slow_and_fastest_rank_only():
 
 def test_advise_and_compare_do_not_import_mindspore_or_dash():
     cpu = str(FIXTURE_RUNS["cpu_2_10"])
-    code = ("import sys; from click.testing import CliRunner; from perfkit.cli import main; "
+    code = ("import sys; from click.testing import CliRunner; from perfkit.apps.cli import main; "
             f"assert CliRunner().invoke(main, ['advise', {cpu!r}]).exit_code == 0; "
             f"assert CliRunner().invoke(main, ['compare', {cpu!r}, {cpu!r}]).exit_code == 0; "
             "print(sorted(m for m in ('mindspore', 'dash') if m in sys.modules))")

@@ -16,12 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_RUNS
 
 import perfkit
 from perfkit.advisor import rules
 from perfkit.advisor.rules import data
-
-from conftest import FIXTURE_RUNS
 
 mindspore = pytest.importorskip("mindspore")
 import mindspore.dataset  # noqa: E402  (after the skip: the package may be absent)

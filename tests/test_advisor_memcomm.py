@@ -7,13 +7,12 @@ import csv
 import json
 import statistics
 
+import broken
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
 from perfkit.advisor import advise
-
-import broken
-from conftest import FIXTURE_RUNS, REPO
 
 CPU_MEMORY_RUN = REPO / "tests/runs/cpu_2_10_memory"
 OUTPUT = "ASCEND_PROFILER_OUTPUT"

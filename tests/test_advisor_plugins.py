@@ -14,10 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import FIXTURE_RUNS, REPO
+
 import perfkit
 from perfkit.advisor import RULES
-
-from conftest import FIXTURE_RUNS, REPO
 
 RUN = FIXTURE_RUNS["legacy_misc"]  # two ranks of 20 and 40 legacy step-trace steps
 

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from perfkit import cache
-from perfkit.cli import main
-
 from conftest import FIXTURE_RUNS
+
+from perfkit.apps.cli import main
+from perfkit.io import cache
 
 
 def invoke(*args: str):

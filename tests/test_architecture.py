@@ -12,14 +12,50 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from perfkit import formats
-from perfkit.formats.base import INTERMEDIATE_TABLES, Reader
-from perfkit.model import SCHEMA
-
 from conftest import FIXTURE_RUNS, REPO
 
+from perfkit.core.model import SCHEMA
+from perfkit.io import formats
+from perfkit.io.formats.base import INTERMEDIATE_TABLES, Reader
+
 PACKAGE = REPO / "perfkit"
+
+# The layers, lowest first: a module may import its own layer and the layers before it, never one after it
+# (docs/architecture.md). perfkit/__init__.py and perfkit/api.py are the facade; the Dash app lives in the
+# repository's dashboards/ folder and is imported as perfkit.dashboards.
+LAYERS = (
+    ("core", ("perfkit.core",)),
+    ("io", ("perfkit.io",)),
+    ("analysis", ("perfkit.analysis",)),
+    ("advisor", ("perfkit.advisor",)),
+    ("views", ("perfkit.views",)),
+    ("render", ("perfkit.render",)),
+    ("profiler", ("perfkit.profiler",)),
+    ("api", ("perfkit", "perfkit.api")),
+    ("apps", ("perfkit.apps", "perfkit.dashboards", "perfkit.__main__")),
+)
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the layer `module` belongs to (the longest matching prefix)."""
+    best, length = None, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > length:
+                best, length = index, len(prefix)
+    assert best is not None, f"{module} is in no layer: add it to LAYERS and docs/architecture.md"
+    return best
+
+
+def package_files(root: Path = REPO) -> dict[str, Path]:
+    """Every module of the package, by name: perfkit/ and the repository's dashboards/ (perfkit.dashboards)."""
+    files = {}
+    for path in sorted((root / "perfkit").rglob("*.py")):
+        if "dashboards" not in path.relative_to(root).parts and "hook" not in path.parts:
+            files[module_name(path, root)] = path
+    for path in sorted((root / "dashboards").rglob("*.py")):
+        files["perfkit." + module_name(path, root)] = path
+    return files
 
 
 def module_name(path: Path, root: Path = REPO) -> str:
@@ -27,33 +63,89 @@ def module_name(path: Path, root: Path = REPO) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path, modules: set[str], root: Path = REPO) -> set[str]:
-    """The perfkit modules `path` imports anywhere in it (a function-level import closes a cycle too)."""
-    own = module_name(path, root)
+def imported_modules(path: Path, modules: set[str], own: str | None = None) -> dict[str, int]:
+    """The perfkit modules `path` (module `own`) imports anywhere in it, with the line of the first import: import
+    statements (a function-level one closes a cycle too), `importlib.import_module` with a relative name, and
+    string constants naming a module (a lazy reference by name is an import all the same)."""
+    own = own or module_name(path)
     package = own if path.name == "__init__.py" else own.rpartition(".")[0]
-    found = set()
+    found: dict[str, int] = {}
+
+    def add(name: str, line: int) -> None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name and name != own:
+            found.setdefault(name, line)
+
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            for alias in node.names:
+                add(alias.name, node.lineno)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
                 anchor = anchor[:len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            # `from pkg import sub` imports the submodule sub where there is one, else a name of pkg
-            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
-        else:
-            continue
-        found |= {name for name in names if name in modules and name != own}
+            for alias in node.names:
+                add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base, node.lineno)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module" \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            name = node.args[0].value
+            if name.startswith("."):
+                level = len(name) - len(name.lstrip("."))
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (level - 1)]
+                name = ".".join(anchor + [name.lstrip(".")])
+            add(name, node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and re.fullmatch(r"perfkit(\.\w+)+(:\w+)?", node.value):
+            name = node.value.partition(":")[0]  # a module, or a module's attribute ("perfkit.x.y:f", "perfkit.x.f")
+            if name in modules or name.rpartition(".")[0] not in ("", "perfkit"):
+                add(name, node.lineno)
     return found
 
 
+def import_graph(root: Path = REPO) -> dict[str, dict[str, int]]:
+    files = package_files(root)
+    return {name: imported_modules(path, set(files), name) for name, path in files.items()}
+
+
+def upward_imports(graph: dict[str, dict[str, int]]) -> list[str]:
+    return sorted(f"{module}:{line} imports {target} ({LAYERS[layer_of(target)][0]} is above "
+                  f"{LAYERS[layer_of(module)][0]})"
+                  for module, targets in graph.items() for target, line in targets.items()
+                  if layer_of(target) > layer_of(module))
+
+
+def test_every_layer_imports_only_the_layers_below_it():
+    graph = import_graph()
+    assert graph["perfkit.apps.cli"], "the import walk found nothing: it is broken, not the code clean"
+    assert not upward_imports(graph), "\n".join(upward_imports(graph))
+
+
+def test_the_layering_check_sees_an_upward_import_by_statement_and_by_name(tmp_path):
+    for folder in ("perfkit/io", "perfkit/views", "dashboards"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "perfkit" / "__init__.py").write_text("")
+    (tmp_path / "perfkit" / "io" / "loader.py").write_text(
+        "import importlib\ndef f():\n    from ..views import panels\n"
+        "    return importlib.import_module('perfkit.views.panels')\n")
+    (tmp_path / "perfkit" / "io" / "cache.py").write_text("FIGURES = 'perfkit.views.panels'\n")
+    (tmp_path / "perfkit" / "views" / "panels.py").write_text("from ..io import loader\n")
+    (tmp_path / "dashboards" / "app.py").write_text("from ..views import panels\n")
+    graph = import_graph(tmp_path)
+    assert graph["perfkit.io.loader"] == {"perfkit.views.panels": 3}
+    assert graph["perfkit.io.cache"] == {"perfkit.views.panels": 1}
+    assert graph["perfkit.dashboards.app"] == {"perfkit.views.panels": 1}
+    assert upward_imports(graph) == [
+        "perfkit.io.cache:1 imports perfkit.views.panels (views is above io)",
+        "perfkit.io.loader:3 imports perfkit.views.panels (views is above io)"]
+
+
 def test_no_import_cycle_in_the_package():
-    paths = sorted(PACKAGE.rglob("*.py"))
-    modules = {module_name(path) for path in paths}
-    graph = {module_name(path): imported_modules(path, modules) for path in paths}
-    assert graph["perfkit.cli"], "the import walk found nothing: it is broken, not the code clean"
+    graph = {module: set(targets) for module, targets in import_graph().items()}
 
     def cycle_from(start: str, stack: list[str], done: set[str]) -> list[str] | None:
         for target in sorted(graph[start]):
@@ -72,20 +164,113 @@ def test_no_import_cycle_in_the_package():
         assert cycle is None, " -> ".join(cycle)
 
 
-def test_the_import_walk_sees_a_cycle(tmp_path):
-    """The test above would catch the cycle issue 12 removed (cache.py importing the loader back)."""
-    (tmp_path / "perfkit").mkdir()
-    (tmp_path / "perfkit" / "__init__.py").write_text("")
-    (tmp_path / "perfkit" / "cache.py").write_text("def f():\n    from .loader import load\n")
-    (tmp_path / "perfkit" / "loader.py").write_text("from . import cache\n")
-    modules = {"perfkit", "perfkit.cache", "perfkit.loader"}
-    assert imported_modules(tmp_path / "perfkit" / "cache.py", modules, tmp_path) == {"perfkit.loader"}
-    assert imported_modules(tmp_path / "perfkit" / "loader.py", modules, tmp_path) == {"perfkit.cache"}
+def private_names_imported(path: Path, own: str, modules: set[str]) -> list[str]:
+    """`from perfkit.x import _name` and `x._name` on an imported perfkit module x, in module `own`: another
+    module's private names. Dunder names (`__version__`) are public."""
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    found, module_aliases = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            if not base.startswith("perfkit"):
+                continue
+            for alias in node.names:
+                if f"{base}.{alias.name}" in modules:
+                    module_aliases.add(alias.asname or alias.name)
+                elif alias.name.startswith("_") and not alias.name.startswith("__") and base != own:
+                    found.append(f"{node.lineno}: from {base} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            module_aliases |= {alias.asname for alias in node.names if alias.asname and alias.name in modules}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in module_aliases \
+                and node.attr.startswith("_") and not node.attr.startswith("__"):
+            found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    files = package_files()
+    found = [f"{name}:{line}" for name, path in files.items()
+             for line in private_names_imported(path, name, set(files))]
+    assert not found, "make the name public in the layer it belongs to:\n" + "\n".join(found)
+
+
+def test_the_private_name_check_sees_both_forms(tmp_path):
+    (tmp_path / "perfkit" / "io").mkdir(parents=True)
+    path = tmp_path / "perfkit" / "io" / "timeline.py"
+    path.write_text("from . import cache\nfrom .formats.ascend_ms import _read_profiler_info, READER\n"
+                    "x = cache._jsonable(1)\ny = cache.__name__\n")
+    modules = {"perfkit.io.cache", "perfkit.io.timeline", "perfkit.io.formats.ascend_ms"}
+    assert private_names_imported(path, "perfkit.io.timeline", modules) == [
+        "2: from perfkit.io.formats.ascend_ms import _read_profiler_info", "3: cache._jsonable"]
+
+
+# Layout names that are also device names: named as a layout only where compared with a layout or a reader's
+# name, or listed with other layouts.
+DEVICE_NAMES = {"cpu", "gpu"}
+
+
+def layout_names_used(path: Path, layouts: set[str]) -> list[str]:
+    """Where `path` names a layout: a string equal to a layout name (device names only where compared with a
+    layout or a reader's name, or listed with other layout names), outside docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    found = []
+
+    def strings(node) -> list[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [value for element in node.elts for value in strings(element)]
+        return []
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                and node.value in layouts - DEVICE_NAMES:
+            found.append(f"{node.lineno}: {node.value!r}")
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            values = strings(node)
+            if len(values) > 1 and set(values) <= layouts and set(values) & DEVICE_NAMES:
+                found.append(f"{node.lineno}: {values!r}")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            about_layout = any("layout" in ast.unparse(side) or ast.unparse(side).endswith("reader.name")
+                               for side in sides)
+            named = [value for side in sides for value in strings(side) if value in layouts & DEVICE_NAMES]
+            if about_layout and named:
+                found.append(f"{node.lineno}: {named!r}")
+    return sorted(set(found), key=lambda line: (int(line.split(":")[0]), line))
+
+
+def test_no_layout_is_named_outside_the_readers():
+    """A layout is known to its reader alone (io/formats): the timeline, the ledger and every view ask the reader
+    protocol, so a plugin reader gets what a built-in one gets."""
+    layouts = {reader.name for reader in formats.READERS if reader.unit}  # the others read a table, named after it
+    readers_folder = PACKAGE / "io" / "formats"
+    found = [f"{name}:{line}" for name, path in package_files().items() if readers_folder not in path.parents
+             for line in layout_names_used(path, layouts)]
+    assert not found, "ask the reader (io/formats/base.Reader) instead:\n" + "\n".join(found)
+
+
+def test_the_layout_name_check_sees_a_list_a_comparison_and_a_name(tmp_path):
+    path = tmp_path / "timeline.py"
+    path.write_text('"""Reads ascend_ms traces."""\nALL = ("gpu", "cpu", "ascend_ms")\n'
+                    'if reader.name in ("cpu",) or run.meta.device == "cpu":\n    pass\nx = "legacy"\n')
+    layouts = {"ascend_ms", "cpu", "gpu", "legacy"}
+    assert layout_names_used(path, layouts) == [
+        "2: 'ascend_ms'", "2: ['gpu', 'cpu', 'ascend_ms']", "3: ['cpu']", "5: 'legacy'"]
 
 
 def test_every_layout_module_declares_one_reader_in_the_registry():
     declared = []
-    for path in sorted((PACKAGE / "formats").glob("*.py")):
+    for path in sorted((PACKAGE / "io" / "formats").glob("*.py")):
         module = importlib.import_module(module_name(path))
         reader = getattr(module, "READER", None)
         if isinstance(reader, Reader):
@@ -98,9 +283,9 @@ def test_every_layout_module_declares_one_reader_in_the_registry():
 
 def test_the_loader_names_no_layout_and_no_reader_table():
     """A new layout is one module and one registry line: the loader knows readers only through the protocol."""
-    path = PACKAGE / "loader.py"
-    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
-    assert {m for m in imported_modules(path, modules) if m.startswith("perfkit.formats.")} == {"perfkit.formats.base"}
+    path = PACKAGE / "io" / "loader.py"
+    modules = set(package_files())
+    assert {m for m in imported_modules(path, modules) if m.startswith("perfkit.io.formats.")} == {"perfkit.io.formats.base"}
     strings = {node.value for node in ast.walk(ast.parse(path.read_text()))
                if isinstance(node, ast.Constant) and isinstance(node.value, str)}
     named = strings & ({reader.name for reader in formats.READERS} | set(INTERMEDIATE_TABLES))
@@ -112,7 +297,7 @@ def run_perfkit(*args: str, cache: Path) -> subprocess.CompletedProcess:
     code = ("import atexit, sys\n"
             "atexit.register(lambda: print('IMPORTED', sorted(m for m in ('pandas', 'pyarrow', 'mindspore', 'dash')"
             " if m in sys.modules), file=sys.stderr))\n"
-            "from perfkit.cli import main\n"
+            "from perfkit.apps.cli import main\n"
             f"main({list(args)!r}, prog_name='perfkit')\n")
     env = {**os.environ, "PYTHONPATH": str(REPO), "PERFKIT_CACHE_DIR": str(cache)}
     env.pop("PERFKIT_NO_CACHE", None)
@@ -195,7 +380,7 @@ def test_the_advisor_import_check_sees_what_views_once_imported(tmp_path):
         "from perfkit.advisor.registry import _has_steps", "import perfkit.advisor.rules.data"]
 
 
-# Names of unit conversion factors (`NS_PER_MS`, `TICKS_PER_US`, `BYTES_PER_MB`): defined in perfkit/units.py only.
+# Names of unit conversion factors (`NS_PER_MS`, `TICKS_PER_US`, `BYTES_PER_MB`): defined in perfkit/core/units.py only.
 UNIT = r"(NS|US|MS|S|TICKS?|BYTES?|KB|MB|GB|FLOPS?|GFLOPS?)"
 UNIT_FACTOR_NAME = re.compile(rf"^{UNIT}_PER_{UNIT}$")
 # Literal factors that convert between time units (a thousand and its powers) when they multiply or divide.
@@ -207,7 +392,7 @@ def _number(node: ast.AST) -> float | None:
 
 
 def unit_conversions(source: str) -> list[tuple[int, str]]:
-    """(line, what) for each unit conversion written in `source` other than through perfkit.units: a factor
+    """(line, what) for each unit conversion written in `source` other than through perfkit.core.units: a factor
     named like one assigned there, a literal thousand (or its powers) multiplying or dividing, a literal MiB
     (1024 * 1024, 1024 ** 2, 2 ** 20)."""
     found = []
@@ -230,12 +415,12 @@ def unit_conversions(source: str) -> list[tuple[int, str]]:
 
 
 def test_unit_conversions_are_defined_once_in_perfkit_units():
-    units = PACKAGE / "units.py"
+    units = PACKAGE / "core" / "units.py"
     assert {name for _, name in unit_conversions(units.read_text())} >= {"defines NS_PER_MS", "defines BYTES_PER_MB"}
     written = {f"{path.relative_to(REPO)}:{line}: {what}"
                for path in sorted(PACKAGE.rglob("*.py")) if path != units and "vendor" not in path.parts
                for line, what in unit_conversions(path.read_text())}
-    assert not written, "convert units with perfkit.units' constants:\n" + "\n".join(sorted(written))
+    assert not written, "convert units with perfkit.core.units' constants:\n" + "\n".join(sorted(written))
 
 
 def test_the_unit_check_sees_a_conversion_written_again():

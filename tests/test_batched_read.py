@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from perfkit import loader
-from perfkit.formats.base import Parts, as_pandas, is_arrow
-
 from conftest import FIXTURE_RUNS, REPO
+
+from perfkit.io import loader
+from perfkit.io.formats.base import Parts, as_pandas, is_arrow
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
@@ -131,8 +130,8 @@ def test_a_kernel_file_above_arrows_block_is_read_as_one_chunk(tmp_path):
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from perfkit.formats import ascend_ms
-    from perfkit.formats.base import read_csv_table
+    from perfkit.io.formats import ascend_ms
+    from perfkit.io.formats.base import read_csv_table
 
     run = tmp_path / "run"
     generate.generate_cluster(run, ranks=1, steps=20, slow_ranks=())

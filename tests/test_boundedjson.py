@@ -1,4 +1,4 @@
-"""perfkit/boundedjson.py: the one JSON decoder of every JSON perfkit reads, and its bounds."""
+"""perfkit/core/boundedjson.py: the one JSON decoder of every JSON perfkit reads, and its bounds."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from perfkit import boundedjson
+from perfkit.core import boundedjson
 
 
 def test_plain_json_decodes_as_the_standard_library_does():
@@ -97,7 +98,7 @@ def test_a_short_text_never_imports_orjson():
     """The profiler's start-up hook decodes its job with boundedjson and imports the standard library only."""
     import subprocess
     import sys
-    code = ("import sys; from perfkit import boundedjson; boundedjson.loads('{\"a\": [1, 2.5]}'); "
+    code = ("import sys; from perfkit.core import boundedjson; boundedjson.loads('{\"a\": [1, 2.5]}'); "
             "assert 'orjson' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
 

@@ -1,4 +1,4 @@
-"""perfkit.cache: a cached load equals a cold one, changed files invalidate, broken entries fall back."""
+"""perfkit.io.cache: a cached load equals a cold one, changed files invalidate, broken entries fall back."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
-from perfkit import cache, model, parallel
-from perfkit.summary import summarize
-from perfkit.cli import main
-from perfkit.formats import READERS
-from perfkit.model import Meta, Run
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.apps.cli import main
+from perfkit.core import model
+from perfkit.core.model import Meta, Run
+from perfkit.io import cache, parallel
+from perfkit.io.formats import READERS
+from perfkit.views.summary import summarize
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402

@@ -15,9 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import broken
+import pytest
 from conftest import FIXTURE_RUNS, REPO
 
 COMMANDS = (["summary", "--format", "json"], ["advise", "--format", "json"])

@@ -1,4 +1,4 @@
-"""perfkit.cells: op time by network Cell, checked against the raw files with the csv module."""
+"""perfkit.analysis.cells: op time by network Cell, checked against the raw files with the csv module."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
-from perfkit import cells as cells_module
-from perfkit.flops import chip_peak, cpu_peak
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.analysis import cells as cells_module
+from perfkit.analysis.flops import chip_peak, cpu_peak
+from perfkit.core import scopes
 
 SAMPLE = REPO / "sample_runs" / "cpu_default"
 TREE_RUNS = {"cpu_default": SAMPLE, "cpu_ranks2": REPO / "sample_runs" / "cpu_ranks2",
@@ -180,7 +180,7 @@ def test_mfu_on_a_cpu_run_with_its_peak_derivation():
     unknown = cells_module.utilisation(run)
     assert unknown["mfu"] is None and "host CPU" in unknown["mfu_unknown"]
     known = cells_module.utilisation(run, peak)
-    steady = perfkit.ledger.steady_means(run)["total"].mean()
+    steady = perfkit.analysis.ledger.steady_means(run)["total"].mean()
     assert known["step_ms"] == pytest.approx(steady)
     assert known["achieved_tflops_per_s"] == pytest.approx(known["flops_per_step"] / steady / 1e9)
     assert known["mfu"] == pytest.approx(known["achieved_tflops_per_s"] / peak.tflops_per_s)
@@ -208,11 +208,11 @@ def test_names_without_scopes_are_said_once():
 
 
 def test_scope_forms():
-    assert cells_module.scope_of("Gradients/Default/net-N/_backbone-A/gradReLU/ReluGradV2-op406") == (
+    assert scopes.scope_of("Gradients/Default/net-N/_backbone-A/gradReLU/ReluGradV2-op406") == (
         ["Default", "net-N", "_backbone-A"], "ReLU")
-    assert cells_module.scope_of("Gradients/Default/a-A/conv2-Conv2d/Grad_Conv2D/Conv2DBackpropFilter-op6") == (
+    assert scopes.scope_of("Gradients/Default/a-A/conv2-Conv2d/Grad_Conv2D/Conv2DBackpropFilter-op6") == (
         ["Default", "a-A", "conv2-Conv2d"], "Conv2D")
-    assert cells_module.scope_of("aclnnInplaceRelu_Relu_Relu") == ([], None)
+    assert scopes.scope_of("aclnnInplaceRelu_Relu_Relu") == ([], None)
     assert cells_module.cell_label(
         "Default/network-WithLossCell/_backbone-ResNet50/layer4-SequentialCell/0-Bottleneck/conv3-Conv2d/Conv2D-op1"
     ) == "layer4.0.conv3"
@@ -220,7 +220,8 @@ def test_scope_forms():
 
 def test_summary_shows_the_cells(tmp_path):
     from click.testing import CliRunner
-    from perfkit.cli import main
+
+    from perfkit.apps.cli import main
     runner = CliRunner()
     text = runner.invoke(main, ["summary", str(SAMPLE)], env={"PERFKIT_NO_CACHE": "1"})
     assert text.exit_code == 0
@@ -240,7 +241,7 @@ def test_summary_shows_the_cells(tmp_path):
 def test_a_finding_names_its_cell_and_links_to_it():
     """The compute-bound finding targets Conv2DBackpropFilter: the view names the Cell holding most of that
     type's time, computed here from the placed ops, and the report links it to the run section's Cells graph."""
-    from perfkit import report
+    from perfkit.render import report
     from perfkit.views import numbers
     run = perfkit.load(SAMPLE)
     item = next(item for item in numbers.findings(run).items if item.target == "Conv2DBackpropFilter")
@@ -256,7 +257,7 @@ def test_a_finding_names_its_cell_and_links_to_it():
 
 
 def test_compare_gives_per_cell_deltas():
-    from perfkit.compare import compare, compare_text
+    from perfkit.views.compare import compare, compare_text
     a, b = perfkit.load(SAMPLE), perfkit.load(REPO / "sample_runs" / "cpu_avx2")
     result = compare(a, b)
     tree_a, tree_b = perfkit.cells(a).set_index("path"), perfkit.cells(b).set_index("path")
@@ -275,7 +276,8 @@ def test_mfu_from_the_host_facts_the_manifest_records(tmp_path):
     """`perfkit profile` records the host CPU's facts (manifest `host`): a CPU run's MFU then needs no peak
     passed; facts of the wrong kind leave it unknown."""
     import shutil
-    from perfkit.flops import cpu_facts
+
+    from perfkit.analysis.flops import cpu_facts
     from perfkit.profiler.runfolder import read_manifest, write_manifest
     run_folder = tmp_path / "cpu_default"
     shutil.copytree(SAMPLE, run_folder)
@@ -292,4 +294,4 @@ def test_mfu_from_the_host_facts_the_manifest_records(tmp_path):
     assert cells_module.utilisation(perfkit.load(run_folder))["mfu"] is None
     del manifest["host"]
     write_manifest(run_folder, manifest)  # a manifest written without host facts gets this host's
-    assert read_manifest(run_folder)["host"] == perfkit.flops.host_cpu_facts()
+    assert read_manifest(run_folder)["host"] == perfkit.analysis.flops.host_cpu_facts()

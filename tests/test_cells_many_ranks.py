@@ -1,4 +1,4 @@
-"""The Cells of many ranks at once (perfkit/cells.py: ranks with the same op rows placed once, the tree of all
+"""The Cells of many ranks at once (perfkit/analysis/cells.py: ranks with the same op rows placed once, the tree of all
 ranks in one groupby) equal what each rank gives on its own, and the FLOPs equal the FLOP model's per rank.
 
 The ranks are made from the real ResNet-50 CPU run (sample_runs/cpu_default: 684 ops, 208 backward kernels
@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO
 
 import perfkit
-from perfkit import cells as cells_module
-from perfkit.flops import op_flops
-from perfkit.loader import op_pass_ms
-from perfkit.model import Meta, Run
-
-from conftest import REPO
+from perfkit.analysis import cells as cells_module
+from perfkit.core import scopes
+from perfkit.core.model import Meta, Run
+from perfkit.core.op_work import op_flops
+from perfkit.io.loader import op_pass_ms
 
 SAMPLE = REPO / "sample_runs" / "cpu_default"
 SAME_RANKS = 5  # ranks 0-4 hold the sample's rows in its order
@@ -46,14 +46,14 @@ def _run(sample: Run, ranks: list[int]) -> Run:
     steps = pd.concat([sample.steps.assign(rank=rank).head(1 + rank % 3) for rank in ranks], ignore_index=True)
     meta = Meta(**{**sample.meta.to_dict(), "ranks": ranks})
     return Run(path=str(SAMPLE), meta=meta, ops=ops, steps=steps, op_passes=op_pass_ms(ops),
-               cells=cells_module.cell_table(ops))
+               cells=scopes.cell_table(ops))
 
 
 def _alone(run: Run, rank: int) -> Run:
     """One rank of `run` as a run of its own, its cells table derived from its ops alone."""
     one = run.rank(rank)
     return Run(path=one.path, meta=one.meta, ops=one.ops, steps=one.steps, op_passes=one.op_passes,
-               cells=cells_module.cell_table(one.ops))
+               cells=scopes.cell_table(one.ops))
 
 
 def test_the_sample_ranks_take_both_ways():

@@ -1,4 +1,4 @@
-"""perfkit.cluster: the slow-rank answer on generated multi-rank runs, checked against the raw CSVs."""
+"""perfkit.analysis.cluster: the slow-rank answer on generated multi-rank runs, checked against the raw CSVs."""
 
 from __future__ import annotations
 
@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
-from perfkit.steady import steady_steps
-
-from perfkit import cluster
-from perfkit.cluster import SLOW_RANK_SPREAD
-from perfkit.errors import LayoutError
-from perfkit.formats import READERS
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.analysis import cluster
+from perfkit.analysis.cluster import SLOW_RANK_SPREAD
+from perfkit.analysis.steady import steady_steps
+from perfkit.core.errors import LayoutError
+from perfkit.io.formats import READERS
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
@@ -65,7 +63,7 @@ def test_names_the_slow_rank(one_slow, cache_dir):
 
 def test_answer_is_the_ledgers_split_per_rank(one_slow, cache_dir):
     """`perfkit ranks` shows the numbers the summary's bound and the Ranks page show: the ledger's roll-up."""
-    from perfkit.ledger import rank_parts
+    from perfkit.analysis.ledger import rank_parts
     run = perfkit.load(one_slow)
     per_rank = cluster.slow_ranks(one_slow).per_rank.set_index("rank")
     parts = rank_parts(run).set_index("rank")
@@ -108,7 +106,8 @@ def test_run_without_step_times_is_a_layout_error(cache_dir):
 
 def test_ranks_command_names_the_slow_rank(one_slow, cache_dir):
     from click.testing import CliRunner
-    from perfkit.cli import main
+
+    from perfkit.apps.cli import main
     text = CliRunner().invoke(main, ["ranks", str(one_slow)])
     assert text.exit_code == 0, text.output
     assert f"slow: {SLOW}" in text.output and f"highest: rank {SLOW}" in text.output
@@ -121,7 +120,8 @@ def test_ranks_command_names_the_slow_rank(one_slow, cache_dir):
 def test_summary_names_the_slow_rank_its_step_total_hides(one_slow, cache_dir):
     """In lockstep the slow rank's step total matches the others': the summary still names it, as `ranks` does."""
     from click.testing import CliRunner
-    from perfkit.cli import main
+
+    from perfkit.apps.cli import main
     summary = perfkit.summarize(perfkit.load(one_slow))
     assert summary["slow_ranks"] == cluster.slow_ranks(one_slow).slow == [SLOW]
     text = CliRunner().invoke(main, ["summary", str(one_slow)]).output

@@ -1,5 +1,5 @@
 """Communication split into transfer and wait where the files time the ops but do not split them
-(perfkit/comm_split.py): the Level0 database export (tests/runs/msinsight_db_level0: COMMUNICATION_OP with each op's
+(perfkit/analysis/comm_split.py): the Level0 database export (tests/runs/msinsight_db_level0: COMMUNICATION_OP with each op's
 count and data type), a CPU msrun job (tests/runs/cpu_2_10_msrun2: op launches of 2 ranks) and a legacy step trace
 without its hccl_raw (tests/runs/mindinsight_cluster_propose). Every number is computed again here from the raw files
 (sqlite3, csv, the text of cpu_op_execute_timestamp), and the estimates are held against what the Level1 twin and
@@ -14,13 +14,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
-from perfkit import comm_split
 from perfkit.advisor import advise
-from perfkit.ledger import ledger, steady_means
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.analysis import comm_split
+from perfkit.analysis.ledger import ledger, steady_means
 
 LEVEL0 = REPO / "tests" / "runs" / "msinsight_db_level0"
 MSRUN2 = REPO / "tests" / "runs" / "cpu_2_10_msrun2"

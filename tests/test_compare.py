@@ -1,4 +1,4 @@
-"""perfkit.compare: speedup, step and op-type changes, queue emptiness, resolved and new findings."""
+"""perfkit.views.compare: speedup, step and op-type changes, queue emptiness, resolved and new findings."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
-from perfkit import load
-from perfkit.advisor import advise
-from perfkit.analysis import step_means
-from perfkit.cli import main
-from perfkit.compare import MIN_EFFECT_PCT, NO_CHANGE, SAME_RUN, compare, compare_text, verdict, welch_test
-
 from conftest import FIXTURE_RUNS
 from test_advisor import make_run, queue_rows, seed_feed_run, step_rows, type_rows
+
+from perfkit.advisor import advise
+from perfkit.analysis.measures import step_means
+from perfkit.apps.cli import main
+from perfkit.io.loader import load
+from perfkit.views.compare import MIN_EFFECT_PCT, NO_CHANGE, SAME_RUN, compare, compare_text, verdict, welch_test
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +73,7 @@ def test_compare_without_steps_has_no_speedup():
 @pytest.fixture
 def crafted_cli(monkeypatch):
     runs = {"before": seed_feed_run(path="before"), "after": fixed_run()}
-    monkeypatch.setattr("perfkit.cli._load", lambda path, cycle=None: runs[path])
+    monkeypatch.setattr("perfkit.apps.cli._load", lambda path, cycle=None: runs[path])
     return CliRunner()
 
 

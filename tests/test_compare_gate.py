@@ -7,16 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-import perfkit
-from perfkit.analysis import step_means
 from click.testing import CliRunner
-
-from perfkit.cli import main
-
 from conftest import FIXTURE_RUNS
 from test_advisor import seed_feed_run
 from test_compare import fixed_run, manifest_step_ms
+
+import perfkit
+from perfkit.analysis.measures import step_means
+from perfkit.apps.cli import main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
 needs_samples = pytest.mark.skipif(not all((SAMPLES / n).is_dir() for n in ("cpu_default", "cpu_ranks2")),
@@ -125,7 +123,7 @@ def test_a_batch_change_is_gated_per_sample():
 def crafted(monkeypatch):
     """The seed's feed-mode run and its fix (sink, O3): crafted, as no real pair shows findings appearing."""
     runs = {"before": seed_feed_run(path="before"), "after": fixed_run()}
-    monkeypatch.setattr("perfkit.cli._load", lambda path, cycle=None: runs[path])
+    monkeypatch.setattr("perfkit.apps.cli._load", lambda path, cycle=None: runs[path])
 
 
 def test_fail_on_new_findings(crafted):

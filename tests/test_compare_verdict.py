@@ -4,6 +4,7 @@ Runs are sample_runs/cpu_default (real, batch 32) and copies of it whose manifes
 from that run's structure: only perfkit_run.json's config.batch_size differs)."""
 
 import csv
+import importlib
 import json
 import math
 import shutil
@@ -14,9 +15,8 @@ import numpy as np
 import pytest
 
 import perfkit
-import importlib
 
-compare = importlib.import_module("perfkit.compare")  # perfkit.compare is also the function it exports
+compare = importlib.import_module("perfkit.views.compare")  # perfkit.views.compare is also the function it exports
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_runs" / "cpu_default"
 
@@ -78,14 +78,14 @@ def test_repeats_both_sides_test_run_means():
 
 
 def test_t_quantile_matches_the_table():
-    assert compare._t_quantile(10) == pytest.approx(2.228, abs=1e-3)
-    assert compare._t_quantile(2) == pytest.approx(4.303, abs=1e-3)
+    assert compare.t_quantile(10) == pytest.approx(2.228, abs=1e-3)
+    assert compare.t_quantile(2) == pytest.approx(4.303, abs=1e-3)
 
 
 def test_cli_shows_throughput_and_the_per_sample_verdict(tmp_path):
     from click.testing import CliRunner
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     b16 = _copy_with_batch(tmp_path, "b16", 16)
     out = CliRunner().invoke(main, ["compare", "--noise-floor", "10", str(SAMPLE), str(b16)])
     assert out.exit_code == 0, out.output
@@ -100,7 +100,7 @@ def test_cli_says_when_the_batch_is_unknown(tmp_path):
     the Conv2D input shapes come from) removed, so no file tells the batch."""
     from click.testing import CliRunner
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     unknown = tmp_path / "nobatch"
     shutil.copytree(SAMPLE, unknown)
     manifest = json.loads((unknown / "perfkit_run.json").read_text())
@@ -133,7 +133,7 @@ def test_tokens_per_s_from_the_option_or_the_manifest(tmp_path):
     one with batch 16."""
     from click.testing import CliRunner
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     rate = compare.samples_per_s(perfkit.load(SAMPLE))
     out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(_copy_with_batch(tmp_path, "b16", 16)),
                                     "--seq-len", "128"])
@@ -156,7 +156,7 @@ def test_report_compare_section_has_the_banner_verdict_and_throughput(tmp_path, 
     from click.testing import CliRunner
     from conftest import FIXTURE_RUNS
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["report", str(SAMPLE), str(FIXTURE_RUNS["legacy_run_2"]), "-o", str(out)])
@@ -183,7 +183,7 @@ def _repeats(tmp_path: Path, name: str, *sources: str) -> Path:
 def test_cli_folders_of_repeats_are_judged_over_run_means(tmp_path):
     from click.testing import CliRunner
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     base = _repeats(tmp_path, "base", "cpu_default", "cpu_default")
     candidate = _repeats(tmp_path, "candidate", "cpu_avx2", "cpu_avx2")
     out = CliRunner().invoke(main, ["compare", str(base), str(candidate), "--format", "json"])
@@ -196,7 +196,7 @@ def test_cli_folders_of_repeats_are_judged_over_run_means(tmp_path):
 def test_cli_refuses_a_group_of_different_settings(tmp_path):
     from click.testing import CliRunner
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     mixed = _repeats(tmp_path, "mixed", "cpu_default", "cpu_avx2")
     out = CliRunner().invoke(main, ["compare", str(mixed), str(SAMPLE)])
     assert out.exit_code == 2
@@ -209,7 +209,7 @@ def test_cli_refuses_a_group_of_different_settings(tmp_path):
 def _ledger_cause_ms(path: Path) -> dict[str, float]:
     """Independent of compare: the ledger's steady rows summed per rank and cause, over that rank's steady steps,
     then averaged over ranks (a cause a rank lacks: 0 ms)."""
-    from perfkit.ledger import ledger
+    from perfkit.analysis.ledger import ledger
 
     rows = ledger(perfkit.load(path))
     rows = rows[rows["steady"]]
@@ -225,7 +225,7 @@ def test_cause_deltas_are_the_differences_of_the_ledger_means():
     """cpu_default (one rank) against cpu_ranks2 (two ranks: AllReduce appears), in the JSON and the text line."""
     from click.testing import CliRunner
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     other = SAMPLE.parent / "cpu_ranks2"
     expected_a, expected_b = _ledger_cause_ms(SAMPLE), _ledger_cause_ms(other)
     out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(other), "--format", "json"])
@@ -253,7 +253,7 @@ def test_a_real_batch_32_vs_16_pair_reports_time_per_sample_and_the_throughput_c
     host, sample_runs/README.md): the verdict is over time per sample, the throughput from the raw step times."""
     from click.testing import CliRunner
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     a, b = SAMPLE.parent / "cpu_avx2", SAMPLE.parent / "cpu_avx2_b16"
     step_ms = {path: np.mean([(s["end_ns"] - s["begin_ns"]) / 1e6
                               for s in json.loads((path / "perfkit_run.json").read_text())["steps"]])
@@ -274,7 +274,7 @@ def test_different_networks_get_the_banner_in_every_output():
     from click.testing import CliRunner
     from conftest import FIXTURE_RUNS
 
-    from perfkit.cli import main
+    from perfkit.apps.cli import main
     pair = [str(FIXTURE_RUNS["legacy_run_2"]), str(FIXTURE_RUNS["legacy_ut"])]
     banner = "NOT LIKE WITH LIKE: A and B differ in network (AlexNet vs LeNet5)"
     text = CliRunner().invoke(main, ["compare", *pair])

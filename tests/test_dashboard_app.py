@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-from dashboards import create_app
-from dashboards.app import is_loopback, run_index
 from test_figures import make_run
+
+from perfkit.dashboards import create_app
+from perfkit.dashboards.app import is_loopback, run_index
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_page_path_that_is_not_a_string_is_not_found(client):
 
 
 def test_pages_are_built_once_per_run_and_the_first_overview_before_serving(monkeypatch):
-    from dashboards import layout
+    from perfkit.dashboards import layout
     built = []
     original = layout.run_page
     monkeypatch.setattr(layout, "run_page", lambda path, run, index, *cell: built.append(run.name) or original(path, run, index, *cell))
@@ -163,8 +163,8 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
 
 @pytest.mark.skipif(not (SAMPLES / "cpu_avx2").is_dir(), reason="sample_runs not made")
 def test_compare_page_shows_spread_verdict_differences_and_op_time(monkeypatch, tmp_path):
-    from perfkit import load
-    from perfkit.compare import compare, run_verdict_words
+    from perfkit.io.loader import load
+    from perfkit.views.compare import compare, run_verdict_words
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
     runs = [load(SAMPLES / "cpu_default"), load(SAMPLES / "cpu_avx2")]
     client = create_app(runs).server.test_client()
@@ -202,7 +202,7 @@ def test_compare_page_defaults_to_runs_of_the_first_runs_setup(monkeypatch, tmp_
     AlexNet's card carries the banner when picked by hand."""
     from conftest import FIXTURE_RUNS
 
-    from perfkit import load
+    from perfkit.io.loader import load
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
     runs = [load(SAMPLES / "cpu_default"), load(FIXTURE_RUNS["legacy_run_2"]), load(SAMPLES / "cpu_avx2")]
     client = create_app(runs).server.test_client()

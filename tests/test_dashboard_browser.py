@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURE_RUNS, REPO
 
 pytestmark = pytest.mark.browser
@@ -30,18 +29,21 @@ from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from test_figures import make_run  # noqa: E402
 from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
 
-import perfkit  # noqa: E402
-from perfkit import figures  # noqa: E402
-from perfkit.analysis import step_means  # noqa: E402
-from perfkit.summary import summarize  # noqa: E402
-from perfkit.compare import judge, verdict_lines  # noqa: E402
-from perfkit.views.format import ms, speedup as format_speedup  # noqa: E402
-from perfkit.report import write_report  # noqa: E402
-from perfkit.views import numbers  # noqa: E402
+import perfkit
+from perfkit.analysis.measures import step_means  # noqa: E402
+from perfkit.render.report import write_report  # noqa: E402
+from perfkit.views import (
+    figures,  # noqa: E402
+    numbers,  # noqa: E402
+)
+from perfkit.views.compare import judge, verdict_lines  # noqa: E402
+from perfkit.views.format import ms  # noqa: E402
+from perfkit.views.format import speedup as format_speedup
 from perfkit.views.panels import FIGURE, in_report, panels_on  # noqa: E402
-from test_figures import make_run  # noqa: E402
+from perfkit.views.summary import summarize  # noqa: E402
 
 # Runs the dashboard is started over, in this order. The seed's three profiles make the compare page; the
 # fixtures cover queues + pipeline (legacy Ascend), two ranks (new layout) and a CPU run. Each must load (a real
@@ -166,7 +168,7 @@ def loaded():
 
 @pytest.fixture(scope="module")
 def base_url(loaded):
-    from dashboards import create_app
+    from perfkit.dashboards import create_app
     url, stop = start_server(create_app(loaded.runs))
     yield url
     stop()
@@ -431,7 +433,7 @@ def test_ranks_shows_every_rank_and_marks_slow_ones(driver, base_url, loaded, sh
     slow_cells = [cell.text for cell in grid_cells(driver, "rank-table", "slow")]
     assert slow_cells == ["yes" if entry["rank"] in summary["slow_ranks"] else "no" for entry in summary["per_rank"]]
     if label == "cpu_ranks2":  # the ledger's parts, communication named as the bound names it
-        labels = perfkit.ledger.bound(run).labels
+        labels = perfkit.analysis.ledger.bound(run).labels
         assert labels["communication"] in texts and labels["compute"] in texts
         screenshot(driver, "dash_ranks", shots)
 

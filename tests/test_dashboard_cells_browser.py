@@ -4,13 +4,12 @@ draws the run's Cells, a click zooms into one, the table lists them sortable; a 
 from __future__ import annotations
 
 import pytest
-
-import perfkit
+from conftest import REPO
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
-from conftest import REPO
-from test_dashboard_browser import (driver, grid_cells, open_page, screenshot, start_server, svg_texts,  # noqa: F401
-                                    wait_for)
+from test_dashboard_browser import driver, grid_cells, open_page, screenshot, start_server, svg_texts, wait_for  # noqa: F401
+
+import perfkit
 
 SAMPLE = REPO / "sample_runs" / "cpu_default"
 
@@ -22,7 +21,7 @@ def shots(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def base_url():
-    from dashboards import create_app
+    from perfkit.dashboards import create_app
     url, stop = start_server(create_app([perfkit.load(SAMPLE)]))
     yield url
     stop()

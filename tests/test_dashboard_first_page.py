@@ -13,7 +13,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import REPO
 
 pytestmark = pytest.mark.browser
@@ -23,10 +22,10 @@ from dash_first_page import browser, measure  # noqa: E402  (skips this module w
 from generate import SEED, write_new_layout_rank  # noqa: E402
 from test_dashboard_browser import panels_with_data, text_of  # noqa: E402
 
-import perfkit  # noqa: E402
-from perfkit.report import PLOTLY_BUNDLE  # noqa: E402
-from perfkit.summary import summarize  # noqa: E402
-from perfkit.figures import MAX_STEP_BARS  # noqa: E402
+import perfkit
+from perfkit.render.report import PLOTLY_BUNDLE  # noqa: E402
+from perfkit.views.figures import MAX_STEP_BARS  # noqa: E402
+from perfkit.views.summary import summarize  # noqa: E402
 
 STEPS = 2000
 # About 1.5 s on 2 shared cores; CI machines vary, and the test is about the page completing.

@@ -7,16 +7,14 @@ from __future__ import annotations
 import csv
 
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 # the module's browser and screenshot folder fixtures are that file's, shared
-from test_dashboard_browser import (By, driver, open_page, screenshot, shots, start_server, svg_texts,  # noqa: F401
-                                    text_of, wait_for)
+from test_dashboard_browser import By, driver, open_page, screenshot, shots, start_server, svg_texts, text_of, wait_for  # noqa: F401
 
 import perfkit
-from perfkit.analysis import link_bandwidth
-from perfkit.summary import summarize
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.analysis.measures import link_bandwidth
+from perfkit.views.summary import summarize
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +30,7 @@ def runs():
 
 @pytest.fixture(scope="module")
 def base_url(runs):
-    from dashboards import create_app
+    from perfkit.dashboards import create_app
     url, stop = start_server(create_app([runs[label] for label in LABELS]))
     yield url
     stop()

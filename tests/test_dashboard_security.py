@@ -19,11 +19,11 @@ from urllib.parse import quote
 
 import dash
 import pytest
+from conftest import FIXTURE_RUNS, REPO
+from test_figures import make_run
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from conftest import FIXTURE_RUNS, REPO
-from dashboards import create_app
-from test_figures import make_run
+from perfkit.dashboards import create_app
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from dash_load import Request, callback_body, fetch  # noqa: E402
@@ -41,7 +41,7 @@ probes: list[str] = []
 seen: list[tuple[str, str]] = []
 
 
-def _record(event: str, path) -> None:
+def record_manifest(event: str, path) -> None:
     if isinstance(path, (str, bytes, os.PathLike)):
         name = os.fsdecode(path)
         if any(probe in name for probe in probes):
@@ -50,7 +50,7 @@ def _record(event: str, path) -> None:
 
 def _audit(event: str, args: tuple) -> None:
     if probes and event in FILE_EVENTS and args:
-        _record(event, args[0])
+        record_manifest(event, args[0])
 
 
 sys.addaudithook(_audit)
@@ -62,7 +62,7 @@ def watch(monkeypatch):
     real_stat = os.stat
 
     def stat(path, *args, **kwargs):
-        _record("os.stat", path)
+        record_manifest("os.stat", path)
         return real_stat(path, *args, **kwargs)
     monkeypatch.setattr(os, "stat", stat)
     seen.clear()

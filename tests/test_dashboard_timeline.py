@@ -10,18 +10,17 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
-
 import broken
+import pytest
 from conftest import FIXTURE_RUNS, REPO
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
 from test_dashboard_browser import make_driver, screenshot, start_server, wait_for
 from test_timeline_view import brute_force_depths
 
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-
-import perfkit  # noqa: E402
-from perfkit import figures, timeline  # noqa: E402
+import perfkit
+from perfkit.io import timeline  # noqa: E402
+from perfkit.views import figures
 
 pytestmark = pytest.mark.browser
 STEPS = 3
@@ -47,7 +46,7 @@ def page(run_folder, tmp_path_factory):
     patch = pytest.MonkeyPatch()
     patch.setenv("PERFKIT_CACHE_DIR", str(cache))
     patch.delenv("PERFKIT_NO_CACHE", raising=False)
-    from dashboards import create_app
+    from perfkit.dashboards import create_app
     # run 1: the CPU run, whose compute_bound finding names an op type; run 2: the database export (no JSON trace);
     # run 3: the second of two profiler cycles (perfkit dash --cycle 2)
     url, stop = start_server(create_app([perfkit.load(run_folder), perfkit.load(FIXTURE_RUNS["cpu_2_10"]),

@@ -1,4 +1,4 @@
-"""--dask: the per-rank read on a real local Dask cluster (perfkit/dask_ingest.py).
+"""--dask: the per-rank read on a real local Dask cluster (perfkit/io/dask_ingest.py).
 
 Each test starts `dask scheduler` and two `dask worker` processes on 127.0.0.1 (benchmarks/local_dask.py: free
 ports, no nanny, so each worker is the process started), loads a generated multi-rank run through them and stops
@@ -24,8 +24,8 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from perfkit import loader  # noqa: E402
-from perfkit.dask_ingest import ENTRY_KIND, OUTCOMES, Target  # noqa: E402
+from perfkit.io import loader  # noqa: E402
+from perfkit.io.dask_ingest import ENTRY_KIND, OUTCOMES, Target  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -293,8 +293,8 @@ def test_a_task_told_done_then_lost_with_its_worker_keeps_the_outcome_it_wrote(t
 
     from fsspec.implementations.local import LocalFileSystem
 
-    from perfkit.dask_ingest import _gather
-    from perfkit.errors import FileFormatError
+    from perfkit.core.errors import FileFormatError
+    from perfkit.io.dask_ingest import _gather
     written, unwritten = tmp_path / "written.json", tmp_path / "unwritten.json"
     written.write_text('{"entry": "x"}')
     futures = {_Future("finished"): ("rank0", str(tmp_path / "finished.json")),

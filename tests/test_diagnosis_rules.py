@@ -19,14 +19,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
 from perfkit.advisor import advise
-from perfkit.ledger import bound, rank_parts
-from perfkit.cli import main
-from perfkit.formats.ascend_ms import type_from_kernel_name
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.analysis.ledger import bound, rank_parts
+from perfkit.apps.cli import main
+from perfkit.io.formats.ascend_ms import type_from_kernel_name
 
 SAMPLE_RUNS = REPO / "sample_runs"
 TEST_RUNS = REPO / "tests" / "runs"
@@ -156,7 +155,7 @@ def test_compile_or_first_call_names_the_first_call_instead_of_blaming_its_op_ty
 
 def test_compile_or_first_call_names_a_first_step_that_carries_compilation():
     # crafted (no real fixture profiles its compile step): the first of four steps takes 5x the others
-    from perfkit.model import Meta, Run, table
+    from perfkit.core.model import Meta, Run, table
     steps = table("steps", pd.DataFrame([{"rank": 0, "step": s, "interval_ms": 1.0, "fwd_bwd_ms": fwd, "tail_ms": 1.0,
                                           "total_ms": fwd + 2.0} for s, fwd in ((1, 498.0), (2, 98.0), (3, 98.0),
                                                                                   (4, 98.0))]))

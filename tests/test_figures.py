@@ -1,4 +1,4 @@
-"""perfkit.figures on Runs built here: the numbers drawn equal ones computed in the test, big runs are thinned."""
+"""perfkit.views.figures on Runs built here: the numbers drawn equal ones computed in the test, big runs are thinned."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from perfkit import figures
-from perfkit.summary import summarize
-from perfkit.model import Meta, Run, table
-from perfkit.views import numbers
+from perfkit.core.model import Meta, Run, table
+from perfkit.views import figures, numbers
+from perfkit.views.summary import summarize
 
 OP_TOTALS = {"Conv2D": 40.0, "Cast": 30.0, "BNTrainingUpdate": 12.0, "BNTrainingReduceGrad": 8.0, "MatMul": 10.0}
 
@@ -174,7 +173,7 @@ def test_cast_share_is_shown_only_where_mixed_precision_applies():
 def test_compare_cards_show_the_verdict_block_of_perfkit_compare():
     """One definition: the card's value is compare's speedup (mean step ratio, one run a side), its note the
     lines `perfkit compare` prints; the step-split figure shows the mean steps, not a second speedup."""
-    from perfkit.compare import compare, verdict_lines
+    from perfkit.views.compare import compare, verdict_lines
     slow, fast = make_run("v1", step_ms=(30.0, 40.0, 2.0)), make_run("v2", step_ms=(1.0, 20.0, 2.0))
     expected = slow.steps["total_ms"].mean() / fast.steps["total_ms"].mean()
     result = compare(slow, fast)
@@ -247,7 +246,7 @@ def test_findings_are_the_advisors():
 
 
 def test_figures_and_report_do_not_import_dash():
-    code = "import sys, perfkit.figures, perfkit.report; print('dash' in sys.modules)"
+    code = "import sys, perfkit.views.figures, perfkit.render.report; print('dash' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

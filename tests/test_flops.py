@@ -1,16 +1,15 @@
-"""perfkit.flops: the work of each op from its input shapes, checked against the arithmetic written out."""
+"""perfkit.analysis.flops: the work of each op from its input shapes, checked against the arithmetic written out."""
 
 from __future__ import annotations
 
 import math
 
 import pandas as pd
-
-from perfkit.flops import (OP_FLOPS_COLUMNS, batchnorm_flops, cell_name, gflops_per_s, matmul_flops, op_flops,
-                           parse_shapes)
-from perfkit.model import table
-
 from test_advisor import DOWN, LAYER, conv_ops
+
+from perfkit.analysis.flops import gflops_per_s
+from perfkit.core.model import table
+from perfkit.core.op_work import OP_FLOPS_COLUMNS, batchnorm_flops, cell_name, matmul_flops, op_flops, parse_shapes
 
 
 def test_op_flops_resolves_same_input_convs_by_cell_name_even_under_a_reused_scope():

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.cli import main
-from perfkit.errors import PerfkitError
-from perfkit.formats import ascend_ms
-
-from conftest import FIXTURE_RUNS
+from perfkit.apps.cli import main
+from perfkit.core.errors import PerfkitError
+from perfkit.io.formats import ascend_ms
 
 NEW_FORMAT_RUNS = {"new_level1": [0, 1], "new_level1_rank0": [0], "new_level1_rank0_output": [0],
                    "new_2023": [0, 1], "new_2023_rank1": [1]}

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import REPO
 
 import perfkit
-from perfkit.cli import main
-from perfkit.cluster import of_run
-
-from conftest import REPO
+from perfkit.analysis.cluster import of_run
+from perfkit.apps.cli import main
 
 RUN = REPO / "tests" / "runs" / "msinsight_cluster_analysis"
 OUTPUT = RUN / "cluster_analysis_output"

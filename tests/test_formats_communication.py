@@ -7,14 +7,13 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.analysis import communication_by_rank, link_bandwidth
-from perfkit.summary import summarize
-from perfkit.formats import communication as reader
-from perfkit.formats.base import as_pandas
-
-from conftest import FIXTURE_RUNS
+from perfkit.analysis.measures import communication_by_rank, link_bandwidth
+from perfkit.io.formats import communication as reader
+from perfkit.io.formats.base import as_pandas
+from perfkit.views.summary import summarize
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 FOLDERS = {"new_level1": {0: "rank0_ascend_pt", 1: "rank1_ascend_pt"},
@@ -198,7 +197,7 @@ def test_a_plain_file_is_read_by_msgspec_as_json_reads_it(fixture, rank):
     assert plain is not None  # the fast reading takes the real files
     assert _same(_rows(plain), _expected_ops(json.loads(path.read_text())))
     warnings = []
-    assert plain.equals(reader._ops(json.loads(path.read_text()), warnings)) and not warnings  # schema included
+    assert plain.equals(reader.comm_ops_table(json.loads(path.read_text()), warnings)) and not warnings  # schema included
 
 
 def _first_op(data: dict) -> dict:

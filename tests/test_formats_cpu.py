@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.cli import main
-from perfkit.errors import PerfkitError
-from perfkit.formats.steps import derive_steps
-
-from conftest import FIXTURE_RUNS
+from perfkit.apps.cli import main
+from perfkit.core.errors import PerfkitError
+from perfkit.io.formats.steps import derive_steps
 
 CPU_RUN = FIXTURE_RUNS["cpu_2_10"]
 PYNATIVE_RUN = Path(__file__).resolve().parent / "runs" / "cpu_2_10_pynative"  # see its SOURCE.txt
@@ -273,7 +272,7 @@ def test_pynative_names_give_mode_and_no_pass_and_steps_from_the_first_op_only()
 
 
 def run_events(framework: Path):
-    from perfkit.formats import cpu
+    from perfkit.io.formats import cpu
     return cpu.read(framework.parent)[0].tables["op_events"]
 
 

@@ -9,15 +9,14 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import broken
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.cli import main
-from perfkit.formats import db
-
-import broken
-from conftest import FIXTURE_RUNS
+from perfkit.apps.cli import main
+from perfkit.io.formats import db
 
 RUN = FIXTURE_RUNS["new_db_level1"]
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -139,7 +138,7 @@ def test_exposed_communication_is_analysis_db(run, rank):
 
 
 def test_ranks_reads_the_steps_alone():
-    from perfkit.loader import load_steps
+    from perfkit.io.loader import load_steps
     _, steps, _ = load_steps(RUN)
     expected = {rank: sql(profiler_db(rank), "SELECT (endNs - startNs) / 1e6 FROM STEP_TIME")[0][0] for rank in RANKS}
     assert dict(zip(steps["rank"], steps["total_ms"])) == pytest.approx(expected)

@@ -11,13 +11,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
 from perfkit.advisor import advise
-from perfkit.ledger import steady_means
-from perfkit.summary import summarize
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.analysis.ledger import steady_means
+from perfkit.views.summary import summarize
 
 RUN = REPO / "tests" / "runs" / "msinsight_db_level0"
 OUTPUT = "ASCEND_PROFILER_OUTPUT"

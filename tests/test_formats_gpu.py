@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 import perfkit
-from perfkit.cli import main
-from perfkit.errors import PerfkitError
-from perfkit.formats import gpu
+from perfkit.apps.cli import main
+from perfkit.core.errors import PerfkitError
+from perfkit.io.formats import gpu
 
 FP = "Default/network-WithLossCell/_backbone-LeNet5/conv1-Conv2d/Conv2D-op1"
 BP = "Gradients/Default/network-WithLossCell/_backbone-LeNet5/gradConv2D/Conv2DBackpropFilter-op30"

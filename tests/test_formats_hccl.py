@@ -10,13 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
 from perfkit.advisor import advise
-from perfkit.ledger import bound
-from perfkit.model import Run
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.analysis.ledger import bound
+from perfkit.core.model import Run
 
 RUN = REPO / "tests" / "runs" / "mindinsight_cluster_propose"
 RANKS = (0, 1, 2, 3)
@@ -208,7 +207,7 @@ def test_the_ops_links_add_up_to_the_steps_link_info(rank):
 
 
 def test_sdma_links_are_the_runs_network_links(run):
-    from perfkit.analysis import communication_by_rank
+    from perfkit.analysis.measures import communication_by_rank
     slowest = communication_by_rank(run)[0]["slowest_link"]
     network = [row for row in expected_links(0) if row[4] != "LOCAL"]
     pairs = {}

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.cli import main
-from perfkit.errors import PerfkitError
-from perfkit.formats import legacy
-
-from conftest import FIXTURE_RUNS
+from perfkit.apps.cli import main
+from perfkit.core.errors import PerfkitError
+from perfkit.io.formats import legacy
 
 LEGACY_RUNS = ["legacy_run_2", "legacy_run_3", "legacy_run_4", "legacy_misc", "legacy_ut"]
 TICKS_PER_MS = 1e5

@@ -7,12 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
-from perfkit.errors import LayoutError
-from perfkit.formats import RUN_WIDE, manifest
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.core.errors import LayoutError
+from perfkit.io.formats import RUN_WIDE, manifest
 
 STEPS = [{"step": 1, "begin_ns": 1_795_343_498_000_000_000, "end_ns": 1_795_343_499_880_000_000},
          {"step": 2, "begin_ns": 1_795_343_499_880_000_000, "end_ns": 1_795_343_501_327_000_000}]

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
-from perfkit.analysis import FRAMEWORK_COMPONENTS, framework_memory, memory_peaks
-from perfkit.summary import summarize
-from perfkit.formats import memory as memory_reader
-from perfkit.formats.base import as_pandas, read_csv_table
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.analysis.measures import FRAMEWORK_COMPONENTS, framework_memory, memory_peaks
+from perfkit.io.formats import memory as memory_reader
+from perfkit.io.formats.base import as_pandas, read_csv_table
+from perfkit.views.summary import summarize
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 LEVEL1 = FIXTURE_RUNS["new_level1"]

@@ -11,13 +11,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.cli import main
-from perfkit.errors import PerfkitError
-from perfkit.formats import minddata
-
-from conftest import FIXTURE_RUNS
+from perfkit.apps.cli import main
+from perfkit.core.errors import PerfkitError
+from perfkit.io.formats import minddata
 
 CPU_MD = FIXTURE_RUNS["cpu_2_10"] / "md"
 MINDDATA_RUNS = ["minddata_job1", "minddata_job2", "minddata_profiler"]

@@ -6,10 +6,9 @@ from __future__ import annotations
 import shutil
 
 from click.testing import CliRunner
-
-from perfkit.cli import main
-
 from conftest import REPO
+
+from perfkit.apps.cli import main
 
 MSPROF_DB = REPO / "tests" / "raw" / "msinsight_msprof_db" / "msprof_0.db"
 

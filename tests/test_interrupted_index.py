@@ -15,9 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import broken
+import pytest
 from conftest import FIXTURE_RUNS, REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))

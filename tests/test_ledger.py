@@ -1,4 +1,4 @@
-"""The step ledger (perfkit/ledger.py): every ms of every step attributed once, on every real run and on generated
+"""The step ledger (perfkit/analysis/ledger.py): every ms of every step attributed once, on every real run and on generated
 step tables; findings claim ledger ms without counting any twice; every view shows the ledger's numbers."""
 
 from __future__ import annotations
@@ -10,17 +10,16 @@ import sys
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import perfkit
-from perfkit import ledger as ledger_module
 from perfkit.advisor import advise
-from perfkit.causes import BOUND_PARTS, CAUSES
-from perfkit.cli import main
-from perfkit.model import Meta, Run, table
-
-from conftest import REPO
+from perfkit.analysis import ledger as ledger_module
+from perfkit.apps.cli import main
+from perfkit.core.causes import BOUND_PARTS, CAUSES
+from perfkit.core.model import Meta, Run, table
 
 sys.path.insert(0, str(REPO / "scripts"))
 from summary_snapshot import runs  # noqa: E402  (every fixture and sample run, as a user passes it)
@@ -161,9 +160,8 @@ MULTI_RANK = [name for name in sorted(ALL_RUNS) if name.startswith(("fixtures/ne
 def test_every_view_gives_the_same_ranks_and_parts(name, cache_dir):
     """`perfkit ranks`, `summary --format json`, the Ranks page's bars and table, the report's rank table and
     `advise` name the same slow ranks and the same compute / communication / idle ms per rank."""
-    from perfkit import figures
-    from perfkit.report import render_report
-    from perfkit.views import numbers
+    from perfkit.render.report import render_report
+    from perfkit.views import figures, numbers
     run = _loaded(name)
     assert run.steps["rank"].nunique() > 1
     cli = CliRunner()

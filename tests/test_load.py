@@ -13,13 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS, FIXTURES, REPO
 
 import perfkit
-from perfkit.cli import main
-from perfkit.errors import LayoutError, PerfkitError
-from perfkit.render import rank_ranges, summary_text
-
-from conftest import FIXTURE_RUNS, FIXTURES, REPO
+from perfkit.apps.cli import main
+from perfkit.core.errors import LayoutError, PerfkitError
+from perfkit.render.text import summary_text
+from perfkit.views.format import rank_ranges
 
 SUMMARY_KEYS = {"run", "layout", "device", "ranks", "steps", "per_rank", "op_types", "queues", "pipeline", "warnings"}
 STEP_KEYS = {"count", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms"}
@@ -132,7 +132,7 @@ def test_loading_never_writes_into_the_run_folder(tmp_path):
 
 
 def test_summary_does_not_import_mindspore_or_dash():
-    code = ("import sys, perfkit; from perfkit.cli import main; "
+    code = ("import sys, perfkit; from perfkit.apps.cli import main; "
             f"perfkit.summarize(perfkit.load({str(FIXTURE_RUNS['legacy_run_2'])!r})); "
             "print(sorted(m for m in ('mindspore', 'dash') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
@@ -149,7 +149,7 @@ def test_cli_error_is_one_line_from_a_real_process(tmp_path):
 
 
 def test_screened_drops_copied_step_rows_and_says_so():
-    from perfkit.formats.base import Parts, screened
+    from perfkit.io.formats.base import Parts, screened
     steps = pd.DataFrame({"step": [1, 2, 2, 3, 3], "total_ms": [5.0, 6.0, 6.0, 7.0, 9.0]})
     (parts,) = screened({4: Parts(tables={"steps": steps})}).values()
     assert parts.tables["steps"]["total_ms"].tolist() == [5.0, 6.0, 7.0, 9.0]  # the copy of step 2 is gone
@@ -161,7 +161,8 @@ def test_screened_drops_copied_step_rows_and_says_so():
 def test_screened_drops_copied_op_rows_and_says_so():
     """One row per op name: a copied row would count the op twice (and its Cells failed on the repeated name)."""
     import pyarrow as pa
-    from perfkit.formats.base import Parts, screened
+
+    from perfkit.io.formats.base import Parts, screened
     ops = {"name": ["a", "b", "b", "c", "c"], "total_ms": [1.0, 2.0, 2.0, 3.0, 4.0]}
     for table in (pd.DataFrame(ops), pa.table(ops)):
         (parts,) = screened({0: Parts(tables={"ops": table})}).values()
@@ -174,7 +175,7 @@ def test_screened_drops_copied_op_rows_and_says_so():
 
 
 def test_screened_says_which_op_types_and_steps_have_no_time():
-    from perfkit.formats.base import Parts, screened
+    from perfkit.io.formats.base import Parts, screened
     op_types = pd.DataFrame({"type": ["Cast", "Conv2D"], "total_ms": [float("nan"), 2.0]})
     steps = pd.DataFrame({"step": [1, 2], "total_ms": [float("inf"), 3.0]})
     (parts,) = screened({0: Parts(tables={"op_types": op_types, "steps": steps})}).values()

@@ -10,11 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.summary import summarize
-
-from conftest import FIXTURE_RUNS
+from perfkit.views.summary import summarize
 
 RAW = FIXTURE_RUNS["cpu_2_10"] / "md" / "pipeline_profiling_0.json"
 

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.analysis import MIN_QUEUE_SAMPLES, host_cpu_busy, queue_stats, step_means
-
-from conftest import FIXTURE_RUNS
+from perfkit.analysis.measures import MIN_QUEUE_SAMPLES, host_cpu_busy, queue_stats, step_means
 
 RUN_2 = FIXTURE_RUNS["legacy_run_2"]
 RUN_3 = FIXTURE_RUNS["legacy_run_3"]
@@ -83,7 +82,7 @@ def test_step_means_are_mindspore_average_row(rank):
     rows = csv_rows(MISC / f"step_trace_raw_{rank}_detail_time.csv")
     average = rows[-1]
     assert average["step_num"] == "-"
-    means = perfkit.analysis.per_rank_step_means(perfkit.load(MISC).steps)
+    means = perfkit.analysis.measures.per_rank_step_means(perfkit.load(MISC).steps)
     got = next(entry["steps"] for entry in means if entry["rank"] == rank)
     assert got["count"] == len(rows) - 1 and got["mean_of"]["count"] == len(rows) - 2
     assert (got["mean_of"]["first"], got["mean_of"]["last"]) == (2, len(rows) - 1)

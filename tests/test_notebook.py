@@ -15,7 +15,7 @@ import pytest
 nbclient = pytest.importorskip("nbclient")
 nbformat = pytest.importorskip("nbformat")
 
-import perfkit  # noqa: E402
+import perfkit
 from perfkit.views import numbers  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,6 +72,7 @@ def array(values) -> list:
     """A plotly array as written in HTML: a list, or plotly 6's typed array (base64 bytes and their dtype)."""
     if isinstance(values, dict):
         import base64
+
         import numpy as np
         return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
     return values

@@ -1,4 +1,4 @@
-"""perfkit.parallel.map_ahead: results in order, computed in forked workers, whatever happens to a worker."""
+"""perfkit.io.parallel.map_ahead: results in order, computed in forked workers, whatever happens to a worker."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from perfkit.parallel import map_ahead
+from perfkit.io.parallel import map_ahead
 
 PARENT = os.getpid()  # a forked worker inherits this value and has another pid
 
@@ -52,7 +52,8 @@ def test_map_folders_leaves_the_garbage_collector_as_it_was(collecting):
     """map_folders pauses this process's collector and freezes its objects while workers read; after, both are
     as before, and each worker collects (its own objects) exactly where this process did."""
     import gc
-    from perfkit.parallel import PARALLEL_MIN_FOLDERS, map_folders
+
+    from perfkit.io.parallel import PARALLEL_MIN_FOLDERS, map_folders
     was = gc.isenabled()
     (gc.enable if collecting else gc.disable)()
     try:
@@ -83,7 +84,7 @@ HEAP_OR_MAPPED_SCRIPT = """
 import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from test_parallel import PARENT, _heap_or_mapped
-from perfkit.parallel import PARALLEL_MIN_FOLDERS, map_folders
+from perfkit.io.parallel import PARALLEL_MIN_FOLDERS, map_folders
 size = int(sys.argv[3])
 workers = map_folders(_heap_or_mapped, [(size,)] * PARALLEL_MIN_FOLDERS)
 print(json.dumps({"workers": workers, "here": _heap_or_mapped(size)}))
@@ -98,9 +99,11 @@ def test_workers_keep_what_they_free_for_the_next_folder():
     import json
     import subprocess
     import sys
-    from perfkit.parallel import WORKER_MMAP_THRESHOLD
-    from perfkit.units import BYTES_PER_MB
+
     from conftest import REPO
+
+    from perfkit.core.units import BYTES_PER_MB
+    from perfkit.io.parallel import WORKER_MMAP_THRESHOLD
     size = 24 * BYTES_PER_MB
     assert size < WORKER_MMAP_THRESHOLD
     done = subprocess.run([sys.executable, "-c", HEAP_OR_MAPPED_SCRIPT, str(REPO), str(REPO / "tests"), str(size)],
@@ -114,6 +117,6 @@ def test_workers_keep_what_they_free_for_the_next_folder():
 
 def test_a_task_carries_at_most_max_folders_per_task():
     """A task's results cross as one pickle: a 4,096-rank run in tasks of 1,536 folders cost seconds."""
-    from perfkit.parallel import MAX_FOLDERS_PER_TASK, _task_size
+    from perfkit.io.parallel import MAX_FOLDERS_PER_TASK, _task_size
     assert _task_size(12288, 2) == MAX_FOLDERS_PER_TASK == 64
     assert _task_size(96, 2) == 12 and _task_size(5, 2) == 1

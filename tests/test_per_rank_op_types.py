@@ -13,14 +13,13 @@ import json
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
-import perfkit
-from perfkit.analysis import OP_MIX_GAP, PER_RANK_TOP_OP_TYPES, op_type_shares_by_rank, ranks_run_different_ops
-from perfkit.cli import main
-from perfkit.figures import op_type_rows
-
 from conftest import FIXTURE_RUNS
 from test_diagnosis_rules import pipeline_run
+
+import perfkit
+from perfkit.analysis.measures import OP_MIX_GAP, PER_RANK_TOP_OP_TYPES, op_type_shares_by_rank, ranks_run_different_ops
+from perfkit.apps.cli import main
+from perfkit.views.figures import op_type_rows
 
 
 def shares_by_rank(run) -> pd.DataFrame:
@@ -106,7 +105,8 @@ def test_a_256_rank_run_gets_a_column_per_mix_never_one_per_rank():
     table keeps MAX_MIX_COLUMNS (the two of 120 ranks each, then the odd ranks farthest from the pooled shares)
     and says so."""
     from dataclasses import replace
-    from perfkit.model import table
+
+    from perfkit.core.model import table
     from perfkit.views.numbers import MAX_MIX_COLUMNS, op_mix_note
     real = perfkit.load(FIXTURE_RUNS["new_2023"]).op_types
     odd = {7: 1.0, 20: 2.0, 140: 4.0, 150: 8.0, 160: 16.0, 170: 32.0, 180: 64.0, 190: 128.0}  # ms of its own type

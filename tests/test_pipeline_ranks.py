@@ -9,14 +9,14 @@ import csv
 import shutil
 
 import pytest
+from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
-from perfkit import figures
 from perfkit.advisor import advise
-from perfkit.render import PIPELINE_RANK_COLUMNS, pipeline_lines
-from perfkit.summary import summarize
-
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.views import figures
+from perfkit.views.format import PIPELINE_RANK_COLUMNS
+from perfkit.views.lines import pipeline_lines
+from perfkit.views.summary import summarize
 
 RUN = REPO / "tests" / "runs" / "mindinsight_minddata_4ranks"
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit import cache, formats, plugins
-from perfkit.cli import main
+from perfkit.apps.cli import main
+from perfkit.core import plugins
+from perfkit.io import cache, formats
 from perfkit.views import panels
-
-from conftest import FIXTURE_RUNS
 
 # A per-step log as a training script writes it (crafted: `step,total_ms`, one row per step): a layout that knows
 # each step's total and nothing of its split, the case of issue 22 (mean 1,095 ms became 5 ms).
@@ -31,7 +31,7 @@ STEP_LOG = "step_totals.csv"
 STEP_LOG_READER = '''
 from pathlib import Path
 import pandas as pd
-from perfkit.formats.base import Parts, Reader
+from perfkit.io.formats.base import Parts, Reader
 
 def detect(folder: Path) -> bool:
     return (folder / "step_totals.csv").is_file()
@@ -184,8 +184,8 @@ PANELS = [Panel("fig-steps-per-rank", "Profiled steps per rank", "/", FIGURE, co
 def test_a_chart_from_a_package_reaches_dashboard_report_terminal_and_json(tmp_path, monkeypatch):
     from plotly.utils import PlotlyJSONEncoder
 
-    from dashboards.layout import run_page
-    from perfkit.report import render_report
+    from perfkit.dashboards.layout import run_page
+    from perfkit.render.report import render_report
 
     install(tmp_path / "site", monkeypatch, "perfkit_test_chart", {"chart.py": CHART},
             {plugins.PANELS: {"steps-per-rank": "perfkit_test_chart.chart:PANELS"}})
@@ -240,8 +240,8 @@ PANELS = [Panel("fig-raising", "Raising", "/", FIGURE, content=fail, data=fail, 
 def test_a_chart_that_raises_is_one_warning_and_every_view_still_renders(tmp_path, monkeypatch):
     from plotly.utils import PlotlyJSONEncoder
 
-    from dashboards.layout import run_page
-    from perfkit.report import render_report
+    from perfkit.dashboards.layout import run_page
+    from perfkit.render.report import render_report
 
     install(tmp_path / "site", monkeypatch, "perfkit_test_raising_chart", {"chart.py": RAISING_CHART},
             {plugins.PANELS: {"raising": "perfkit_test_raising_chart.chart:PANELS"}})
@@ -259,7 +259,7 @@ def test_a_chart_that_raises_is_one_warning_and_every_view_still_renders(tmp_pat
 
 
 RAISING_READER = '''
-from perfkit.formats.base import Reader
+from perfkit.io.formats.base import Reader
 
 def read(folder):
     raise ZeroDivisionError("division by zero in the plugin")
@@ -284,7 +284,7 @@ def test_a_plugin_reader_that_raises_is_one_warning_or_one_line(tmp_path, monkey
 
 BREAKING_READER = '''
 import pandas as pd
-from perfkit.formats.base import Parts, Reader
+from perfkit.io.formats.base import Parts, Reader
 
 def read(folder):
     # "time" where the schema says total_ms: the table breaks the steps schema
@@ -350,7 +350,7 @@ def test_a_changed_plugin_makes_kept_answers_and_cached_runs_stale(tmp_path, mon
 
 RUN_WIDE_READER = '''
 import pandas as pd
-from perfkit.formats.base import RUN_WIDE, Parts, Reader
+from perfkit.io.formats.base import RUN_WIDE, Parts, Reader
 
 def read(folder):
     # one file for the whole run: step totals with a rank column, and a table without one
@@ -397,7 +397,7 @@ def test_values_a_builtin_reader_breaks_are_found_per_piece_when_the_table_fails
     and left out with a warning naming its reader and folder, the other ranks' pieces kept."""
     import pandas as pd
 
-    from perfkit import loader
+    from perfkit.io import loader
     good = pd.DataFrame({"step": [1], "total_ms": [2.0]})
     bad = pd.DataFrame({"step": [1], "total_ms": [3.0], "warmup": [[1]]})
     legacy = formats.by_name("legacy")

@@ -17,15 +17,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from profile_helpers import (
+    LONG_STEPS,
+    PERFKIT,
+    SMALL_FLAGS,
+    WAIT_SECONDS,
+    assert_nothing_left,
+    manifest,
+    process_tree,
+    training_process,
+    wait_for_profiler_start,
+    wait_for_recorded_step,
+)
 
 import perfkit
-from perfkit.cli import main
-from perfkit.profiler import ProfileRequest, profile
-from perfkit.profiler import cifar
+from perfkit.apps.cli import main
+from perfkit.profiler import ProfileRequest, cifar, profile
 from perfkit.profiler.runfolder import claim, next_free
-
-from profile_helpers import (LONG_STEPS, PERFKIT, SMALL_FLAGS, WAIT_SECONDS, assert_nothing_left, manifest,
-                             process_tree, training_process, wait_for_profiler_start, wait_for_recorded_step)
 
 SMALL = dict(steps=2, warmup=1, batch_size=8, image_size=32)
 STEP_SPLIT_TOLERANCE = 0.05  # the acceptance bound for interval + fwd_bwd + tail vs wall time
@@ -257,8 +265,8 @@ def test_env_flag_must_be_key_value(tmp_path):
 
 
 def test_importing_perfkit_and_its_profile_command_does_not_import_mindspore():
-    code = ("import sys, perfkit, perfkit.cli, perfkit.profiler; "
-            "from click.testing import CliRunner; CliRunner().invoke(perfkit.cli.main, ['profile', '--help']); "
+    code = ("import sys, perfkit, perfkit.apps.cli, perfkit.profiler; "
+            "from click.testing import CliRunner; CliRunner().invoke(perfkit.apps.cli.main, ['profile', '--help']); "
             "assert 'mindspore' not in sys.modules, 'mindspore imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

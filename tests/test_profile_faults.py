@@ -22,14 +22,23 @@ from pathlib import Path
 import psutil
 import pytest
 from click.testing import CliRunner
+from profile_helpers import (
+    LONG_STEPS,
+    PERFKIT,
+    SMALL_FLAGS,
+    WAIT_SECONDS,
+    assert_nothing_left,
+    manifest,
+    process_tree,
+    training_process,
+    wait_for_profiler_start,
+    wait_for_recorded_step,
+)
 
 import perfkit
-from perfkit.cli import main
-from perfkit.errors import PerfkitError
+from perfkit.apps.cli import main
+from perfkit.core.errors import PerfkitError
 from perfkit.profiler import cifar
-
-from profile_helpers import (LONG_STEPS, PERFKIT, SMALL_FLAGS, WAIT_SECONDS, assert_nothing_left, manifest,
-                             process_tree, training_process, wait_for_profiler_start, wait_for_recorded_step)
 
 # Room for perfkit_run.json and train.log, not for MindSpore's profile (about 1 MB for two steps).
 SMALL_DISK = "64k"

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 import perfkit
-from perfkit import figures
-from perfkit.analysis import memory_peaks
-from perfkit.cli import main
+from perfkit.analysis.measures import memory_peaks
+from perfkit.apps.cli import main
+from perfkit.views import figures
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from perfkit.cli import main
+from perfkit.apps.cli import main
 from perfkit.profiler.launch import ProfileOutcome
 from perfkit.profiler.runfolder import claim
 

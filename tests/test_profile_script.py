@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from profile_helpers import PERFKIT, WAIT_SECONDS, manifest, wait_for_recorded_step
 
 import perfkit
-from perfkit.cli import main
-
-from profile_helpers import PERFKIT, WAIT_SECONDS, manifest, wait_for_recorded_step
+from perfkit.apps.cli import main
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 REPO = SCRIPTS.parents[1]

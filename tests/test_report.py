@@ -1,23 +1,22 @@
-"""perfkit.report and the `report` / `dash` commands (the report in a browser: test_dashboard_browser.py)."""
+"""perfkit.render.report and the `report` / `dash` commands (the report in a browser: test_dashboard_browser.py)."""
 
 from __future__ import annotations
 
 import html
-
 import re
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import REPO
-from perfkit import PerfkitError, figures
-from perfkit.advisor import advise
-from perfkit.cli import main
-from perfkit.compare import judge
-from perfkit.report import PLOTLY_BUNDLE, render_report
-from perfkit.views import numbers
-from perfkit.views.panels import FIGURE, WITH_DATA, in_report
 from test_figures import make_run
+
+from perfkit.advisor import advise
+from perfkit.apps.cli import main
+from perfkit.core.errors import PerfkitError
+from perfkit.render.report import PLOTLY_BUNDLE, render_report
+from perfkit.views import figures, numbers
+from perfkit.views.compare import judge
+from perfkit.views.panels import FIGURE, WITH_DATA, has_content, in_report, panel_content
 
 SEED_RUNS = [REPO / "tests/runs/seed_1_feed_fp32", REPO / "tests/runs/seed_3_sink_o3"]
 
@@ -30,7 +29,7 @@ def figure_panels(run) -> int:
     """The figures the report draws for a run: the panel list's figure panels, less those it shows only with
     data (ranks, memory, links) where this run has none."""
     return sum(panel.kind == FIGURE
-               and (panel.report != WITH_DATA or figures.has_content(figures.panel_content(panel, run)))
+               and (panel.report != WITH_DATA or has_content(panel_content(panel, run)))
                for panel in in_report())
 
 
@@ -71,7 +70,7 @@ def test_report_lists_findings_with_evidence_and_action():
 
 
 def test_report_command_writes_one_file(tmp_path):
-    from perfkit import load
+    from perfkit.io.loader import load
     runs = [load(path) for path in SEED_RUNS]
     out = tmp_path / "report.html"
     result = CliRunner().invoke(main, ["report", *map(str, SEED_RUNS), "-o", str(out)])
@@ -90,8 +89,8 @@ def test_report_command_errors_are_one_line(tmp_path):
 
 
 def test_report_to_an_unwritable_path_is_one_line(tmp_path, monkeypatch):
-    import perfkit.cli
-    monkeypatch.setattr(perfkit.cli, "_load", lambda path, cycle=None: make_run())
+    import perfkit.apps.cli
+    monkeypatch.setattr(perfkit.apps.cli, "_load", lambda path, cycle=None: make_run())
     target = tmp_path / "no_such_dir" / "r.html"
     result = CliRunner().invoke(main, ["report", "anything", "-o", str(target)])
     assert result.exit_code == 2 and "cannot write the report" in result.output and "Traceback" not in result.output
@@ -100,17 +99,17 @@ def test_report_to_an_unwritable_path_is_one_line(tmp_path, monkeypatch):
 @pytest.mark.parametrize("host, warned", [("127.0.0.1", False), ("localhost", False), ("0.0.0.0", True),
                                           ("192.168.1.5", True)])
 def test_dash_command_binds_loopback_unless_told(monkeypatch, host, warned):
-    import dashboards.app
-    import perfkit.cli
+    import perfkit.apps.cli
+    import perfkit.dashboards.app
     served = {}
-    monkeypatch.setattr(perfkit.cli, "_load", lambda path, cycle=None: make_run())
+    monkeypatch.setattr(perfkit.apps.cli, "_load", lambda path, cycle=None: make_run())
 
     def serve(runs, host, port, ready):
         served.update(host=host, port=port, runs=len(runs))
         ready()  # the app is built: now the URL is worth printing
-    monkeypatch.setattr(dashboards.app, "serve", serve)
+    monkeypatch.setattr(perfkit.dashboards.app, "serve", serve)
     # 192.168.1.5 is not this machine's address: the port check would rightly refuse it
-    monkeypatch.setattr(dashboards.app, "check_port", lambda host, port: served.update(checked=(host, port)))
+    monkeypatch.setattr(perfkit.dashboards.app, "check_port", lambda host, port: served.update(checked=(host, port)))
     result = CliRunner().invoke(main, ["dash", "a", "b", "--host", host, "--port", "8123"])
     assert result.exit_code == 0, result.output
     assert served == {"checked": (host, 8123), "host": host, "port": 8123, "runs": 2}
@@ -119,7 +118,7 @@ def test_dash_command_binds_loopback_unless_told(monkeypatch, host, warned):
 
 
 def test_dash_default_host_is_loopback():
-    from perfkit.cli import dash
+    from perfkit.apps.cli import dash
     assert next(p for p in dash.params if p.name == "host").default == "127.0.0.1"
 
 
@@ -136,8 +135,8 @@ def test_the_report_and_the_dashboard_show_one_compare_section():
 
     from plotly.utils import PlotlyJSONEncoder
 
-    from dashboards.layout import compare_body
-    from perfkit import load
+    from perfkit.dashboards.layout import compare_body
+    from perfkit.io.loader import load
     from perfkit.views.panels import COMPARE_PANELS
     runs = [load(REPO / "sample_runs/cpu_default"), load(REPO / "sample_runs/cpu_avx2")]
     manifests = [json_module.loads((REPO / f"sample_runs/{name}/perfkit_run.json").read_text())
@@ -154,7 +153,7 @@ def test_the_report_and_the_dashboard_show_one_compare_section():
 
 
 def test_dash_help_lists_every_page_of_the_dashboard():
-    from dashboards import ids
+    from perfkit.dashboards import ids
     result = CliRunner().invoke(main, ["dash", "--help"])
     assert result.exit_code == 0
     text = " ".join(result.output.split())

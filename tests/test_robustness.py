@@ -15,17 +15,16 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+import broken
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS, REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import perfkit
-from perfkit.cli import main
-from perfkit.errors import PerfkitError
-
-import broken
-from conftest import FIXTURE_RUNS, REPO
+from perfkit.apps.cli import main
+from perfkit.core.errors import PerfkitError
 
 LEGACY = "legacy_run_2"
 NEW = "new_level1_rank0"
@@ -140,7 +139,7 @@ CASES = {
                                         lambda p: broken.set_column(p, "Total Allocated(Byte)", "-686592")),
     "cpu_memory_record_out_of_order": (CPU_MEMORY, CPU_MEMORY_FILE, broken.reverse_rows),
     "cpu_memory_record_empty": (CPU_MEMORY, CPU_MEMORY_FILE, broken.empty),
-    # issue 25: hostile JSON (every JSON file goes through perfkit/boundedjson.py) and numbers the model
+    # issue 25: hostile JSON (every JSON file goes through perfkit/core/boundedjson.py) and numbers the model
     # cannot hold (formats/base.screened)
     "communication_json_400_digit_int": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
         p, b'"Wait Time(ms)": 5.6', b'"Wait Time(ms)": ' + b"9" * 400)),
@@ -276,7 +275,7 @@ def test_unreadable_file_is_skipped_and_named(tmp_path, monkeypatch):
             return denying_open
         monkeypatch.setattr(io, "open", denying(io.open))
         monkeypatch.setattr(builtins, "open", denying(builtins.open))
-        monkeypatch.setattr(os, "open", denying(os.open))  # perfkit.files.open_regular
+        monkeypatch.setattr(os, "open", denying(os.open))  # perfkit.core.files.open_regular
     try:
         summary = _check_outcome(_invoke("summary", run), target)
     finally:
@@ -313,7 +312,7 @@ def test_fifo_in_place_of_a_database_is_refused_not_waited_on(relative, tmp_path
 
 def test_json_output_writes_non_finite_numbers_as_null():
     """The CLI's JSON is strict (jq refuses NaN/Infinity): a number arithmetic made infinite is null."""
-    from perfkit.cli import _json
+    from perfkit.apps.cli import _json
     payload = json.loads(_json({"a": math.inf, "b": [math.nan, 1.5], "c": {"d": -math.inf, "e": 2}}))
     assert payload == {"a": None, "b": [None, 1.5], "c": {"d": None, "e": 2}}
 
@@ -391,7 +390,7 @@ def _mutate(raw: bytes, op: str, a: int, b: int) -> bytes:
     raise AssertionError(op)
 
 
-# JSON that the bounded decoder (perfkit/boundedjson.py) must take: deep nesting, numbers no int64 or float
+# JSON that the bounded decoder (perfkit/core/boundedjson.py) must take: deep nesting, numbers no int64 or float
 # holds, NaN/Infinity, lone surrogates, a long string.
 HOSTILE_JSON = [broken.nested(b"[", 5_000).decode(), broken.nested(b"{", 3_000).decode(), "1" * 400, "9e999",
                 "-9e999", "NaN", "Infinity", '"\\ud800"', '"step-99999999999999999999999"', '"' + "x" * 100_000 + '"',
@@ -585,7 +584,7 @@ def test_hostile_trace_is_indexed_with_a_warning(case, tmp_path, monkeypatch):
 
 
 def test_huge_database_strings_are_cut_for_the_timeline(tmp_path, monkeypatch):
-    from perfkit.formats.db import MAX_STRING
+    from perfkit.io.formats.db import MAX_STRING
     monkeypatch.delenv("PERFKIT_NO_CACHE")
     run = broken.copy_run(FIXTURE_RUNS[DB], tmp_path / "run")
     _huge_strings(run / f"{NEW_OUT}/ascend_pytorch_profiler_0.db")

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import perfkit
-from perfkit.cli import main
+from perfkit.apps.cli import main
 
 RUNS = Path(__file__).resolve().parent / "runs"
 REPEAT2 = RUNS / "cpu_2_10_repeat2"
@@ -30,7 +30,7 @@ def _one(pattern: str, under: Path) -> Path:
 
 # ---------------------------------------------------------------- several cycles / windows of one rank
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -43,7 +43,7 @@ COMMANDS = {
     "compare": lambda run, tmp: ["compare", str(run), str(run)],
     "trace": lambda run, tmp: ["trace", str(run), "--step", "2", "-o", str(tmp / "t.json")],
     "report": lambda run, tmp: ["report", str(run), "-o", str(tmp / "r.html")],
-    "dash": lambda run, tmp: ["dash", str(run), "--port", str(_free_port())],
+    "dash": lambda run, tmp: ["dash", str(run), "--port", str(free_port())],
 }
 
 
@@ -116,7 +116,7 @@ def test_trace_exports_the_chosen_cycle(run, tmp_path, cache_dir):
         assert stamps and chosen[0] <= min(stamps) and max(stamps) <= chosen[1]
         assert max(stamps) < other[0] or min(stamps) > other[1]  # none of the other cycle's events
     # a Run loaded with a cycle keeps it: its timeline (the dashboard's page) is of that cycle too
-    from perfkit.timeline import timeline
+    from perfkit.io.timeline import timeline
     events = timeline(perfkit.load(run, cycle=1), step=2)
     low, high = _trace_ts_range(run / CYCLES[run][0])
     assert len(events) and events["start_us"].min() >= low - 1 and events["start_us"].max() <= high + 1
@@ -226,7 +226,7 @@ def test_msrun_communication_is_measured_per_step_and_read_by_every_view(cache_d
         exposed = [union_ms([(s, e) for _, s, e in ops]) - union_ms([(s, e) for n, s, e in ops if "AllReduce" not in n])
                    for number, ops in steps.items() if number > 1]
         expected[rank] = sum(exposed) / len(exposed)
-    parts = perfkit.ledger.rank_parts(run).set_index("rank")
+    parts = perfkit.analysis.ledger.rank_parts(run).set_index("rank")
     for rank, ms in expected.items():
         assert parts.at[rank, "communication"] == pytest.approx(ms, abs=1e-3)
         assert parts.at[rank, "compute"] > 0  # the step's own compute ops, not the run's AllReduce spread over it
@@ -254,7 +254,7 @@ def test_one_cycle_compute_is_the_steady_steps_own_op_time(folder, cache_dir):
     steady = [number for number in steps if number > 1]  # step 1 starts at an unknown time
     totals = [(ends[n] - ends[n - 1]) / 1e6 for n in steady]
     busy = [union_ms([(s, e) for _, s, e in steps[n]]) for n in steady]
-    parts = perfkit.ledger.rank_parts(run).iloc[0]
+    parts = perfkit.analysis.ledger.rank_parts(run).iloc[0]
     assert parts["total"] == pytest.approx(sum(totals) / len(totals), abs=1e-3)
     assert parts["compute"] == pytest.approx(sum(busy) / len(busy), abs=1e-3)  # not the run's op time per step
     ledger = perfkit.ledger(run)
@@ -287,7 +287,7 @@ def test_pynative_custom_loop_gets_graph_mode_with_its_evidence(cache_dir):
     worst = max(losing, key=lambda n: max(timed[n]) / min(timed[n]))  # the widest spread among them
     assert finding.evidence["slowest_call_ms"] == pytest.approx(max(timed[worst]), abs=1e-3)
     assert worst.rsplit("/", 1)[-1] in finding.title
-    bound = perfkit.ledger.bound(run)
+    bound = perfkit.analysis.ledger.bound(run)
     assert "dispatch" in bound.labels["compute"]  # op time is not called device compute without saying so
     assert any("dispatch waits" in line for line in bound.evidence)
 
@@ -369,7 +369,7 @@ def test_each_rank_reads_its_own_chosen_cycle(tmp_path, cache_dir):
     assert run.ranks == [0, 1] and run.meta.cycle == 2
     assert run.meta.rank_folders == {str(rank): f"rank_{rank}/{CYCLES[REPEAT2][1]}" for rank in (0, 1)}
     expected = steady_step_mean_ms(REPEAT2 / CYCLES[REPEAT2][1])
-    means = perfkit.ledger.rank_parts(run).set_index("rank")["total"]
+    means = perfkit.analysis.ledger.rank_parts(run).set_index("rank")["total"]
     assert means.to_dict() == pytest.approx({0: expected, 1: expected}, abs=1e-3)
     out = tmp_path / "t.json"
     result = CliRunner().invoke(main, ["trace", str(tmp_path / "run"), "--cycle", "1", "--step", "2", "-o", str(out)])
@@ -387,7 +387,8 @@ def test_last_over_ranks_with_different_numbers_of_cycles_reads_each_ranks_last_
     renamed to _1): --cycle last reads cycle 2 of rank 0 and cycle 1 of rank 1. The Run says "last", not one rank's
     number: its timeline (the dashboard's page) chose again by that number, read rank 1's "cycle 2" and failed."""
     import shutil
-    from perfkit.timeline import timeline
+
+    from perfkit.io.timeline import timeline
     shutil.copytree(REPEAT2, tmp_path / "run" / "rank_0")
     shutil.copytree(REPEAT2 / CYCLES[REPEAT2][0], tmp_path / "run" / "rank_1" / CYCLES[REPEAT2][0])
     for file in (tmp_path / "run" / "rank_1").glob("*/FRAMEWORK/*_0.*"):
@@ -395,7 +396,7 @@ def test_last_over_ranks_with_different_numbers_of_cycles_reads_each_ranks_last_
     run = perfkit.load(tmp_path / "run", cycle="last")
     assert run.meta.cycle == "last"
     assert run.meta.rank_folders == {"0": f"rank_0/{CYCLES[REPEAT2][1]}", "1": f"rank_1/{CYCLES[REPEAT2][0]}"}
-    means = perfkit.ledger.rank_parts(run).set_index("rank")["total"]
+    means = perfkit.analysis.ledger.rank_parts(run).set_index("rank")["total"]
     assert means.to_dict() == pytest.approx({rank: steady_step_mean_ms(REPEAT2 / CYCLES[REPEAT2][cycle])
                                              for rank, cycle in ((0, 1), (1, 0))}, abs=1e-3)
     events = timeline(run, step=2)

@@ -1,4 +1,4 @@
-"""Which steps the step means cover (perfkit/steady.py), and that summary, ranks and advise agree on it."""
+"""Which steps the step means cover (perfkit/analysis/steady.py), and that summary, ranks and advise agree on it."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import math
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS
 
 import perfkit
-from perfkit.cli import main
-from perfkit.cluster import slow_ranks
-from perfkit.steady import FIRST_STEP_OUTLIER, steady_steps
-
-from conftest import FIXTURE_RUNS
+from perfkit.analysis.cluster import slow_ranks
+from perfkit.analysis.steady import FIRST_STEP_OUTLIER, steady_steps
+from perfkit.apps.cli import main
 
 HEADER = "step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,fp_and_bp,tail\n"
 
@@ -99,7 +98,7 @@ def test_advise_names_the_first_steps_the_means_leave_out_as_outliers(tmp_path):
 
 def test_a_two_step_run_gets_the_same_first_step_verdict_from_the_means_and_from_advise():
     # the advisor's own copy of the rule wanted three steps; the means leave an outlier out from two on
-    from perfkit.model import Meta, Run, table
+    from perfkit.core.model import Meta, Run, table
     steps = table("steps", pd.DataFrame([{"rank": 0, "step": step, "interval_ms": 1.0, "fwd_bwd_ms": total - 2.0,
                                           "tail_ms": 1.0, "total_ms": total}
                                          for step, total in ((1, 300.0), (2, 100.0))]))

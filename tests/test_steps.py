@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from perfkit.formats.steps import derive_steps
+from perfkit.io.formats.steps import derive_steps
 
 EPOCH = 1_795_343_499_000_000_000  # epoch ns, beyond float64's exact integers
 FORWARD, BACKWARD, OPTIMIZER = "Default/net/conv-Conv2d/Conv2D-op0", "Gradients/Default/net/conv-Conv2d/" \

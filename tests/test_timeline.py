@@ -11,19 +11,19 @@ import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import broken
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
-import perfkit
-from perfkit import figures, timeline as tl
-from perfkit.cli import main
-from perfkit.errors import FileFormatError, PerfkitError
-from perfkit import trace_json
-
-import broken
 from conftest import FIXTURE_RUNS
 from test_architecture import imported, run_perfkit
+
+import perfkit
+from perfkit.apps.cli import main
+from perfkit.core.errors import FileFormatError, PerfkitError
+from perfkit.io import timeline as tl
+from perfkit.io import trace_json
+from perfkit.views import figures
 
 NEW_RANK0 = FIXTURE_RUNS["new_level1_rank0"]
 TRACES = {  # run -> {rank: trace file}, as the profiler wrote them
@@ -567,7 +567,8 @@ def test_cpu_rank_is_the_rank_its_framework_files_name():
 
 def test_progress_without_a_terminal_is_one_line_each():
     import io
-    from perfkit.cli import progress_printer
+
+    from perfkit.apps.cli import progress_printer
     stream = io.StringIO()
     show = progress_printer(stream)
     for fraction in (0.0, 0.05, 0.5, 0.88, 1.0):

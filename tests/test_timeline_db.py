@@ -7,14 +7,13 @@ import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
+import broken
 import pytest
 from click.testing import CliRunner
-
-from perfkit import timeline as tl
-from perfkit.cli import main
-
-import broken
 from conftest import FIXTURE_RUNS
+
+from perfkit.apps.cli import main
+from perfkit.io import timeline as tl
 
 RUN = FIXTURE_RUNS["new_db_level1"]
 DATABASES = {rank: RUN / f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db"
@@ -119,7 +118,7 @@ def test_a_damaged_database_is_one_line_exit_2(tmp_path, damage, problem):
 
 
 def test_the_page_draws_every_lane_of_a_database_step():
-    from perfkit import figures
+    from perfkit.views import figures
     events = tl.timeline(RUN, step=50, ranks=[0])
     fig = figures.timeline_figure(events, title="step 50 · ")
     drawn = {label for trace in fig.data for label in trace.y}

@@ -9,14 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
-
-import perfkit
-from perfkit import figures
-from perfkit import timeline as tl
-from perfkit.views import numbers
-
 from conftest import FIXTURE_RUNS
 from test_timeline import TRACES
+
+import perfkit
+from perfkit.io import timeline as tl
+from perfkit.views import figures, numbers
 
 LEVEL1_RANK0 = TRACES["new_level1"][0]
 CPU_TRACE = TRACES["cpu_2_10"][0]

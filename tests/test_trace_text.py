@@ -1,4 +1,4 @@
-"""Text timelines (perfkit/trace_text.py) against an independent plain-Python reading of the same files.
+"""Text timelines (perfkit/io/trace_text.py) against an independent plain-Python reading of the same files.
 
 Real files: the legacy Ascend output_timeline_data_1.txt of mindinsight_run_2 (which also has the same
 ops in ascend_timeline_display_1.json) and the CPU cpu_op_execute_timestamp_{r}.txt of cpu_2_10 and
@@ -19,13 +19,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
-from perfkit import trace_text
-from perfkit.errors import FileFormatError
-from perfkit.trace_json import OUTPUT, Stats
-from perfkit.trace_text import text_trace_blocks, text_traces
-
 from conftest import FIXTURE_RUNS, REPO
+
+from perfkit.core.errors import FileFormatError
+from perfkit.io import trace_text
+from perfkit.io.trace_json import OUTPUT, Stats
+from perfkit.io.trace_text import text_trace_blocks, text_traces
 
 LEGACY_RUN = FIXTURE_RUNS["legacy_run_2"]
 LEGACY_TEXT = LEGACY_RUN / "output_timeline_data_1.txt"
@@ -342,8 +341,8 @@ def test_an_unknown_text_file_is_an_error_naming_it(tmp_path):
 def test_reading_text_timelines_imports_no_pandas():
     """The timeline's fast path (perfkit trace) reads these without pandas: nothing here imports it, once
     pyarrow's own first look for it is spared as `perfkit trace` spares it."""
-    code = ("import sys; from pathlib import Path; from perfkit.timeline import pyarrow_without_pandas; "
-            "pyarrow_without_pandas(); from perfkit.trace_text import text_trace_blocks; "
+    code = ("import sys; from pathlib import Path; from perfkit.io.timeline import pyarrow_without_pandas; "
+            "pyarrow_without_pandas(); from perfkit.io.trace_text import text_trace_blocks; "
             f"print(sum(t.num_rows for t in text_trace_blocks(Path({str(CPU_TEXTS[0])!r}))), 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

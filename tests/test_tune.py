@@ -14,13 +14,23 @@ from click.testing import CliRunner
 
 import perfkit
 from perfkit.advisor.change import Change, parse_change
-from perfkit.cli import main
-from perfkit.compare import verdict
-from perfkit.errors import PerfkitError
+from perfkit.apps.cli import main
+from perfkit.apps.tune import (
+    BASELINE,
+    CANNOT_TELL,
+    LEDGER,
+    Budget,
+    Candidate,
+    RunResult,
+    Tuner,
+    propose,
+    tune_dict,
+    tune_text,
+)
+from perfkit.apps.tune_patch import command_patch, script_patch
+from perfkit.core.errors import PerfkitError
 from perfkit.profiler.tune_hook import _override
-from perfkit.tune import (BASELINE, CANNOT_TELL, LEDGER, Budget, Candidate, RunResult, Tuner, propose,
-                          tune_dict, tune_text)
-from perfkit.tune_patch import command_patch, script_patch
+from perfkit.views.compare import verdict
 
 AVX2 = Change("env", "AVX2", name="ONEDNN_MAX_CPU_ISA")
 WORKERS = Change("dataset_workers", 2, op="all")
@@ -229,7 +239,7 @@ def test_a_larger_batch_is_judged_per_sample_or_not_at_all(tmp_path):
 
 
 def test_propose_takes_findings_tries_and_standard_once_each(tmp_path, monkeypatch):
-    import perfkit.tune as tune_module
+    import perfkit.apps.tune as tune_module
     write_run(tmp_path / "run", [BASE_MS] * 4)
     run = perfkit.load(str(tmp_path / "run"))
     monkeypatch.setattr(tune_module, "cpu_flags", lambda: {"avx2", "avx512f"})
@@ -332,6 +342,7 @@ def test_hook_applies_changes_to_an_unchanged_script_with_real_mindspore(tmp_pat
     import os
     import subprocess
     import sys
+
     from perfkit.profiler.script import HOOK_DIR
     root = Path(__file__).resolve().parents[1]
     report = tmp_path / "applied.json"
@@ -351,7 +362,7 @@ def test_hook_applies_changes_to_an_unchanged_script_with_real_mindspore(tmp_pat
 def test_output_tail_ends_at_the_scripts_exception(tmp_path):
     """The shape of a real failed run's log (perfkit tune -- python tests/scripts/model_train.py --crash): the
     traceback, then MindSpore's analysis progress and perfkit's own line."""
-    from perfkit.profiler.tune_runners import _tail
+    from perfkit.apps.tune_runners import _tail
     frames = [f'  File "train.py", line {n}, in step\n    call_{n}()\n' for n in range(30)]
     log = tmp_path / "repeat_1.log"
     log.write_text("epoch 1\n\nTraceback (most recent call last):\n" + "".join(frames)

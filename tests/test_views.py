@@ -9,18 +9,34 @@ import socket
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_RUNS, REPO
 from plotly.utils import PlotlyJSONEncoder
+from test_figures import make_run
 
 import perfkit
-from conftest import FIXTURE_RUNS, REPO
-from perfkit import figures, render
-from perfkit.causes import OP_TYPES_SUMMED_OVER
-from perfkit.cli import main
-from perfkit.model import Meta, Run, table
-from perfkit.views import format as fmt, numbers
-from perfkit.views.panels import (COMPARE, COMPARE_PANELS, FIGURE, INSTANCES, PAGES, PANELS, TABLE, WITH_DATA, Panel,
-                                  Ref, in_report, panels_on, rows)
-from test_figures import make_run
+from perfkit.apps.cli import main
+from perfkit.core.causes import OP_TYPES_SUMMED_OVER
+from perfkit.core.model import Meta, Run, table
+from perfkit.render import text as render
+from perfkit.views import figures, numbers
+from perfkit.views import format as fmt
+from perfkit.views.panels import (
+    COMPARE,
+    COMPARE_PANELS,
+    FIGURE,
+    INSTANCES,
+    PAGES,
+    PANELS,
+    TABLE,
+    WITH_DATA,
+    Panel,
+    Ref,
+    has_content,
+    in_report,
+    panel_content,
+    panels_on,
+    rows,
+)
 
 # Every multi-rank real run: fixtures, the 2-rank CPU sample run. (Checked by loading: a run listed here that
 # turns out single-rank fails the test below instead of passing vacuously.)
@@ -59,8 +75,8 @@ def ranks_page_slow(client, index: int) -> set[int]:
 
 
 def cli_json(monkeypatch, command: str, run: Run) -> dict:
-    import perfkit.cli
-    monkeypatch.setattr(perfkit.cli, "_load", lambda path: run)
+    import perfkit.apps.cli
+    monkeypatch.setattr(perfkit.apps.cli, "_load", lambda path: run)
     result = CliRunner().invoke(main, [command, "x", "--format", "json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
@@ -79,7 +95,7 @@ def multi_rank_runs():
 
 
 def test_ranks_page_summary_and_advise_name_the_same_slow_ranks(multi_rank_runs, monkeypatch):
-    from dashboards import create_app
+    from perfkit.dashboards import create_app
     names = list(multi_rank_runs)
     client = create_app([multi_rank_runs[name] for name in names]).server.test_client()
     for index, name in enumerate(names):
@@ -154,15 +170,15 @@ def test_a_misspelt_panel_function_fails_when_the_list_is_built_or_resolved():
     with pytest.raises(ValueError, match="no module perfkit.figurs"):
         Ref("perfkit.figurs", "bound_figure")
     with pytest.raises(AttributeError):
-        Ref("perfkit.figures", "bound_figur").resolve()
+        Ref("perfkit.views.figures", "bound_figur").resolve()
     with pytest.raises(ValueError, match="needs a content function"):
         Panel("fig-x", "X", "/", FIGURE)
     with pytest.raises(ValueError, match="text is not callable"):
-        Panel("fig-x", "X", "/", FIGURE, content=Ref("perfkit.figures", "bound_figure"), text="bound_lines")
+        Panel("fig-x", "X", "/", FIGURE, content=Ref("perfkit.views.figures", "bound_figure"), text="bound_lines")
 
 
 def test_dashboard_pages_show_their_panels_in_list_order():
-    from dashboards import layout
+    from perfkit.dashboards import layout
     run = make_run(ranks=(0, 1), slow_factor=1.3)
     for page in PAGES:
         rendered = json.dumps(layout.run_page(page.path, run, 0), cls=PlotlyJSONEncoder)
@@ -173,12 +189,12 @@ def test_dashboard_pages_show_their_panels_in_list_order():
 
 
 def test_report_shows_its_panels_in_list_order():
-    from perfkit.report import render_report
+    from perfkit.render.report import render_report
     run = make_run(ranks=(0, 1), slow_factor=1.3)
     text = render_report([run])
     # the crafted run has two ranks and no memory or communication files
     titles = [panel.title for panel in in_report() if panel.title and (
-        panel.report != WITH_DATA or figures.has_content(figures.panel_content(panel, run)))]
+        panel.report != WITH_DATA or has_content(panel_content(panel, run)))]
     assert "Ranks" in titles  # two ranks: the WITH_DATA ranks panels are in
     positions = [text.find(f"<h2>{title}</h2>") for title in titles]
     assert all(p >= 0 for p in positions) and positions == sorted(positions)
@@ -228,7 +244,7 @@ def test_communication_card_and_rank_segment_on_the_two_rank_cpu_run():
     traces = {trace.name: list(trace.y) for trace in fig.data}
     # the Ranks page's bars are the ledger's split, named as the bound names it: the AllReduce time is the
     # communication segment, and the segments of a rank add up to its mean step
-    comm = traces[perfkit.ledger.bound(run).labels["communication"]]
+    comm = traces[perfkit.analysis.ledger.bound(run).labels["communication"]]
     assert comm == pytest.approx(list(per_rank), abs=0.01)
     assert [sum(values) for values in zip(*traces.values())] == pytest.approx(list(steps["mean"]))
     assert f"exposed communication {card_ms} ms per step" in figures.step_trace_figure(run).layout.title.text
@@ -258,8 +274,8 @@ def test_op_instance_rows_carry_input_shapes():
 
 
 def test_dash_on_a_busy_port_is_one_line_and_exit_2(monkeypatch):
-    import perfkit.cli
-    monkeypatch.setattr(perfkit.cli, "_load", lambda path: pytest.fail("runs loaded before the port was checked"))
+    import perfkit.apps.cli
+    monkeypatch.setattr(perfkit.apps.cli, "_load", lambda path: pytest.fail("runs loaded before the port was checked"))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
@@ -271,7 +287,7 @@ def test_dash_on_a_busy_port_is_one_line_and_exit_2(monkeypatch):
 
 
 def test_serve_on_a_port_taken_after_the_check_is_one_error(monkeypatch):
-    from dashboards.app import serve
+    from perfkit.dashboards.app import serve
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
@@ -282,7 +298,7 @@ def test_serve_on_a_port_taken_after_the_check_is_one_error(monkeypatch):
 
 def test_findings_card_and_advise_text_print_evidence_alike():
     from perfkit.advisor import advise
-    from perfkit.advisor.render import advice_text
+    from perfkit.render.advice import advice_text
     run = perfkit.load(REPO / "sample_runs/cpu_ranks2")
     advice = advise(run)
     text = advice_text(advice)

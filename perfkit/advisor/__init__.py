@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..ledger import Claim, allocate, bound, steady_ms
-from ..model import Run
+from ..analysis.ledger import Claim, allocate, bound, steady_ms
+from ..core.model import Run
 from .finding import SEVERITIES, Finding, NotChecked, at_or_above, rank_key, severity_for
 from .registry import PluginFailed, Rule, checked_by_plugin, installed_rules, needs_met, rule
 from .rules import RULES

@@ -25,7 +25,7 @@ class Finding:
     action: str                    # the exact change to make in the user's script or environment
     target: str | None = None      # the op type, dataset op or rank the finding is about
     est_gain_pct: float | None = None  # share of step time the change can win back (upper bound), or None
-    # What it claims of the step ledger (perfkit/ledger.py), set by `advise`: cause -> ms over the run. Two findings
+    # What it claims of the step ledger (perfkit/analysis/ledger.py), set by `advise`: cause -> ms over the run. Two findings
     # never claim the same ms, so est_gain_pct, the claim's share of the run, never adds up past the step.
     claims: dict[str, float] = field(default_factory=dict)
     claim: Any = field(default=None, compare=False, repr=False)  # a ledger.Claim overriding the rule's causes

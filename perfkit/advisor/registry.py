@@ -29,10 +29,11 @@ from typing import Callable
 
 import pandas as pd
 
-from .. import plugins
-from ..analysis import comm_kind, framework_memory
-from ..causes import CAUSES
-from ..model import Run
+from ..analysis.measures import framework_memory
+from ..core import plugins
+from ..core.causes import CAUSES
+from ..core.model import Run
+from ..core.opnames import comm_kind
 from .finding import SEVERITIES, Finding, NotChecked
 
 # ---------------------------------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ class Rule:
     needs: tuple[str, ...]
     check: Callable[[Run], list[Finding]]
     plugin: str | None = None  # the installed plugin that added it (plugins.describe); None for perfkit's own
-    # the step ledger's causes (perfkit/causes.py) its findings claim: the ms the change could win back
+    # the step ledger's causes (perfkit/core/causes.py) its findings claim: the ms the change could win back
     claims: tuple[str, ...] = ()
 
     def missing(self, run: Run) -> str | None:
@@ -104,7 +105,7 @@ def rule(rule_id: str, needs: tuple[str, ...] = (), claims: tuple[str, ...] = ()
     ledger ms of the causes `claims` (up to their est_gain_pct), unless a finding names its own `claim`."""
     unknown = set(claims) - set(CAUSES)
     if unknown:
-        raise ValueError(f"rule {rule_id!r} claims unknown causes {sorted(unknown)} (perfkit/causes.py)")
+        raise ValueError(f"rule {rule_id!r} claims unknown causes {sorted(unknown)} (perfkit/core/causes.py)")
 
     def register(check: Callable[[Run], list[Finding]]):
         RULES.append(Rule(rule_id, needs, check, claims=tuple(claims)))

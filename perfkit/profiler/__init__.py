@@ -28,12 +28,12 @@ def report(outcome) -> str:
 
     A run stopped at once may hold no profiler files yet; that is said, not raised.
     """
-    from .. import load
     from ..advisor import advise
-    from ..advisor.render import advice_text
-    from ..summary import summarize
-    from ..errors import PerfkitError
-    from ..render import summary_text
+    from ..core.errors import PerfkitError
+    from ..io.loader import load
+    from ..render.advice import advice_text
+    from ..render.text import summary_text
+    from ..views.summary import summarize
 
     try:
         run = load(outcome.folder)

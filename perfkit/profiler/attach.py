@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import boundedjson
+from ..core import boundedjson
 
 # The job `perfkit profile -- …` hands the script (JSON: output, msrun, skip_first, steps, profile_memory).
 RUN_ENV = "PERFKIT_SCRIPT_RUN"
@@ -44,7 +44,7 @@ def attach() -> None:
                                                       "profile_memory": job["profile_memory"]})
     else:
         os.environ.pop(MS_PROFILER_OPTIONS, None)  # one profiler: ours, started after the skipped steps
-    sys.meta_path.insert(0, _AfterImport("mindspore.train.model", lambda module: _start(job, folder, module)))
+    sys.meta_path.insert(0, AfterImport("mindspore.train.model", lambda module: _start(job, folder, module)))
 
 
 def _start(job: dict, folder: Path, model_module) -> None:
@@ -53,7 +53,7 @@ def _start(job: dict, folder: Path, model_module) -> None:
     start_session(job, folder, model_module)
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
+class AfterImport(importlib.abc.MetaPathFinder):
     """Calls `then(module)` right after the module `name` is first executed (imported by whoever imports it)."""
 
     def __init__(self, name: str, then):

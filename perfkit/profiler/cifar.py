@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import PerfkitError
+from ..core.errors import PerfkitError
 from .runfolder import write_error
 
 IMAGE_BYTES = 32 * 32 * 3

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import click
 
-from .. import __version__, boundedjson
-from ..errors import DeviceError, PerfkitError
+from ..core import boundedjson
+from ..core.errors import DeviceError, PerfkitError
+from ..core.version import __version__
+from ..io.formats.manifest import AMP_LEVELS, DEVICES, MANIFEST, MODES
 from . import cifar
-from ..formats.manifest import AMP_LEVELS, DEVICES, MANIFEST, MODES
 from .runfolder import TRAIN_LOG, claim, is_disk_full, now_iso, read_manifest, write_error, write_manifest
 from .train import signal_when_parent_dies
 
@@ -135,7 +136,7 @@ def _data(request: ProfileRequest, say) -> tuple[Path, bool, list[str]]:
     return folder, synthetic, notes
 
 
-def _child_env(extra: dict[str, str]) -> dict[str, str]:
+def child_env(extra: dict[str, str]) -> dict[str, str]:
     """The environment for training: ours, `--env` on top, this interpreter's bin first on PATH
     (msrun starts `python` from PATH) and perfkit importable even when it is not installed."""
     env = {**os.environ, **extra}
@@ -147,7 +148,7 @@ def _child_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -157,11 +158,11 @@ def _command(job_file: Path, request: ProfileRequest, folder: Path) -> list[str]
     child = ["-m", "perfkit.profiler.train", str(job_file)]
     if request.ranks == 1:
         return [sys.executable, *child]
-    msrun = shutil.which("msrun", path=_child_env({})["PATH"])
+    msrun = shutil.which("msrun", path=child_env({})["PATH"])
     if msrun is None:
         raise PerfkitError("--ranks needs MindSpore's msrun launcher, which is not on PATH")
     return [msrun, f"--worker_num={request.ranks}", f"--local_worker_num={request.ranks}",
-            f"--master_port={_free_port()}", f"--log_dir={folder / MSRUN_LOG_DIR}", "--join=True",
+            f"--master_port={free_port()}", f"--log_dir={folder / MSRUN_LOG_DIR}", "--join=True",
             f"--cluster_time_out={CLUSTER_TIMEOUT_SECONDS}", "python", *child]
 
 
@@ -437,7 +438,7 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
         job_file.write_text(json.dumps(job))
         supervisor = Supervisor(request, folder, scratch, say)
         with log:
-            returncode = supervisor.run(_command(job_file, request, folder), _child_env(request.env), log, pending)
+            returncode = supervisor.run(_command(job_file, request, folder), child_env(request.env), log, pending)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return _settle(request, folder, supervisor, returncode, manifest, log_path)
@@ -467,7 +468,7 @@ def _settle(request: ProfileRequest, folder: Path, supervisor: Supervisor, retur
         error = f"rank {culprit}: {outcomes[culprit][1]}; see {folder / f'rank_{culprit}' / TRAIN_LOG}"
     interrupted = supervisor.interrupted or any(status == "interrupted" for status, _ in outcomes.values())
     status = "failed" if failed else ("interrupted" if interrupted else "ok")
-    unrecorded = _record(folder, {**manifest, "status": status, "error": error, "device": first.get("device"),
+    unrecorded = record_manifest(folder, {**manifest, "status": status, "error": error, "device": first.get("device"),
                                   "mindspore_version": first.get("mindspore_version"), "used": first.get("used"),
                                   "notes": notes, "finished_at": now_iso()})
     if failed:
@@ -512,13 +513,13 @@ def _rank_outcome(folder: Path, supervisor: Supervisor, rank: int, exit_code: in
         status, error = "failed", f"the training process was killed by signal {signal.Signals(-exit_code).name}"
     else:
         status, error = "failed", f"the training process exited with code {exit_code} before finishing"
-    unrecorded = _record(folder, {**recorded, "status": status, "error": error, "finished_at": now_iso()})
+    unrecorded = record_manifest(folder, {**recorded, "status": status, "error": error, "finished_at": now_iso()})
     if unrecorded:
         error = f"{error or status}{unrecorded}"
     return status, error
 
 
-def _record(folder: Path, manifest: dict) -> str:
+def record_manifest(folder: Path, manifest: dict) -> str:
     """Write `manifest`; on a full disk say why it could not be (to append to the error), else ''."""
     try:
         write_manifest(folder, manifest)

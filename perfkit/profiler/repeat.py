@@ -2,7 +2,7 @@
 
 Each repeat is a complete run folder with its own manifest, made by the same runner as a single run (the
 built-in ResNet-50's or the user's script's), so `perfkit compare OUTPUT OTHER` judges the folder over its run
-means (perfkit/compare.py: repeat_folders). Repeats run one after another, never side by side: two runs sharing
+means (perfkit/views/compare.py: repeat_folders). Repeats run one after another, never side by side: two runs sharing
 the cores would each measure the other's load.
 """
 
@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import PerfkitError
+from ..core.errors import PerfkitError
 from .launch import ProfileOutcome
 from .runfolder import claim, write_error
 
@@ -45,8 +45,8 @@ def profile_repeats(profile_one: Callable[[str], ProfileOutcome], output: str,
 def repeats_report(folder: Path, outcomes: list[ProfileOutcome], times: int) -> str:
     """Each repeat's folder, status and mean steady step, the run-to-run spread of those means (what a single
     run a side must beat: `perfkit compare --noise-floor`) and how to compare the series."""
-    from .. import load
-    from ..compare import run_mean_ms
+    from ..io.loader import load
+    from ..views.compare import run_mean_ms
 
     lines, means = [], []
     for index, outcome in enumerate(outcomes, start=1):

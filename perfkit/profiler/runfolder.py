@@ -1,6 +1,6 @@
 """The run folder `perfkit profile` writes, and its manifest perfkit_run.json.
 
-The manifest is the contract with perfkit/formats/manifest.py: it is written with status
+The manifest is the contract with perfkit/io/formats/manifest.py: it is written with status
 "running" before training starts, rewritten after each profiled step (a killed run keeps its step
 times) and replaced atomically at the end, so a run that was killed still says so. Step times
 are epoch ns from time.time_ns(), the clock MindSpore's CPU profiler stamps its ops with.
@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import boundedjson
-from ..formats.manifest import MANIFEST, STATUSES
+from ..core import boundedjson
+from ..io.formats.manifest import MANIFEST, STATUSES
 
 TRAIN_LOG = "train.log"
 MINDDATA_DIR = "md"
@@ -62,8 +62,8 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     """Replace folder/perfkit_run.json atomically: readers never see half a manifest."""
     if manifest["status"] not in STATUSES:
         raise ValueError(f"unknown manifest status {manifest['status']!r}")
-    if "host" not in manifest:  # what the run's CPU could do: its MFU (perfkit.cells.utilisation)
-        from ..flops import host_cpu_facts
+    if "host" not in manifest:  # what the run's CPU could do: its MFU (perfkit.analysis.cells.utilisation)
+        from ..analysis.flops import host_cpu_facts
         manifest["host"] = host_cpu_facts()
     target = folder / MANIFEST
     staging = folder / f".{MANIFEST}.{os.getpid()}.tmp"
@@ -98,7 +98,7 @@ def script_manifest(command: list[str], env: dict[str, str], script: Path | None
 
     `ranks` is None when the launcher decides (a user's msrun command); the rank folders then tell.
     """
-    from .. import __version__
+    from ..core.version import __version__
 
     return {
         "perfkit_version": __version__,

@@ -20,9 +20,17 @@ from pathlib import Path
 
 import click
 
-from ..errors import PerfkitError
+from ..core.errors import PerfkitError
 from .attach import RUN_ENV
-from .launch import CLUSTER_TIMEOUT_SECONDS, MSRUN_LOG_DIR, Keeper, ProfileOutcome, _child_env, _free_port, _record
+from .launch import (
+    CLUSTER_TIMEOUT_SECONDS,
+    MSRUN_LOG_DIR,
+    Keeper,
+    ProfileOutcome,
+    child_env,
+    free_port,
+    record_manifest,
+)
 from .runfolder import MANIFEST, claim, now_iso, read_manifest, script_manifest, write_error, write_manifest
 
 HOOK_DIR = Path(__file__).resolve().parent / "hook"
@@ -67,7 +75,7 @@ def _is_python(program: str) -> bool:
     return bool(PYTHON.match(Path(program).name))
 
 
-def _script_index(command: list[str]) -> int | None:
+def script_index(command: list[str]) -> int | None:
     """Where the script is in `python [options] script.py …` or `msrun [options] script.py …`, if it has one."""
     index = 1
     while index < len(command):
@@ -92,7 +100,7 @@ def _check_command(request: ScriptRequest, path: str) -> tuple[Path | None, bool
                            "perfkit profile -- python train.py")
     if shutil.which(command[0], path=path) is None:
         raise PerfkitError(f"command not found: {command[0]}")
-    index = _script_index(command)
+    index = script_index(command)
     script = Path(command[index]) if index is not None else None
     if script is not None and not script.is_file():
         raise PerfkitError(f"script not found: {script}")
@@ -109,9 +117,9 @@ def _launch_command(request: ScriptRequest, folder: Path, path: str) -> list[str
     """The command as given; under --ranks N, its script and arguments handed to msrun."""
     if request.ranks == 1:
         return request.command
-    script_args = request.command[_script_index(request.command):]
+    script_args = request.command[script_index(request.command):]
     return [shutil.which("msrun", path=path), f"--worker_num={request.ranks}", f"--local_worker_num={request.ranks}",
-            f"--master_port={_free_port()}", f"--log_dir={folder / MSRUN_LOG_DIR}", "--join=True",
+            f"--master_port={free_port()}", f"--log_dir={folder / MSRUN_LOG_DIR}", "--join=True",
             f"--cluster_time_out={CLUSTER_TIMEOUT_SECONDS}", *script_args]
 
 
@@ -125,7 +133,7 @@ def profile_script(request: ScriptRequest, say=None) -> ProfileOutcome:
     say = say or (lambda text: click.echo(text, err=True))
     if request.warmup < 0 or (request.steps is not None and request.steps < 1) or request.ranks < 1:
         raise PerfkitError("--warmup must be 0 or more, --steps and --ranks at least 1")
-    env = _child_env(request.env)
+    env = child_env(request.env)
     env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), env["PYTHONPATH"]])
     script, msrun = _check_command(request, env["PATH"])
     requested = Path(request.output).expanduser()
@@ -187,13 +195,13 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
         if rank_status == "incomplete" and status == "ok":
             status = "incomplete"  # for the top-level manifest and the outcome
         # the script's own error (its exception, recorded as it ended) says more than its exit code
-        unrecorded = _record(rank_folder, {**recorded, "status": rank_status, "error": rank_error,
+        unrecorded = record_manifest(rank_folder, {**recorded, "status": rank_status, "error": rank_error,
                                            "notes": rank_notes, "finished_at": now_iso()})
         if unrecorded:
             notes.append(f"{rank_folder / MANIFEST}{unrecorded}")
     if msrun:
         first = read_manifest(ranks[0]) if ranks else {}
-        _record(folder, {**manifest, "status": status if ranks else "failed",
+        record_manifest(folder, {**manifest, "status": status if ranks else "failed",
                          "error": error if ranks else "no rank started (see the msrun output above)",
                          "rank_size": len(ranks), "device": first.get("device"),
                          "mindspore_version": first.get("mindspore_version"), "used": first.get("used", {}),
@@ -209,6 +217,6 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
 def _has_op_data(rank_folder: Path) -> bool:
     """Whether a reader of op data (a unit reader: ascend_ms, cpu, …) claims a folder of the rank's, as the
     loader would find it."""
-    from ..loader import discover
+    from ..io.loader import discover
 
     return any(reader.unit for reader, _ in discover(rank_folder)[1])

@@ -24,9 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from .. import boundedjson
-from ..formats.manifest import DEVICES
-from ..units import BYTES_PER_MB
+from ..core import boundedjson
+from ..core.units import BYTES_PER_MB
+from ..io.formats.manifest import DEVICES
 from .runfolder import MINDDATA_DIR, TRAIN_LOG, is_disk_full, now_iso, read_manifest, write_error, write_manifest
 
 EXIT_DEVICE = 2

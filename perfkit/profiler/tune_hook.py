@@ -25,7 +25,7 @@ import math
 import os
 import sys
 
-from .attach import _AfterImport
+from .attach import AfterImport
 
 TUNE_ENV = "PERFKIT_TUNE"
 
@@ -162,5 +162,5 @@ def install() -> None:
         return
     job = json.loads(raw)
     tuning = _Tuning(job["changes"], job["report"])
-    sys.meta_path.insert(0, _AfterImport("mindspore", tuning.patch))
+    sys.meta_path.insert(0, AfterImport("mindspore", tuning.patch))
     atexit.register(tuning.write)

@@ -183,3 +183,36 @@ def short_op_names(names: list[str]) -> list[str]:
     for value in short.values():
         taken[value] = taken.get(value, 0) + 1
     return [short[name] if taken[short[name]] == 1 else name for name in names]
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 3, 7, 9, 10] -> "0-3, 7, 9-10"."""
+    ranges: list[list[int]] = []
+    for rank in sorted(ranks):
+        if ranges and rank == ranges[-1][1] + 1:
+            ranges[-1][1] = rank
+        else:
+            ranges.append([rank, rank])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in ranges)
+
+
+def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
+    """`step_means`' coverage in words: "steps 2-20; first step 40.063 ms left out, ..." (brief: "steps 2-20")."""
+    mean_of = means["mean_of"]
+    covered = (f"step {mean_of['first']}" if mean_of["first"] == mean_of["last"]
+               else f"steps {mean_of['first']}-{mean_of['last']}")
+    first = means.get("first_step_ms")
+    if brief or mean_of["first_step"] is None:
+        return covered
+    return covered + f"; first step{'' if first is None else f' {ms(first)}'} {mean_of['first_step']}"
+
+
+# Ranks whose pipelines are shown side by side; beyond this, each op's usage is pooled: min / median / max.
+PIPELINE_RANK_COLUMNS = 8
+
+
+def pooled(values: list[float]) -> tuple[float, float, float]:
+    """(min, median, max) of a non-empty list; the median of an even count is the upper middle value (one of
+    the ranks' own, never a mean of two)."""
+    ordered = sorted(values)
+    return ordered[0], ordered[len(ordered) // 2], ordered[-1]

@@ -13,14 +13,14 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .. import analysis, ledger
-from ..analysis import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary
-from ..causes import COMM_SOURCE_LABEL
-from ..flops import op_flops
-from ..summary import summarize
-from ..model import Run
-from ..render import mean_of_text
-from .format import STEP_SPLITS, evidence, mb, ms, pct, percent
+from ..analysis import ledger
+from ..analysis import measures as analysis
+from ..analysis.measures import BATCHNORM_FAMILY, CAST_FAMILY, memory_peaks, memory_summary
+from ..core.causes import COMM_SOURCE_LABEL
+from ..core.model import Run
+from ..core.op_work import op_flops
+from .format import STEP_SPLITS, evidence, mb, mean_of_text, ms, pct, percent
+from .summary import summarize
 
 _MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
 
@@ -133,7 +133,7 @@ def rank_bar_segments(run: Run) -> tuple[tuple[str, str], ...]:
 def per_rank_parts(run: Run) -> list[dict[str, Any]]:
     """Per rank with step data: rank, total_ms and the ledger's mean ms per steady step of each bound part
     (cluster.per_rank_split: the numbers `perfkit ranks` prints)."""
-    from ..cluster import per_rank_split
+    from ..analysis.cluster import per_rank_split
     frame = per_rank_split(run)
     frame = frame[frame["total_ms"].notna()]
     return [{key: (None if pd.isna(value) else value) for key, value in row.items()}
@@ -159,7 +159,7 @@ class OpMixColumns:
 def op_mix_columns(run: Run) -> OpMixColumns | None:
     """Per-rank op-type share columns (in %) where ranks run different mixes (analysis.ranks_run_different_ops),
     ranks of one mix merged into one column (their mean share); None where the pooled table says it all."""
-    from ..render import rank_ranges
+    from .format import rank_ranges
     by_rank = analysis.op_type_shares_by_rank(run)
     if not analysis.ranks_run_different_ops(by_rank):
         return None
@@ -295,7 +295,7 @@ class Findings:
 def findings(run: Run) -> Findings:
     """`perfkit advise` for this run, worded once for the dashboard, the report and notebooks."""
     from ..advisor import advise
-    from ..cells import cell_of_ops
+    from ..analysis.cells import cell_of_ops
     shown = findings_of(advise(run))
     items = [replace(item, cell=cell_of_ops(run, op_target(run, item.target).names)) if item.target else item
              for item in shown.items]
@@ -358,7 +358,7 @@ class OpTarget:
     known: bool      # the run's op tables name it; else only events named exactly `label` match
 
     def matches(self, events: pd.DataFrame) -> pd.Series:
-        """Which of a window's events (perfkit.timeline.timeline) are occurrences: complete events only."""
+        """Which of a window's events (perfkit.io.timeline.timeline) are occurrences: complete events only."""
         if not len(events):
             return pd.Series(False, index=events.index)
         named = events["name"].astype(str).isin(self.names) | events["op_type"].astype(str).isin(self.types)
@@ -407,9 +407,9 @@ class TimelineLink:
 def timeline_links(run: Run) -> list[TimelineLink | None]:
     """Per finding of `findings(run)` (same order): the link to its ops on the timeline, None when its target
     names no op of the run's op tables (a rank, a link, a dataset op) or the run has no trace."""
-    from ..errors import PerfkitError
-    from ..steady import steady_steps
-    from ..timeline import trace_files
+    from ..analysis.steady import steady_steps
+    from ..core.errors import PerfkitError
+    from ..io.timeline import trace_files
     try:
         trace_files(run.path)
     except PerfkitError:

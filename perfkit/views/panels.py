@@ -9,11 +9,11 @@ A panel holds its functions, checked when the list is built (`Panel.__post_init_
 a module and a name imported at the first call, so that `perfkit summary` reads this list without importing
 plotly or pandas; tests/test_views.py resolves every Ref, so a misspelt name fails there, a misspelt module here.
 
-Adding a chart: write `def my_figure(run) -> go.Figure` in perfkit/figures.py and add
+Adding a chart: write `def my_figure(run) -> go.Figure` in perfkit/views/figures.py and add
 `Panel("my-chart", "My chart", "/", FIGURE, content=Ref(FIGURES, "my_figure"))` where it should appear; with
 `data=` (Run -> JSON value) and `text=` (the summary dict -> lines) it reaches `perfkit summary` too.
 Adding a page: add `Page("/timeline", "Timeline")` to PAGES and its panels with `page="/timeline"`.
-An installed package adds panels through the entry point group `perfkit.panels` (perfkit/plugins.py).
+An installed package adds panels through the entry point group `perfkit.panels` (perfkit/core/plugins.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import importlib.util
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .. import plugins
-from ..causes import OP_TYPES_SUMMED_OVER
-from ..errors import PluginError
+from ..core import plugins
+from ..core.causes import OP_TYPES_SUMMED_OVER
+from ..core.errors import PluginError
 
 # Panel kinds: how a consumer renders a panel.
 CARDS = "cards"          # the headline number cards (views.numbers.headline_cards)
@@ -44,7 +44,7 @@ ALWAYS = "always"        # always (a figure without data says why in words)
 WITH_DATA = "with data"  # only for runs it has something to show for (a multi-rank run, memory records)
 NEVER = "never"          # dashboard only
 
-FIGURES, RENDER, NUMBERS = "perfkit.figures", "perfkit.render", "perfkit.views.numbers"
+FIGURES, LINES, NUMBERS = "perfkit.views.figures", "perfkit.views.lines", "perfkit.views.numbers"
 
 
 class Ref:
@@ -113,33 +113,33 @@ PANELS = (
     Panel("kpis", "", "/", CARDS),
     Panel("findings", "Findings (perfkit advise)", "/", FINDINGS),
     Panel("fig-bound", "What bounds the step", "/", FIGURE, content=Ref(FIGURES, "bound_figure"),
-          text=Ref(RENDER, "bound_lines")),
+          text=Ref(LINES, "bound_lines")),
     Panel("fig-steps", "Step trace", "/", FIGURE, content=Ref(FIGURES, "step_trace_figure"),
-          text=Ref(RENDER, "steps_lines")),
+          text=Ref(LINES, "steps_lines")),
     Panel("fig-ranks", "Ranks", "/ranks", FIGURE, content=Ref(FIGURES, "ranks_figure"),
-          text=Ref(RENDER, "per_rank_lines"), note=Ref(NUMBERS, "slow_ranks_note"), report=WITH_DATA),
+          text=Ref(LINES, "per_rank_lines"), note=Ref(NUMBERS, "slow_ranks_note"), report=WITH_DATA),
     Panel("rank-table", "Per-rank mean step (ms)", "/ranks", TABLE, content=Ref(FIGURES, "rank_rows"),
           report=WITH_DATA),
     Panel("fig-memory", "Memory", "/memory", FIGURE, content=Ref(FIGURES, "memory_timeline_figure"),
-          text=Ref(RENDER, "memory_lines"), note=Ref(NUMBERS, "memory_peak_note"), report=WITH_DATA),
+          text=Ref(LINES, "memory_lines"), note=Ref(NUMBERS, "memory_peak_note"), report=WITH_DATA),
     Panel("fig-op-memory", "Operators by memory", "/memory", FIGURE, content=Ref(FIGURES, "top_op_memory_figure"),
           report=NEVER),
     Panel("fig-link-heatmap", "Link bandwidth", "/ranks", FIGURE, content=Ref(FIGURES, "link_heatmap_figure"),
-          text=Ref(RENDER, "communication_lines"), report=WITH_DATA, optional=True),
+          text=Ref(LINES, "communication_lines"), report=WITH_DATA, optional=True),
     Panel("comm-op-table", "Communication ops (longest first)", "/ranks", TABLE, content=Ref(FIGURES, "comm_op_rows"),
           report=NEVER, optional=True),
     Panel("fig-op-shares", "Operator types", "/", FIGURE, content=Ref(FIGURES, "op_share_figure"),
-          text=Ref(RENDER, "op_type_lines")),
+          text=Ref(LINES, "op_type_lines")),
     Panel("fig-cells", "Time by network Cell", "/cells", FIGURE, content=Ref(FIGURES, "cells_figure"),
-          text=Ref(RENDER, "cell_lines"), report=WITH_DATA),
+          text=Ref(LINES, "cell_lines"), report=WITH_DATA),
     Panel("cells-table", "Cells (ms per profiled step; every Cell and its ancestors)", "/cells", TABLE,
           content=Ref(FIGURES, "cell_rows"), report=NEVER, optional=True),
     Panel("fig-host-queue", "Host queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "host"),
-          text=Ref(RENDER, "queue_lines", "host"), half=True),
+          text=Ref(LINES, "queue_lines", "host"), half=True),
     Panel("fig-device-queue", "Device queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "device"),
-          text=Ref(RENDER, "queue_lines", "device"), half=True),
+          text=Ref(LINES, "queue_lines", "device"), half=True),
     Panel("fig-pipeline", "Data pipeline", "/", FIGURE, content=Ref(FIGURES, "pipeline_figure"),
-          text=Ref(RENDER, "pipeline_lines")),
+          text=Ref(LINES, "pipeline_lines")),
     Panel("op-types-table", f"Op types (total ms and calls summed over {OP_TYPES_SUMMED_OVER})", "/operators", TABLE,
           content=Ref(FIGURES, "op_type_rows"), note=Ref(NUMBERS, "op_mix_note")),
     Panel("op-table", "Op instances (total ms and calls summed over steps)", "/operators", INSTANCES,
@@ -245,3 +245,24 @@ def rows(shown: tuple[Panel, ...]) -> list[tuple[Panel, ...]]:
         else:
             grouped.append((panel,))
     return grouped
+
+
+def panel_content(panel: Panel, subject):
+    """What a panel with a content function shows for this run (a compare panel: these runs): a figure, a table
+    or cards. A plugin's function that raised shows its one-line error instead (an empty figure or table)."""
+    try:
+        return panel.content(subject)
+    except PluginError as exc:
+        if panel.kind == FIGURE:
+            from .figures import empty_state
+            return empty_state(exc.message)
+        import pandas as pd
+        return pd.DataFrame()
+
+
+def has_content(content) -> bool:
+    """A figure with data (not an `empty_state`), a table with rows, cards."""
+    if type(content).__module__.startswith("plotly"):
+        from .figures import empty_message
+        return empty_message(content) is None
+    return bool(len(content))

@@ -5,7 +5,6 @@ import argparse
 
 import mindspore as ms
 from mindspore import nn
-
 from tiny import dataset, loss, network
 
 parser = argparse.ArgumentParser()

@@ -15,8 +15,8 @@ import os
 import sys
 import time
 
-import numpy as np
 import mindspore as ms
+import numpy as np
 from mindspore import nn
 from mindspore.profiler import DynamicProfilerMonitor, ProfilerActivity, profile, schedule, tensorboard_trace_handler
 

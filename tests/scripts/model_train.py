@@ -11,7 +11,6 @@ import sys
 import mindspore as ms
 from mindspore import nn
 from mindspore.train import Callback, Model
-
 from tiny import dataset, loss, network
 
 parser = argparse.ArgumentParser()

@@ -1,7 +1,7 @@
 """What the example training scripts share: a tiny network and dataset (4 batches of 2, 16 features)."""
 
-import numpy as np
 import mindspore.dataset as ds
+import numpy as np
 from mindspore import nn
 
 BATCHES = 4

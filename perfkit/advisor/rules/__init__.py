@@ -7,6 +7,6 @@ import line here.
 """
 
 from ..registry import RULES
-from . import data, compute, communication, memory, steps, mode
+from . import communication, compute, data, memory, mode, steps
 
 __all__ = ["RULES", "data", "compute", "communication", "memory", "steps", "mode"]

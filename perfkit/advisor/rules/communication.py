@@ -13,15 +13,14 @@ import shlex
 import numpy as np
 import pandas as pd
 
-from ... import comm_split
-from ...analysis import NETWORK_LINK_TYPES, step_means
-from ...causes import COMM_SOURCE_LABEL
-from ...cluster import of_run
-from ...ledger import CAUSES_OF, Claim, estimated_split, ledger, rank_parts, steady_means, steady_steps
-from ...model import Run
+from ...analysis import comm_split
+from ...analysis.cluster import of_run
+from ...analysis.ledger import CAUSES_OF, Claim, estimated_split, ledger, rank_parts, steady_means, steady_steps
+from ...analysis.measures import NETWORK_LINK_TYPES, step_means
+from ...core.causes import COMM_SOURCE_LABEL
+from ...core.model import Run
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
-
 
 # ---------------------------------------------------------------------------------------------------------
 # communication

@@ -2,7 +2,7 @@
 
 amp_level (Cast and fp32 ops that mixed precision moves), host_bound (a device idle while the host launches ops),
 compute_bound (which op types take a compute-bound step), kernel_efficiency (a kernel group far slower than others
-doing the same work, by perfkit.flops).
+doing the same work, by perfkit.analysis.flops).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import re
 
 import pandas as pd
 
-from ...analysis import BATCHNORM_FAMILY, op_type_shares
-from ...flops import gflops_per_s, op_flops
-from ...ledger import CAUSES_OF, bound, rank_parts
-from ...model import Run
+from ...analysis.flops import gflops_per_s
+from ...analysis.ledger import CAUSES_OF, bound, rank_parts
+from ...analysis.measures import BATCHNORM_FAMILY, op_type_shares
+from ...core.model import Run
+from ...core.op_work import op_flops
 from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule
@@ -157,7 +158,7 @@ def compute_bound(run: Run) -> list[Finding]:
 # ---------------------------------------------------------------------------------------------------------
 # kernel_efficiency
 
-# The work of each op comes from perfkit.flops (Conv2D and its gradients, MatMul, BatchNorm and its gradient).
+# The work of each op comes from perfkit.analysis.flops (Conv2D and its gradients, MatMul, BatchNorm and its gradient).
 # Calibrated on 7 real MindSpore 2.10 CPU ResNet-50 runs (README, "kernel_efficiency calibration"): healthy runs
 # (AVX2 and default ISA, 32 and 64 px, batch 8 and 16) put their slowest big group at >= 0.33x the best
 # reference; oneDNN's reference kernel is reported to run forward 3x3 Conv2D ~100x (0.01x) slower than its

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...analysis import MIN_QUEUE_SAMPLES, QUEUE_EMPTY_PCT, host_cpu_busy, queue_stats, step_means
-from ...model import Run
+from ...analysis.measures import MIN_QUEUE_SAMPLES, QUEUE_EMPTY_PCT, host_cpu_busy, queue_stats, step_means
+from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
 from ..registry import known_ms, percent, rule, run_step_ms
-
 
 # ---------------------------------------------------------------------------------------------------------
 # sink_mode

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from ...analysis import framework_memory, memory_peaks
-from ...model import Run
+from ...analysis.measures import framework_memory, memory_peaks
+from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, NotChecked
 from ..registry import device_name, rule
-
 
 # ---------------------------------------------------------------------------------------------------------
 # memory_headroom

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ...analysis import dispatch_inflation
-from ...ledger import CAUSES_OF, rank_parts
-from ...model import Run
+from ...analysis.ledger import CAUSES_OF, rank_parts
+from ...analysis.measures import dispatch_inflation
+from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, severity_for
 from ..registry import is_torch, known_ms, percent, rule

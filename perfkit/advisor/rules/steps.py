@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...analysis import step_means
-from ...ledger import steady_means
-from ...model import Run
-from ...steady import first_step_verdicts
+from ...analysis.ledger import steady_means
+from ...analysis.measures import step_means
+from ...analysis.steady import first_step_verdicts
+from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, severity_for
 from ..registry import has_steps, is_torch, known_ms, percent, round_ms, rule
-
 
 # ---------------------------------------------------------------------------------------------------------
 # tail

@@ -1,0 +1,56 @@
+"""perfkit's public API: one function per question, each a view of one loaded Run.
+
+>>> run = perfkit.load("profiler_v1")          # doctest: +SKIP
+>>> perfkit.summarize(run)["bound"]             # doctest: +SKIP
+>>> perfkit.advise(run).findings[0].action      # doctest: +SKIP
+
+Importing it imports pandas and the readers, never plotly, Dash or MindSpore: the figures are imported by the
+views that draw them (perfkit.show, the report, the dashboard), MindSpore only inside a profiled process.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .advisor import Advice, advise
+from .analysis.cells import cells
+from .analysis.ledger import ledger
+from .core.errors import DeviceError, FileFormatError, LayoutError, PerfkitError
+from .core.model import Meta, Run
+from .io.loader import load, load_steps
+from .io.timeline import timeline
+from .profiler.api import profiling, step_timer_class
+from .views.compare import Comparison
+from .views.compare import compare as compare_runs
+from .views.numbers import summary_of
+from .views.summary import Summary
+
+__all__ = ["load", "load_steps", "Run", "Meta", "summarize", "advise", "Advice", "compare", "ledger", "cells",
+           "timeline", "show", "profiling", "StepTimer", "PerfkitError", "LayoutError", "FileFormatError",
+           "DeviceError"]
+
+
+def summarize(run: Run) -> Summary:
+    """Where each step's time goes: the `perfkit summary --format json` dict (docs/summary-json.md), which also
+    knows its run (`.run`) so that a notebook shows it as the report does."""
+    return Summary(summary_of(run), run)
+
+
+def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = ()) -> Comparison:
+    """Run B relative to run A: the `perfkit compare --format json` dict (docs/compare.md), which also knows its
+    two runs (`.runs`). `repeats_a`/`repeats_b`: more runs of each side (`perfkit profile --repeat`), which the
+    noise verdict then measures the spread of."""
+    return Comparison(compare_runs(run_a, run_b, repeats_a, repeats_b), (run_a, run_b))
+
+
+def show(value) -> None:
+    """Display a Run, a summary, an Advice or a comparison in Jupyter, as the report shows it."""
+    from .render.notebook import show as display
+    display(value)
+
+
+def __getattr__(name: str):
+    # StepTimer subclasses MindSpore's Callback: made on first use, so that the API imports no MindSpore.
+    if name == "StepTimer":
+        return step_timer_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,147 @@
+"""How `perfkit tune` trains one setting: `perfkit profile` in a child process, into the experiment's run folder.
+
+The built-in ResNet-50 takes a change through `perfkit profile`'s own options where it has one (--env, --workers,
+--batch-size, --amp-level, --sink, --mode); a user's script (`perfkit tune -- python train.py`) takes environment
+variables through --env and every other change through the start-up hook (tune_hook.py, PERFKIT_TUNE), so the
+script is never edited. The hook is on both processes' path: it also watches the loss for NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..advisor.change import Change
+from ..io.formats.manifest import MANIFEST
+from ..profiler.script import HOOK_DIR
+from ..profiler.tune_hook import TUNE_ENV, change_key
+from .tune import OUTPUT_TAIL_LINES, RunResult
+
+# Changes the built-in run takes as `perfkit profile` options.
+RESNET_OPTIONS = {
+    "dataset_workers": lambda change: ["--workers", str(change.value)],
+    "batch_size": lambda change: ["--batch-size", str(change.value)],
+    "amp_level": lambda change: ["--amp-level", change.value],
+    "sink_mode": lambda change: ["--sink" if change.value else "--no-sink"],
+    "mode": lambda change: ["--mode", change.value],
+}
+# What the hook needs the script to do for a change to take effect (said when it never did).
+REACHED_BY = {"amp_level": "made no Model(...) (amp_level is Model's argument)",
+              "sink_mode": "never called Model.train (dataset_sink_mode is its argument)",
+              "batch_size": "never called dataset.batch",
+              "dataset_workers.map": "never called dataset.map", "dataset_workers.batch": "never called dataset.batch",
+              "dataset_workers.all": "called neither dataset.map nor dataset.batch"}
+# How long the child may take to stop after a Ctrl-C (it finishes its step and MindSpore's analysis).
+STOP_SECONDS = 120
+# The manifest statuses whose step times count: incomplete runs lack op data, not steps.
+USABLE = ("ok", "incomplete")
+# MindSpore's profiler analysis draws progress bars into the output: `[13449] Parsing: [###   ] 1/2 …`
+PROGRESS = re.compile(r"^\[\d+\] (Parsing:|Start parsing)")
+
+
+class ProfileRunner:
+    """Runs `perfkit profile ARGS` (the built-in ResNet-50) or `perfkit profile ARGS -- COMMAND` (a script)."""
+
+    def __init__(self, args: list[str], command: list[str] | None = None):
+        self.args = list(args)
+        self.command = list(command) if command else None
+
+    def describe(self) -> dict[str, Any]:
+        if self.command:
+            return {"kind": "script", "command": self.command, "args": self.args}
+        return {"kind": "resnet", "args": self.args}
+
+    def run(self, changes: tuple[Change, ...], out_dir: Path) -> RunResult:
+        options = list(self.args)
+        if self.command and "--warmup" not in options:
+            options += ["--warmup", "1"]  # the first step compiles: judged on the steady ones
+        hooked: list[Change] = []
+        for change in changes:
+            if change.knob == "env":
+                options += ["--env", f"{change.name}={change.value}"]
+            elif not self.command and change.knob in RESNET_OPTIONS:
+                options += RESNET_OPTIONS[change.knob](change)
+            else:
+                hooked.append(change)
+        report = out_dir.parent / f"{out_dir.name}.applied.json"
+        log = out_dir.parent / f"{out_dir.name}.log"
+        env = dict(os.environ)
+        env[TUNE_ENV] = json.dumps({"changes": [change.to_dict() for change in hooked], "report": str(report)})
+        source_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HOOK_DIR), source_root, env.get("PYTHONPATH")) if p)
+        command = [sys.executable, "-m", "perfkit", "profile", *options, "--output", str(out_dir)]
+        if self.command:
+            command += ["--", *self.command]
+        with open(log, "wb") as handle:
+            code = _wait(subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
+                                          stdin=subprocess.DEVNULL))
+        return self.outcome(out_dir, code, log, report, changes, hooked)
+
+    def outcome(self, out_dir: Path, code: int, log: Path, report: Path, changes: tuple[Change, ...],
+                hooked: list[Change]) -> RunResult:
+        manifest = _json(out_dir / MANIFEST) or {}
+        applied = _json(report)
+        tail = _tail(log)
+        status = manifest.get("status")
+        folder = out_dir if out_dir.is_dir() else None
+        if code != 0 or status not in USABLE:
+            error = manifest.get("error") or (tail.splitlines()[-1] if tail else f"exit code {code}")
+            return RunResult(folder, False, error=error, tail=tail)
+        if applied and applied.get("nan_loss_step") is not None:
+            return RunResult(folder, False, error=f"the loss was NaN at step {applied['nan_loss_step']}", tail=tail)
+        not_applied = []
+        for change in hooked:
+            if applied is None:
+                not_applied.append(f"{change.label}: the script never imported MindSpore")
+            elif not applied["applied"].get(change_key(change.to_dict())):
+                reason = REACHED_BY.get(change.key, f"never made a ds.{change.op}")
+                not_applied.append(f"{change.label}: the script {reason}")
+        used = manifest.get("used") or {}
+        for change in changes:
+            if change.knob == "sink_mode" and used.get("sink") not in (None, change.value):
+                not_applied.append(f"{change.label}: {manifest.get('device')} cannot sink the dataset "
+                                   "(MindSpore feeds it step by step)")
+        return RunResult(folder, True, not_applied=not_applied, notes=(applied or {}).get("notes", []))
+
+
+def _wait(process: subprocess.Popen) -> int:
+    """The child's exit code; on Ctrl-C, let it stop (it got the terminal's SIGINT too), then go on raising."""
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        try:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        raise
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _tail(log: Path) -> str:
+    """The end of a run's output: up to its last Python exception where it has one (MindSpore's analysis prints
+    its progress after it), else its last lines; blank lines and the analysis's progress bars left out."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip() and not PROGRESS.search(line)]
+    starts = [index for index, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    end = len(lines)
+    if starts:
+        end = next((index + 1 for index in range(starts[-1] + 1, len(lines)) if not lines[index][:1].isspace()),
+                   len(lines))
+    return "\n".join(lines[max(0, end - OUTPUT_TAIL_LINES):end])

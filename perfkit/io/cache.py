@@ -1,0 +1,557 @@
+"""perfkit's cache: loaded runs as Parquet entries, and finished answers as text.
+
+**Run entries.** An entry holds one `Run`: every table as a Parquet file, its meta and warnings as JSON.
+It is keyed by the run's path, the code that builds a Run (the loader passes its files), and for every
+folder read, the reader's name and the (name, size, mtime_ns) of every file under it: touching or
+rewriting any file makes the next load a cold read. One entry per run, not per folder: a warm load of
+256 ranks reads three Parquet files instead of a thousand. This module knows Parquet, not formats:
+perfkit/io/loader.py decides what is read and how.
+
+**Answers.** `perfkit summary`, `advise` and `ranks` keep their finished output, keyed by the command,
+its options, perfkit's code and every file under the run: when nothing changed, the answer is printed
+without importing pandas or pyarrow (0.7 s of a 1.1 s warm summary was importing pandas). This module
+imports them only where a Run entry is read or written, for that reason.
+
+Everything lives under the user's cache dir ($PERFKIT_CACHE_DIR, else $XDG_CACHE_HOME/perfkit, else
+~/.cache/perfkit), never inside the run being read. Entries are written to a temporary name and renamed
+into place, so a reader never sees half an entry; one that cannot be read back is deleted and the run is
+read cold. A cache that cannot be written (read-only home, full disk) only costs speed. PERFKIT_NO_CACHE=1
+turns it off. The cache is kept under $PERFKIT_CACHE_MAX_MB (default 2 GB) by dropping the least recently
+used entries: runs, answers and timeline indexes alike.
+
+**Optional.** Whatever is wrong with the cache dir (PERFKIT_CACHE_DIR naming a file or a symlink loop, a
+read-only file system holding stale entries, a full disk, PERFKIT_CACHE_MAX_MB=inf), every public function
+here is `_optional`: the fault is said once per process, on stderr, the cache is off for the rest of it
+(under the same settings), and the caller computes its answer from the files as if there were no cache.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import errno
+import functools
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ..core import boundedjson
+from ..core.errors import FileFormatError
+from ..core.files import open_regular
+from ..core.units import BYTES_PER_MB
+from ..core.version import __version__
+
+# Bump when the layout of an entry on disk changes; old entries are then simply never found.
+ENTRY_FORMAT = 3
+# How deep under a reader's folder files count towards its key: readers reach at most
+# ASCEND_PROFILER_OUTPUT/, FRAMEWORK/ or PROF_*/device_*/data/ below their folder.
+FINGERPRINT_DEPTH = 4
+META_FILE = "entry.json"
+# Arrow's thread pool pays off only on big tables; for small ones starting it costs more than decoding.
+THREADED_READ_BYTES = 4 * BYTES_PER_MB
+# Tables read from an entry only when a command first uses them (model.Run defers them): op rows are
+# most of a big run's entry (a million rows: 0.4 s of a 1.1 s warm `perfkit summary` that never uses them).
+DEFERRED_TABLES = ("ops",)
+# After a load that stored an entry, the cache is trimmed to $PERFKIT_CACHE_MAX_MB (else this), least
+# recently used entries first and never the load's own; the benchmark runs take 1-150 MB each.
+DEFAULT_MAX_BYTES = 2048 * BYTES_PER_MB
+# Answers: folders under a run that no reader reads (raw CANN data, logs) do not count towards the key;
+# a run's own folders are at most this deep (a cluster parent / rank folder / *_ascend_ms / FRAMEWORK).
+ANSWER_SKIP_DIRS = ("PROF_", "logs", "__pycache__")
+ANSWER_DEPTH = 8
+ANSWER_FORMAT = 1
+# What the cache holds, one folder each under its root, as <kind>/<place>/<entry>: run entries (this
+# module), kept answers (this module), timeline indexes (perfkit/io/timeline.py) and the rank folders Dask workers
+# read (perfkit/io/dask_ingest.py, when the cache is their storage). trim() counts them all.
+ENTRY_KINDS = ("runs", "answers", "timeline", "ranks")
+
+Job = tuple[str, Path]  # (reader name, folder)
+
+
+# Why the cache is off for the rest of this process, for the settings (_settings) under which a fault was
+# found in it (said once): other settings (another PERFKIT_CACHE_DIR) are tried afresh.
+_faults: dict[tuple, str] = {}
+# What a cache fault is: the file system's errors, Path.resolve's symlink loop (RuntimeError), an entry's
+# JSON or Arrow data that is not what this module wrote (ValueError; pyarrow's errors derive from it).
+FAULTS = (OSError, RuntimeError, ValueError)
+
+
+def _optional(default: Any = None):
+    """Decorator of the public functions: a fault in the cache dir turns the cache off (said once), and the
+    function answers `default`, what it answers when there is no cache."""
+    def decorate(function):
+        @functools.wraps(function)
+        def optional(*args, **kwargs):
+            if _settings() in _faults:
+                return default
+            try:
+                return function(*args, **kwargs)
+            except FAULTS as exc:
+                turn_off(exc)
+                return default
+        return optional
+    return decorate
+
+
+def turn_off(cause: BaseException) -> None:
+    """Stop using the cache (as now set) in this process, and say why on stderr (the first time)."""
+    if _settings() in _faults:
+        return
+    where = getattr(cause, "filename", None)
+    why = _faults[_settings()] = f"{where}: {cause.strerror}" if where and getattr(cause, "strerror", None) \
+        else str(cause)
+    sys.stderr.write(f"perfkit: warning: the cache is not used ({why}); answers are computed from the files "
+                     "without it\n")
+
+
+def _settings() -> tuple:
+    return tuple(os.environ.get(name) for name in ("PERFKIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME",
+                                                   "PERFKIT_CACHE_MAX_MB"))
+
+
+def enabled() -> bool:
+    return os.environ.get("PERFKIT_NO_CACHE", "").strip() not in ("1", "true", "yes")
+
+
+def cache_root() -> Path:
+    """Where entries live: $PERFKIT_CACHE_DIR, else $XDG_CACHE_HOME/perfkit, else ~/.cache/perfkit."""
+    if os.environ.get("PERFKIT_CACHE_DIR"):
+        return Path(os.environ["PERFKIT_CACHE_DIR"]).expanduser().resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return (Path(base).expanduser() / "perfkit").resolve()
+
+
+def max_bytes() -> int:
+    """$PERFKIT_CACHE_MAX_MB in bytes (DEFAULT_MAX_BYTES where unset); ValueError where it is not a finite
+    number of MB from 0 on (`inf`, `nan`, `-1`, `lots`): a cache fault, as a cache dir that is a file."""
+    setting = os.environ.get("PERFKIT_CACHE_MAX_MB")
+    if setting is None or not setting.strip():
+        return DEFAULT_MAX_BYTES
+    try:
+        megabytes = float(setting)
+    except ValueError:
+        megabytes = math.nan
+    if not (math.isfinite(megabytes) and megabytes >= 0):
+        raise ValueError(f"PERFKIT_CACHE_MAX_MB={setting!r} is not a size in MB")
+    return int(megabytes * BYTES_PER_MB)
+
+
+@_optional()
+def usable_root(run_root: Path) -> Path | None:
+    """The cache root, or None when caching is off or the root lies inside the run being read. A root that
+    cannot hold the cache (a file, a link loop, a bad size limit) is a fault: said once, then None."""
+    if not enabled():
+        return None
+    root = cache_root()
+    if root == run_root or run_root in root.parents:
+        return None
+    if os.path.lexists(root) and not root.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
+    max_bytes()  # a bad limit is said now, before anything is stored
+    return root
+
+
+# ---------------------------------------------------------------- keys
+
+def _files_under(folder: Path, max_depth: int, skip: tuple[str, ...] = (), depth: int = 0
+                 ) -> Iterable[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every file under `folder` down to `max_depth` folders, leaving out folders
+    whose names start with `skip`, not following links into folders (a link loop cannot trap the walk); a
+    linked file counts by its target, a broken link as (-1, -1): its state is part of what a key says."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            folder_entry = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            folder_entry = False
+        if folder_entry:
+            if depth < max_depth and not entry.name.startswith(skip):
+                yield from _files_under(Path(entry.path), max_depth, skip, depth + 1)
+        else:
+            yield (entry.path, *_size_and_mtime(entry))
+
+
+def _size_and_mtime(entry: os.DirEntry) -> tuple[int, int]:
+    """(size, mtime_ns) of a file (a link's target), (-1, -1) where it cannot be read (a broken link)."""
+    try:
+        stat = entry.stat()
+        return stat.st_size, stat.st_mtime_ns
+    except OSError:
+        return -1, -1
+
+
+@functools.lru_cache(maxsize=4)
+def code_digest(code: tuple[Path, ...]) -> str:
+    """(name, size, mtime) of every Python file in `code` (files or packages), hashed once per process."""
+    digest = hashlib.sha256()
+    for path in code:
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            stat = source.stat()
+            digest.update(f"{source}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
+
+
+@_optional()
+def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path], selection: str = "") -> Path | None:
+    """The entry's path for the run at `run_root` (its folders `jobs`, built by the Python files `code`; of
+    them, `selection`: the profiler cycle chosen, "" for all) as it is on disk now; None when there is no
+    usable cache. Each selection has its own place, so reading cycle 1 does not evict cycle 2."""
+    root = usable_root(run_root)
+    if root is None:
+        return None
+    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{run_root}\0"
+                            f"{selection}\0".encode())
+    files: dict[str, bytes] = {}  # a folder's part of the key, walked once for all the readers that read it
+    for reader_name, folder in jobs:
+        digest.update(f"{reader_name}\0".encode())
+        if str(folder) not in files:
+            files[str(folder)] = _folder_key(folder)
+        digest.update(files[str(folder)])
+    placed = f"{run_root}\0{selection}" if selection else str(run_root)  # all cycles: the place it always had
+    place = hashlib.sha256(placed.encode()).hexdigest()[:24]
+    return root / "runs" / place / digest.hexdigest()[:32]
+
+
+def add_folder(digest, folder: str | os.PathLike) -> None:
+    """Add a reader's folder to a key: its path and the (name, size, mtime_ns) of every file under it."""
+    digest.update(_folder_key(folder))
+
+
+def _folder_key(folder: str | os.PathLike) -> bytes:
+    """What add_folder adds to a key for `folder`."""
+    return f"{folder}\0".encode() + _files_key(Path(folder), FINGERPRINT_DEPTH)
+
+
+def _add_files(digest, folder: Path, max_depth: int, skip: tuple[str, ...] = ()) -> None:
+    """Add (path under `folder`, size, mtime_ns) of every file under it (_files_under) to a key."""
+    digest.update(_files_key(folder, max_depth, skip))
+
+
+def _files_key(folder: Path, max_depth: int, skip: tuple[str, ...] = ()) -> bytes:
+    """(path under `folder`, size, mtime_ns) of every file under it (_files_under), as a key's bytes. The paths
+    start with the folder's: cut, not os.path.relpath, which cost most of a 4,096-rank run's key."""
+    start = len(os.path.join(str(folder), ""))
+    return "".join(f"{path[start:]}\0{size}\0{mtime_ns}\0"
+                   for path, size, mtime_ns in _files_under(folder, max_depth, skip)).encode()
+
+
+# ---------------------------------------------------------------- one entry
+
+def jsonable(value: Any) -> Any:
+    """json.dumps fallback: numpy scalars/arrays and paths; anything else is not cacheable."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _json_column(series) -> bool:
+    """Object columns holding anything but strings (lists, dicts) are stored as JSON text."""
+    return series.dtype == object and not series.dropna().map(lambda v: isinstance(v, str)).all()
+
+
+def _write_table(frame, path: Path) -> dict:
+    import pyarrow.parquet as pq
+
+    table, spec = arrow_table(frame)
+    pq.write_table(table, path)
+    return {"file": path.name, **spec}
+
+
+def arrow_table(frame):
+    """(a DataFrame as an Arrow table, the spec that `pandas_frame` makes the same DataFrame of again)."""
+    import pyarrow as pa
+
+    json_columns = [name for name in frame.columns if _json_column(frame[name])]
+    stored = frame.copy() if json_columns else frame
+    for name in json_columns:
+        stored[name] = stored[name].map(lambda v: None if v is None else json.dumps(v, default=jsonable))
+    return (pa.Table.from_pandas(stored, preserve_index=None),
+            {"rows": len(frame), "json_columns": json_columns,
+             "dtypes": {str(name): str(dtype) for name, dtype in frame.dtypes.items()}})
+
+
+def _read_table(folder: Path, spec: dict):
+    import pyarrow.parquet as pq
+
+    path = folder / spec["file"]
+    threaded = path.stat().st_size > THREADED_READ_BYTES
+    return pandas_frame(pq.ParquetFile(path).read(use_threads=threaded), spec, threaded)
+
+
+def pandas_frame(table, spec: dict, threaded: bool = False):
+    """The DataFrame `arrow_table` gave `table` and `spec` of."""
+    import pandas as pd
+
+    frame = table.to_pandas(use_threads=threaded)
+    for name in spec["json_columns"]:
+        values = table.column(name).to_pylist()
+        frame[name] = pd.Series([None if v is None else boundedjson.loads(v) for v in values], index=frame.index,
+                                dtype=object)
+    for name, dtype in spec["dtypes"].items():
+        if str(frame[name].dtype) != dtype:
+            frame[name] = frame[name].astype(dtype)
+    return frame
+
+
+class Deferred:
+    """A table of a cache entry, read when called. Its row count is known without reading it.
+
+    The entry may be gone by then (replaced after its files changed, or cleaned up): `reload(name)`
+    (the loader's: load the run again, take the table) then gives it, so the files stay the truth.
+    """
+
+    def __init__(self, folder: Path, spec: dict, name: str, reload: Callable[[str], Any]):
+        self.folder, self.spec, self.rows = folder, spec, spec["rows"]
+        self.name, self.reload = name, reload
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __call__(self):
+        import pyarrow as pa
+
+        try:
+            return _read_table(self.folder, self.spec)
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            return self.reload(self.name)
+
+
+@_optional(False)
+def store(entry: Path, run) -> bool:
+    """Write `run` as the entry at `entry`, atomically, then trim the cache; False when it cannot be cached."""
+    import pyarrow as pa
+
+    described = {"format": ENTRY_FORMAT, "run": run.path, "meta": run.meta.to_dict(), "warnings": run.warnings}
+    try:
+        if json.loads(json.dumps(described, default=jsonable)) != described:
+            return False  # e.g. tuples would come back as lists: the cold read wins
+    except (TypeError, ValueError):
+        return False
+    staging = staging_name(entry)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+        described["tables"] = {name: _write_table(frame, staging / f"{name}.parquet")
+                               for name, frame in run.tables().items() if len(frame)}
+        (staging / META_FILE).write_text(json.dumps(described, default=jsonable))
+        os.rename(staging, entry)  # atomic; fails if another process stored the same entry first
+    except (TypeError, ValueError, pa.ArrowException):  # a table pyarrow cannot store: the cold read wins
+        shutil.rmtree(staging, ignore_errors=True)
+        return False
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if entry.is_dir():
+            return True  # another process stored the same entry first
+        raise  # a cache that cannot be written: said once (_optional)
+    remove_siblings(entry)
+    trim(entry.parents[2], keep={entry})
+    return True
+
+
+# Within stores_in_background(): the entries being written meanwhile, as futures; else None.
+_BACKGROUND: contextvars.ContextVar[list | None] = contextvars.ContextVar("perfkit_background_stores", default=None)
+
+
+@contextmanager
+def stores_in_background():
+    """Within this block, store_soon writes a Run's entry on a thread of its own, all finished when the block ends
+    (an error one of them met raised there). A command computes its answer on one core meanwhile: the entry's
+    Parquet files, written with the GIL released, take the other (4,096 ranks: ~1 s of a cold summary)."""
+    writing: list = []
+    token = _BACKGROUND.set(writing)
+    try:
+        yield
+    finally:
+        _BACKGROUND.reset(token)
+        failures = [future.exception() for future in writing]  # each waited for
+    failure = next((failure for failure in failures if failure is not None), None)
+    if failure is not None:
+        raise failure
+
+
+def store_soon(entry: Path, run) -> None:
+    """store(entry, run): on a thread within stores_in_background(), else now. The Run must not change meanwhile
+    (the loader's caller only reads it)."""
+    writing = _BACKGROUND.get()
+    if writing is None:
+        store(entry, run)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfkit-cache-store")
+    writing.append(thread.submit(store, entry, run))
+    thread.shutdown(wait=False)  # the thread ends once the entry is written
+
+
+@_optional()
+def fetch(entry: Path, reload: Callable[[str], Any]):
+    """The Run cached at `entry`, DEFERRED_TABLES read on first use (through `reload(name)` if the entry
+    is gone by then); None when there is none or it is broken (then it is removed)."""
+    from ..core.model import SCHEMA, Meta, Run
+
+    if not entry.is_dir():
+        return None
+    try:
+        described = read_json(entry / META_FILE)
+        if described["format"] != ENTRY_FORMAT:
+            raise ValueError("entry format")
+        tables = {name: (Deferred(entry, spec, name, reload) if name in DEFERRED_TABLES
+                         else _read_table(entry, spec))
+                  for name, spec in described["tables"].items() if name in SCHEMA}
+        run = Run(path=described["run"], meta=Meta(**described["meta"]), warnings=described["warnings"], **tables)
+    except Exception:  # noqa: BLE001 - whatever is wrong with a cache entry, the files are the truth
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    touch(entry / META_FILE)
+    return run
+
+
+def read_json(path: Path) -> Any:
+    """One of the cache's JSON files: a regular file only (files.open_regular), through the bounded decoder."""
+    with open_regular(path) as handle:
+        return boundedjson.loads(handle.read().decode("utf-8"))
+
+
+def touch(path: Path) -> None:
+    """Mark an entry's last use, for trim(); a read-only cache is still read."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def staging_name(entry: Path) -> Path:
+    """A temporary name beside `entry` to write it under before it is renamed into place; it names the
+    writing process, so that one left by a killed writer can be told from one being written (_being_written)."""
+    return entry.parent / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def _being_written(path: Path) -> bool:
+    """Whether `path` is a staging name of a process still running (a killed `perfkit trace` leaves its
+    half-written index behind: that one is stale, removed with the other stale entries)."""
+    if not path.name.startswith(".tmp-"):
+        return False
+    try:
+        os.kill(int(path.name.split("-")[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, IndexError, OSError):
+        return True  # not our name, or a process of another user: leave it
+    return True
+
+
+@_optional()
+def remove_siblings(entry: Path) -> None:
+    """Entries for earlier versions of the same run's files (or of the same answer or index), and what
+    writers killed meanwhile left there."""
+    for stale in entry.parent.iterdir():
+        if stale != entry and not _being_written(stale):
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- answers
+
+@_optional()
+def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Sequence[Path]) -> Path | None:
+    """Where the answer to `question` (command and options) about the run at `run_path` is kept, for the
+    run's files and perfkit's `code` as they are now; None when there is no usable cache or no such folder."""
+    root = Path(run_path).expanduser()
+    try:
+        root = root.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if not root.is_dir():
+        return None
+    cache = usable_root(root)
+    if cache is None:
+        return None
+    asked = "\0".join(question)
+    digest = hashlib.sha256(f"{ANSWER_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{root}\0{asked}\0"
+                            .encode())
+    _add_files(digest, root, ANSWER_DEPTH, ANSWER_SKIP_DIRS)
+    place = hashlib.sha256(f"{root}\0{asked}".encode()).hexdigest()[:24]
+    return cache / "answers" / place / f"{digest.hexdigest()[:32]}.json"
+
+
+@_optional()
+def fetch_answer(entry: Path) -> tuple[str, int] | None:
+    """(output, exit code) kept at `entry`, or None."""
+    try:
+        answer = read_json(entry)
+        kept = str(answer["output"]), int(answer["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError, FileFormatError):
+        return None
+    touch(entry)
+    return kept
+
+
+@_optional()
+def store_answer(entry: Path, output: str, exit_code: int) -> None:
+    """Keep an answer (atomically; a cache that cannot be written only costs speed)."""
+    staging = staging_name(entry)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging.write_text(json.dumps({"output": output, "exit_code": exit_code}))
+        os.replace(staging, entry)
+    except OSError:
+        try:
+            staging.unlink(missing_ok=True)
+        except OSError:  # a read-only file system says so even for a name that is not there
+            pass
+        raise  # said once (_optional)
+    remove_siblings(entry)
+
+
+# ---------------------------------------------------------------- size
+
+@_optional()
+def trim(root: Path, keep: set[Path]) -> None:
+    """Remove the least recently used entries of every kind (ENTRY_KINDS) until the cache fits in
+    max_bytes(); never those in `keep`. An entry's last use is the newest mtime of its files: whoever reads
+    an entry touches one of them (fetch, fetch_answer, the timeline's index.json)."""
+    entries = []
+    for kind in ENTRY_KINDS:
+        for place in _subfolders(root / kind):
+            try:
+                found = list(os.scandir(place))
+            except OSError:
+                continue
+            for entry in found:
+                if _being_written(Path(entry.path)):
+                    continue
+                files = (list(_files_under(Path(entry.path), FINGERPRINT_DEPTH))
+                         if entry.is_dir(follow_symlinks=False) else [(entry.path, *_size_and_mtime(entry))])
+                if files:
+                    entries.append((max(mtime for _, _, mtime in files), sum(max(size, 0) for _, size, _ in files),
+                                    Path(entry.path)))
+    total = sum(size for _, size, _ in entries)
+    for _, size, entry in sorted(entries):
+        if total <= max_bytes():
+            break
+        if entry not in keep:
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            total -= size
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return [Path(entry.path) for entry in os.scandir(folder) if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []

@@ -1,0 +1,430 @@
+"""The per-rank read on an existing Dask cluster (`perfkit summary RUN --dask ADDRESS`, or PERFKIT_DASK).
+
+One task per rank folder runs on a worker: it reads the folder with every reader that claimed it (as
+loader.load does in process), writes what it read as the folder's entry to storage that this machine and
+every worker share (a path or an fsspec URL; PERFKIT_DASK_STORAGE, default perfkit's cache dir), and says what
+it did in a small outcome file there. A rank's files and tables never pass through the scheduler. This machine
+then reads the entries and assembles the Run exactly as after an in-process read (loader.assemble), so every
+answer is the same. An entry is keyed by the folder's files (name, size, mtime) and perfkit's code: a task whose entry
+is already there reads nothing, so a second run after one rank changed reads that rank only.
+
+What goes wrong, and what the user sees:
+  - no scheduler at the address, no worker within PERFKIT_DASK_TIMEOUT seconds (default 10): one line, exit 2;
+  - storage this machine cannot write, or that the workers do not see (a local path on a cluster): one line;
+  - a worker that dies mid-run: Dask runs its tasks again on the others; a folder whose task failed anyway,
+    or that was left when no worker remained for PERFKIT_DASK_TIMEOUT seconds, is left out of the run and
+    named in its warnings, as is a folder a worker cannot read.
+
+dask and distributed are imported only here, and only when asked for (`pip install 'perfkit[dask]'`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..core.errors import FileFormatError, PerfkitError
+from ..core.version import __version__
+from . import cache
+
+ADDRESS_ENV = "PERFKIT_DASK"
+STORAGE_ENV = "PERFKIT_DASK_STORAGE"
+TIMEOUT_ENV = "PERFKIT_DASK_TIMEOUT"
+DEFAULT_TIMEOUT_S = 10.0
+# A task that raised (not a dead worker: Dask reruns those itself, up to its allowed-failures) is tried again.
+RETRIES = 1
+# How often, while no task finishes, the wait looks whether any worker is left.
+POLL_S = 1.0
+ENTRY_FORMAT = 3  # 3: a reader's Arrow tables are kept as Arrow
+ENTRY_KIND = "ranks"  # <storage>/ranks/<place: the folder>/<key: its files and perfkit's code>
+# An entry is one file: MAGIC, the length of its description (8 bytes, little-endian), the description (JSON:
+# every reader's facts, and where each table lies after it), then every table as an Arrow IPC stream: one file
+# to write and read a rank, not six small Parquet files (with as_completed below, the client's CPU for 256
+# ranks went from 5.9 to 4.0 s and the workers' from 9.9 to 7.5 s, benchmarks/bench_ranks.py).
+MAGIC = b"perfkit-rank-entry\n"
+# <storage>/ranks/outcomes-<run>/<task>.json: what each task of a run did (its entry's name, or why it read
+# nothing); removed when the run is read
+OUTCOMES = "outcomes"
+# Entries are read back with this many threads: file reads on shared storage wait, and release the GIL.
+READ_THREADS = 8
+
+
+@dataclass(frozen=True)
+class Target:
+    address: str
+    storage: str
+
+
+def target(address: str | None = None, storage: str | None = None) -> Target | None:
+    """The cluster to read on: `address`, else $PERFKIT_DASK; None (read in process) when neither is set."""
+    address = (address or os.environ.get(ADDRESS_ENV, "")).strip()
+    if not address:
+        return None
+    return Target(address, storage or os.environ.get(STORAGE_ENV) or str(cache.cache_root()))
+
+
+def _failure(future) -> str:
+    """Why a task failed, asked within timeout_s(): the scheduler may be too starved or gone to answer (a CI run
+    waited past 180 s in future.exception(), which waits without end by default)."""
+    try:
+        exc = future.exception(timeout=timeout_s())
+    except Exception:  # noqa: BLE001 - distributed raises its own timeout and comm errors; any means no answer
+        return f"the scheduler did not say why within {timeout_s():g} s"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
+def timeout_s() -> float:
+    try:
+        return max(0.1, float(os.environ[TIMEOUT_ENV]))
+    except (KeyError, ValueError):
+        return DEFAULT_TIMEOUT_S
+
+
+# ---------------------------------------------------------------- this machine
+
+def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable, code: str) -> list:
+    """For each (reader name, folder) of `jobs`, what `function(reader name, folder)` gives for it ({rank: Parts},
+    or a FileFormatError for a folder that was not read), each folder read on a worker. `function` is a loader's
+    module-level function (workers import it by name); `code`: the digest of the code it runs, for the keys."""
+    distributed = _distributed()
+    fs, base = _filesystem(where.storage)
+    probe = _probe(fs, base, where.storage)
+    outcomes_folder = f"{base}/{ENTRY_KIND}/{OUTCOMES}-{uuid.uuid4().hex}"  # this run's: others may share the storage
+    readers_of: dict[str, list[str]] = {}
+    for reader_name, folder in jobs:
+        readers_of.setdefault(folder, []).append(reader_name)
+    client = _connect(distributed, where.address)
+    try:
+        _check_workers_see(client, distributed, where, probe)
+        futures = {}
+        for folder, readers in readers_of.items():
+            outcome = f"{outcomes_folder}/{uuid.uuid4().hex}.json"
+            task = client.submit(_ingest, folder, readers, function, code, where.storage, outcome, pure=False,
+                                 retries=RETRIES, key=f"perfkit-{function.__name__}-{uuid.uuid4().hex}")
+            futures[task] = (folder, outcome)
+        outcomes = _gather(client, distributed, futures, where, fs)
+        folders = list(readers_of)
+        with ThreadPoolExecutor(READ_THREADS) as pool:
+            read = dict(zip(folders, pool.map(lambda f: _results(fs, outcomes[f], readers_of[f], f, where),
+                                              folders)))
+    finally:
+        _remove(fs, probe)
+        _remove(fs, outcomes_folder)
+        _close(client, distributed)
+    return [read[folder][reader_name] for reader_name, folder in jobs]
+
+
+def _close(client, distributed) -> None:
+    """Close the client within timeout_s(); one that takes longer (a scheduler gone or slow to answer) is left
+    to the interpreter's exit: what was read is read, and a TimeoutError here would hide the answer."""
+    try:
+        client.close(timeout=timeout_s())
+    except (TimeoutError, distributed.TimeoutError, OSError):
+        pass
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise PerfkitError("--dask / PERFKIT_DASK needs Dask: pip install 'perfkit[dask]'") from None
+    return distributed
+
+
+def _connect(distributed, address: str):
+    """A client of the scheduler at `address`, within timeout_s(); never a wait without end."""
+    import logging
+
+    # distributed logs each failed attempt to connect, and each worker lost: the user gets one line or a warning
+    for name in ["distributed", *(name for name in logging.root.manager.loggerDict if name.startswith("distributed."))]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    from distributed.comm.addressing import get_address_host_port
+
+    try:  # an address Dask cannot even parse fails here, before a Client exists to complain as it goes
+        get_address_host_port(address)
+    except (ValueError, TypeError, NotImplementedError) as exc:
+        raise PerfkitError(f"is no Dask scheduler address ({exc}); e.g. tcp://10.0.0.5:8786", address) from None
+    try:
+        return distributed.Client(address, timeout=timeout_s(), set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise PerfkitError(f"cannot reach the Dask scheduler within {timeout_s():g} s "
+                           f"({str(exc).splitlines()[0][:200] or type(exc).__name__})", address) from None
+
+
+def _check_workers_see(client, distributed, where: Target, probe: str) -> None:
+    """Every worker sees the file this machine just wrote to the storage: else their entries would not
+    reach this machine either (a local path on workers of other machines)."""
+    try:
+        client.wait_for_workers(1, timeout=timeout_s())
+    except (TimeoutError, distributed.TimeoutError, OSError):
+        raise PerfkitError(f"no Dask worker is connected to the scheduler (waited {timeout_s():g} s)",
+                           where.address) from None
+    seen = client.run(_sees, where.storage, probe)
+    blind = sorted(worker for worker, sees in seen.items() if not sees)
+    if blind:
+        raise PerfkitError(f"Dask worker(s) {', '.join(blind[:3])} do not see what this machine writes there: "
+                           "the storage must be shared by this machine and every worker "
+                           f"(set {STORAGE_ENV} to a shared path or URL)", where.storage)
+
+
+def _gather(client, distributed, futures: dict, where: Target, fs) -> dict[str, Any]:
+    """{folder: the path of its task's outcome file, or why it was not read}: waits while tasks finish or
+    workers remain; once no worker has been left (or the scheduler has not answered) for timeout_s(), the
+    folders not read yet are given up.
+    A finished task is not asked for its result (the worker holding it may be dead by then): it wrote its
+    outcome to the storage before it finished."""
+    outcomes: dict[str, Any] = {}
+    pending = set(futures)
+    # told by the scheduler as tasks finish: distributed.wait over every pending future, again after each one
+    # finished, costs the client in proportion to the square of the ranks; as_completed finds "the current client"
+    with client.as_current():
+        completed = distributed.as_completed(list(futures))
+    workerless_since, looked = None, time.monotonic()
+    while pending:
+        batch = completed.next_batch(block=False)
+        for future in batch:
+            pending.discard(future)
+            folder, outcome = futures[future]
+            if future.status == "finished":
+                outcomes[folder] = outcome
+            elif future.status == "cancelled":
+                raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
+            elif future.status != "error" and _written(fs, outcome):
+                # told done, then its result lost with the worker killed just after (status "lost", no
+                # exception): the outcome it wrote before finishing is in the storage
+                outcomes[folder] = outcome
+            else:
+                outcomes[folder] = FileFormatError(f"not read: its Dask task failed ({_failure(future)})", folder)
+        if batch or not pending:
+            workerless_since = None
+            continue
+        time.sleep(0.02)
+        if time.monotonic() - looked < POLL_S:
+            continue
+        looked = time.monotonic()
+        if client.status not in ("running", "connecting"):
+            raise PerfkitError("lost the Dask scheduler in the middle of the run", where.address)
+        workers = _workers(client, distributed)
+        if workers:
+            workerless_since = None
+        elif workerless_since is None:
+            workerless_since = time.monotonic()
+        elif time.monotonic() - workerless_since > timeout_s():
+            why = (f"no Dask worker left to read it (none for {timeout_s():g} s)" if workers is not None else
+                   f"the Dask scheduler did not answer for {timeout_s():g} s")
+            for future in pending:
+                folder, _ = futures[future]
+                outcomes[folder] = FileFormatError(f"not read: {why}", folder)
+            client.cancel(list(pending))  # one message to the scheduler, not one call per task
+            pending = set()
+    return outcomes
+
+
+def _written(fs, outcome: str) -> bool:
+    try:
+        return bool(fs.exists(outcome))
+    except OSError:
+        return False
+
+
+def _workers(client, distributed) -> dict | None:
+    """The scheduler's workers now, or None where it did not answer within timeout_s(): the one call of the wait
+    that goes to the scheduler, which a scheduler that stopped answering (its connection still open) would
+    otherwise make a wait without end. No answer counts as no worker: the wait stays bounded either way."""
+    try:
+        return client.nthreads(callback_timeout=timeout_s())
+    except (TimeoutError, distributed.TimeoutError, OSError):
+        return None
+
+
+def _results(fs, outcome: Any, readers: list[str], folder: str, where: Target) -> dict[str, Any]:
+    """{reader name: its result for `folder`} from a task's outcome: its entry in the storage, read here."""
+    try:
+        if not isinstance(outcome, FileFormatError):
+            told = json.loads(fs.cat_file(outcome))
+            outcome = FileFormatError(told["error"], folder) if "error" in told else told["entry"]
+        if isinstance(outcome, FileFormatError):
+            return {reader_name: outcome for reader_name in readers}
+        return _read_entry(fs.cat_file(outcome))
+    except (OSError, ValueError, KeyError) as exc:
+        raise PerfkitError(f"cannot read what a Dask worker wrote there for {folder} ({exc}): the storage must be "
+                           f"shared by this machine and every worker", where.storage) from None
+
+
+def _read_entry(data: bytes) -> dict[str, Any]:
+    """{reader name: its result} of an entry's bytes (_entry_bytes)."""
+    import pyarrow as pa
+
+    from .formats.base import Parts
+
+    if not data.startswith(MAGIC):
+        raise ValueError("not a perfkit rank entry")
+    start = len(MAGIC) + 8
+    length = int.from_bytes(data[len(MAGIC):start], "little")
+    described = json.loads(data[start:start + length])
+    tables_at = start + length
+    buffer = pa.py_buffer(data)
+    results: dict[str, Any] = {}
+    for item in described["results"]:
+        if "error" in item:
+            results[item["reader"]] = FileFormatError(item["error"], item["path"])
+            continue
+        results[item["reader"]] = result = {}
+        for rank, facts in item["ranks"].items():
+            tables = {}
+            for name, spec in facts["tables"].items():
+                table = pa.ipc.open_stream(buffer.slice(tables_at + spec["at"], spec["bytes"])).read_all()
+                tables[name] = table if spec.get("arrow") else cache.pandas_frame(table, spec)
+            result[int(rank)] = Parts(tables=tables, meta=facts["meta"], warnings=facts["warnings"],
+                                      sources=facts["sources"])
+    return results
+
+
+# ---------------------------------------------------------------- the storage
+
+def _filesystem(storage: str):
+    """(fsspec filesystem, path within it) of a path or URL."""
+    from fsspec.core import url_to_fs
+
+    try:
+        fs, base = url_to_fs(storage)
+    except (ImportError, ValueError, OSError) as exc:
+        raise PerfkitError(f"is no storage perfkit can use ({exc})", storage) from None
+    return fs, base.rstrip("/")
+
+
+def _probe(fs, base: str, storage: str) -> str:
+    """Write a file the workers must see; one line when this machine cannot write the storage."""
+    probe = f"{base}/{ENTRY_KIND}/probe-{uuid.uuid4().hex}"
+    try:
+        fs.makedirs(f"{base}/{ENTRY_KIND}", exist_ok=True)
+        with fs.open(probe, "wb") as handle:
+            handle.write(b"perfkit")
+    except (OSError, ValueError) as exc:
+        raise PerfkitError(f"cannot write the Dask storage here ({getattr(exc, 'strerror', None) or exc})",
+                           storage) from None
+    return probe
+
+
+def _remove(fs, path: str) -> None:
+    try:
+        fs.rm(path, recursive=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _sees(storage: str, probe: str) -> bool:
+    """On a worker: whether the probe file this machine wrote is there."""
+    fs, _ = _filesystem(storage)
+    try:
+        return fs.exists(probe)
+    except (OSError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------- on a worker
+
+def _ingest(folder: str, readers: list[str], function: Callable, code: str, storage: str, outcome: str) -> None:
+    """On a worker: read `folder` with `readers`, write its entry (unless it is there), then the outcome file
+    naming the entry (or saying why the folder cannot be read here)."""
+    fs, base = _filesystem(storage)
+    unseen = _unseen(folder, readers)
+    if unseen is not None:
+        _write_atomically(fs, outcome, json.dumps({"error": f"cannot be read on Dask worker {_worker_name()} "
+                                                            f"({unseen})"}).encode())
+        return
+    digest = hashlib.sha256(f"{ENTRY_FORMAT}\0{__version__}\0{code}\0{function.__name__}\0{','.join(readers)}\0"
+                            .encode())
+    cache.add_folder(digest, folder)
+    place = f"{base}/{ENTRY_KIND}/{hashlib.sha256(folder.encode()).hexdigest()[:24]}"
+    entry = f"{place}/{digest.hexdigest()[:32]}"
+    if not fs.exists(entry):
+        _write_atomically(fs, entry, _entry_bytes([(name, _read(name, folder, function)) for name in readers]))
+        for stale in fs.ls(place, detail=False):  # the folder's entries for its files as they were before
+            if stale.rstrip("/") != entry.rstrip("/") and ".tmp-" not in stale:
+                _remove(fs, stale)
+    _write_atomically(fs, outcome, json.dumps({"entry": entry}).encode())
+
+
+def _read(reader_name: str, folder: str, function: Callable):
+    try:
+        return function(reader_name, folder)
+    except FileFormatError as exc:
+        return exc
+    except OSError as exc:
+        return FileFormatError(f"cannot be read on Dask worker {_worker_name()} ({exc.strerror or exc})", folder)
+
+
+def _unseen(folder: str, readers: list[str]) -> str | None:
+    """Why this worker does not see `folder` as the client did, or None: it cannot list the folder or one in it
+    (no permission), or a reader that claimed it there finds none of its files here (not mounted alike).
+    Unchecked, a reader would take a folder it sees empty for rank 0's."""
+    from .formats import by_name
+
+    try:
+        for entry in os.scandir(folder):
+            if entry.is_dir():
+                os.listdir(entry.path)
+    except OSError as exc:
+        return f"{exc.strerror or exc}: {exc.filename}"
+    lost = [name for name in readers if not by_name(name).detect(Path(folder))]
+    if lost:
+        return f"the {', '.join(lost)} files found there on this machine are not there on the worker"
+    return None
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+        return get_worker().address
+    except (ImportError, ValueError):
+        return "?"
+
+
+def _entry_bytes(results: list[tuple[str, Any]]) -> bytes:
+    """An entry (MAGIC) of every reader's result: the tables as Arrow IPC streams after the description."""
+    import pyarrow as pa
+
+    from .formats.base import is_arrow
+
+    described: dict[str, Any] = {"format": ENTRY_FORMAT, "results": []}
+    streams: list[bytes] = []
+    at = 0  # from the end of the description
+    for reader_name, result in results:
+        if isinstance(result, FileFormatError):
+            described["results"].append({"reader": reader_name, "error": result.message, "path": result.path})
+            continue
+        ranks = {}
+        for rank, parts in result.items():
+            tables = {}
+            for name, frame in parts.tables.items():
+                if frame is None:
+                    continue
+                # a reader's Arrow table stays Arrow (the loader makes all ranks' pieces pandas at once)
+                table, spec = (frame, {"arrow": True}) if is_arrow(frame) else cache.arrow_table(frame)
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, table.schema) as writer:
+                    writer.write_table(table)
+                streams.append(sink.getvalue().to_pybytes())
+                tables[name] = {**spec, "at": at, "bytes": len(streams[-1])}
+                at += len(streams[-1])
+            ranks[str(rank)] = {"tables": tables, "meta": parts.meta, "warnings": parts.warnings,
+                                "sources": parts.sources}
+        described["results"].append({"reader": reader_name, "ranks": ranks})
+    text = json.dumps(described, default=cache.jsonable).encode()
+    return MAGIC + len(text).to_bytes(8, "little") + text + b"".join(streams)
+
+
+def _write_atomically(fs, path: str, data: bytes) -> None:
+    """Written under a temporary name, then renamed: whoever reads `path` reads all of it."""
+    staging = f"{path}.tmp-{uuid.uuid4().hex}"
+    fs.makedirs(path.rpartition("/")[0], exist_ok=True)
+    fs.pipe_file(staging, data)
+    fs.mv(staging, path)
