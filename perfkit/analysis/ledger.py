@@ -24,7 +24,7 @@ from ..core.causes import BOUND_PART_LABELS, BOUND_PARTS, CAUSES, COMM_OVERLAP_U
 from ..core.model import Run, kept_on_run
 from ..io.formats import ops_cover_device
 from . import comm_split
-from . import measures as analysis
+from . import measures
 from .steady import first_step_verdicts
 
 # A step is bound by something other than its compute when that part takes this share of it: TensorFlow's
@@ -106,7 +106,7 @@ def _build(run: Run) -> pd.DataFrame:
 
     # op time per profiled step: the op tables are totals over the run
     step_count = steps.groupby("rank")["step"].nunique().clip(lower=1)
-    comm_ops = analysis.comm_op_ms(run.op_types)
+    comm_ops = measures.comm_op_ms(run.op_types)
     per_step = (lambda series: _per_rank(series.reindex(step_count.index).fillna(0.0) / step_count, ranks))
     collective_op = per_step(comm_ops["collective"]) if len(comm_ops) else np.zeros(len(rows))
     p2p_op = per_step(comm_ops["p2p"]) if len(comm_ops) else np.zeros(len(rows))
@@ -133,7 +133,7 @@ def _build(run: Run) -> pd.DataFrame:
     # point-to-point share: communication.json's kinds, else the op names; Bubble is pipeline time too
     p2p_share = np.divide(p2p_op, collective_op + p2p_op, out=np.zeros(len(rows)),
                           where=collective_op + p2p_op > 0)
-    by_kind = analysis.communication_by_rank(run)
+    by_kind = measures.communication_by_rank(run)
     kind_share = pd.Series({rank: (entry["p2p_ms"] or 0.0) / ((entry["collective_ms"] or 0.0) + (entry["p2p_ms"] or 0.0))
                             for rank, entry in by_kind.items()
                             if (entry["collective_ms"] or 0.0) + (entry["p2p_ms"] or 0.0) > 0}, dtype="float64")
@@ -173,7 +173,7 @@ def _build(run: Run) -> pd.DataFrame:
 
     # the idle rest: data wait with queue evidence, host time by mode, else unknown
     idle = np.maximum(total - compute - exposed, 0.0)
-    feed = analysis.data_evidence(run)
+    feed = measures.data_evidence(run)
     zeros = np.zeros(len(rows))
     data = host_dispatch = host_launch = host_transfer = zeros
     if run.meta.mode == "pynative":
@@ -316,7 +316,7 @@ def _frame(frames: list[pd.DataFrame], warnings: list[str]) -> pd.DataFrame:
 
 def group_of(causes: pd.Series) -> pd.Series:
     """The bound part (or "compile") each cause rolls up into (NA for none): looked up once per distinct cause."""
-    return analysis.mapped(causes, {cause: spec.group for cause, spec in CAUSES.items()}, "string")
+    return measures.mapped(causes, {cause: spec.group for cause, spec in CAUSES.items()}, "string")
 
 
 def steady_means(run: Run, by: str = "cause") -> pd.DataFrame:
@@ -418,7 +418,7 @@ def bound(run: Run) -> Bound:
                 f"{total:,.3f} ms step)" for part in BOUND_PARTS if parts_ms[part] > 0]
     evidence += _evidence(run, parts)
     labels = dict(BOUND_PART_LABELS)
-    if run.meta.mode == "pynative":  # op durations carry the host's dispatch waits (analysis.dispatch_inflation)
+    if run.meta.mode == "pynative":  # op durations carry the host's dispatch waits (measures.dispatch_inflation)
         labels["compute"] = PYNATIVE_COMPUTE_LABEL
     if set(parts["comm_source"].unique()) & {"step_trace_overlap_unknown", "ops_overlap_unknown"}:
         labels["communication"] = COMM_OVERLAP_UNKNOWN_LABEL
@@ -454,15 +454,15 @@ def _evidence(run: Run, parts: pd.DataFrame) -> list[str]:
                         f"{causes.get('comm_wait', 0.0):,.3f} ms waiting for peers per step ({how})")
     if float(parts["pipeline"].mean()) > 0:
         evidence.append("pipeline: point-to-point (send/receive) communication and bubble: stages waiting")
-    feed = analysis.data_evidence(run)
+    feed = measures.data_evidence(run)
     if feed is None:
-        evidence.append(f"data: no data-queue evidence (fewer than {analysis.MIN_QUEUE_SAMPLES} queue samples)")
+        evidence.append(f"data: no data-queue evidence (fewer than {measures.MIN_QUEUE_SAMPLES} queue samples)")
     else:
         evidence.append(f"data: {feed['queue']} queue empty in {feed['empty_pct']:.1f} % of "
                         f"{feed['samples']} samples ({'starving' if feed['starving'] else 'not starving'})")
     if run.meta.mode == "pynative":
         evidence.append("host: PyNative mode: every op is dispatched from Python")
-        inflation = analysis.dispatch_inflation(run)
+        inflation = measures.dispatch_inflation(run)
         if inflation:
             evidence.append(f"compute: op durations include dispatch waits: {inflation['above_fastest_ms']:,.3f} ms "
                             f"of the {inflation['op_ms']:,.3f} ms of op time per step is above each op's fastest "
@@ -522,5 +522,3 @@ def allocate(run: Run, claims: list[Claim]) -> list[dict[str, float]]:
         by_cause = pd.Series(taken[rows], index=causes[rows]).groupby(level=0).sum() if rows.any() else pd.Series()
         given.append({str(cause): float(ms) for cause, ms in by_cause.items() if ms > 0})
     return given
-
-# `perfkit.ledger(run)` is the ledger, and `perfkit.analysis.ledger.bound` etc. stay reachable.
