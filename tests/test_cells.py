@@ -76,7 +76,7 @@ def test_cell_time_is_the_raw_rows_under_its_path(name):
     assert len(tree) > 5
     checked_totals = 0
     for cell in tree.itertuples():
-        if cell.path == cells_module.NO_CELL:
+        if cell.path == scopes.NO_CELL:
             continue
         prefix = cell.path + "/"
         forward = sum(ms for op, ms in rows if op.startswith(prefix) and "/optimizer" not in op)
@@ -202,7 +202,7 @@ def test_names_without_scopes_are_said_once():
     """torch_npu kernels (new layout) carry no Cell scope: all under (no cell), one warning, FLOPs not invented."""
     run = perfkit.load(FIXTURE_RUNS["new_level1"])
     tree = perfkit.cells(run)
-    assert tree["path"].tolist() == [cells_module.NO_CELL]
+    assert tree["path"].tolist() == [scopes.NO_CELL]
     scope_warnings = [w for w in tree.attrs["warnings"] if "carry no Cell scope" in w]
     assert len(scope_warnings) == 1 and "100%" in scope_warnings[0]
 
@@ -213,7 +213,7 @@ def test_scope_forms():
     assert scopes.scope_of("Gradients/Default/a-A/conv2-Conv2d/Grad_Conv2D/Conv2DBackpropFilter-op6") == (
         ["Default", "a-A", "conv2-Conv2d"], "Conv2D")
     assert scopes.scope_of("aclnnInplaceRelu_Relu_Relu") == ([], None)
-    assert cells_module.cell_label(
+    assert scopes.cell_label(
         "Default/network-WithLossCell/_backbone-ResNet50/layer4-SequentialCell/0-Bottleneck/conv3-Conv2d/Conv2D-op1"
     ) == "layer4.0.conv3"
 

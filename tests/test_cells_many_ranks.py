@@ -59,7 +59,7 @@ def _alone(run: Run, rank: int) -> Run:
 def test_the_sample_ranks_take_both_ways():
     """The run the tests below build is one whose placement needs the shapes and whose ranks group."""
     run = _run(perfkit.load(SAMPLE), list(range(SAME_RANKS + 3)))
-    placed = cells_module.place(run.ops)
+    placed = scopes.place(run.ops)
     assert {"moved", "shared"} <= set(placed["placed"])
     assert placed["flops"].notna().sum() > 200 * (SAME_RANKS + 3)
     # ranks with the sample's rows share one placement; the changed ones each have their own
@@ -70,8 +70,8 @@ def test_the_sample_ranks_take_both_ways():
 
 def test_many_ranks_are_placed_as_each_rank_alone(sample):
     run = _run(sample, list(range(SAME_RANKS + 3)))
-    together = cells_module.place(run.ops)
-    alone = pd.concat([cells_module.place(run.ops[run.ops["rank"] == rank]) for rank in run.ranks],
+    together = scopes.place(run.ops)
+    alone = pd.concat([scopes.place(run.ops[run.ops["rank"] == rank]) for rank in run.ranks],
                       ignore_index=True)
     pd.testing.assert_frame_equal(together, alone, check_exact=True)
     # the FLOPs: the FLOP model on each rank's own rows, with its own call counts
@@ -85,7 +85,7 @@ def test_an_unsorted_op_table_is_placed_as_a_sorted_one(sample):
     run = _run(sample, [2, 0, 1])
     shuffled = run.ops.sample(frac=1.0, random_state=7)
     ordered = shuffled.sort_values("rank", kind="stable")
-    pd.testing.assert_frame_equal(cells_module.place(shuffled), cells_module.place(ordered), check_exact=True)
+    pd.testing.assert_frame_equal(scopes.place(shuffled), scopes.place(ordered), check_exact=True)
 
 
 def test_the_tree_of_ranks_that_differ_is_each_ranks_own(sample):

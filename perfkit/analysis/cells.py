@@ -47,7 +47,7 @@ def cells(run: Run) -> pd.DataFrame:
     SequentialCell`), `(no cell)` for ops without one; parent: the enclosing path ("" at the top); label:
     `layer4`; depth: 1 at the top. forward/backward/other_ms: op time per profiled step by the op's pass
     (the op tables are totals over the profiled steps, divided by their number as the ledger does); calls per
-    step; flops per step of the ops whose work their shapes give (flops.op_flops; 0 where none), flops_ms the
+    step; flops per step of the ops whose work their shapes give (op_work.op_flops; 0 where none), flops_ms the
     time of those ops, tflops_per_s = flops / flops_ms; share: total_ms over the rank's mean steady step
     (perfkit.analysis.ledger), or over its op time where steps are unknown. `attrs["warnings"]`: what could not be placed.
     """

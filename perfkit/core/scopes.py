@@ -82,7 +82,7 @@ def cell_label(op_name: str) -> str | None:
     return label_of("/".join(scope)) if scope else None
 
 
-# Op types whose FLOPs the shapes should give (flops.op_flops): where they do not, the Cells say so.
+# Op types whose FLOPs the shapes should give (op_work.op_flops): where they do not, the Cells say so.
 FLOPS_EXPECTED_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul", "BatchMatMul")
 
 
