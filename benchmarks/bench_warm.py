@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench_load import PEER, PYTHON, REPO, machine, measure, median, perfkit_env
 
-FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO.parent / "shared" / "fixtures")).resolve()
+FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO / "tests" / "fixtures")).resolve()
 # A small real rank: the torch_npu level1 fixture's rank 0 (kernel_details, op_statistic, step_trace_time, trace_view).
 SMALL_RANK = FIXTURES / "new_format" / "msinsight_level1" / "rank0_ascend_pt"
 WARM_TARGET_S = 0.3

@@ -1,6 +1,6 @@
 """Write large, format-faithful profiler runs for the load benchmarks.
 
-Every file is made from a real fixture (../shared/fixtures) by replicating its rows and shifting
+Every file is made from a real fixture (tests/fixtures) by replicating its rows and shifting
 what must differ between copies (step ids, timestamps, op numbers, flow ids); nothing is invented
 except the per-step jitter and the deliberately slow ranks, both seeded.
 
@@ -45,7 +45,7 @@ from replicate import (  # noqa: E402
 )
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO.parent / "shared" / "fixtures")).resolve()
+FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO / "tests" / "fixtures")).resolve()
 GENERATED = REPO / "benchmarks" / "generated"
 
 NEW_RANK = FIXTURES / "new_format/msinsight_level1/rank0_ascend_pt"  # torch_npu layout = MindSpore's *_ascend_ms

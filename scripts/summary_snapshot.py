@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO.parent / "shared" / "fixtures")).resolve()
+FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO / "tests" / "fixtures")).resolve()
 COMMANDS = ("summary", "advise")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 
 def copy_run(src: Path, dst: Path) -> Path:
-    """A private, writable copy of a fixture run folder (fixtures are read-only and shared)."""
+    """A private, writable copy of a fixture run folder (fixtures are never edited, may be read-only)."""
     shutil.copytree(src, dst, symlinks=True)
     for path in dst.rglob("*"):
         if not path.is_symlink():

@@ -1,4 +1,4 @@
-"""Shared test fixtures: the real profiler folders under ../shared/fixtures."""
+"""Shared test fixtures: the real profiler folders under tests/fixtures (or where PERFKIT_FIXTURES says)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO.parent / "shared" / "fixtures")).resolve()
+FIXTURES = Path(os.environ.get("PERFKIT_FIXTURES", REPO / "tests" / "fixtures")).resolve()
 
-# Every real run folder under ../shared/fixtures, as a user would pass it to perfkit.
+# Every real run folder under tests/fixtures (see its SOURCES.md), as a user would pass it to perfkit.
 FIXTURE_RUNS = {
     "legacy_run_2": FIXTURES / "legacy/mindinsight_run_2",
     "legacy_run_3": FIXTURES / "legacy/mindinsight_run_3",

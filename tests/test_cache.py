@@ -63,7 +63,7 @@ def tree_state(folder: Path) -> list[tuple[str, int, int]]:
 def copy_run(source: Path, target: Path) -> Path:
     shutil.copytree(source, target)
     for path in target.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)  # fixtures are read-only; the copies are edited
+        path.chmod(0o755 if path.is_dir() else 0o644)  # fixtures may be read-only; the copies are edited
     return target
 
 

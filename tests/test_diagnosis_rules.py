@@ -1,7 +1,7 @@
 """Issue 14's rules and readers on real files, one firing and one silent case each.
 
 Real fixtures and sample runs are used as they are. Three runs are crafted, because no real file shows them
-(../shared/fixtures has no GPU PyNative run, no pipeline-parallel run with more than one stage, no Level0
+(tests/fixtures has no GPU PyNative run, no pipeline-parallel run with more than one stage, no Level0
 kernel table); each is written here in the file formats formats.md describes, column for column:
   - `gpu_pynative`: MindSpore 2.2 GPU, PyNative, empty step trace, op launches in gpu_op_execute_timestamp;
   - `pipeline_run`: 4 ranks, pp=2 x dp=2, torch_npu `*_ascend_pt` new layout, bf16, profiler_metadata pp groups;

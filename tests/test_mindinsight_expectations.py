@@ -1,4 +1,4 @@
-"""MindInsight's own profiler tests, re-asserted on the same runs (../shared/fixtures/legacy are its test data).
+"""MindInsight's own profiler tests, re-asserted on the same runs (tests/fixtures/legacy are its test data).
 
 Source: mindspore-ai/mindinsight @ e233ee19, tests/st/func/profiler and tests/ut/profiler. Its test
 folders map to ours as: tests/utils/resource/run_2/normal_run/profiler = legacy/mindinsight_run_2,

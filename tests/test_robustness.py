@@ -32,10 +32,10 @@ CPU = "cpu_2_10"
 DB = "new_db_level1_rank0"
 CPU_FW = "vm_10569_20261122103128064_ascend_ms/FRAMEWORK"
 NEW_OUT = "ASCEND_PROFILER_OUTPUT"
-# A real CPU run with MindSpore's memory record (profile_memory=True), which no shared fixture has.
+# A real CPU run with MindSpore's memory record (profile_memory=True), which no fixture in tests/fixtures has.
 CPU_MEMORY = "cpu_2_10_memory"
 CPU_MEMORY_FILE = "vm_21053_20261123192539361_ascend_ms/FRAMEWORK/cpu_ms_memory_record_0.txt"
-# A real `perfkit profile` run (its manifest perfkit_run.json), which no shared fixture has.
+# A real `perfkit profile` run (its manifest perfkit_run.json), which no fixture in tests/fixtures has.
 OWN_RUN = "sample_cpu_default"
 HCCL = "legacy_hccl"
 CLUSTER_OUTPUT = "cluster_analysis_output"
