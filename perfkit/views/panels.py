@@ -168,26 +168,22 @@ COMPARE_PANELS = (
 
 @functools.lru_cache(maxsize=None)
 def _installed() -> tuple[tuple[Panel, ...], tuple[str, ...]]:
-    """Plugin panels, each function guarded: one that raises is a PluginError naming the plugin."""
-    found, problems = plugins.load(plugins.PANELS, Panel)
-    taken = {panel.id for panel in PANELS + COMPARE_PANELS}
+    """Plugin panels whose id is none of perfkit's own and that are on a page, each function guarded: one that
+    raises is a PluginError naming the plugin."""
     pages = {page.path for page in PAGES}
-    installed = []
-    for panel, where in found:
-        if panel.id in taken or panel.page not in pages:
-            problems += (f"plugin {where} ({plugins.PANELS}): panel {panel.id!r} "
-                         + ("has an id another panel has" if panel.id in taken else f"is on no page ({panel.page})")
-                         + "; left out",)
-            continue
-        taken.add(panel.id)
-        installed.append(replace(panel, **{name: _guarded(getattr(panel, name), where, f"panel {panel.id!r} {name}",
-                                                          said=name == "note")
-                                           for name in ("content", "text", "data", "note")
-                                           if getattr(panel, name) is not None}))
-    return tuple(installed), problems
+    loaded = plugins.load(plugins.PANELS, Panel, "panel", key=lambda panel: panel.id,
+                          taken=(panel.id for panel in PANELS + COMPARE_PANELS),
+                          refuse=lambda panel: None if panel.page in pages else
+                          f"panel {panel.id!r} is on no page ({panel.page})")
+    installed = tuple(replace(panel, **{name: _guarded(getattr(panel, name), plugin, f"panel {panel.id!r} {name}",
+                                                       said=name == "note")
+                                        for name in ("content", "text", "data", "note")
+                                        if getattr(panel, name) is not None})
+                      for panel, plugin in loaded.items)
+    return installed, tuple(map(str, loaded.problems))
 
 
-def _guarded(function: Callable, where: str, action: str, said: bool) -> Callable:
+def _guarded(function: Callable, plugin: str, action: str, said: bool) -> Callable:
     """`function`, raising a PluginError naming the plugin where it raises anything (`said`: returning that
     line instead: a note is a sentence, so the failure can stand in its place)."""
     @functools.wraps(function)
@@ -196,8 +192,8 @@ def _guarded(function: Callable, where: str, action: str, said: bool) -> Callabl
             return function(*values)
         except Exception as exc:  # noqa: BLE001 - a plugin's failure is said in one line, the rest still shows
             if said:
-                return plugins.failure(where, action, exc)
-            raise PluginError(plugins.failure(where, action, exc)) from None
+                return plugins.failure(plugin, action, exc)
+            raise PluginError(plugins.failure(plugin, action, exc)) from None
     return call
 
 
