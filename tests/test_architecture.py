@@ -327,6 +327,30 @@ def test_summary_imports_neither_mindspore_nor_dash(tmp_path):
 
 
 
+# The package's facade resolves its public names on first use (PEP 562), so that `import perfkit` stays cheap.
+LAZY_FACADE = {"perfkit", "perfkit.api"}
+
+
+def test_no_module_but_the_facade_resolves_names_lazily():
+    """A module-level __getattr__ hides what a name is until it is asked for; below the facade every module
+    imports what it uses (the profiler's callers import its submodules)."""
+    lazy = {name for name, path in package_files().items() for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"}
+    assert lazy <= LAZY_FACADE, sorted(lazy - LAZY_FACADE)
+
+
+def test_importing_the_profiler_package_imports_neither_mindspore_nor_the_launcher():
+    """A profiled script imports perfkit.profiler at start-up (`perfkit profile -- ...`): it must not pay for
+    MindSpore or for the launcher's imports (click, the run-folder code)."""
+    code = ("import sys, perfkit.profiler\n"
+            "print(sorted(m for m in ('mindspore', 'click', 'pandas', 'perfkit.profiler.launch', "
+            "'perfkit.profiler.script') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def absolute_base(node: ast.ImportFrom, path: Path, root: Path = REPO) -> str:
     """The module a `from ... import` names, with a relative one resolved against `path`'s package."""
     own = module_name(path, root)

@@ -53,7 +53,7 @@ def test_memory_is_recorded_loaded_and_shown(memory_run, monkeypatch, tmp_path):
 
 @pytest.mark.mindspore
 def test_without_the_flag_no_memory_is_recorded(tmp_path):
-    from perfkit.profiler import ProfileRequest, profile
+    from perfkit.profiler.launch import ProfileRequest, profile
     outcome = profile(ProfileRequest(steps=1, warmup=1, batch_size=8, image_size=32, output=str(tmp_path / "run")),
                       say=lambda text: None)
     assert not list(outcome.folder.glob("*_ascend_ms/FRAMEWORK/cpu_ms_memory_record_*.txt"))

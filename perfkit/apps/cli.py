@@ -390,13 +390,14 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
       perfkit profile --repeat 3 --output base          # base/repeat_1..3, for perfkit compare
       perfkit profile --repeat 3 -- python train.py
     """
-    from ..profiler import parse_env, report
+    from ..profiler import report
+    from ..profiler.launch import parse_env
     if ctx.meta["script_mode"] or command:
         _profile_script(ctx, list(command), steps, warmup, parse_env(env_pairs), output, ranks, profile_memory,
                         repeat)
         return
-    from ..profiler import ProfileRequest
-    from ..profiler import profile as run_profile
+    from ..profiler.launch import ProfileRequest
+    from ..profiler.launch import profile as run_profile
     request = ProfileRequest(device=device, steps=RESNET_STEPS if steps is None else steps,
                              warmup=RESNET_WARMUP if warmup is None else warmup, batch_size=batch_size,
                              image_size=image_size, data_path=data_path, shards=shards, shard_id=shard_id,
@@ -421,7 +422,8 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
 def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_memory, repeat) -> None:
     from click.core import ParameterSource
 
-    from ..profiler import ScriptRequest, profile_script, report
+    from ..profiler import report
+    from ..profiler.script import ScriptRequest, profile_script
     given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
