@@ -10,6 +10,7 @@ from selenium.webdriver.common.by import By
 from test_dashboard_browser import driver, grid_cells, open_page, screenshot, start_server, svg_texts, wait_for  # noqa: F401
 
 import perfkit
+from perfkit.views import ids as panel_ids
 
 SAMPLE = REPO / "sample_runs" / "cpu_default"
 
@@ -35,10 +36,10 @@ def x_range(driver) -> list[float]:
 def test_cells_page_draws_the_tree_and_zooms_into_a_cell(driver, base_url, shots):
     tree = perfkit.cells(perfkit.load(SAMPLE))
     open_page(driver, f"{base_url}/cells?run=0", plots=1)
-    texts = svg_texts(driver, "fig-cells")
+    texts = svg_texts(driver, panel_ids.CELLS)
     for label in ("layer1", "layer2", "layer3", "layer4", "optimizer"):
         assert label in texts
-    cells = [cell.text for cell in grid_cells(driver, "cells-table", "cell")]
+    cells = [cell.text for cell in grid_cells(driver, panel_ids.CELLS_TABLE, "cell")]
     assert cells[:3] == tree.sort_values("total_ms", ascending=False)["label"].head(3).tolist()
     screenshot(driver, "dash_cells", shots)
     whole = x_range(driver)

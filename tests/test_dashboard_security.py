@@ -24,6 +24,7 @@ from test_figures import make_run
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from perfkit.dashboards import create_app
+from perfkit.views import ids as panel_ids
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from dash_load import Request, callback_body, fetch  # noqa: E402
@@ -126,7 +127,7 @@ def test_callbacks_take_no_state_and_no_file_input(app):
     paths to each)."""
     # a clientside callback (the Cells graph's zoom) runs in the browser: the server has no code to send it to
     server_side = {output: callback for output, callback in app.callback_map.items() if "callback" in callback}
-    assert set(app.callback_map) - set(server_side) == {"fig-cells.figure"}
+    assert set(app.callback_map) - set(server_side) == {f"{panel_ids.CELLS}.figure"}
     inputs = {f"{i['id']}.{i['property']}" for callback in server_side.values() for i in callback["inputs"]}
     assert inputs == {"url.pathname", "url.search", "run-select.value", "compare-runs.value", "op-passes.value",
                       "op-search.value", "op-table.cellClicked", "timeline-step.value", "timeline-ranks.value",

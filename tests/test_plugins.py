@@ -23,7 +23,7 @@ import perfkit
 from perfkit.apps.cli import main
 from perfkit.core import plugins
 from perfkit.io import cache, formats
-from perfkit.views import panels
+from perfkit.views import panel
 
 # A per-step log as a training script writes it (crafted: `step,total_ms`, one row per step): a layout that knows
 # each step's total and nothing of its split, the case of issue 22 (mean 1,095 ms became 5 ms).
@@ -65,7 +65,7 @@ def forget_plugins() -> None:
     """What this process remembers of installed plugins (perfkit asks once per process)."""
     plugins.forget()
     formats._installed.cache_clear()
-    panels._installed.cache_clear()
+    panel._installed.cache_clear()
     cache.code_digest.cache_clear()
 
 
@@ -164,7 +164,7 @@ def test_a_reader_whose_steps_replace_the_op_derived_ones_says_so(tmp_path, monk
 
 CHART = '''
 import plotly.graph_objects as go
-from perfkit.views.panels import FIGURE, Panel
+from perfkit.views.panel import FIGURE, Panel
 
 def steps_per_rank(run):
     counts = run.steps.groupby("rank")["step"].nunique()
@@ -233,7 +233,7 @@ BROKEN_EVERYWHERE = {
     "taken.py": """
 from perfkit.advisor import rule
 from perfkit.io.formats.base import Reader
-from perfkit.views.panels import FIGURE, Panel
+from perfkit.views.panel import FIGURE, Panel
 
 READER = Reader(name="cpu", provides=frozenset({"steps"}), detect=lambda folder: False, read=lambda folder: {})
 PANELS = [Panel("fig-bound", "Mine", "/", FIGURE, content=lambda run: None)]
@@ -257,18 +257,18 @@ def test_a_broken_reader_panel_or_rule_plugin_is_worded_one_way(tmp_path, monkey
     install(tmp_path / "site", monkeypatch, "perfkit_test_every", BROKEN_EVERYWHERE,
             {plugins.READERS: {"a_reader": f"{target}:READER"}, plugins.PANELS: {"a_panel": f"{target}:PANELS"},
              plugins.RULES: {"a_rule": target}})
-    said = {"reader": formats.plugin_problems(), "panel": panels.plugin_problems(),
+    said = {"reader": formats.plugin_problems(), "panel": panel.plugin_problems(),
             "rule": tuple(f"{name}: {why}" for name, why in installed_rules()[1].items())}
     taken = {"reader": "cpu", "panel": "fig-bound", "rule": "tail"}
     target = {"reader": f"{target}:READER", "panel": f"{target}:PANELS", "rule": target}
     assert said == {noun: (f"plugin a_{noun} = {target[noun]} from perfkit_test_every 0.1: "
                            + reason.format(noun=noun, name=taken[noun]),) for noun in said}
     assert [reader.name for reader in formats.readers()] == [reader.name for reader in formats.READERS]
-    assert panels.panels() == panels.PANELS and installed_rules()[0] == ()
+    assert [item.id for item in panel.installed()] == [] and installed_rules()[0] == ()
 
 
 RAISING_CHART = '''
-from perfkit.views.panels import FIGURE, Panel
+from perfkit.views.panel import FIGURE, Panel
 
 def fail(value):
     raise KeyError("no such column")

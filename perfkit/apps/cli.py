@@ -559,8 +559,8 @@ def _load_all(paths: tuple[str, ...], cycle=None) -> list:
 
 
 def _dash_help() -> str:
-    """`perfkit dash --help`, its page list made from the dashboard's own (views/panels.py: ALL_PAGES)."""
-    from ..views.panels import ALL_PAGES
+    """`perfkit dash --help`, its page list made from the dashboard's own (views/panel.py: ALL_PAGES)."""
+    from ..views.panel import ALL_PAGES
     pages = ", ".join(f"{page.title} {page.path}" for page in ALL_PAGES)
     return f"""Serve the dashboard over the given runs; its pages: {pages}.
 
