@@ -285,8 +285,11 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare own_v1 own_v2 --batch-size 64 --seq-len 512   # an own script's runs: samples/s, tokens/s
       perfkit compare run run --cycle 1 --cycle-b 2   # two profiler cycles (schedule repeat=2) of one folder
     """
-    from ..views.compare import NOISE_FLOOR_PCT, compare_markdown, compare_text, gate, repeat_folders
+    from ..analysis.statistics import NOISE_FLOOR_PCT
+    from ..io.repeats import repeat_folders
+    from ..render.compare import compare_markdown, compare_text
     from ..views.compare import compare as compare_runs
+    from ..views.compare import gate
     group_a, group_b = _load_all(tuple(repeat_folders(run_a))), _load_all(tuple(repeat_folders(run_b)), cycle_b)
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
                           NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)

@@ -18,10 +18,11 @@ from typing import Any
 
 from ..core.model import Run
 from ..views import numbers
-from ..views.compare import Comparison, compare_text
+from ..views.compare import Comparison
 from ..views.panel import CARDS, FIGURE, TABLE
 from ..views.summary import Summary, summarize
 from . import report
+from .compare import compare_text
 from .text import summary_text
 
 SCOPE = "perfkit-output"

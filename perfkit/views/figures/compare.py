@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 import pandas as pd
 
 from ...analysis.measures import queue_stats, step_means
+from ...analysis.statistics import samples_per_s, spread, step_totals
 from ...core.model import Run
 from ..compare import (
     SPREAD_TITLE,
@@ -17,10 +18,7 @@ from ..compare import (
     ms_per_step_of,
     op_type_ms_per_step,
     run_settings,
-    samples_per_s,
     setting_value,
-    spread,
-    step_totals,
     verdict_lines,
 )
 from ..format import COLORS, NAMED_COLUMNS, STEP_LABELS, STEP_SPLITS, ms, percent, run_color, run_labels
