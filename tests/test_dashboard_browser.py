@@ -241,7 +241,7 @@ def test_overview_shows_summary_numbers(driver, base_url, loaded, shots, label):
         expected_step = f"{summary['steps']['total_ms']:,.3f} ms"
         assert text_of(driver, "kpi-mean-step") == expected_step
         assert f"mean step {expected_step}" in svg_texts(driver, panel_ids.STEPS)
-        bars = driver.find_elements(By.CSS_SELECTOR, "#fig-steps .trace.bars .point")
+        bars = driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.STEPS} .trace.bars .point")
         parts = sum(bool(run.steps[col].notna().any()) for col in ("interval_ms", "fwd_bwd_ms", "tail_ms"))
         assert len(bars) == parts * run.steps["step"].nunique()
     communication = numbers.communication(run)
@@ -268,7 +268,7 @@ def test_pipeline_shows_every_rank_s_queues(driver, base_url, loaded, shots):
                     expected[(f"rank {rank}", row["op_type"], row["op_id"])] = (
                         f"{100 * float(row['output_queue_usage_rate']):.1f} %")
     drawn = driver.execute_script(
-        "const plot = document.querySelector('#fig-pipeline .js-plotly-plot');"
+        f"const plot = document.querySelector('#{panel_ids.PIPELINE} .js-plotly-plot');"
         "return plot.data.flatMap(t => t.x.map((x, i) => [x, t.y[i], t.text[i]]));")
     shown = {(x, label.split(" ")[0], label.split("(op ")[1].split(")")[0]): text for x, label, text in drawn
              if text != "no queue"}
@@ -291,7 +291,7 @@ def test_operators_table_filters(driver, base_url, loaded, shots):
     label = OPERATORS_SHOWCASE
     index, run = loaded.index(label), loaded.run(label)
     driver.get(f"{base_url}/operators?run={index}")
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell"), "op instance table")
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-cell"), "op instance table")
     types = summarize(run)["op_types"]
     assert grid_cells(driver, panel_ids.OP_TYPES_TABLE, "type")[0].text == types[0]["type"]  # largest first, as summary
     assert grid_cells(driver, panel_ids.OP_TYPES_TABLE, "total_ms")[0].text == f"{types[0]['total_ms']:,.3f}"
@@ -310,7 +310,7 @@ def test_operators_table_filters(driver, base_url, loaded, shots):
         run.ops["type"].str.lower().str.contains(needle, regex=False)
     wait_for(driver, lambda d: text_of(d, "op-count").startswith(f"{int(expected.sum()):,} matching"),
              "search to filter the op table")
-    for row in driver.find_elements(By.CSS_SELECTOR, "#op-table .ag-center-cols-container .ag-row"):
+    for row in driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-center-cols-container .ag-row"):
         cells = {c.get_attribute("col-id"): c.get_attribute("textContent").lower()
                  for c in row.find_elements(By.CSS_SELECTOR, ".ag-cell")}
         assert needle in cells["name"] or needle in cells["type"]
@@ -320,7 +320,7 @@ def test_operators_table_filters(driver, base_url, loaded, shots):
     wait_for(driver, lambda d: text_of(d, "op-count").startswith(f"{int(kept.sum()):,} matching"),
              "backward instances to leave the table")
     assert all(c.text != "backward" for c in
-               driver.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell[col-id='pass']"))
+               driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-cell[col-id='pass']"))
 
 
 def overflowing(driver, cells) -> list[str]:
@@ -335,7 +335,7 @@ def test_op_instance_names_are_told_apart_and_types_shown_whole(driver, base_url
     name is those cells as a dotted path and the op, the whole name on hover; no two read the same."""
     index, run = loaded.index("cpu_2_10"), loaded.run("cpu_2_10")
     driver.get(f"{base_url}/operators?run={index}")
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell"), "op instance table")
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-cell"), "op instance table")
     top = run.ops.sort_values("total_ms", ascending=False).head(20)
     names = grid_cells(driver, panel_ids.OP_TABLE, "name")
     shown = [cell.get_attribute("textContent").strip("\u2066\u2069") for cell in names]
@@ -368,7 +368,8 @@ def test_the_largest_kernel_s_type_is_in_the_op_types_table(driver, base_url, lo
         if row["Accelerator Core"] == "HCCL"]
     total_ms = sum(float(row["Duration(us)"]) for row in hccl) / 1000
     driver.get(f"{base_url}/operators?run={index}")
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-types-table .ag-cell"), "op types table")
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TYPES_TABLE} .ag-cell"),
+             "op types table")
     types = [cell.text for cell in grid_cells(driver, panel_ids.OP_TYPES_TABLE, "type")]
     assert types[0] == "hcom_allReduce" and not any(t.endswith("_") for t in types)
     assert grid_cells(driver, panel_ids.OP_TYPES_TABLE, "total_ms")[0].text == f"{total_ms:,.3f}"
@@ -454,7 +455,7 @@ def test_console_has_no_errors(driver, base_url, loaded):
         if plots:
             wait_for(driver, lambda d: plots_rendered(d, plots), f"plots at {page}")
         else:
-            wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell"), "op table")
+            wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-cell"), "op table")
     errors = [entry for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
     assert errors == []
 

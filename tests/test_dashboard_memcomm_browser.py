@@ -54,10 +54,10 @@ def test_memory_page_shows_the_peak_per_rank_and_the_top_ops(driver, base_url, r
             for row in csv.DictReader(f):
                 largest[row["Name"]] = max(largest.get(row["Name"], 0.0), float(row["Size(KB)"]) / 1024)
     top = min(largest, key=lambda name: (-largest[name], name))  # blocks of equal size: by name
-    bars = driver.find_elements(By.CSS_SELECTOR, "#fig-op-memory .trace.bars .point")
+    bars = driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_MEMORY} .trace.bars .point")
     assert len(bars) == min(20, len(largest))
     labels = [el.get_attribute("textContent") for el in
-              driver.find_elements(By.CSS_SELECTOR, "#fig-op-memory .yaxislayer-above .ytick text")]
+              driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_MEMORY} .yaxislayer-above .ytick text")]
     assert labels[-1] == top  # largest at the top of the horizontal bars
     screenshot(driver, "dash_memory", shots)
 
@@ -74,23 +74,23 @@ def test_memory_page_without_memory_says_why(driver, base_url):
     driver.get(f"{base_url}/memory?run={LABELS.index('cpu_2_10')}")
     wait_for(driver, lambda d: d.find_elements(By.ID, panel_ids.MEMORY), "memory page")
     assert text_of(driver, panel_ids.MEMORY).startswith("no allocator memory records in this run")
-    assert not driver.find_elements(By.CSS_SELECTOR, "#fig-memory .main-svg")
+    assert not driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.MEMORY} .main-svg")
 
 
 def test_ranks_page_heat_map_and_op_table(driver, base_url, runs, shots):
     run = runs["new_2023"]
     open_page(driver, f"{base_url}/ranks?run={LABELS.index('new_2023')}", plots=2)
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#fig-link-heatmap .trace.scatter .point"),
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.LINK_HEATMAP} .trace.scatter .point"),
              "heat map cells")
     texts = svg_texts(driver, panel_ids.LINK_HEATMAP)
     links = link_bandwidth(run.comm_links)
     assert len(links) and "LOCAL" not in set(links["link_type"])
     cells = links.groupby(["src", "dst"])[["size_mb", "transit_ms"]].sum()
-    assert len(driver.find_elements(By.CSS_SELECTOR, "#fig-link-heatmap .trace.scatter .point")) == len(cells)
+    assert len(driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.LINK_HEATMAP} .trace.scatter .point")) == len(cells)
     for (src, dst), row in cells.iterrows():  # each (src, dst) cell prints size / time over the run's transfers
         assert f"{row.size_mb / row.transit_ms:.1f}" in texts
         assert f"rank {src}" in texts and f"to {dst}" in texts
-    rows = driver.find_elements(By.CSS_SELECTOR, "#comm-op-table .ag-center-cols-container .ag-row")
+    rows = driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.COMM_OP_TABLE} .ag-center-cols-container .ag-row")
     assert len(rows) == min(15, len(run.comm_ops))  # first page of the table
     first = {c.get_attribute("col-id"): c.get_attribute("textContent").strip("\u2066\u2069")
              for c in next(row for row in rows if row.get_attribute("row-index") == "0").find_elements(

@@ -20,6 +20,7 @@ from test_timeline_view import brute_force_depths
 
 import perfkit
 from perfkit.io import timeline  # noqa: E402
+from perfkit.views import ids as panel_ids
 from perfkit.views.figures import timeline as timeline_figures
 
 pytestmark = pytest.mark.browser
@@ -147,7 +148,8 @@ def test_op_link_outlines_its_occurrences(page, run_folder):
 def test_a_finding_links_to_its_ops_on_the_timeline(page, tmp_path_factory):
     driver, url = page
     driver.get(f"{url}/?run=1")
-    link = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#findings a.finding-timeline-link"),
+    link = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR,
+                                                      f"#{panel_ids.FINDINGS} a.finding-timeline-link"),
                     "the finding's timeline link")
     assert link[0].text == "Conv2DBackpropFilter on the timeline, step 2"
     link[0].click()
@@ -170,7 +172,8 @@ def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page
     driver, url = page
     driver.get(f"{url}/operators?run=0")
     cell = wait_for(driver, lambda d: d.find_elements(
-        By.CSS_SELECTOR, "#op-table .ag-center-cols-container .ag-row[row-index='0'] .ag-cell[col-id='name']"),
+        By.CSS_SELECTOR,
+        f"#{panel_ids.OP_TABLE} .ag-center-cols-container .ag-row[row-index='0'] .ag-cell[col-id='name']"),
         "op instance table")[0]
     name = cell.get_attribute("textContent").strip().strip("\u2066\u2069")  # the grid isolates names (bidi)
     cell.click()

@@ -23,6 +23,7 @@ import perfkit
 from perfkit.apps.cli import main
 from perfkit.core import plugins
 from perfkit.io import cache, formats
+from perfkit.views import ids as panel_ids
 from perfkit.views import panel
 
 # A per-step log as a training script writes it (crafted: `step,total_ms`, one row per step): a layout that knows
@@ -233,10 +234,11 @@ BROKEN_EVERYWHERE = {
     "taken.py": """
 from perfkit.advisor import rule
 from perfkit.io.formats.base import Reader
+from perfkit.views.ids import BOUND
 from perfkit.views.panel import FIGURE, Panel
 
 READER = Reader(name="cpu", provides=frozenset({"steps"}), detect=lambda folder: False, read=lambda folder: {})
-PANELS = [Panel("fig-bound", "Mine", "/", FIGURE, content=lambda run: None)]
+PANELS = [Panel(BOUND, "Mine", "/", FIGURE, content=lambda run: None)]
 
 @rule("tail")
 def tail(run):
@@ -259,7 +261,7 @@ def test_a_broken_reader_panel_or_rule_plugin_is_worded_one_way(tmp_path, monkey
              plugins.RULES: {"a_rule": target}})
     said = {"reader": formats.plugin_problems(), "panel": panel.plugin_problems(),
             "rule": tuple(f"{name}: {why}" for name, why in installed_rules()[1].items())}
-    taken = {"reader": "cpu", "panel": "fig-bound", "rule": "tail"}
+    taken = {"reader": "cpu", "panel": panel_ids.BOUND, "rule": "tail"}
     target = {"reader": f"{target}:READER", "panel": f"{target}:PANELS", "rule": target}
     assert said == {noun: (f"plugin a_{noun} = {target[noun]} from perfkit_test_every 0.1: "
                            + reason.format(noun=noun, name=taken[noun]),) for noun in said}
