@@ -11,9 +11,9 @@ A panel holds its functions themselves: the figure modules (views/figures) impor
 drawn, so `perfkit summary` reads this list for its text forms without importing plotly or Dash.
 
 Adding a chart: write `def my_figure(run) -> go.Figure` in the figure module of its page (views/figures) and add
-`Panel(ids.MY_CHART, "My chart", "/", FIGURE, content=my_figure)` where it should appear, its id in views/ids.py;
-with `text=` (the summary dict -> lines, views/lines.py) it reaches `perfkit summary` too.
-Adding a page: add `Page("/timeline", "Timeline")` to views.panel.PAGES and its panels with `page="/timeline"`.
+`Panel(ids.MY_CHART, "My chart", "/", FIGURE, content=my_figure)` where it should appear, its id in views/ids.py
+(and ids.OWN); with `text=` (the summary dict -> lines, views/lines.py) it reaches `perfkit summary` too.
+Adding a page: add `Page("/streams", "Streams")` to views.panel.PAGES and its panels with `page="/streams"`.
 An installed package adds panels through the entry point group `perfkit.panels` (views/panel.py).
 """
 
@@ -64,7 +64,6 @@ def summary_part(*keys: str) -> Callable[[Run], dict[str, Any]]:
     def part(run: Run) -> dict[str, Any]:
         summary = summarize(run)
         return {key: summary[key] for key in keys}
-    part.__name__ = f"summary_part({', '.join(keys)})"
     return part
 
 
