@@ -1,4 +1,4 @@
-"""Held-out A/A and A/B check of compare.verdict on real MindSpore CPU runs (perfkit profile's ResNet-50, small).
+"""Held-out A/A and A/B check of statistics.verdict on real MindSpore CPU runs (perfkit profile's ResNet-50, small).
 
 NOISE_FLOOR_PCT was set from the runs of benchmarks/compare_noise.py; the runs here are new, so they check the
 floor instead of restating it.
@@ -17,7 +17,6 @@ loaded, not redone, so the verdict can be re-judged by running the script again.
 from __future__ import annotations
 
 import argparse
-import importlib
 import itertools
 import os
 import subprocess
@@ -26,8 +25,8 @@ import time
 from pathlib import Path
 
 import perfkit
+from perfkit.analysis import statistics
 
-compare = importlib.import_module("perfkit.views.compare")  # perfkit.views.compare is also the function it exports
 SETTINGS = ["--image-size", "32", "--batch-size", "8", "--steps", "4"]
 FAST_ISA = "ONEDNN_MAX_CPU_ISA=AVX2"
 
@@ -58,7 +57,7 @@ def judge_pairs(pairs, called: tuple[str, ...]) -> int:
     """Print each pair's one-run-a-side verdict; return how many are of a kind in `called`."""
     count = 0
     for run_a, run_b in pairs:
-        verdict = compare.verdict([run_a], [run_b])
+        verdict = statistics.verdict([run_a], [run_b])
         count += verdict.kind in called
         print(f"  {Path(run_a.path).name} vs {Path(run_b.path).name}: {verdict.kind}, {interval(verdict)}")
     return count
@@ -66,7 +65,7 @@ def judge_pairs(pairs, called: tuple[str, ...]) -> int:
 
 def judge_groups(label: str, group_a, group_b) -> None:
     """Print the verdict of two groups of runs taken as repeats (Welch t over the log run means)."""
-    group = compare.verdict(group_a, group_b)
+    group = statistics.verdict(group_a, group_b)
     print(f"{label} as repeats ({group.n_a} vs {group.n_b} runs, {group.basis}): {group.kind}, {interval(group)}, "
           f"p = {group.p_value:.2g}")
 
@@ -80,25 +79,25 @@ def main() -> None:
     started = time.time()
     print(f"start {time.strftime('%H:%M:%S', time.gmtime(started))} UTC, {load_average()}")
     print(f"settings: perfkit profile {' '.join(SETTINGS)}; A/A with --env {FAST_ISA}; "
-          f"noise floor {compare.NOISE_FLOOR_PCT:g} % (benchmarks/results/compare_noise.txt)", flush=True)
+          f"noise floor {statistics.NOISE_FLOOR_PCT:g} % (benchmarks/results/compare_noise.txt)", flush=True)
     aa = []
     for index in range(2 * args.pairs):
         run, load = profile(args.out / f"aa_{index:02d}", [FAST_ISA])
         aa.append(run)
-        print(f"A/A run {index:2d}: mean step {compare.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
+        print(f"A/A run {index:2d}: mean step {statistics.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
     sides: dict[str, list[perfkit.Run]] = {"default": [], "AVX2": []}
     for index in range(args.ab):
         for name, env in (("default", []), ("AVX2", [FAST_ISA])):
             run, load = profile(args.out / f"ab_{name}_{index}", env)
             sides[name].append(run)
-            print(f"A/B {name:7} run {index}: mean step {compare.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
+            print(f"A/B {name:7} run {index}: mean step {statistics.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
     print(f"end {time.strftime('%H:%M:%S', time.gmtime())} UTC, {load_average()}, "
           f"{(time.time() - started) / 60:.1f} min\n")
 
     called = judge_pairs(zip(aa[0::2], aa[1::2]), ("faster", "slower"))
     print(f"A/A: {called} of {args.pairs} independent pairs called different")
     all_pairs = list(itertools.combinations(aa, 2))
-    called_all = sum(compare.verdict([a], [b]).kind != compare.NO_CHANGE for a, b in all_pairs)
+    called_all = sum(statistics.verdict([a], [b]).kind != statistics.NO_CHANGE for a, b in all_pairs)
     print(f"A/A, all pairs of the {len(aa)} runs (not independent): {called_all} of {len(all_pairs)} called different")
     judge_groups("A/A (even vs odd runs)", aa[0::2], aa[1::2])
     print()
@@ -106,7 +105,7 @@ def main() -> None:
     ab_called = judge_pairs(zip(sides["default"], sides["AVX2"]), ("faster",))
     print(f"A/B: {ab_called} of {args.ab} independent pairs called faster")
     cross = list(itertools.product(sides["default"], sides["AVX2"]))
-    cross_called = sum(compare.verdict([a], [b]).kind == "faster" for a, b in cross)
+    cross_called = sum(statistics.verdict([a], [b]).kind == "faster" for a, b in cross)
     print(f"A/B, every default run against every AVX2 run: {cross_called} of {len(cross)} called faster")
     judge_groups("A/B", sides["default"], sides["AVX2"])
 

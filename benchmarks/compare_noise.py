@@ -1,4 +1,4 @@
-"""A/A and A/B benchmark of compare.verdict on real MindSpore CPU runs (perfkit profile's ResNet-50, small).
+"""A/A and A/B benchmark of statistics.verdict on real MindSpore CPU runs (perfkit profile's ResNet-50, small).
 
 A/A: N runs of identical settings, every pair compared with one run a side (the noise-floor verdict): how many
 pairs the verdict calls different (the aim: at most 1 in 20). A/B: runs with ONEDNN_MAX_CPU_ISA=AVX2 against the
@@ -12,7 +12,6 @@ Each run's `uptime` load average is recorded beside it (the machine is shared).
 from __future__ import annotations
 
 import argparse
-import importlib
 import itertools
 import os
 import subprocess
@@ -22,8 +21,8 @@ from pathlib import Path
 from compare_aa import judge_groups, judge_pairs  # the same pair verdicts as the held-out check (run from benchmarks/)
 
 import perfkit
+from perfkit.analysis import statistics
 
-compare = importlib.import_module("perfkit.views.compare")  # perfkit.views.compare is also the function it exports
 SETTINGS = ["--image-size", "16", "--batch-size", "8", "--steps", "4"]
 
 
@@ -47,12 +46,12 @@ def main() -> None:
     parser.add_argument("--ab", type=int, default=3, help="runs per side of the A/B set")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    print(f"settings: perfkit profile {' '.join(SETTINGS)}; noise floor {compare.NOISE_FLOOR_PCT:g} %")
+    print(f"settings: perfkit profile {' '.join(SETTINGS)}; noise floor {statistics.NOISE_FLOOR_PCT:g} %")
     aa = []
     for index in range(args.aa):
         run, load = profile(args.out / f"aa_{index}", [])
         aa.append(run)
-        print(f"A/A run {index}: mean step {compare.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
+        print(f"A/A run {index}: mean step {statistics.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
     pairs = list(itertools.combinations(aa, 2))
     called = judge_pairs(pairs, ("faster", "slower"))
     print(f"A/A: {called} of {len(pairs)} pairs called different")
@@ -61,7 +60,7 @@ def main() -> None:
         for name, env in (("default", []), ("AVX2", ["ONEDNN_MAX_CPU_ISA=AVX2"])):
             run, load = profile(args.out / f"ab_{name}_{index}", env)
             sides[name].append(run)
-            print(f"A/B {name} run {index}: mean step {compare.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
+            print(f"A/B {name} run {index}: mean step {statistics.run_mean_ms(run, False):,.1f} ms, {load}", flush=True)
     ab_pairs = list(itertools.product(sides["default"], sides["AVX2"]))
     ab_called = judge_pairs(ab_pairs, ("faster",))
     print(f"A/B: {ab_called} of {len(ab_pairs)} pairs called faster")

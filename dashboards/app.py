@@ -24,8 +24,10 @@ from ..core.errors import PerfkitError
 from ..core.model import PASSES, Run
 from ..render import report
 from ..render.report import STYLESHEET
-from ..views import figures
+from ..views import ids as panel_ids
 from ..views.compare import default_selection
+from ..views.figures.operators import op_instance_rows
+from ..views.format import run_labels
 from . import ids, layout, timeline
 from .inputs import query_value, run_index, text
 
@@ -56,7 +58,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
     findings (up to 4 s on a million-op run, benchmarks/results/dash_first_page.txt).
     """
     runs = list(runs)
-    labels = figures.run_labels(runs)
+    labels = run_labels(runs)
     # runs never change while the app serves them: their settings are read once, on the first Compare visit
     compare_default = functools.cache(lambda: default_selection(runs))
     app = dash.Dash(__name__, title="perfkit", suppress_callback_exceptions=True, serve_locally=True,
@@ -121,14 +123,14 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         chosen = [] if not isinstance(values, list) else [run_index(v, len(runs)) for v in values]
         return compare_body(tuple(dict.fromkeys(i for i in chosen if i is not None)))
 
-    @app.callback(Output(ids.OP_TABLE, "rowData"), Output(ids.OP_COUNT, "children"),
+    @app.callback(Output(panel_ids.OP_TABLE, "rowData"), Output(ids.OP_COUNT, "children"),
                   Input(ids.URL, "search"), Input(ids.OP_PASSES, "value"), Input(ids.OP_SEARCH, "value"))
     def filter_ops(url_search, passes, search):
         run = pick(url_search)
         if run is None:
             return [], f"unknown run: choose one of the {len(runs)} loaded runs"
         passes = [p for p in passes if p in PASSES] if isinstance(passes, list) else list(PASSES)
-        rows, matched = figures.op_instance_rows(run, passes, text(search))
+        rows, matched = op_instance_rows(run, passes, text(search))
         return rows.to_dict("records"), layout.instances_count(len(rows), matched)
 
     # The Cells flame graph zooms into a clicked Cell, in the browser: a bar's click data holds its start (base)
@@ -141,7 +143,7 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
                                                               autorange: false});
             return Object.assign({}, fig, {layout: Object.assign({}, fig.layout, {xaxis: xaxis})});
         }""",
-        Output(ids.CELLS_FIGURE, "figure"), Input(ids.CELLS_FIGURE, "clickData"), State(ids.CELLS_FIGURE, "figure"),
+        Output(panel_ids.CELLS, "figure"), Input(panel_ids.CELLS, "clickData"), State(panel_ids.CELLS, "figure"),
         prevent_initial_call=True)
     timeline.register(app, runs, picked_index)
     _bounded_requests(app)

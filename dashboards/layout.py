@@ -1,6 +1,7 @@
 """Page bodies: the view layer's panels (perfkit.views.panels) wrapped in Dash components. No data work here.
 
-A run page is its panels in order (`run_page`); each panel kind has one renderer in RENDERERS.
+A run page is what views.panels.shown keeps of its panels for the dashboard, in order (`run_page`); each panel
+kind has one renderer in RENDERERS.
 """
 
 from __future__ import annotations
@@ -15,23 +16,14 @@ import plotly.graph_objects as go
 from dash import dcc, html
 
 from ..core.model import PASSES, Run
-from ..views import figures, numbers
+from ..views import ids as panel_ids
+from ..views import numbers
+from ..views.figures.cells import zoomed_to_cell
+from ..views.figures.operators import op_instance_rows
+from ..views.figures.style import PLOT_CONFIG, empty_message
 from ..views.format import COUNT_SPEC, NAMED_COLUMNS, ROW_TINTS, column_spec, column_title
-from ..views.panels import (
-    CARDS,
-    COMPARE_PANELS,
-    FIGURE,
-    FINDINGS,
-    INSTANCES,
-    SPEEDUPS,
-    TABLE,
-    WITH_CONTENT,
-    Panel,
-    has_content,
-    panel_content,
-    panels_on,
-    rows,
-)
+from ..views.panel import CARDS, FIGURE, FINDINGS, INSTANCES, SPEEDUPS, TABLE, Panel
+from ..views.panels import COMPARE_PANELS, DASHBOARD, panels_on, shown
 from . import ids
 
 # Rows of a highlighted meaning get its tint: op families in the op tables, slow ranks in the rank table.
@@ -43,8 +35,8 @@ ROW_STYLES = {"styleConditions": [
 TEXT_PX_PER_CHAR = 8
 CELL_PADDING_PX = 40
 # Rows per grid page.
-PAGE_ROWS = {ids.OP_TYPES_TABLE: 15, ids.OP_TABLE: 20, ids.RANK_TABLE: 16, ids.COMM_OP_TABLE: 15,
-             ids.COMPARE_OP_TABLE: 12}
+PAGE_ROWS = {panel_ids.OP_TYPES_TABLE: 15, panel_ids.OP_TABLE: 20, panel_ids.RANK_TABLE: 16,
+             panel_ids.COMM_OP_TABLE: 15, panel_ids.COMPARE_OP_TABLE: 12}
 
 
 def empty(message: str) -> html.P:
@@ -53,10 +45,10 @@ def empty(message: str) -> html.P:
 
 def graph(fig: go.Figure, graph_id: str) -> html.Div | html.P:
     """The figure, or its sentence when it is an empty state (never an empty axis)."""
-    message = figures.empty_message(fig)
+    message = empty_message(fig)
     if message is not None:
         return html.P(message, className="empty-state", id=graph_id)
-    return dcc.Graph(id=graph_id, figure=fig, config=figures.PLOT_CONFIG)
+    return dcc.Graph(id=graph_id, figure=fig, config=PLOT_CONFIG)
 
 
 def card(title: str, *children) -> html.Div:
@@ -181,7 +173,7 @@ def _table(panel: Panel, run: Run, frame: pd.DataFrame) -> html.Div:
 def _instances(panel: Panel, run: Run) -> html.Div:
     if not len(run.ops):
         return card(panel.title, empty("no per-instance operator data in this run"))
-    instances, matched = figures.op_instance_rows(run)
+    instances, matched = op_instance_rows(run)
     controls = html.Div([
         dcc.Checklist(id=ids.OP_PASSES, options=[{"label": f" {p}", "value": p} for p in PASSES],
                       value=list(PASSES), inline=True, inputStyle={"marginLeft": "12px"}),
@@ -203,19 +195,18 @@ def run_page(path: str, run: Run, run_index: int, cell: str = "") -> list:
     renderers = RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)}
     if cell:
         renderers[FIGURE] = lambda panel, run, fig: _figure(
-            panel, run, figures.zoomed_to_cell(fig, run, cell) if panel.id == ids.CELLS_FIGURE else fig)
+            panel, run, zoomed_to_cell(fig, run, cell) if panel.id == panel_ids.CELLS else fig)
     return _panels_body(panels_on(path), run, renderers)
 
 
 def _panels_body(panels: Sequence[Panel], subject: Run | Sequence[Run], renderers: dict) -> list:
-    """`panels` of one run (or the compare panels of several runs) in order, half-width ones side by side."""
-    contents = {panel.id: panel_content(panel, subject) for panel in panels if panel.kind in WITH_CONTENT}
-    shown = tuple(panel for panel in panels if not panel.optional or has_content(contents[panel.id]))
+    """What views.panels.shown keeps of `panels` (of one run, or the compare panels of several runs) for the
+    dashboard, in order, half-width ones side by side."""
     body = []
-    for row in rows(shown):
-        rendered = [renderers[panel.kind](panel, subject, *([contents[panel.id]] if panel.id in contents else []))
-                    for panel in row]
-        body.append(html.Div(rendered, className="grid2") if row[0].half else rendered[0])
+    for row in shown(panels, subject, DASHBOARD):
+        rendered = [renderers[panel.kind](panel, subject, *([] if content is None else [content]))
+                    for panel, content in row]
+        body.append(html.Div(rendered, className="grid2") if row[0].panel.half else rendered[0])
     return body
 
 

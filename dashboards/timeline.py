@@ -18,7 +18,9 @@ from dash import Input, Output, State, dcc, html
 from ..core.errors import PerfkitError
 from ..core.model import Run
 from ..io import timeline
-from ..views import figures, numbers
+from ..views import ids as panel_ids
+from ..views import numbers
+from ..views.figures.timeline import timeline_figure
 from . import ids, layout
 from .inputs import integer, query_value, text
 
@@ -115,12 +117,12 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index) -> None:
         except PerfkitError as exc:
             return layout.empty(str(exc))
         op = query_value(search, "op", "")
-        fig = figures.timeline_figure(events, title=f"step {step} · " if step is not None else "",
-                                      highlight=numbers.op_target(runs[index], op) if op else None)
+        fig = timeline_figure(events, title=f"step {step} · " if step is not None else "",
+                              highlight=numbers.op_target(runs[index], op) if op else None)
         return layout.graph(fig, GRAPH)
 
     @app.callback(Output(ids.URL, "pathname", allow_duplicate=True), Output(ids.URL, "search", allow_duplicate=True),
-                  Input(ids.OP_TABLE, "cellClicked"), State(ids.URL, "search"), prevent_initial_call=True)
+                  Input(panel_ids.OP_TABLE, "cellClicked"), State(ids.URL, "search"), prevent_initial_call=True)
     def open_op(cell, search):
         """Clicking an op's name on the Operators page opens its occurrences on the timeline."""
         if not isinstance(cell, dict) or cell.get("colId") != "name" or not isinstance(cell.get("value"), str):

@@ -22,18 +22,11 @@ from .io.timeline import timeline
 from .profiler.api import profiling, step_timer_class
 from .views.compare import Comparison
 from .views.compare import compare as compare_runs
-from .views.numbers import summary_of
-from .views.summary import Summary
+from .views.summary import summarize
 
 __all__ = ["load", "load_steps", "Run", "Meta", "summarize", "advise", "Advice", "compare", "ledger", "cells",
            "timeline", "show", "profiling", "StepTimer", "PerfkitError", "LayoutError", "FileFormatError",
            "DeviceError"]
-
-
-def summarize(run: Run) -> Summary:
-    """Where each step's time goes: the `perfkit summary --format json` dict (docs/summary-json.md), which also
-    knows its run (`.run`) so that a notebook shows it as the report does."""
-    return Summary(summary_of(run), run)
 
 
 def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = ()) -> Comparison:

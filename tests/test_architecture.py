@@ -295,8 +295,8 @@ def test_the_loader_names_no_layout_and_no_reader_table():
 def run_perfkit(*args: str, cache: Path) -> subprocess.CompletedProcess:
     """perfkit in a fresh interpreter that prints, after the command, which heavy modules it imported."""
     code = ("import atexit, sys\n"
-            "atexit.register(lambda: print('IMPORTED', sorted(m for m in ('pandas', 'pyarrow', 'mindspore', 'dash')"
-            " if m in sys.modules), file=sys.stderr))\n"
+            "atexit.register(lambda: print('IMPORTED', sorted(m for m in ('pandas', 'pyarrow', 'mindspore', 'dash',"
+            " 'plotly') if m in sys.modules), file=sys.stderr))\n"
             "from perfkit.apps.cli import main\n"
             f"main({list(args)!r}, prog_name='perfkit')\n")
     env = {**os.environ, "PYTHONPATH": str(REPO), "PERFKIT_CACHE_DIR": str(cache)}
@@ -320,11 +320,75 @@ def test_a_warm_answer_imports_neither_pandas_nor_pyarrow(command, tmp_path):
     assert imported(warm) == []
 
 
-def test_summary_imports_neither_mindspore_nor_dash(tmp_path):
-    done = run_perfkit("summary", str(FIXTURE_RUNS["legacy_run_2"]), cache=tmp_path)
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_summary_imports_neither_mindspore_nor_dash(tmp_path, fmt):
+    """`perfkit summary` lists the panels for their text forms, and the panels hold their figure functions: the
+    figures package imports plotly only when a figure is drawn."""
+    done = run_perfkit("summary", str(FIXTURE_RUNS["legacy_run_2"]), "--format", fmt, cache=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert not {"mindspore", "dash"} & set(imported(done))
+    assert not {"mindspore", "dash", "plotly"} & set(imported(done))
+    assert "pandas" in imported(done)  # it did load the run: nothing was answered from a cache
 
+
+FIGURES = PACKAGE / "views" / "figures"
+
+
+def plotly_imports(path: Path) -> list[tuple[int, bool]]:
+    """(line, inside a function) of each import of plotly in `path` that runs (not under `if TYPE_CHECKING:`)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and ast.unparse(block.test).endswith("TYPE_CHECKING") for node in ast.walk(block)}
+    in_function = {id(node) for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef,
+                                                                                    ast.AsyncFunctionDef))
+                   for node in ast.walk(function)}
+    found = []
+    for node in ast.walk(tree):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(name.split(".")[0] == "plotly" for name in names) and id(node) not in typing_only:
+            found.append((node.lineno, id(node) in in_function))
+    return found
+
+
+def test_plotly_is_imported_only_inside_the_figures_functions():
+    """The figures package (views/figures) draws every figure and imports plotly inside the functions that make
+    one, so that listing the panels, or rendering the summary, imports no plotly. The Dash app imports it."""
+    found = [f"{path.relative_to(REPO)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+             if "dashboards" not in path.relative_to(REPO).parts
+             for line, in_function in plotly_imports(path) if FIGURES not in path.parents or not in_function]
+    assert not found, "import plotly inside a function of perfkit/views/figures:\n" + "\n".join(found)
+    assert any(in_function for path in FIGURES.glob("*.py") for _, in_function in plotly_imports(path))
+
+
+def test_the_plotly_check_sees_a_module_level_import_and_passes_one_for_type_hints(tmp_path):
+    path = tmp_path / "figure.py"
+    path.write_text("from typing import TYPE_CHECKING\nimport plotly.graph_objects as go\nif TYPE_CHECKING:\n"
+                    "    from plotly import graph_objects\ndef f():\n    import plotly.express\n")
+    assert plotly_imports(path) == [(2, False), (6, True)]
+
+
+# The package's facade resolves its public names on first use (PEP 562), so that `import perfkit` stays cheap.
+LAZY_FACADE = {"perfkit", "perfkit.api"}
+
+
+def test_no_module_but_the_facade_resolves_names_lazily():
+    """A module-level __getattr__ hides what a name is until it is asked for; below the facade every module
+    imports what it uses (the profiler's callers import its submodules)."""
+    lazy = {name for name, path in package_files().items() for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"}
+    assert lazy <= LAZY_FACADE, sorted(lazy - LAZY_FACADE)
+
+
+def test_importing_the_profiler_package_imports_neither_mindspore_nor_the_launcher():
+    """A profiled script imports perfkit.profiler at start-up (`perfkit profile -- ...`): it must not pay for
+    MindSpore or for the launcher's imports (click, the run-folder code)."""
+    code = ("import sys, perfkit.profiler\n"
+            "print(sorted(m for m in ('mindspore', 'click', 'pandas', 'perfkit.profiler.launch', "
+            "'perfkit.profiler.script') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def absolute_base(node: ast.ImportFrom, path: Path, root: Path = REPO) -> str:

@@ -257,7 +257,8 @@ def test_a_finding_names_its_cell_and_links_to_it():
 
 
 def test_compare_gives_per_cell_deltas():
-    from perfkit.views.compare import compare, compare_text
+    from perfkit.render.compare import compare_text
+    from perfkit.views.compare import compare
     a, b = perfkit.load(SAMPLE), perfkit.load(REPO / "sample_runs" / "cpu_avx2")
     result = compare(a, b)
     tree_a, tree_b = perfkit.cells(a).set_index("path"), perfkit.cells(b).set_index("path")

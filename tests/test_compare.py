@@ -14,9 +14,19 @@ from test_advisor import make_run, queue_rows, seed_feed_run, step_rows, type_ro
 
 from perfkit.advisor import advise
 from perfkit.analysis.measures import step_means
+from perfkit.analysis.statistics import (
+    MIN_EFFECT_PCT,
+    NO_CHANGE,
+    SAME_RUN,
+    regularized_beta,
+    t_quantile,
+    verdict,
+    welch_test,
+)
 from perfkit.apps.cli import main
 from perfkit.io.loader import load
-from perfkit.views.compare import MIN_EFFECT_PCT, NO_CHANGE, SAME_RUN, compare, compare_text, verdict, welch_test
+from perfkit.render.compare import compare_text
+from perfkit.views.compare import compare
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -188,6 +198,23 @@ def test_welch_p_value_matches_scipy():
         ours = welch_test(a, b)
         theirs = stats.ttest_ind(b, a, equal_var=False)
         assert ours["t"] == pytest.approx(theirs.statistic) and ours["p"] == pytest.approx(theirs.pvalue, rel=1e-9)
+
+
+@pytest.mark.parametrize("a, b", [(0.5, 0.5), (1.0, 3.0), (2.5, 1.0), (40.0, 0.5), (0.5, 900.0), (300.0, 700.0)])
+def test_the_incomplete_beta_meets_its_closed_forms(a, b):
+    """I_x(a, 1) = x^a, I_x(1, b) = 1 - (1 - x)^b, I_x(a, b) = 1 - I_(1-x)(b, a), I_x(1/2, 1/2) = 2 asin(sqrt x) / pi:
+    the hand-written continued fraction behind every p value and t quantile, over both of its branches."""
+    for x in (1e-6, 0.01, 0.3, 0.5, 0.77, 0.999):
+        assert regularized_beta(a, 1.0, x) == pytest.approx(x ** a, rel=1e-10, abs=1e-300)
+        assert regularized_beta(1.0, b, x) == pytest.approx(-np.expm1(b * np.log1p(-x)), rel=1e-10)
+        assert regularized_beta(a, b, x) == pytest.approx(1 - regularized_beta(b, a, 1 - x), abs=1e-12)
+        assert regularized_beta(0.5, 0.5, x) == pytest.approx(2 * np.arcsin(np.sqrt(x)) / np.pi, rel=1e-10)
+    assert regularized_beta(a, b, 0.0) == 0.0 and regularized_beta(a, b, 1.0) == 1.0
+
+
+def test_the_t_quantile_is_the_students_t_table():
+    # two-sided 5 %: the table's 12.706 (1 df), 2.571 (5), 2.042 (30), 1.984 (100)
+    assert [round(t_quantile(df), 3) for df in (1, 5, 30, 100)] == [12.706, 2.571, 2.042, 1.984]
 
 
 @needs_samples("cpu_default", "cpu_avx2")

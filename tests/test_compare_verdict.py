@@ -1,10 +1,9 @@
-"""compare.verdict over groups of runs: run means, the noise floor, per-sample time when batches differ.
+"""statistics.verdict over groups of runs: run means, the noise floor, per-sample time when batches differ.
 
 Runs are sample_runs/cpu_default (real, batch 32) and copies of it whose manifest batch is changed to 16 (crafted
 from that run's structure: only perfkit_run.json's config.batch_size differs)."""
 
 import csv
-import importlib
 import json
 import math
 import shutil
@@ -15,8 +14,8 @@ import numpy as np
 import pytest
 
 import perfkit
-
-compare = importlib.import_module("perfkit.views.compare")  # perfkit.views.compare is also the function it exports
+from perfkit.analysis import statistics
+from perfkit.views import compare
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_runs" / "cpu_default"
 
@@ -32,54 +31,54 @@ def _copy_with_batch(tmp_path: Path, name: str, batch: int) -> Path:
 
 def test_a_run_against_itself_is_no_change():
     run = perfkit.load(SAMPLE)
-    result = compare.verdict([run], [run])
-    assert result.kind == compare.SAME_RUN and result.speedup == 1.0
+    result = statistics.verdict([run], [run])
+    assert result.kind == statistics.SAME_RUN and result.speedup == 1.0
 
 
 def test_batch_32_vs_16_is_judged_per_sample(tmp_path):
     run_a = perfkit.load(SAMPLE)
     run_b = perfkit.load(_copy_with_batch(tmp_path, "b16", 16))
-    result = compare.verdict([run_a], [run_b], noise_floor_pct=10.0)  # a quiet machine's floor
+    result = statistics.verdict([run_a], [run_b], noise_floor_pct=10.0)  # a quiet machine's floor
     assert result.per_sample
     # same step times, half the samples per step: per sample B takes twice as long
     assert result.speedup == pytest.approx(0.5)
     assert result.kind == "slower"
     # within the measured floor of the busy shared VM (~3x), one run a side cannot tell
-    assert compare.verdict([run_a], [run_b]).kind == compare.NO_CHANGE
-    assert compare.samples_per_s(run_b) == pytest.approx(compare.samples_per_s(run_a) / 2)
+    assert statistics.verdict([run_a], [run_b]).kind == statistics.NO_CHANGE
+    assert statistics.samples_per_s(run_b) == pytest.approx(statistics.samples_per_s(run_a) / 2)
 
 
 def test_samples_per_s_from_the_raw_step_trace():
     """Independent: 32 samples over the mean of step_trace's steady steps (the first, a warm-up, left out)."""
     run = perfkit.load(SAMPLE)
-    expected_ms = np.mean(compare.step_totals(run.steps))
-    assert compare.samples_per_s(run) == pytest.approx(32 * 1000 / expected_ms)
+    expected_ms = np.mean(statistics.step_totals(run.steps))
+    assert statistics.samples_per_s(run) == pytest.approx(32 * 1000 / expected_ms)
     manifest = json.loads((SAMPLE / "perfkit_run.json").read_text())
     assert manifest["config"]["batch_size"] == 32
 
 
 def test_single_runs_within_the_noise_floor_are_no_change():
     run_a, run_b = perfkit.load(SAMPLE), perfkit.load(SAMPLE.parent / "cpu_workers1")
-    result = compare.verdict([run_a], [run_b])
-    assert result.basis == "noise floor" and result.kind == compare.NO_CHANGE
+    result = statistics.verdict([run_a], [run_b])
+    assert result.basis == "noise floor" and result.kind == statistics.NO_CHANGE
     low, high = result.interval
     assert low < result.speedup < high
-    assert high / result.speedup == pytest.approx(1 + compare.NOISE_FLOOR_PCT / 100)
+    assert high / result.speedup == pytest.approx(1 + statistics.NOISE_FLOOR_PCT / 100)
 
 
 def test_repeats_both_sides_test_run_means():
     runs = [perfkit.load(SAMPLE.parent / name) for name in ("cpu_default", "cpu_workers1", "cpu_workers4", "cpu_avx2")]
-    result = compare.verdict(runs[:2], runs[2:])
+    result = statistics.verdict(runs[:2], runs[2:])
     assert result.basis == "run means" and result.p_value is not None
-    means_a = [np.mean(compare.step_totals(run.steps)) for run in runs[:2]]
-    means_b = [np.mean(compare.step_totals(run.steps)) for run in runs[2:]]
+    means_a = [np.mean(statistics.step_totals(run.steps)) for run in runs[:2]]
+    means_b = [np.mean(statistics.step_totals(run.steps)) for run in runs[2:]]
     assert result.speedup == pytest.approx(math.exp(np.mean(np.log(means_a)) - np.mean(np.log(means_b))))
     assert result.interval[0] < result.speedup < result.interval[1]
 
 
 def test_t_quantile_matches_the_table():
-    assert compare.t_quantile(10) == pytest.approx(2.228, abs=1e-3)
-    assert compare.t_quantile(2) == pytest.approx(4.303, abs=1e-3)
+    assert statistics.t_quantile(10) == pytest.approx(2.228, abs=1e-3)
+    assert statistics.t_quantile(2) == pytest.approx(4.303, abs=1e-3)
 
 
 def test_cli_shows_throughput_and_the_per_sample_verdict(tmp_path):
@@ -89,7 +88,7 @@ def test_cli_shows_throughput_and_the_per_sample_verdict(tmp_path):
     b16 = _copy_with_batch(tmp_path, "b16", 16)
     out = CliRunner().invoke(main, ["compare", "--noise-floor", "10", str(SAMPLE), str(b16)])
     assert out.exit_code == 0, out.output
-    expected = compare.samples_per_s(perfkit.load(SAMPLE))
+    expected = statistics.samples_per_s(perfkit.load(SAMPLE))
     assert f"samples/s    {expected:,.1f} -> {expected / 2:,.1f} (-50.0 %)" in out.output
     assert "verdict      slower: speedup 0.50x" in out.output and "per sample: global batch 32 vs 16" in out.output
     assert "NOT LIKE WITH LIKE" not in out.output  # a batch change is judged per sample, not refused
@@ -108,7 +107,7 @@ def test_cli_says_when_the_batch_is_unknown(tmp_path):
     (unknown / "perfkit_run.json").write_text(json.dumps(manifest))
     for framework in unknown.glob("*/FRAMEWORK/cpu_framework_0.txt"):
         framework.unlink()
-    assert compare.global_batch(perfkit.load(unknown)) is None
+    assert statistics.global_batch(perfkit.load(unknown)) is None
     out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(unknown)])
     assert out.exit_code == 0, out.output
     assert (f"samples/s    unknown (batch size unknown in {unknown}: step time compared instead; --batch-size N "
@@ -117,7 +116,7 @@ def test_cli_says_when_the_batch_is_unknown(tmp_path):
                           "compared; give the global batch with --batch-size N\n")
     assert "per sample" not in out.output  # step time, not per-sample time, is what was compared
     # the user's global batch fills in: 16 against A's recorded 32 is judged per sample
-    mean_a, mean_b = (np.mean(compare.step_totals(perfkit.load(path).steps)) for path in (SAMPLE, unknown))
+    mean_a, mean_b = (np.mean(statistics.step_totals(perfkit.load(path).steps)) for path in (SAMPLE, unknown))
     out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(unknown), "--batch-size", "16", "--noise-floor", "10",
                                     "--format", "json"])
     assert out.exit_code == 0 and out.stderr == ""
@@ -134,7 +133,7 @@ def test_tokens_per_s_from_the_option_or_the_manifest(tmp_path):
     from click.testing import CliRunner
 
     from perfkit.apps.cli import main
-    rate = compare.samples_per_s(perfkit.load(SAMPLE))
+    rate = statistics.samples_per_s(perfkit.load(SAMPLE))
     out = CliRunner().invoke(main, ["compare", str(SAMPLE), str(_copy_with_batch(tmp_path, "b16", 16)),
                                     "--seq-len", "128"])
     assert out.exit_code == 0, out.output
@@ -163,7 +162,7 @@ def test_report_compare_section_has_the_banner_verdict_and_throughput(tmp_path, 
     assert result.exit_code == 0, result.output
     html = out.read_text()
     assert "NOT LIKE WITH LIKE: A and B differ in device (CPU vs Ascend), network (ResNet50 vs AlexNet)" in html
-    assert f"{compare.samples_per_s(perfkit.load(SAMPLE)):,.1f} samples/s" in html
+    assert f"{statistics.samples_per_s(perfkit.load(SAMPLE)):,.1f} samples/s" in html
     assert "What differed between the runs" in html
     # the verdict block as `perfkit compare` prints it for the same pair: one definition
     cli = CliRunner().invoke(main, ["compare", str(SAMPLE), str(FIXTURE_RUNS["legacy_run_2"])])

@@ -10,6 +10,7 @@ from test_figures import make_run
 
 from perfkit.dashboards import create_app
 from perfkit.dashboards.app import is_loopback, run_index
+from perfkit.views import ids as panel_ids
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_malformed_callback_request_is_400(client, body):
 
 def test_malformed_inputs_to_a_real_callback_are_handled(client):
     response = update(client, "..op-table.rowData...op-count.children..",
-                      [{"id": "op-table", "property": "rowData"}, {"id": "op-count", "property": "children"}],
+                      [{"id": panel_ids.OP_TABLE, "property": "rowData"}, {"id": "op-count", "property": "children"}],
                       [("url", "search", {"run": 0}), ("op-passes", "value", "forward"), ("op-search", "value", [1])])
     # an unreadable search falls back to the first run, a non-list pass filter to every pass
     assert response.status_code == 200 and "10 matching instances" in response.get_data(as_text=True)
@@ -187,11 +188,11 @@ def test_compare_page_shows_spread_verdict_differences_and_op_time(monkeypatch, 
                 collect(value)
 
     collect(json.loads(text))
-    assert tables["compare-settings"] == [{"setting": "env.ONEDNN_MAX_CPU_ISA", "cpu_default": "-",
+    assert tables[panel_ids.COMPARE_SETTINGS] == [{"setting": "env.ONEDNN_MAX_CPU_ISA", "cpu_default": "-",
                                            "cpu_avx2": "AVX2"}]
-    assert "fig-compare-spread" in text and "Op time per step" in text
+    assert panel_ids.COMPARE_SPREAD in text and "Op time per step" in text
     conv = next(d for d in result["op_type_deltas"] if d["type"] == "Conv2D")
-    conv_row = next(row for row in tables["compare-op-table"] if row["type"] == "Conv2D")
+    conv_row = next(row for row in tables[panel_ids.COMPARE_OP_TABLE] if row["type"] == "Conv2D")
     assert conv_row["cpu_default_ms"] == pytest.approx(conv["ms_per_step_a"], abs=1e-3)
     assert conv_row["cpu_avx2 - cpu_default_ms"] == pytest.approx(conv["delta_ms_per_step"], abs=1e-3)
 

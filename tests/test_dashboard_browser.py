@@ -35,14 +35,14 @@ from werkzeug.serving import WSGIRequestHandler, make_server  # noqa: E402
 import perfkit
 from perfkit.analysis.measures import step_means  # noqa: E402
 from perfkit.render.report import write_report  # noqa: E402
-from perfkit.views import (
-    figures,  # noqa: E402
-    numbers,  # noqa: E402
-)
+from perfkit.views import ids as panel_ids  # noqa: E402
+from perfkit.views import numbers  # noqa: E402
 from perfkit.views.compare import judge, verdict_lines  # noqa: E402
+from perfkit.views.figures import style  # noqa: E402
 from perfkit.views.format import ms  # noqa: E402
 from perfkit.views.format import speedup as format_speedup
-from perfkit.views.panels import FIGURE, in_report, panels_on  # noqa: E402
+from perfkit.views.panel import FIGURE  # noqa: E402
+from perfkit.views.panels import REPORT, panels, panels_on, shown  # noqa: E402
 from perfkit.views.summary import summarize  # noqa: E402
 
 # Runs the dashboard is started over, in this order. The seed's three profiles make the compare page; the
@@ -196,10 +196,10 @@ def cast_share_pct(summary) -> float:
     return 100 * sum(op["share"] for op in summary["op_types"] if op["type"].startswith("Cast"))
 
 
-def drawn_figures(run, panels) -> int:
+def drawn_figures(run, listed) -> int:
     """How many of these panels are figures with data for this run (the others say in words why not)."""
-    return sum(panel.kind == FIGURE and figures.empty_message(panel.content(run)) is None
-               for panel in panels)
+    return sum(panel.kind == FIGURE and style.empty_message(panel.content(run)) is None
+               for panel in listed)
 
 
 def panels_with_data(run) -> int:
@@ -223,25 +223,25 @@ def test_overview_shows_summary_numbers(driver, base_url, loaded, shots, label):
     if summary["op_types"] and numbers.amp_families_apply(run):
         expected_cast = f"{cast_share_pct(summary):.1f} %"
         assert text_of(driver, "kpi-cast-share") == expected_cast
-        assert f"Cast {expected_cast}" in svg_texts(driver, "fig-op-shares")
+        assert f"Cast {expected_cast}" in svg_texts(driver, panel_ids.OP_SHARES)
     elif summary["op_types"]:  # CPU: no float16 kernels, so no Cast story to tell
         assert not driver.find_elements(By.ID, "kpi-cast-share")
-        assert "Cast + BatchNorm" not in svg_texts(driver, "fig-op-shares")
-    for which in ("host", "device"):
+        assert "Cast + BatchNorm" not in svg_texts(driver, panel_ids.OP_SHARES)
+    for which, queue in (("host", panel_ids.HOST_QUEUE), ("device", panel_ids.DEVICE_QUEUE)):
         stats = summary["queues"][which]
         if stats:
             expected_empty = f"{stats['empty_pct']:.1f} %"
             assert text_of(driver, f"kpi-{which}-empty") == expected_empty
-            assert f"empty {expected_empty}" in svg_texts(driver, f"fig-{which}-queue")
+            assert f"empty {expected_empty}" in svg_texts(driver, queue)
         else:
             assert text_of(driver, f"kpi-{which}-empty") == "no data"
-            assert text_of(driver, f"fig-{which}-queue").startswith(f"no {which} queue data")
-            assert not driver.find_elements(By.CSS_SELECTOR, f"#fig-{which}-queue .main-svg")
+            assert text_of(driver, queue).startswith(f"no {which} queue data")
+            assert not driver.find_elements(By.CSS_SELECTOR, f"#{queue} .main-svg")
     if summary["steps"]:
         expected_step = f"{summary['steps']['total_ms']:,.3f} ms"
         assert text_of(driver, "kpi-mean-step") == expected_step
-        assert f"mean step {expected_step}" in svg_texts(driver, "fig-steps")
-        bars = driver.find_elements(By.CSS_SELECTOR, "#fig-steps .trace.bars .point")
+        assert f"mean step {expected_step}" in svg_texts(driver, panel_ids.STEPS)
+        bars = driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.STEPS} .trace.bars .point")
         parts = sum(bool(run.steps[col].notna().any()) for col in ("interval_ms", "fwd_bwd_ms", "tail_ms"))
         assert len(bars) == parts * run.steps["step"].nunique()
     communication = numbers.communication(run)
@@ -268,14 +268,14 @@ def test_pipeline_shows_every_rank_s_queues(driver, base_url, loaded, shots):
                     expected[(f"rank {rank}", row["op_type"], row["op_id"])] = (
                         f"{100 * float(row['output_queue_usage_rate']):.1f} %")
     drawn = driver.execute_script(
-        "const plot = document.querySelector('#fig-pipeline .js-plotly-plot');"
+        f"const plot = document.querySelector('#{panel_ids.PIPELINE} .js-plotly-plot');"
         "return plot.data.flatMap(t => t.x.map((x, i) => [x, t.y[i], t.text[i]]));")
     shown = {(x, label.split(" ")[0], label.split("(op ")[1].split(")")[0]): text for x, label, text in drawn
              if text != "no queue"}
     assert shown == expected
     assert {text for (rank, _, _), text in shown.items() if rank == "rank 2"} == {"93.8 %"}
     assert {text for (rank, _, _), text in shown.items() if rank == "rank 3"} == {"15.6 %"}
-    texts = svg_texts(driver, "fig-pipeline")
+    texts = svg_texts(driver, panel_ids.PIPELINE)
     assert "Data pipeline per rank" in texts and "mean 93.8 %" in texts and "mean 15.6 %" in texts
     screenshot(driver, "dash_pipeline_ranks", shots)
 
@@ -284,23 +284,23 @@ def test_device_queue_absent_on_cpu_is_said_in_words(driver, base_url, loaded):
     index, run = loaded.index("cpu_2_10"), loaded.run("cpu_2_10")
     assert not len(run.device_queue)
     open_page(driver, f"{base_url}/?run={index}", plots=panels_with_data(run))
-    assert text_of(driver, "fig-device-queue").startswith("no device queue data: CPU")
+    assert text_of(driver, panel_ids.DEVICE_QUEUE).startswith("no device queue data: CPU")
 
 
 def test_operators_table_filters(driver, base_url, loaded, shots):
     label = OPERATORS_SHOWCASE
     index, run = loaded.index(label), loaded.run(label)
     driver.get(f"{base_url}/operators?run={index}")
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell"), "op instance table")
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-cell"), "op instance table")
     types = summarize(run)["op_types"]
-    assert grid_cells(driver, "op-types-table", "type")[0].text == types[0]["type"]  # largest first, as summary
-    assert grid_cells(driver, "op-types-table", "total_ms")[0].text == f"{types[0]['total_ms']:,.3f}"
+    assert grid_cells(driver, panel_ids.OP_TYPES_TABLE, "type")[0].text == types[0]["type"]  # largest first, as summary
+    assert grid_cells(driver, panel_ids.OP_TYPES_TABLE, "total_ms")[0].text == f"{types[0]['total_ms']:,.3f}"
     top = run.ops.sort_values("total_ms", ascending=False).iloc[0]
-    name = grid_cells(driver, "op-table", "name")[0]
+    name = grid_cells(driver, panel_ids.OP_TABLE, "name")[0]
     shown = name.text.strip("\u2066\u2069")  # the name is isolated as left-to-right text in a right-to-left cell
     assert shown.endswith(str(top["name"])[-12:])  # a long name keeps its tail, in its own order
     if str(top["input_shapes"]) not in ("", "<NA>", "nan"):
-        assert grid_cells(driver, "op-table", "input_shapes")[0].text.strip()
+        assert grid_cells(driver, panel_ids.OP_TABLE, "input_shapes")[0].text.strip()
     assert text_of(driver, "op-count").startswith(f"{len(run.ops):,} matching")
     screenshot(driver, "dash_operators", shots)
 
@@ -310,7 +310,7 @@ def test_operators_table_filters(driver, base_url, loaded, shots):
         run.ops["type"].str.lower().str.contains(needle, regex=False)
     wait_for(driver, lambda d: text_of(d, "op-count").startswith(f"{int(expected.sum()):,} matching"),
              "search to filter the op table")
-    for row in driver.find_elements(By.CSS_SELECTOR, "#op-table .ag-center-cols-container .ag-row"):
+    for row in driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-center-cols-container .ag-row"):
         cells = {c.get_attribute("col-id"): c.get_attribute("textContent").lower()
                  for c in row.find_elements(By.CSS_SELECTOR, ".ag-cell")}
         assert needle in cells["name"] or needle in cells["type"]
@@ -320,7 +320,7 @@ def test_operators_table_filters(driver, base_url, loaded, shots):
     wait_for(driver, lambda d: text_of(d, "op-count").startswith(f"{int(kept.sum()):,} matching"),
              "backward instances to leave the table")
     assert all(c.text != "backward" for c in
-               driver.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell[col-id='pass']"))
+               driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-cell[col-id='pass']"))
 
 
 def overflowing(driver, cells) -> list[str]:
@@ -335,9 +335,9 @@ def test_op_instance_names_are_told_apart_and_types_shown_whole(driver, base_url
     name is those cells as a dotted path and the op, the whole name on hover; no two read the same."""
     index, run = loaded.index("cpu_2_10"), loaded.run("cpu_2_10")
     driver.get(f"{base_url}/operators?run={index}")
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell"), "op instance table")
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-cell"), "op instance table")
     top = run.ops.sort_values("total_ms", ascending=False).head(20)
-    names = grid_cells(driver, "op-table", "name")
+    names = grid_cells(driver, panel_ids.OP_TABLE, "name")
     shown = [cell.get_attribute("textContent").strip("\u2066\u2069") for cell in names]
     assert len(shown) == 20 and len(set(shown)) == 20
     assert len({name.rsplit("/", 1)[-1] for name in top["name"]}) < 20  # the op parts alone repeat
@@ -352,7 +352,7 @@ def test_op_instance_names_are_told_apart_and_types_shown_whole(driver, base_url
     ActionChains(driver).move_to_element(names[0]).perform()
     tooltip = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ag-tooltip"), "the name's tooltip")
     assert tooltip[0].text == top["name"].iloc[0]
-    types = grid_cells(driver, "op-types-table", "type") + grid_cells(driver, "op-table", "type")
+    types = grid_cells(driver, panel_ids.OP_TYPES_TABLE, "type") + grid_cells(driver, panel_ids.OP_TABLE, "type")
     assert "Conv2DBackpropFilter" in {cell.text for cell in types}
     assert not overflowing(driver, types)
     screenshot(driver, "dash_operators_cpu", shots)
@@ -368,15 +368,16 @@ def test_the_largest_kernel_s_type_is_in_the_op_types_table(driver, base_url, lo
         if row["Accelerator Core"] == "HCCL"]
     total_ms = sum(float(row["Duration(us)"]) for row in hccl) / 1000
     driver.get(f"{base_url}/operators?run={index}")
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-types-table .ag-cell"), "op types table")
-    types = [cell.text for cell in grid_cells(driver, "op-types-table", "type")]
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TYPES_TABLE} .ag-cell"),
+             "op types table")
+    types = [cell.text for cell in grid_cells(driver, panel_ids.OP_TYPES_TABLE, "type")]
     assert types[0] == "hcom_allReduce" and not any(t.endswith("_") for t in types)
-    assert grid_cells(driver, "op-types-table", "total_ms")[0].text == f"{total_ms:,.3f}"
-    assert grid_cells(driver, "op-types-table", "count")[0].text == str(len(hccl))
+    assert grid_cells(driver, panel_ids.OP_TYPES_TABLE, "total_ms")[0].text == f"{total_ms:,.3f}"
+    assert grid_cells(driver, panel_ids.OP_TYPES_TABLE, "count")[0].text == str(len(hccl))
     largest = max(hccl, key=lambda row: float(row["Duration(us)"]))
-    assert grid_cells(driver, "op-table", "total_ms")[0].text == f"{float(largest['Duration(us)']) / 1000:,.3f}"
-    assert grid_cells(driver, "op-table", "type")[0].text == "hcom_allReduce"
-    assert "79.090" == grid_cells(driver, "op-table", "total_ms")[0].text
+    assert grid_cells(driver, panel_ids.OP_TABLE, "total_ms")[0].text == f"{float(largest['Duration(us)']) / 1000:,.3f}"
+    assert grid_cells(driver, panel_ids.OP_TABLE, "type")[0].text == "hcom_allReduce"
+    assert "79.090" == grid_cells(driver, panel_ids.OP_TABLE, "total_ms")[0].text
 
 
 def test_the_toolbar_covers_no_figure_title(driver, base_url, loaded):
@@ -416,7 +417,7 @@ def test_compare_shows_speedup(driver, base_url, loaded, shots):
             assert text_of(driver, f"speedup-{position}") == format_speedup(judged["speedup"]) == f"{expected:.2f}x"
             for name, text in verdict_lines(judged):
                 assert f"{name} {text}" in text_of(driver, f"verdict-{position}")
-        assert ms(step_means(loaded.run(label).steps)["total_ms"]) in svg_texts(driver, "fig-compare-steps")
+        assert ms(step_means(loaded.run(label).steps)["total_ms"]) in svg_texts(driver, panel_ids.COMPARE_STEPS)
     screenshot(driver, "dash_compare", shots)
 
 
@@ -425,12 +426,12 @@ def test_ranks_shows_every_rank_and_marks_slow_ones(driver, base_url, loaded, sh
     index, run = loaded.index(label), loaded.run(label)
     summary = summarize(run)
     open_page(driver, f"{base_url}/ranks?run={index}", plots=1)
-    texts = svg_texts(driver, "fig-ranks")
+    texts = svg_texts(driver, panel_ids.RANKS)
     for entry in summary["per_rank"]:
         rank, total = entry["rank"], entry["steps"]["total_ms"]
         assert (f"rank {rank} (slow)" in texts) is (rank in summary["slow_ranks"])  # summary's slow ranks
         assert f"rank {rank}" in texts and f"{total:,.3f} ms" in texts
-    slow_cells = [cell.text for cell in grid_cells(driver, "rank-table", "slow")]
+    slow_cells = [cell.text for cell in grid_cells(driver, panel_ids.RANK_TABLE, "slow")]
     assert slow_cells == ["yes" if entry["rank"] in summary["slow_ranks"] else "no" for entry in summary["per_rank"]]
     if label == "cpu_ranks2":  # the ledger's parts, communication named as the bound names it
         labels = perfkit.analysis.ledger.bound(run).labels
@@ -454,7 +455,7 @@ def test_console_has_no_errors(driver, base_url, loaded):
         if plots:
             wait_for(driver, lambda d: plots_rendered(d, plots), f"plots at {page}")
         else:
-            wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#op-table .ag-cell"), "op table")
+            wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_TABLE} .ag-cell"), "op table")
     errors = [entry for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
     assert errors == []
 
@@ -470,7 +471,8 @@ def test_report_opens_offline(driver, loaded, tmp_path):
     try:
         driver.get_log("browser")
         driver.get(path.as_uri())
-        figures_expected = 3 + sum(drawn_figures(run, in_report()) for run in chosen)
+        figures_expected = 3 + sum(item.panel.kind == FIGURE and style.empty_message(item.content) is None
+                                   for run in chosen for row in shown(panels(), run, REPORT) for item in row)
         wait_for(driver, lambda d: plots_rendered(d, figures_expected), f"{figures_expected} report figures")
         speedup = step_means(chosen[0].steps)["total_ms"] / step_means(chosen[1].steps)["total_ms"]
         assert f"{speedup:.2f}x" in driver.find_element(By.ID, "compare").text

@@ -10,6 +10,7 @@ from selenium.webdriver.common.by import By
 from test_dashboard_browser import driver, grid_cells, open_page, screenshot, start_server, svg_texts, wait_for  # noqa: F401
 
 import perfkit
+from perfkit.views import ids as panel_ids
 
 SAMPLE = REPO / "sample_runs" / "cpu_default"
 
@@ -28,22 +29,23 @@ def base_url():
 
 
 def x_range(driver) -> list[float]:
-    return driver.execute_script("return document.querySelector('#fig-cells .js-plotly-plot')"
+    return driver.execute_script(f"return document.querySelector('#{panel_ids.CELLS} .js-plotly-plot')"
                                  "._fullLayout.xaxis.range")
 
 
 def test_cells_page_draws_the_tree_and_zooms_into_a_cell(driver, base_url, shots):
     tree = perfkit.cells(perfkit.load(SAMPLE))
     open_page(driver, f"{base_url}/cells?run=0", plots=1)
-    texts = svg_texts(driver, "fig-cells")
+    texts = svg_texts(driver, panel_ids.CELLS)
     for label in ("layer1", "layer2", "layer3", "layer4", "optimizer"):
         assert label in texts
-    cells = [cell.text for cell in grid_cells(driver, "cells-table", "cell")]
+    cells = [cell.text for cell in grid_cells(driver, panel_ids.CELLS_TABLE, "cell")]
     assert cells[:3] == tree.sort_values("total_ms", ascending=False)["label"].head(3).tolist()
     screenshot(driver, "dash_cells", shots)
     whole = x_range(driver)
     layer4 = tree.set_index("label").loc["layer4"]
-    label = next(text for text in driver.find_elements(By.CSS_SELECTOR, "#fig-cells svg text") if text.text == "layer4")
+    label = next(text for text in driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.CELLS} svg text")
+                 if text.text == "layer4")
     ActionChains(driver).move_to_element(label).click().perform()
     wait_for(driver, lambda d: x_range(d) != whole, "the flame graph to zoom")
     low, high = x_range(driver)
@@ -55,10 +57,11 @@ def test_a_finding_links_to_its_cell_zoomed(driver, base_url):
     tree = perfkit.cells(perfkit.load(SAMPLE)).set_index("label")
     driver.get_log("browser")  # drop what the other test left
     open_page(driver, f"{base_url}/?run=0", plots=1)
-    link = wait_for(driver, lambda d: next((a for a in d.find_elements(By.CSS_SELECTOR, "#findings a")
+    link = wait_for(driver, lambda d: next((a for a in d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.FINDINGS} a")
                                             if a.text.startswith("layer4 (")), None), "the finding's Cell link")
     link.click()
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#fig-cells .js-plotly-plot"), "the Cells page")
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.CELLS} .js-plotly-plot"),
+             "the Cells page")
     wait_for(driver, lambda d: x_range(d) is not None, "the flame graph")
     low, high = x_range(driver)
     assert high - low == pytest.approx(tree.at["layer4", "total_ms"], rel=1e-6)

@@ -24,6 +24,7 @@ from test_dashboard_browser import panels_with_data, text_of  # noqa: E402
 
 import perfkit
 from perfkit.render.report import PLOTLY_BUNDLE  # noqa: E402
+from perfkit.views import ids as panel_ids  # noqa: E402
 from perfkit.views.figures import MAX_STEP_BARS  # noqa: E402
 from perfkit.views.summary import summarize  # noqa: E402
 
@@ -47,8 +48,8 @@ def test_first_page_of_a_big_run_is_fully_drawn(big_run, tmp_path):
         summary = summarize(run)
         # the page the last load drew stays in the browser after the server stopped
         assert text_of(driver, "kpi-mean-step") == f"{summary['steps']['total_ms']:,.3f} ms"
-        bars = driver.find_elements("css selector", "#fig-steps .trace.bars .point")
-        parts = driver.find_elements("css selector", "#fig-steps .trace.bars")
+        bars = driver.find_elements("css selector", f"#{panel_ids.STEPS} .trace.bars .point")
+        parts = driver.find_elements("css selector", f"#{panel_ids.STEPS} .trace.bars")
         assert 0 < len(bars) <= MAX_STEP_BARS * len(parts)
     finally:
         driver.quit()

@@ -14,6 +14,7 @@ from test_dashboard_browser import By, driver, open_page, screenshot, shots, sta
 
 import perfkit
 from perfkit.analysis.measures import link_bandwidth
+from perfkit.views import ids as panel_ids
 from perfkit.views.summary import summarize
 
 pytestmark = pytest.mark.browser
@@ -40,9 +41,9 @@ def test_memory_page_shows_the_peak_per_rank_and_the_top_ops(driver, base_url, r
     run = runs["new_level1"]
     open_page(driver, f"{base_url}/memory?run={LABELS.index('new_level1')}", plots=2)
     memory = summarize(run)["memory"]
-    assert text_of(driver, "fig-memory-note").startswith(
+    assert text_of(driver, f"{panel_ids.MEMORY}-note").startswith(
         f"peak allocated {memory['peak_allocated_mb']:,.1f} MB · peak reserved {memory['peak_reserved_mb']:,.1f} MB")
-    legend = svg_texts(driver, "fig-memory")
+    legend = svg_texts(driver, panel_ids.MEMORY)
     for rank in (0, 1):
         assert f"allocated (rank {rank})" in legend and f"reserved (rank {rank})" in legend
     assert "PTA+GE allocator" in legend
@@ -53,43 +54,43 @@ def test_memory_page_shows_the_peak_per_rank_and_the_top_ops(driver, base_url, r
             for row in csv.DictReader(f):
                 largest[row["Name"]] = max(largest.get(row["Name"], 0.0), float(row["Size(KB)"]) / 1024)
     top = min(largest, key=lambda name: (-largest[name], name))  # blocks of equal size: by name
-    bars = driver.find_elements(By.CSS_SELECTOR, "#fig-op-memory .trace.bars .point")
+    bars = driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_MEMORY} .trace.bars .point")
     assert len(bars) == min(20, len(largest))
     labels = [el.get_attribute("textContent") for el in
-              driver.find_elements(By.CSS_SELECTOR, "#fig-op-memory .yaxislayer-above .ytick text")]
+              driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.OP_MEMORY} .yaxislayer-above .ytick text")]
     assert labels[-1] == top  # largest at the top of the horizontal bars
     screenshot(driver, "dash_memory", shots)
 
 
 def test_memory_page_marks_the_steps_of_a_profile_run(driver, base_url, runs):
     open_page(driver, f"{base_url}/memory?run={LABELS.index('cpu_memory')}", plots=1)
-    texts = svg_texts(driver, "fig-memory")
+    texts = svg_texts(driver, panel_ids.MEMORY)
     assert "step 1" in texts and "MindSpore allocator" in texts
     assert "step bounds unknown" not in texts
-    assert text_of(driver, "fig-op-memory").startswith("no per-operator memory in this run")
+    assert text_of(driver, panel_ids.OP_MEMORY).startswith("no per-operator memory in this run")
 
 
 def test_memory_page_without_memory_says_why(driver, base_url):
     driver.get(f"{base_url}/memory?run={LABELS.index('cpu_2_10')}")
-    wait_for(driver, lambda d: d.find_elements(By.ID, "fig-memory"), "memory page")
-    assert text_of(driver, "fig-memory").startswith("no allocator memory records in this run")
-    assert not driver.find_elements(By.CSS_SELECTOR, "#fig-memory .main-svg")
+    wait_for(driver, lambda d: d.find_elements(By.ID, panel_ids.MEMORY), "memory page")
+    assert text_of(driver, panel_ids.MEMORY).startswith("no allocator memory records in this run")
+    assert not driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.MEMORY} .main-svg")
 
 
 def test_ranks_page_heat_map_and_op_table(driver, base_url, runs, shots):
     run = runs["new_2023"]
     open_page(driver, f"{base_url}/ranks?run={LABELS.index('new_2023')}", plots=2)
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#fig-link-heatmap .trace.scatter .point"),
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"#{panel_ids.LINK_HEATMAP} .trace.scatter .point"),
              "heat map cells")
-    texts = svg_texts(driver, "fig-link-heatmap")
+    texts = svg_texts(driver, panel_ids.LINK_HEATMAP)
     links = link_bandwidth(run.comm_links)
     assert len(links) and "LOCAL" not in set(links["link_type"])
     cells = links.groupby(["src", "dst"])[["size_mb", "transit_ms"]].sum()
-    assert len(driver.find_elements(By.CSS_SELECTOR, "#fig-link-heatmap .trace.scatter .point")) == len(cells)
+    assert len(driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.LINK_HEATMAP} .trace.scatter .point")) == len(cells)
     for (src, dst), row in cells.iterrows():  # each (src, dst) cell prints size / time over the run's transfers
         assert f"{row.size_mb / row.transit_ms:.1f}" in texts
         assert f"rank {src}" in texts and f"to {dst}" in texts
-    rows = driver.find_elements(By.CSS_SELECTOR, "#comm-op-table .ag-center-cols-container .ag-row")
+    rows = driver.find_elements(By.CSS_SELECTOR, f"#{panel_ids.COMM_OP_TABLE} .ag-center-cols-container .ag-row")
     assert len(rows) == min(15, len(run.comm_ops))  # first page of the table
     first = {c.get_attribute("col-id"): c.get_attribute("textContent").strip("\u2066\u2069")
              for c in next(row for row in rows if row.get_attribute("row-index") == "0").find_elements(

@@ -24,6 +24,7 @@ from test_figures import make_run
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from perfkit.dashboards import create_app
+from perfkit.views import ids as panel_ids
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from dash_load import Request, callback_body, fetch  # noqa: E402
@@ -126,11 +127,11 @@ def test_callbacks_take_no_state_and_no_file_input(app):
     paths to each)."""
     # a clientside callback (the Cells graph's zoom) runs in the browser: the server has no code to send it to
     server_side = {output: callback for output, callback in app.callback_map.items() if "callback" in callback}
-    assert set(app.callback_map) - set(server_side) == {"fig-cells.figure"}
+    assert set(app.callback_map) - set(server_side) == {f"{panel_ids.CELLS}.figure"}
     inputs = {f"{i['id']}.{i['property']}" for callback in server_side.values() for i in callback["inputs"]}
     assert inputs == {"url.pathname", "url.search", "run-select.value", "compare-runs.value", "op-passes.value",
-                      "op-search.value", "op-table.cellClicked", "timeline-step.value", "timeline-ranks.value",
-                      "timeline-poll.n_intervals"}
+                      "op-search.value", f"{panel_ids.OP_TABLE}.cellClicked", "timeline-step.value",
+                      "timeline-ranks.value", "timeline-poll.n_intervals"}
     # State is read only from the URL, which the dynamic test below sends paths in like any input
     states = {f"{s['id']}.{s['property']}" for callback in server_side.values() for s in callback["state"]}
     assert states <= {"url.search", "url.pathname"}
@@ -165,7 +166,7 @@ def test_paths_in_callback_inputs_open_nothing(base, watch, probe_paths):
     dependencies = {d["output"]: d for d in json.loads(fetch(base, Request("", "GET", "/_dash-dependencies"))[1])
                     if not d.get("clientside_function")}  # those run in the browser, never on the server
     defaults = {"url.pathname": "/", "url.search": "?run=0", "run-select.value": 0, "compare-runs.value": [0, 1],
-                "op-passes.value": ["forward"], "op-search.value": "", "op-table.cellClicked": None,
+                "op-passes.value": ["forward"], "op-search.value": "", f"{panel_ids.OP_TABLE}.cellClicked": None,
                 "timeline-step.value": 1, "timeline-ranks.value": [0], "timeline-poll.n_intervals": 0}
     page = dependencies["page.children"]
     watch(strings)

@@ -20,7 +20,8 @@ from test_timeline_view import brute_force_depths
 
 import perfkit
 from perfkit.io import timeline  # noqa: E402
-from perfkit.views import figures
+from perfkit.views import ids as panel_ids
+from perfkit.views.figures import timeline as timeline_figures
 
 pytestmark = pytest.mark.browser
 STEPS = 3
@@ -86,7 +87,7 @@ def test_timeline_page_draws_picks_steps_and_hovers(page, run_folder, tmp_path_f
     wait_for(driver, lambda d: bars(d) > 0, "timeline bars (after the index is built)")
     first = timeline.timeline(run_folder, step=1)
     assert title(driver).startswith(f"step 1 · {len(first):,} events")
-    drawn, merged = figures.timeline_bars(first)
+    drawn, merged = timeline_figures.timeline_bars(first)
     assert merged > 0 and "tiny events merged" in title(driver)  # 4,363 complete events > MAX_TIMELINE_BARS
     wait_for(driver, lambda d: bars(d) == len(drawn), f"{len(drawn)} bars")
 
@@ -111,7 +112,7 @@ def test_timeline_page_draws_picks_steps_and_hovers(page, run_folder, tmp_path_f
     hover = wait_for(driver, lambda d: d.execute_script(
         "const h = document.querySelector('#timeline-graph .hoverlayer .hovertext');"
         "return h ? h.textContent : '';"), "a hover label")
-    drawn = figures.complete_events(second)  # as drawn: events reaching past the step cut at its edges
+    drawn = timeline_figures.complete_events(second)  # as drawn: events reaching past the step cut at its edges
     longest_any = drawn[drawn["dur_us"] == drawn["dur_us"].max()]
     assert any(name in hover for name in longest_any["name"]) and "ms" in hover
     assert len(longest["name"]) > 0
@@ -147,7 +148,8 @@ def test_op_link_outlines_its_occurrences(page, run_folder):
 def test_a_finding_links_to_its_ops_on_the_timeline(page, tmp_path_factory):
     driver, url = page
     driver.get(f"{url}/?run=1")
-    link = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#findings a.finding-timeline-link"),
+    link = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR,
+                                                      f"#{panel_ids.FINDINGS} a.finding-timeline-link"),
                     "the finding's timeline link")
     assert link[0].text == "Conv2DBackpropFilter on the timeline, step 2"
     link[0].click()
@@ -170,7 +172,8 @@ def test_clicking_an_op_name_on_the_operators_page_opens_it_on_the_timeline(page
     driver, url = page
     driver.get(f"{url}/operators?run=0")
     cell = wait_for(driver, lambda d: d.find_elements(
-        By.CSS_SELECTOR, "#op-table .ag-center-cols-container .ag-row[row-index='0'] .ag-cell[col-id='name']"),
+        By.CSS_SELECTOR,
+        f"#{panel_ids.OP_TABLE} .ag-center-cols-container .ag-row[row-index='0'] .ag-cell[col-id='name']"),
         "op instance table")[0]
     name = cell.get_attribute("textContent").strip().strip("\u2066\u2069")  # the grid isolates names (bidi)
     cell.click()
@@ -189,7 +192,7 @@ def test_a_database_export_has_its_timeline(page, tmp_path_factory):
     events = timeline.timeline(FIXTURE_RUNS["new_db_level1"], step=50, ranks=[0, 1])
     driver.get(f"{url}/timeline?run=2&step=50")
     wait_for(driver, lambda d: title(d).startswith(f"step 50 · {len(events):,} events"), "the database's step 50")
-    drawn, _ = figures.timeline_bars(events)
+    drawn, _ = timeline_figures.timeline_bars(events)
     wait_for(driver, lambda d: bars(d) == len(drawn), f"{len(drawn)} bars")
     labels = row_labels(driver)
     for rank in (0, 1):
@@ -237,12 +240,12 @@ def test_cpu_lanes_are_coloured_by_what_runs_on_them(page, tmp_path_factory):
     wait_for(driver, lambda d: bars(d) > 0, "timeline bars")
     window = timeline.timeline(FIXTURE_RUNS["cpu_2_10"], step=2)
     (start, end), = window.attrs["window_us"].values()
-    drawn = wait_for(driver, lambda d: drawn_bars(d) if len(drawn_bars(d)) == len(figures.timeline_bars(window)[0])
-                     else None, "every bar")
+    bars = len(timeline_figures.timeline_bars(window)[0])
+    drawn = wait_for(driver, lambda d: drawn_bars(d) if len(drawn_bars(d)) == bars else None, "every bar")
     assert {bar["category"] for bar in drawn} == {"compute", "scope"}
     for bar in drawn:
         (kind,) = kinds[bar["name"]]
-        assert bar["category"] == kind and bar["color"] == figures.TIMELINE_COLORS[kind]
+        assert bar["category"] == kind and bar["color"] == timeline_figures.TIMELINE_COLORS[kind]
         assert (" · CPU OP · " in bar["row"]) == (kind == "compute")
         assert bar["end"] <= (end - start) / 1000 + 1e-6
     assert sum(" · CPU OP · " in bar["row"] for bar in drawn) == \

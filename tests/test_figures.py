@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 
 from perfkit.core.model import Meta, Run, table
-from perfkit.views import figures, numbers
+from perfkit.views import format as fmt
+from perfkit.views import numbers
+from perfkit.views.figures import compare as compare_figures
+from perfkit.views.figures import operators, overview, ranks, style
 from perfkit.views.summary import summarize
 
 OP_TOTALS = {"Conv2D": 40.0, "Cast": 30.0, "BNTrainingUpdate": 12.0, "BNTrainingReduceGrad": 8.0, "MatMul": 10.0}
@@ -62,7 +65,7 @@ def test_op_families(op_type, family):
 
 def test_op_share_figure_largest_first_with_families_and_their_share():
     run = make_run()
-    fig = figures.op_share_figure(run)
+    fig = overview.op_share_figure(run)
     total = sum(OP_TOTALS.values())
     cast = OP_TOTALS["Cast"] / total
     bn = (OP_TOTALS["BNTrainingUpdate"] + OP_TOTALS["BNTrainingReduceGrad"]) / total
@@ -77,7 +80,7 @@ def test_op_share_figure_largest_first_with_families_and_their_share():
 
 def test_op_share_figure_folds_the_tail_into_other_types():
     totals = {f"Op{i:02d}": float(100 - i) for i in range(40)}
-    fig = figures.op_share_figure(make_run(op_totals=totals), top=25)
+    fig = overview.op_share_figure(make_run(op_totals=totals), top=25)
     labels = list(fig.layout.yaxis.categoryarray)[::-1]
     assert len(labels) == 26 and labels[-1] == "other types (15)"
     rest = sum(list(totals.values())[25:]) / sum(totals.values())
@@ -87,7 +90,7 @@ def test_op_share_figure_folds_the_tail_into_other_types():
 
 def test_step_trace_stacks_each_step_and_titles_the_mean():
     run = make_run(ranks=(0, 1), slow_factor=2.0, steps=3)
-    fig = figures.step_trace_figure(run)
+    fig = overview.step_trace_figure(run)
     assert [t.name for t in fig.data] == ["step interval (device idle)", "forward+backward", "tail (optimizer, sync)"]
     # rank 1 is twice rank 0, so the per-step mean over ranks is 1.5x the base split
     assert list(fig.data[1].y) == pytest.approx([1.5 * 20.0] * 3)
@@ -100,10 +103,10 @@ def test_step_trace_stacks_each_step_and_titles_the_mean():
 def test_step_trace_of_a_long_run_is_bucketed():
     steps = 100_000
     run = make_run(steps=steps)
-    fig = figures.step_trace_figure(run)
+    fig = overview.step_trace_figure(run)
     bars = len(fig.data[0].x)
-    assert bars <= figures.MAX_STEP_BARS
-    per_bucket = -(-steps // figures.MAX_STEP_BARS)
+    assert bars <= overview.MAX_STEP_BARS
+    per_bucket = -(-steps // overview.MAX_STEP_BARS)
     first_bucket = [10.0 + s for s in range(1, per_bucket + 1)]
     assert fig.data[0].y[0] == pytest.approx(sum(first_bucket) / per_bucket)
     assert f"mean of {per_bucket} consecutive steps" in fig.layout.xaxis.title.text
@@ -111,7 +114,7 @@ def test_step_trace_of_a_long_run_is_bucketed():
 
 def test_queue_figure_title_has_the_empty_and_full_share():
     sizes = [0, 3, 8, 8, 0, 5, 8, 2, 0, 1]
-    fig = figures.queue_figure(make_run(queue_sizes=sizes), "host")
+    fig = overview.queue_figure(make_run(queue_sizes=sizes), "host")
     empty = 100 * sum(1 for s in sizes if s == 0) / len(sizes)
     full = 100 * sum(1 for s in sizes if s == 8) / len(sizes)
     assert f"empty {empty:.1f} % · full {full:.1f} % of {len(sizes)} samples" in fig.layout.title.text
@@ -122,14 +125,14 @@ def test_queue_figure_of_a_million_samples_ships_few_points():
     sizes = np.random.default_rng(1).integers(0, 9, size=1_000_000)
     run = make_run(queue_sizes=[])
     run.host_queue = table("host_queue", {"rank": 0, "batch": np.arange(len(sizes)), "size": sizes, "capacity": 8})
-    fig = figures.queue_figure(run, "host")
-    assert all(len(trace.x) <= figures.MAX_POINTS_PER_TRACE for trace in fig.data)
+    fig = overview.queue_figure(run, "host")
+    assert all(len(trace.x) <= style.MAX_POINTS_PER_TRACE for trace in fig.data)
     assert f"empty {100 * float((sizes == 0).mean()):.1f} %" in fig.layout.title.text  # from every sample
     assert len(fig.to_json()) < 500_000
 
 
 def test_pipeline_figure_lists_ops_root_first_with_workers():
-    fig = figures.pipeline_figure(make_run())
+    fig = overview.pipeline_figure(make_run())
     assert list(fig.layout.yaxis.categoryarray)[::-1] == ["Batch (op 0) · 4 workers", "Map (op 1) · 8 workers",
                                                           "Cifar10Dataset (op 2) · 1 worker"]
     assert list(fig.data[0].text) == ["90 %", "30 %", "70 %"]
@@ -138,17 +141,17 @@ def test_pipeline_figure_lists_ops_root_first_with_workers():
 
 def test_empty_run_gives_sentences_not_axes():
     run = Run(path="/runs/empty", meta=Meta(device="Ascend", data_mode="feed"))
-    built = [figures.step_trace_figure(run), figures.op_share_figure(run), figures.queue_figure(run, "host"),
-             figures.queue_figure(run, "device"), figures.pipeline_figure(run), figures.ranks_figure(run),
-             figures.compare_steps_figure([run, run]), figures.compare_op_time_figure([run, run]),
-             figures.compare_step_spread_figure([run, run]),
-             figures.compare_queues_figure([run, run])]
+    built = [overview.step_trace_figure(run), overview.op_share_figure(run), overview.queue_figure(run, "host"),
+             overview.queue_figure(run, "device"), overview.pipeline_figure(run), ranks.ranks_figure(run),
+             compare_figures.compare_steps_figure([run, run]), compare_figures.compare_op_time_figure([run, run]),
+             compare_figures.compare_step_spread_figure([run, run]),
+             compare_figures.compare_queues_figure([run, run])]
     for fig in built:
-        message = figures.empty_message(fig)
+        message = style.empty_message(fig)
         assert message and message.startswith(("no ", "single-rank"))
         assert not fig.data and fig.layout.xaxis.visible is False
-    assert figures.empty_message(figures.queue_figure(run, "device")).startswith("no device queue data: feed mode")
-    assert figures.op_type_rows(run).empty and figures.op_instance_rows(run)[1] == 0
+    assert style.empty_message(overview.queue_figure(run, "device")).startswith("no device queue data: feed mode")
+    assert operators.op_type_rows(run).empty and operators.op_instance_rows(run)[1] == 0
 
 
 def test_headline_cards_show_summary_numbers():
@@ -166,8 +169,8 @@ def test_headline_cards_show_summary_numbers():
 def test_cast_share_is_shown_only_where_mixed_precision_applies():
     cpu = make_run(device="CPU", data_mode="feed")
     assert not {"cast-share", "batchnorm-share"} & {card.key for card in numbers.headline_cards(cpu)}
-    assert "Cast + BatchNorm" not in annotations(figures.op_share_figure(cpu))
-    assert "Cast + BatchNorm" in annotations(figures.op_share_figure(make_run(device="Ascend")))
+    assert "Cast + BatchNorm" not in annotations(overview.op_share_figure(cpu))
+    assert "Cast + BatchNorm" in annotations(overview.op_share_figure(make_run(device="Ascend")))
 
 
 def test_compare_cards_show_the_verdict_block_of_perfkit_compare():
@@ -178,11 +181,11 @@ def test_compare_cards_show_the_verdict_block_of_perfkit_compare():
     expected = slow.steps["total_ms"].mean() / fast.steps["total_ms"].mean()
     result = compare(slow, fast)
     assert result["speedup"] == pytest.approx(expected)
-    cards = figures.compare_speedup_cards([slow, fast])
+    cards = compare_figures.compare_speedup_cards([slow, fast])
     assert cards[0].value == "baseline" and cards[1].value == f"{expected:.2f}x"
     assert cards[1].note == " · ".join(f"{label} {text}" for label, text in verdict_lines(result))
     assert "no significant change" in cards[1].note  # 3.1x is within the 215 % floor for one run a side
-    fig = figures.compare_steps_figure([slow, fast])
+    fig = compare_figures.compare_steps_figure([slow, fast])
     assert f"{fast.steps['total_ms'].mean():,.3f} ms" in annotations(fig) and "x<" not in annotations(fig)
 
 
@@ -190,48 +193,48 @@ def test_ranks_figure_marks_the_ranks_summary_names_slow():
     slow_run = make_run(ranks=(0, 1, 2, 3), slow_factor=1.10)
     assert numbers.slow_ranks(slow_run) == summarize(slow_run)["slow_ranks"] == [3]
     assert numbers.slow_ranks(make_run(ranks=(0, 1, 2, 3), slow_factor=1.02)) == []
-    fig = figures.ranks_figure(slow_run)
+    fig = ranks.ranks_figure(slow_run)
     assert list(fig.data[0].x) == ["rank 0", "rank 1", "rank 2", "rank 3 (slow)"]
-    rows = figures.rank_rows(slow_run)
+    rows = ranks.rank_rows(slow_run)
     assert list(rows["slow"]) == ["no", "no", "no", "yes"]
 
 
 def test_op_instance_rows_filter_by_pass_and_search():
     run = make_run(ranks=(0, 1))
-    rows, matched = figures.op_instance_rows(run, ["backward"], "cast")
+    rows, matched = operators.op_instance_rows(run, ["backward"], "cast")
     assert matched == 2 and set(rows["pass"]) == {"backward"} and set(rows["type"]) == {"Cast"}
-    rows, matched = figures.op_instance_rows(run, limit=3)
+    rows, matched = operators.op_instance_rows(run, limit=3)
     assert matched == len(run.ops) and len(rows) == 3
     assert list(rows["total_ms"]) == sorted(run.ops["total_ms"], reverse=True)[:3]
 
 
 def test_run_labels_are_distinct():
-    assert figures.run_labels([make_run("a"), make_run("b"), make_run("a")]) == ["a (1)", "b", "a (2)"]
+    assert fmt.run_labels([make_run("a"), make_run("b"), make_run("a")]) == ["a (1)", "b", "a (2)"]
 
 
 def test_runs_of_one_name_are_told_apart_by_their_paths():
     def at(path):
         return dataclasses.replace(make_run(), path=path)
-    assert figures.run_labels([at("/w/exp_a/profiler_v1"), at("/w/exp_b/profiler_v1"), at("/w/profiler_v2")]) == \
+    assert fmt.run_labels([at("/w/exp_a/profiler_v1"), at("/w/exp_b/profiler_v1"), at("/w/profiler_v2")]) == \
         ["profiler_v1 (exp_a)", "profiler_v1 (exp_b)", "profiler_v2"]
-    assert figures.run_labels([at("/a/x/profiler_v1"), at("/b/x/profiler_v1")]) == \
+    assert fmt.run_labels([at("/a/x/profiler_v1"), at("/b/x/profiler_v1")]) == \
         ["profiler_v1 (a/x)", "profiler_v1 (b/x)"]
-    assert figures.run_labels([at("/a/x/profiler_v1"), at("/b/x/profiler_v1"), at("/a/x/profiler_v1/")]) == \
+    assert fmt.run_labels([at("/a/x/profiler_v1"), at("/b/x/profiler_v1"), at("/a/x/profiler_v1/")]) == \
         ["profiler_v1 (a/x, 1)", "profiler_v1 (b/x)", "profiler_v1 (a/x, 2)"]  # the same folder twice
 
 
 def test_tables_keep_run_names_as_written_in_their_headers():
     from perfkit.views.format import column_titles
     runs = [dataclasses.replace(make_run(), path=f"/w/{exp}/profiler_v1") for exp in ("exp_a", "exp_b")]
-    settings = figures.compare_setting_rows([runs[0], dataclasses.replace(runs[1], meta=dataclasses.replace(
+    settings = compare_figures.compare_setting_rows([runs[0], dataclasses.replace(runs[1], meta=dataclasses.replace(
         runs[1].meta, data_mode="feed"))])
     assert column_titles(settings) == ["setting", "profiler_v1 (exp_a)", "profiler_v1 (exp_b)"]
-    ops = figures.compare_op_rows(runs)
+    ops = compare_figures.compare_op_rows(runs)
     assert column_titles(ops) == ["type", "profiler_v1 (exp_a)", "profiler_v1 (exp_b)",
                                   "profiler_v1 (exp_b) - profiler_v1 (exp_a)"]
     in_ms = ops.rename(columns=lambda c: c if c == "type" else f"{c}_ms")  # as the compare page ships it
     assert column_titles(in_ms)[1] == "profiler_v1 (exp_a) ms"
-    assert column_titles(figures.op_type_rows(runs[0]))[:2] == ["type", "family"]  # names made by perfkit: spaced
+    assert column_titles(operators.op_type_rows(runs[0]))[:2] == ["type", "family"]  # names made by perfkit: spaced
 
 
 
@@ -245,30 +248,32 @@ def test_findings_are_the_advisors():
     assert result.items and result.note is None
 
 
-def test_figures_and_report_do_not_import_dash():
-    code = "import sys, perfkit.views.figures, perfkit.render.report; print('dash' in sys.modules)"
+def test_the_panels_and_the_report_import_neither_dash_nor_plotly():
+    """Every figure module, through the panel list, and the report: plotly only when a figure is drawn."""
+    code = ("import sys, perfkit.views.panels, perfkit.render.report; "
+            "print(sorted(m for m in ('dash', 'plotly') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[]"
 
 
 def test_compare_op_rows_are_ms_per_step_and_rank_largest_change_first():
     before = make_run("v1", steps=4)
     after = make_run("v2", ranks=(0, 1), steps=5, op_totals={**OP_TOTALS, "Cast": 3.0, "Conv2D": 44.0})
-    rows = figures.compare_op_rows([before, after]).set_index("type")
+    rows = compare_figures.compare_op_rows([before, after]).set_index("type")
     # each rank of `after` has the totals given: per step and rank that is the total / 5; `before`: / 4
     for op_type, total in OP_TOTALS.items():
         assert rows.loc[op_type, "v1"] == pytest.approx(total / 4, abs=1e-3)
     assert rows.loc["Cast", "v2"] == pytest.approx(3.0 / 5, abs=1e-3)
     assert rows.loc["Cast", "v2 - v1"] == pytest.approx(3.0 / 5 - 30.0 / 4, abs=1e-3)
     assert list(rows.index)[0] == "Cast"  # the largest change in ms per step
-    fig = figures.compare_op_time_figure([before, after])
+    fig = compare_figures.compare_op_time_figure([before, after])
     first_run_bar = next(trace for trace in fig.data if trace.name == "v1")
     assert list(first_run_bar.y) == list(rows.index) and list(first_run_bar.x) == list(rows["v1"])
 
 
 def test_step_spread_figure_shows_each_step_and_no_verdict():
     steady, slower = make_run("v1"), make_run("v2", step_ms=(10.0, 30.0, 2.0))
-    fig = figures.compare_step_spread_figure([steady, slower])
+    fig = compare_figures.compare_step_spread_figure([steady, slower])
     assert sorted(fig.data[1].y) == sorted(slower.steps["total_ms"])
     assert fig.layout.title.text.startswith("Within-run step spread (describes each run; the verdict compares runs)")
     assert not any(word in annotations(fig) for word in ("slower", "faster", "significant", "p = "))
@@ -278,6 +283,6 @@ def test_step_spread_figure_shows_each_step_and_no_verdict():
 
 def test_compare_setting_rows_list_only_what_differs():
     cpu, ascend = make_run("v1", device="CPU"), make_run("v2", device="Ascend")
-    rows = figures.compare_setting_rows([cpu, ascend, make_run("v3", device="CPU")])
+    rows = compare_figures.compare_setting_rows([cpu, ascend, make_run("v3", device="CPU")])
     assert rows.to_dict("records") == [{"setting": "device", "v1": "CPU", "v2": "Ascend", "v3": "CPU"}]
-    assert figures.compare_setting_rows([cpu, cpu]).empty
+    assert compare_figures.compare_setting_rows([cpu, cpu]).empty

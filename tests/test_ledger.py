@@ -161,7 +161,8 @@ def test_every_view_gives_the_same_ranks_and_parts(name, cache_dir):
     """`perfkit ranks`, `summary --format json`, the Ranks page's bars and table, the report's rank table and
     `advise` name the same slow ranks and the same compute / communication / idle ms per rank."""
     from perfkit.render.report import render_report
-    from perfkit.views import figures, numbers
+    from perfkit.views import numbers
+    from perfkit.views.figures import ranks as ranks_figures
     run = _loaded(name)
     assert run.steps["rank"].nunique() > 1
     cli = CliRunner()
@@ -170,8 +171,8 @@ def test_every_view_gives_the_same_ranks_and_parts(name, cache_dir):
     advice = json.loads(cli.invoke(main, ["advise", str(ALL_RUNS[name]), "--format", "json"]).output)
     parts = ledger_module.rank_parts(run).set_index("rank")
     by_rank = {row["rank"]: row for row in ranks["per_rank"]}
-    table_rows = figures.rank_rows(run).set_index("rank")
-    bars = {trace.name: list(trace.y) for trace in figures.ranks_figure(run).data}
+    table_rows = ranks_figures.rank_rows(run).set_index("rank")
+    bars = {trace.name: list(trace.y) for trace in ranks_figures.ranks_figure(run).data}
     labels = ledger_module.bound(run).labels
     for rank in parts.index:
         summary_parts = next(entry["parts_ms"] for entry in summary["per_rank"] if entry["rank"] == rank)

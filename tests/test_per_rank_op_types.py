@@ -19,7 +19,7 @@ from test_diagnosis_rules import pipeline_run
 import perfkit
 from perfkit.analysis.measures import OP_MIX_GAP, PER_RANK_TOP_OP_TYPES, op_type_shares_by_rank, ranks_run_different_ops
 from perfkit.apps.cli import main
-from perfkit.views.figures import op_type_rows
+from perfkit.views.figures.operators import op_type_rows
 
 
 def shares_by_rank(run) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from conftest import FIXTURE_RUNS, REPO
 
 import perfkit
 from perfkit.advisor import advise
-from perfkit.views import figures
+from perfkit.views.figures import overview
 from perfkit.views.format import PIPELINE_RANK_COLUMNS
 from perfkit.views.lines import pipeline_lines
 from perfkit.views.summary import summarize
@@ -82,7 +82,7 @@ def drawn_cells(fig) -> dict[tuple[int, int], str]:
 
 
 def test_the_figure_shows_each_rank_s_queue_usage_per_op():
-    fig = figures.pipeline_figure(perfkit.load(RUN))
+    fig = overview.pipeline_figure(perfkit.load(RUN))
     expected = {(rank, op): "no queue" if usage is None else f"{100 * usage:.1f} %"
                 for rank in range(4) for op, usage in usage_in_file(rank).items()}
     assert drawn_cells(fig) == expected
@@ -98,7 +98,7 @@ def test_the_figure_pools_many_ranks_with_their_spread(tmp_path):
     count = PIPELINE_RANK_COLUMNS + 1
     for rank in range(count):
         shutil.copy(RUN / f"minddata_pipeline_raw_{rank % 4}.csv", tmp_path / f"minddata_pipeline_raw_{rank}.csv")
-    fig = figures.pipeline_figure(perfkit.load(tmp_path))
+    fig = overview.pipeline_figure(perfkit.load(tmp_path))
     assert fig.layout.title.text.startswith(f"Data pipeline over {count} ranks:")
     bars = fig.data[0]
     for position, label in enumerate(bars.y):

@@ -23,7 +23,8 @@ import perfkit
 from perfkit.apps.cli import main
 from perfkit.core import plugins
 from perfkit.io import cache, formats
-from perfkit.views import panels
+from perfkit.views import ids as panel_ids
+from perfkit.views import panel
 
 # A per-step log as a training script writes it (crafted: `step,total_ms`, one row per step): a layout that knows
 # each step's total and nothing of its split, the case of issue 22 (mean 1,095 ms became 5 ms).
@@ -63,9 +64,9 @@ def install(site: Path, monkeypatch, package: str, modules: dict[str, str], entr
 
 def forget_plugins() -> None:
     """What this process remembers of installed plugins (perfkit asks once per process)."""
-    plugins.load.cache_clear()
+    plugins.forget()
     formats._installed.cache_clear()
-    panels._installed.cache_clear()
+    panel._installed.cache_clear()
     cache.code_digest.cache_clear()
 
 
@@ -164,7 +165,7 @@ def test_a_reader_whose_steps_replace_the_op_derived_ones_says_so(tmp_path, monk
 
 CHART = '''
 import plotly.graph_objects as go
-from perfkit.views.panels import FIGURE, Panel
+from perfkit.views.panel import FIGURE, Panel
 
 def steps_per_rank(run):
     counts = run.steps.groupby("rank")["step"].nunique()
@@ -227,8 +228,49 @@ def test_a_plugin_that_fails_to_import_is_one_warning_and_the_rest_loads(tmp_pat
     assert "steps (" in result.output  # the run itself is all there
 
 
+# One package whose readers, panels and rules break in the same ways: they are said in the same words.
+BROKEN_EVERYWHERE = {
+    "broken.py": "raise RuntimeError('misconfigured')\n",
+    "taken.py": """
+from perfkit.advisor import rule
+from perfkit.io.formats.base import Reader
+from perfkit.views.ids import BOUND
+from perfkit.views.panel import FIGURE, Panel
+
+READER = Reader(name="cpu", provides=frozenset({"steps"}), detect=lambda folder: False, read=lambda folder: {})
+PANELS = [Panel(BOUND, "Mine", "/", FIGURE, content=lambda run: None)]
+
+@rule("tail")
+def tail(run):
+    return []
+""",
+}
+
+
+@pytest.mark.parametrize("module, reason", [
+    ("broken", "importing it raised RuntimeError: misconfigured; left out"),
+    ("taken", "{noun} {name!r} is taken; left out"),
+])
+def test_a_broken_reader_panel_or_rule_plugin_is_worded_one_way(tmp_path, monkeypatch, module, reason):
+    """perfkit/core/plugins.py loads the three groups and words their failures: the reader's warning, the
+    panel's and the rule's `advise` line differ only in what the plugin gave."""
+    from perfkit.advisor.registry import installed_rules
+    target = f"perfkit_test_every.{module}"
+    install(tmp_path / "site", monkeypatch, "perfkit_test_every", BROKEN_EVERYWHERE,
+            {plugins.READERS: {"a_reader": f"{target}:READER"}, plugins.PANELS: {"a_panel": f"{target}:PANELS"},
+             plugins.RULES: {"a_rule": target}})
+    said = {"reader": formats.plugin_problems(), "panel": panel.plugin_problems(),
+            "rule": tuple(f"{name}: {why}" for name, why in installed_rules()[1].items())}
+    taken = {"reader": "cpu", "panel": panel_ids.BOUND, "rule": "tail"}
+    target = {"reader": f"{target}:READER", "panel": f"{target}:PANELS", "rule": target}
+    assert said == {noun: (f"plugin a_{noun} = {target[noun]} from perfkit_test_every 0.1: "
+                           + reason.format(noun=noun, name=taken[noun]),) for noun in said}
+    assert [reader.name for reader in formats.readers()] == [reader.name for reader in formats.READERS]
+    assert [item.id for item in panel.installed()] == [] and installed_rules()[0] == ()
+
+
 RAISING_CHART = '''
-from perfkit.views.panels import FIGURE, Panel
+from perfkit.views.panel import FIGURE, Panel
 
 def fail(value):
     raise KeyError("no such column")
@@ -248,8 +290,9 @@ def test_a_chart_that_raises_is_one_warning_and_every_view_still_renders(tmp_pat
     folder = FIXTURE_RUNS["legacy_run_2"]
     summary = json.loads(CliRunner().invoke(main, ["summary", "--format", "json", str(folder)]).output)
     said = [w for w in summary["warnings"] if "raising" in w]
-    assert said == ["plugin raising = perfkit_test_raising_chart.chart:PANELS: panel 'fig-raising' data raised "
-                    "KeyError: 'no such column'"] and summary["panels"] == {"fig-raising": None}
+    assert said == ["plugin raising = perfkit_test_raising_chart.chart:PANELS from perfkit_test_raising_chart 0.1: "
+                    "panel 'fig-raising' data raised KeyError: 'no such column'"]
+    assert summary["panels"] == {"fig-raising": None}
     text = CliRunner().invoke(main, ["summary", str(folder)])
     assert text.exit_code == 0 and "Traceback" not in text.output and "steps (" in text.output
     run = perfkit.load(folder)

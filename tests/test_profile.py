@@ -32,7 +32,8 @@ from profile_helpers import (
 
 import perfkit
 from perfkit.apps.cli import main
-from perfkit.profiler import ProfileRequest, cifar, profile
+from perfkit.profiler import cifar
+from perfkit.profiler.launch import ProfileRequest, profile
 from perfkit.profiler.runfolder import claim, next_free
 
 SMALL = dict(steps=2, warmup=1, batch_size=8, image_size=32)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import perfkit
 from perfkit.analysis.measures import memory_peaks
 from perfkit.apps.cli import main
-from perfkit.views import figures
+from perfkit.views.figures import memory, style
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +46,14 @@ def test_memory_is_recorded_loaded_and_shown(memory_run, monkeypatch, tmp_path):
     summary = json.loads(CliRunner().invoke(main, ["summary", str(folder), "--format", "json"]).stdout)
     assert summary["memory"]["peak_allocated_mb"] == peak
     assert summary["per_rank"][0]["memory"]["peak_allocated_mb"] == peak
-    figure = figures.memory_timeline_figure(run)
-    assert figures.empty_message(figure) is None
+    figure = memory.memory_timeline_figure(run)
+    assert style.empty_message(figure) is None
     assert max(max(trace.y) for trace in figure.data if trace.name == "allocated") == pytest.approx(peak)
 
 
 @pytest.mark.mindspore
 def test_without_the_flag_no_memory_is_recorded(tmp_path):
-    from perfkit.profiler import ProfileRequest, profile
+    from perfkit.profiler.launch import ProfileRequest, profile
     outcome = profile(ProfileRequest(steps=1, warmup=1, batch_size=8, image_size=32, output=str(tmp_path / "run")),
                       say=lambda text: None)
     assert not list(outcome.folder.glob("*_ascend_ms/FRAMEWORK/cpu_ms_memory_record_*.txt"))

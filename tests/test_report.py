@@ -14,9 +14,10 @@ from perfkit.advisor import advise
 from perfkit.apps.cli import main
 from perfkit.core.errors import PerfkitError
 from perfkit.render.report import PLOTLY_BUNDLE, render_report
-from perfkit.views import figures, numbers
+from perfkit.views import numbers
 from perfkit.views.compare import judge
-from perfkit.views.panels import FIGURE, WITH_DATA, has_content, in_report, panel_content
+from perfkit.views.panel import FIGURE
+from perfkit.views.panels import REPORT, panels, shown
 
 SEED_RUNS = [REPO / "tests/runs/seed_1_feed_fp32", REPO / "tests/runs/seed_3_sink_o3"]
 
@@ -26,11 +27,9 @@ def plotly_divs(text: str) -> int:
 
 
 def figure_panels(run) -> int:
-    """The figures the report draws for a run: the panel list's figure panels, less those it shows only with
-    data (ranks, memory, links) where this run has none."""
-    return sum(panel.kind == FIGURE
-               and (panel.report != WITH_DATA or has_content(panel_content(panel, run)))
-               for panel in in_report())
+    """The figures the report draws for a run: the panel list's figure panels the report shows (views.panels.shown:
+    those it shows only with data, ranks, memory, links, where this run has them)."""
+    return sum(item.panel.kind == FIGURE for row in shown(panels(), run, REPORT) for item in row)
 
 
 # The compare section's figures (step split, step time spread, op time per step, queue emptiness).

@@ -23,7 +23,7 @@ from perfkit.apps.cli import main
 from perfkit.core.errors import FileFormatError, PerfkitError
 from perfkit.io import timeline as tl
 from perfkit.io import trace_json
-from perfkit.views import figures
+from perfkit.views.figures import timeline
 
 NEW_RANK0 = FIXTURE_RUNS["new_level1_rank0"]
 TRACES = {  # run -> {rank: trace file}, as the profiler wrote them
@@ -527,10 +527,10 @@ def test_cpu_run_lanes_are_coloured_by_what_runs_on_them(run):
                                                                          mine["category"])}
         assert got == expected
         assert Counter(got.values())["compute"] > 600  # the kernels: Conv2D, BatchNorm, ...
-    fig = figures.timeline_figure(tl.timeline(folder, step=2))
+    fig = timeline.timeline_figure(tl.timeline(folder, step=2))
     colours = {trace.name: trace.marker.color for trace in fig.data}
-    assert colours["compute"] == figures.TIMELINE_COLORS["compute"]
-    assert colours["scope"] == figures.TIMELINE_COLORS["scope"] != colours["compute"]
+    assert colours["compute"] == timeline.TIMELINE_COLORS["compute"]
+    assert colours["scope"] == timeline.TIMELINE_COLORS["scope"] != colours["compute"]
     assert "host" not in colours
 
 
@@ -543,7 +543,7 @@ def test_scope_spans_are_cut_at_their_steps_edges_with_their_whole_length_on_hov
     past = [e for e in raw if e.get("ph") == "X" and start <= float(e["ts"]) < end
             and float(e["ts"]) + float(e["dur"]) > end]
     assert past and all(e["pid"] == 3 for e in past)  # Scope Layer spans only
-    fig = figures.timeline_figure(events)
+    fig = timeline.timeline_figure(events)
     step_ms = (end - start) / 1000
     for trace in fig.data:
         assert max(b + x for b, x in zip(trace.base, trace.x)) <= step_ms + 1e-6

@@ -118,9 +118,9 @@ def test_a_damaged_database_is_one_line_exit_2(tmp_path, damage, problem):
 
 
 def test_the_page_draws_every_lane_of_a_database_step():
-    from perfkit.views import figures
+    from perfkit.views.figures import timeline
     events = tl.timeline(RUN, step=50, ranks=[0])
-    fig = figures.timeline_figure(events, title="step 50 · ")
+    fig = timeline.timeline_figure(events, title="step 50 · ")
     drawn = {label for trace in fig.data for label in trace.y}
     lanes = events[events["ph"] == "X"].drop_duplicates(["process", "lane"])
     assert set(lanes["process"]) == {"Python", "CANN", "Ascend Hardware", "HCCL"}

@@ -14,7 +14,8 @@ from test_timeline import TRACES
 
 import perfkit
 from perfkit.io import timeline as tl
-from perfkit.views import figures, numbers
+from perfkit.views import numbers
+from perfkit.views.figures import timeline
 
 LEVEL1_RANK0 = TRACES["new_level1"][0]
 CPU_TRACE = TRACES["cpu_2_10"][0]
@@ -48,7 +49,7 @@ def test_nesting_depth_equals_a_pair_by_pair_count_on_a_real_lane(trace, pid, ti
     # times as float µs, as the index holds them (float64 epoch µs: 0.25 µs apart at most)
     expected = brute_force_depths([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in complete(trace)
                                    if (e["pid"], e["tid"]) == (pid, tid)])
-    events = figures.complete_events(tl.timeline(trace.parents[1] if trace.name == "trace_view.json"
+    events = timeline.complete_events(tl.timeline(trace.parents[1] if trace.name == "trace_view.json"
                                                  else trace.parent))
     lane = events[(events["pid"].astype(str) == str(pid)) & (events["tid"].astype(str) == str(tid))]
     got = sorted(zip(lane["start_us"], lane["start_us"] + lane["dur_us"], lane["depth"]))
@@ -58,12 +59,12 @@ def test_nesting_depth_equals_a_pair_by_pair_count_on_a_real_lane(trace, pid, ti
 
 def test_merged_bars_stay_in_their_sub_row_and_the_figure_has_one_row_per_depth():
     events = tl.timeline(LEVEL1_RANK0.parents[1])
-    exact = figures.complete_events(events)
-    bars, merged = figures.timeline_bars(exact, max_bars=500)
+    exact = timeline.complete_events(events)
+    bars, merged = timeline.timeline_bars(exact, max_bars=500)
     assert merged > 0
     rows = ["rank", "lane_order", "depth"]
     assert bars.groupby(rows)["count"].sum().to_dict() == exact.groupby(rows).size().to_dict()
-    rows_drawn = list(figures.timeline_figure(events, max_bars=500).layout.yaxis.categoryarray)
+    rows_drawn = list(timeline.timeline_figure(events, max_bars=500).layout.yaxis.categoryarray)
     python = "rank 0 · Python · Thread 3096504"
     depths = sorted(exact.loc[(exact["process"] == "Python") & (exact["lane"] == "Thread 3096504"), "depth"].unique())
     assert len(depths) > 20 and depths[0] == 0  # depths a partly overlapping frame skips have no row

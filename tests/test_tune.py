@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 import perfkit
 from perfkit.advisor.change import Change, parse_change
+from perfkit.analysis.statistics import verdict
 from perfkit.apps.cli import main
 from perfkit.apps.tune import (
     BASELINE,
@@ -30,7 +31,6 @@ from perfkit.apps.tune import (
 from perfkit.apps.tune_patch import command_patch, script_patch
 from perfkit.core.errors import PerfkitError
 from perfkit.profiler.tune_hook import _override
-from perfkit.views.compare import verdict
 
 AVX2 = Change("env", "AVX2", name="ONEDNN_MAX_CPU_ISA")
 WORKERS = Change("dataset_workers", 2, op="all")
@@ -128,7 +128,7 @@ def test_rounds_interleave_baseline_and_candidates(tmp_path):
     assert trainer.calls == [f"{name}/repeat_{r}" for r in (1, 2, 3) for name in (BASELINE, first, second)]
     rows = by_label(result)
     assert rows[AVX2.label]["verdict"] == "faster" and rows[WORKERS.label]["verdict"] == "no change"
-    # the speedup is compare.verdict's over the same runs, computed independently here
+    # the speedup is statistics.verdict's over the same runs, computed independently here
     runs = {name: [perfkit.load(str(tmp_path / "tune" / name / f"repeat_{r}")) for r in (1, 2, 3)]
             for name in (BASELINE, first)}
     expected = verdict(runs[BASELINE], runs[first])

@@ -18,25 +18,12 @@ from perfkit.apps.cli import main
 from perfkit.core.causes import OP_TYPES_SUMMED_OVER
 from perfkit.core.model import Meta, Run, table
 from perfkit.render import text as render
-from perfkit.views import figures, numbers
 from perfkit.views import format as fmt
-from perfkit.views.panels import (
-    COMPARE,
-    COMPARE_PANELS,
-    FIGURE,
-    INSTANCES,
-    PAGES,
-    PANELS,
-    TABLE,
-    WITH_DATA,
-    Panel,
-    Ref,
-    has_content,
-    in_report,
-    panel_content,
-    panels_on,
-    rows,
-)
+from perfkit.views import ids, numbers
+from perfkit.views.figures import operators, overview, ranks
+from perfkit.views.panel import COMPARE, FIGURE, INSTANCES, NEVER, PAGES, TABLE, WITH_DATA, Panel
+from perfkit.views.panels import COMPARE_PANELS, DASHBOARD, PANELS, REPORT, panels, panels_on, shown
+from perfkit.views.summary import summarize
 
 # Every multi-rank real run: fixtures, the 2-rank CPU sample run. (Checked by loading: a run listed here that
 # turns out single-rank fails the test below instead of passing vacuously.)
@@ -110,7 +97,7 @@ def test_ranks_page_summary_and_advise_name_the_same_slow_ranks(multi_rank_runs,
 
 
 def test_lockstep_run_rank_table_says_yes_and_no():
-    frame = figures.rank_rows(lockstep_run())
+    frame = ranks.rank_rows(lockstep_run())
     assert list(frame["slow"]) == ["no", "no", "no", "yes"]
     assert list(frame["compute_ms"]) == [60.0, 60.0, 60.0, 80.0]
 
@@ -137,9 +124,9 @@ def test_terminal_report_and_cards_print_ms_alike():
     run = make_run()
     mean = run.steps["total_ms"].mean()
     expected = f"{mean:,.3f} ms"
-    assert expected in render.summary_text(numbers.summary_of(run))
+    assert expected in render.summary_text(summarize(run))
     assert {card.key: card.value for card in numbers.headline_cards(run)}["mean-step"] == expected
-    assert f"mean step {expected}" in figures.step_trace_figure(run).layout.title.text
+    assert f"mean step {expected}" in overview.step_trace_figure(run).layout.title.text
 
 
 def test_step_parts_have_one_label_and_colour_each():
@@ -155,26 +142,34 @@ def test_step_parts_have_one_label_and_colour_each():
 # The panel list
 
 
-def test_every_panel_names_functions_that_exist():
-    """Every Ref of the panel lists resolves to a function: a misspelt name fails here (a misspelt module
-    already fails when the list is built)."""
+def test_every_panel_holds_its_functions_and_an_id_of_views_ids():
     for panel in PANELS + COMPARE_PANELS:
-        for ref in (panel.content, panel.text, panel.data, panel.note):
-            if ref is not None:
-                assert isinstance(ref, Ref) and callable(ref.resolve()), (panel.id, ref)
+        for function in (panel.content, panel.text, panel.data, panel.note):
+            assert function is None or callable(function), panel.id
         assert panel.page in {page.path for page in PAGES} | {COMPARE.path}
     assert len({panel.id for panel in PANELS + COMPARE_PANELS}) == len(PANELS + COMPARE_PANELS)
+    assert ids.OWN == {panel.id for panel in PANELS + COMPARE_PANELS}  # what a plugin's panel may not take
 
 
-def test_a_misspelt_panel_function_fails_when_the_list_is_built_or_resolved():
-    with pytest.raises(ValueError, match="no module perfkit.figurs"):
-        Ref("perfkit.figurs", "bound_figure")
-    with pytest.raises(AttributeError):
-        Ref("perfkit.views.figures", "bound_figur").resolve()
+def test_a_panel_without_its_content_function_or_with_a_name_for_one_fails_when_built():
     with pytest.raises(ValueError, match="needs a content function"):
         Panel("fig-x", "X", "/", FIGURE)
     with pytest.raises(ValueError, match="text is not callable"):
-        Panel("fig-x", "X", "/", FIGURE, content=Ref("perfkit.views.figures", "bound_figure"), text="bound_lines")
+        Panel("fig-x", "X", "/", FIGURE, content=overview.bound_figure, text="bound_lines")
+
+
+@pytest.mark.parametrize("name", ["legacy_misc", "new_level1", "cpu_2_10", "legacy_ut"])
+def test_a_panels_json_form_holds_what_its_text_form_prints(name):
+    """perfkit's own panels carry their JSON form (`data`: the part of the summary they show) as a plugin's
+    does: the text form printed from it alone is the text form printed from the whole summary."""
+    run = perfkit.load(FIXTURE_RUNS[name])
+    summary = summarize(run)
+    with_text = [panel for panel in PANELS if panel.text is not None]
+    assert with_text and all(panel.data is not None for panel in with_text)
+    for panel in with_text:
+        part = panel.data(run)
+        assert part.items() <= summary.items(), panel.id
+        assert panel.text(part) == panel.text(summary), panel.id
 
 
 def test_dashboard_pages_show_their_panels_in_list_order():
@@ -193,33 +188,68 @@ def test_report_shows_its_panels_in_list_order():
     run = make_run(ranks=(0, 1), slow_factor=1.3)
     text = render_report([run])
     # the crafted run has two ranks and no memory or communication files
-    titles = [panel.title for panel in in_report() if panel.title and (
-        panel.report != WITH_DATA or has_content(panel_content(panel, run)))]
+    titles = [item.panel.title for row in shown(panels(), run, REPORT) for item in row if item.panel.title]
     assert "Ranks" in titles  # two ranks: the WITH_DATA ranks panels are in
     positions = [text.find(f"<h2>{title}</h2>") for title in titles]
     assert all(p >= 0 for p in positions) and positions == sorted(positions)
     assert "<h2>Memory</h2>" not in text and "<h2>Link bandwidth</h2>" not in text
-    assert INSTANCES not in {panel.kind for panel in in_report()}  # the interactive table is dashboard-only
-    assert sum(panel.kind == TABLE and panel.title in titles for panel in in_report()) == \
+    assert INSTANCES not in {item.panel.kind for row in shown(panels(), run, REPORT) for item in row}
+    assert sum(panel.kind == TABLE and panel.title in titles for panel in panels()) == \
         text.count('<table class="plain">')
 
 
+def test_one_rule_per_consumer_decides_which_panels_show():
+    """A single-rank run without memory records: the dashboard's Ranks and Memory pages say in words that there
+    is nothing to show (the ranks figure, the memory figure), the report leaves its WITH_DATA panels out;
+    both leave out the optional communication panels, and the report never shows a NEVER panel."""
+    run = make_run()
+    on_dashboard = {item.panel.id for path in ("/ranks", "/memory") for row in shown(panels_on(path), run, DASHBOARD)
+                    for item in row}
+    in_report = {item.panel.id for row in shown(panels(), run, REPORT) for item in row}
+    with_data = {panel.id for panel in PANELS if panel.report == WITH_DATA}
+    assert {ids.RANKS, ids.RANK_TABLE, ids.MEMORY, ids.OP_MEMORY} <= on_dashboard
+    assert {ids.LINK_HEATMAP, ids.COMM_OP_TABLE}.isdisjoint(on_dashboard | in_report)
+    assert with_data and in_report.isdisjoint(with_data)  # nor Cells: its op names carry no scope
+    assert in_report.isdisjoint({panel.id for panel in PANELS if panel.report == NEVER})
+    with pytest.raises(ValueError, match="not 'notebook'"):
+        shown(PANELS, run, "notebook")
+
+
 def test_half_panels_share_a_row():
-    grouped = rows(panels_on("/"))
-    assert [len(row) for row in grouped if row[0].half] == [2]
+    grouped = shown(panels_on("/"), make_run(), DASHBOARD)
+    assert [[item.panel.id for item in row] for row in grouped if row[0].panel.half] == \
+        [[ids.HOST_QUEUE, ids.DEVICE_QUEUE]]
     assert sum(len(row) for row in grouped) == len(panels_on("/"))
 
 
 def test_summary_text_sections_follow_the_panel_list():
     run = make_run(ranks=(0, 1), slow_factor=1.3)
-    text = render.summary_text(numbers.summary_of(run))
-    heads = {"steps_lines": "steps (", "per_rank_lines": "per rank", "op_type_lines": "op types (",
-             "queue_lines": "host queue", "pipeline_lines": "data pipeline"}
-    order = [heads[panel.text.name] for panel in PANELS if panel.text and panel.text.name in heads
-             and panel.text.args != ("device",)]
-    positions = [text.find(head) for head in order]
+    text = render.summary_text(summarize(run))
+    heads = {ids.STEPS: "steps (", ids.RANKS: "per rank", ids.OP_SHARES: "op types (", ids.HOST_QUEUE: "host queue",
+             ids.PIPELINE: "data pipeline"}
+    positions = [text.find(heads[panel.id]) for panel in PANELS if panel.id in heads]
     assert all(p >= 0 for p in positions) and positions == sorted(positions)
     assert f"over {OP_TYPES_SUMMED_OVER}" in text
+
+
+def test_a_run_and_its_views_are_freed_once_nothing_holds_the_run():
+    """Views are computed once per run (views/per_run.py) and kept while the run lives: what they keep must not
+    hold the run, or every run a dashboard or notebook ever loaded would stay in memory. perfkit.summarize's
+    Summary holds its run, and is made afresh around the kept numbers."""
+    import gc
+    import weakref
+
+    from perfkit.render.report import render_report
+
+    run = perfkit.load(FIXTURE_RUNS["legacy_misc"])
+    summary = perfkit.summarize(run)
+    assert summary.run is run and summary == perfkit.summarize(run)
+    render_report([run])  # every panel's figure, table and note, the findings and their timeline links
+    numbers.timeline_links(run)
+    freed = weakref.ref(run)
+    del run, summary
+    gc.collect()
+    assert freed() is None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -240,20 +270,20 @@ def test_communication_card_and_rank_segment_on_the_two_rank_cpu_run():
     assert float(card_ms.replace(",", "")) == pytest.approx(expected, abs=0.005)
     assert card_pct == f"{100 * expected / steps['mean'].mean():.1f} %"
     assert 0.45 < expected / steps["mean"].mean() < 0.55  # the run's ~50 % communication
-    fig = figures.ranks_figure(run)
+    fig = ranks.ranks_figure(run)
     traces = {trace.name: list(trace.y) for trace in fig.data}
     # the Ranks page's bars are the ledger's split, named as the bound names it: the AllReduce time is the
     # communication segment, and the segments of a rank add up to its mean step
     comm = traces[perfkit.analysis.ledger.bound(run).labels["communication"]]
     assert comm == pytest.approx(list(per_rank), abs=0.01)
     assert [sum(values) for values in zip(*traces.values())] == pytest.approx(list(steps["mean"]))
-    assert f"exposed communication {card_ms} ms per step" in figures.step_trace_figure(run).layout.title.text
+    assert f"exposed communication {card_ms} ms per step" in overview.step_trace_figure(run).layout.title.text
     assert "cast-share" not in cards  # CPU: no mixed-precision story
 
 
 def test_op_types_under_a_twentieth_of_a_percent_fold_into_other():
     totals = {"Conv2D": 1000.0, "MatMul": 500.0, "Tiny1": 0.1, "Tiny2": 0.2}
-    fig = figures.op_share_figure(make_run(op_totals=totals))
+    fig = overview.op_share_figure(make_run(op_totals=totals))
     labels = list(fig.layout.yaxis.categoryarray)[::-1]
     assert labels == ["Conv2D", "MatMul", "other types (2)"]
     assert list(fig.layout.xaxis.range) == [0, 100]
@@ -261,14 +291,14 @@ def test_op_types_under_a_twentieth_of_a_percent_fold_into_other():
 
 def test_queue_and_pipeline_axes():
     run = make_run()
-    queue = figures.queue_figure(run, "host")
+    queue = overview.queue_figure(run, "host")
     assert queue.layout.xaxis.tickformat == ",d" and queue.layout.xaxis.dtick == 1
-    assert list(figures.pipeline_figure(run).layout.xaxis.range) == [0, 100]
+    assert list(overview.pipeline_figure(run).layout.xaxis.range) == [0, 100]
 
 
 def test_op_instance_rows_carry_input_shapes():
     run = perfkit.load(REPO / "sample_runs/cpu_ranks2")
-    rows_, _ = figures.op_instance_rows(run, limit=5)
+    rows_, _ = operators.op_instance_rows(run, limit=5)
     top = run.ops.sort_values("total_ms", ascending=False).head(5)
     assert list(rows_["input_shapes"]) == list(top["input_shapes"].fillna(""))
 

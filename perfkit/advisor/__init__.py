@@ -86,8 +86,8 @@ def advise(run: Run) -> Advice:
     not_checked: dict[str, str] = {}
     passed: list[str] = []
     caveat, refused = _caveat(run)
-    plugins = installed_rules()
-    for each_rule in [*RULES, *(plugin_rule for plugin in plugins for plugin_rule in plugin.rules)]:
+    plugin_rules, plugin_problems = installed_rules()
+    for each_rule in [*RULES, *plugin_rules]:
         missing = refused or each_rule.missing(run)
         if missing:
             not_checked[each_rule.id] = missing
@@ -101,8 +101,8 @@ def advise(run: Run) -> Advice:
         if not found:
             passed.append(each_rule.id)
     # a plugin that could not be imported, or some of whose rules were refused, is one line naming it
-    not_checked |= {f"plugin {plugin.name}": plugin.problem for plugin in plugins if plugin.problem}
-    rule_claims = {each.id: each.claims for each in [*RULES, *(r for plugin in plugins for r in plugin.rules)]}
+    not_checked |= plugin_problems
+    rule_claims = {each.id: each.claims for each in [*RULES, *plugin_rules]}
     findings = claimed(run, sorted(findings, key=rank_key), rule_claims)
     return Advice(run=run.path, device=run.meta.device, findings=sorted(findings, key=rank_key),
                   not_checked=not_checked, passed=passed, bound=bound(run).to_dict(), caveat=caveat)

@@ -15,15 +15,16 @@ modules do (`from perfkit.advisor import Finding, NotChecked, rule`):
     [project.entry-points."perfkit.rules"]          # the plugin's pyproject.toml
     mycompany = "mycompany_perfkit.rules"
 
-Their ids must be new and their needs keys of NEEDS. A plugin that fails to import, registers nothing usable,
-raises while checking or returns something other than a list of Findings is one line in `advise`'s not_checked
-naming it, never a traceback; the other rules still run.
+Their ids must be new and their needs keys of NEEDS; @rule keeps a package's rules apart from perfkit's own
+(RULES) whoever imports its module. perfkit/core/plugins.py loads them as it loads readers and panels: a plugin
+that fails to import, registers nothing usable, raises while checking or returns something other than a list of
+Findings is one line in `advise`'s not_checked naming it, worded as a broken reader or panel is, never a
+traceback; the other rules still run.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -98,6 +99,9 @@ class Rule:
 
 # perfkit's own rules, in the order perfkit/advisor/rules/__init__.py imports their modules
 RULES: list[Rule] = []
+# The rules other packages' modules registered, by module: a rule plugin's are those of the module its entry point
+# names and of the modules below it (installed_rules), whoever imported them first.
+_PACKAGE_RULES: dict[str, list[Rule]] = {}
 
 
 def rule(rule_id: str, needs: tuple[str, ...] = (), claims: tuple[str, ...] = ()):
@@ -108,7 +112,11 @@ def rule(rule_id: str, needs: tuple[str, ...] = (), claims: tuple[str, ...] = ()
         raise ValueError(f"rule {rule_id!r} claims unknown causes {sorted(unknown)} (perfkit/core/causes.py)")
 
     def register(check: Callable[[Run], list[Finding]]):
-        RULES.append(Rule(rule_id, needs, check, claims=tuple(claims)))
+        made = Rule(rule_id, needs, check, claims=tuple(claims))
+        if check.__module__.partition(".")[0] == "perfkit":
+            RULES.append(made)
+        else:
+            _PACKAGE_RULES.setdefault(check.__module__, []).append(made)
         return check
     return register
 
@@ -165,52 +173,30 @@ def gain_pct(run: Run, saved_ms_over_run: float, fallback_total_ms: float) -> fl
 # ---------------------------------------------------------------------------------------------------------
 # Rules from installed packages (entry point group perfkit.rules).
 
-@dataclass(frozen=True)
-class Plugin:
-    name: str                  # entry point name, module and distribution (plugins.describe)
-    rules: tuple[Rule, ...]    # the usable rules it registered
-    problem: str | None        # why it, or some of its rules, cannot run (one line)
+def _registered(point) -> list[Rule]:
+    """Import a rule plugin's module: the rules it, and the modules below it, registered with @rule (when
+    imported here, or earlier by other code)."""
+    point.load()
+    return [found for module, rules in _PACKAGE_RULES.items() if module == point.module
+            or module.startswith(point.module + ".") for found in rules]
 
 
-_LOADED: dict[tuple[str, str], Plugin] = {}  # (entry point name, value) -> what importing it gave, once a process
-_LOADING = threading.Lock()  # the dashboard serves requests in threads; RULES must not grow under a reader
+def _unknown_needs(found: Rule) -> str | None:
+    unknown = [need for need in found.needs if need not in NEEDS]
+    return f"rule {found.id!r} needs {', '.join(unknown)}, which are not keys of NEEDS" if unknown else None
 
 
-def installed_rules() -> list[Plugin]:
-    """The rule plugins installed on sys.path now, each imported once per process."""
-    with _LOADING:
-        found = []
-        for entry in plugins.entry_points(plugins.RULES):
-            key = (entry.name, entry.value)
-            if key not in _LOADED:
-                _LOADED[key] = _load(entry, taken={r.id for r in RULES}
-                                     | {r.id for plugin in _LOADED.values() for r in plugin.rules})
-            found.append(_LOADED[key])
-        return found
-
-
-def _load(entry, taken: set[str]) -> Plugin:
-    """Import the plugin's module; the rules its import registers are moved from RULES into the Plugin."""
-    name = plugins.describe(entry)
-    before = len(RULES)
-    _, problem = plugins.import_entry(entry)
-    added = RULES[before:]
-    del RULES[before:]
-    if problem:
-        return Plugin(name, (), problem)
-    usable, refused = [], []
-    for found in added:
-        unknown = [need for need in found.needs if need not in NEEDS]
-        if found.id in taken:
-            refused.append(f"rule id '{found.id}' is taken")
-        elif unknown:
-            refused.append(f"rule '{found.id}' needs {', '.join(unknown)}, which are not keys of NEEDS")
-        else:
-            taken.add(found.id)
-            usable.append(replace(found, plugin=name))
-    if not added:
-        refused.append("its import registered no rule (decorate each check with @perfkit.advisor.rule)")
-    return Plugin(name, tuple(usable), "; ".join(refused) or None)
+def installed_rules() -> tuple[tuple[Rule, ...], dict[str, str]]:
+    """(the usable rules of the rule plugins installed now, each imported once per process; why a plugin, or
+    some of its rules, cannot run: one `advise` not_checked line per plugin, keyed `plugin <name>`)."""
+    loaded = plugins.load(plugins.RULES, Rule, "rule", key=lambda found: found.id, taken=(r.id for r in RULES),
+                          refuse=_unknown_needs, give=_registered,
+                          how="is a module whose import registers rules with @perfkit.advisor.rule")
+    problems: dict[str, list[str]] = {}
+    for problem in loaded.problems:
+        problems.setdefault(f"plugin {problem.plugin}", []).append(problem.reason)
+    return (tuple(replace(found, plugin=plugin) for found, plugin in loaded.items),
+            {plugin: "; ".join(reasons) for plugin, reasons in problems.items()})
 
 
 class PluginFailed(Exception):
@@ -229,10 +215,10 @@ def checked_by_plugin(plugin_rule: Rule, run: Run) -> list[Finding]:
     except NotChecked:
         raise
     except Exception as error:  # noqa: BLE001 - someone else's bug is reported, not raised
-        raise PluginFailed(f"plugin {plugin_rule.plugin} raised {type(error).__name__}: {error}") from None
+        raise PluginFailed(plugins.failure(plugin_rule.plugin, f"rule {plugin_rule.id!r}", error)) from None
     bad = _not_findings(found, plugin_rule.id)
     if bad:
-        raise PluginFailed(f"plugin {plugin_rule.plugin} returned {bad}")
+        raise PluginFailed(plugins.refusal(plugin_rule.plugin, f"rule {plugin_rule.id!r} returned {bad}"))
     return found
 
 

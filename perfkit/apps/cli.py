@@ -285,8 +285,11 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare own_v1 own_v2 --batch-size 64 --seq-len 512   # an own script's runs: samples/s, tokens/s
       perfkit compare run run --cycle 1 --cycle-b 2   # two profiler cycles (schedule repeat=2) of one folder
     """
-    from ..views.compare import NOISE_FLOOR_PCT, compare_markdown, compare_text, gate, repeat_folders
+    from ..analysis.statistics import NOISE_FLOOR_PCT
+    from ..io.repeats import repeat_folders
+    from ..render.compare import compare_markdown, compare_text
     from ..views.compare import compare as compare_runs
+    from ..views.compare import gate
     group_a, group_b = _load_all(tuple(repeat_folders(run_a))), _load_all(tuple(repeat_folders(run_b)), cycle_b)
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
                           NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)
@@ -390,13 +393,14 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
       perfkit profile --repeat 3 --output base          # base/repeat_1..3, for perfkit compare
       perfkit profile --repeat 3 -- python train.py
     """
-    from ..profiler import parse_env, report
+    from ..profiler import report
+    from ..profiler.launch import parse_env
     if ctx.meta["script_mode"] or command:
         _profile_script(ctx, list(command), steps, warmup, parse_env(env_pairs), output, ranks, profile_memory,
                         repeat)
         return
-    from ..profiler import ProfileRequest
-    from ..profiler import profile as run_profile
+    from ..profiler.launch import ProfileRequest
+    from ..profiler.launch import profile as run_profile
     request = ProfileRequest(device=device, steps=RESNET_STEPS if steps is None else steps,
                              warmup=RESNET_WARMUP if warmup is None else warmup, batch_size=batch_size,
                              image_size=image_size, data_path=data_path, shards=shards, shard_id=shard_id,
@@ -421,7 +425,8 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
 def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_memory, repeat) -> None:
     from click.core import ParameterSource
 
-    from ..profiler import ScriptRequest, profile_script, report
+    from ..profiler import report
+    from ..profiler.script import ScriptRequest, profile_script
     given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
@@ -557,8 +562,8 @@ def _load_all(paths: tuple[str, ...], cycle=None) -> list:
 
 
 def _dash_help() -> str:
-    """`perfkit dash --help`, its page list made from the dashboard's own (views/panels.py: ALL_PAGES)."""
-    from ..views.panels import ALL_PAGES
+    """`perfkit dash --help`, its page list made from the dashboard's own (views/panel.py: ALL_PAGES)."""
+    from ..views.panel import ALL_PAGES
     pages = ", ".join(f"{page.title} {page.path}" for page in ALL_PAGES)
     return f"""Serve the dashboard over the given runs; its pages: {pages}.
 

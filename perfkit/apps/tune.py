@@ -7,7 +7,7 @@ The loop (tune()) knows nothing of MindSpore or processes: a Runner trains one s
    ones (propose());
 2. runs baseline and candidates in rounds, A B1 B2 … then A B1 B2 … again (`repeats` rounds), so a machine that
    slows down over time slows every setting alike;
-3. judges each candidate against every baseline run with compare.verdict (run means, Welch t);
+3. judges each candidate against every baseline run with analysis.statistics.verdict (run means, Welch t);
 4. tries the faster candidates together (one per setting), in rounds with the baseline again, and names the best.
 
 Every run is recorded in the tune folder's ledger (tune.json) as it finishes, so a rerun with the same folder goes
@@ -269,8 +269,8 @@ class Side:
 
 
 def side(runs: list) -> Side:
+    from ..analysis.statistics import global_batch, run_mean_ms, t_quantile
     from ..core.units import MS_PER_S
-    from ..views.compare import global_batch, run_mean_ms, t_quantile
 
     means = np.array([run_mean_ms(run, per_sample=False) for run in runs], dtype=np.float64)
     mean = float(np.mean(means))
@@ -284,7 +284,7 @@ def side(runs: list) -> Side:
 
 def verdict_words(verdict) -> tuple[str, float]:
     """faster / slower / no change / "cannot tell", and the noise: the interval's half-width in %."""
-    from ..views.compare import NO_CHANGE
+    from ..analysis.statistics import NO_CHANGE
 
     low, high = verdict.interval
     noise_pct = 100.0 * math.expm1(math.log(high / low) / 2) if low > 0 else math.inf
@@ -483,7 +483,7 @@ class Tuner:
 
     def judge(self, name: str):
         """(verdict, baseline side, experiment side) of an experiment over its usable runs; None without any."""
-        from ..views.compare import NOISE_FLOOR_PCT, verdict
+        from ..analysis.statistics import NOISE_FLOOR_PCT, verdict
 
         runs = self.ledger.runs(name)
         if not runs or any(self.dropped(entry) for entry in runs):

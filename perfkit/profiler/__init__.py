@@ -2,25 +2,13 @@
 write a run folder; `perfkit.profiling`/`perfkit.StepTimer` for profiling from inside a script.
 
 The only part of perfkit that uses MindSpore, and only inside the processes it profiles: importing this
-package does not import MindSpore. Its names load on first use (the user's script imports this package at
-start-up under `perfkit profile -- …`, and should not pay for the launcher's imports).
+package imports neither MindSpore nor the launcher (the user's script imports the package at start-up under
+`perfkit profile -- …`, and should not pay for the launcher's imports). Callers import the module they use:
+profiler.launch (the built-in run), profiler.script (the user's script), profiler.api (`perfkit.profiling`,
+`perfkit.StepTimer`), profiler.repeat (`--repeat`).
 """
 
 from __future__ import annotations
-
-import importlib
-
-_LAZY = {name: "launch" for name in ("AMP_LEVELS", "DEVICE_CHOICES", "MODES", "ProfileOutcome", "ProfileRequest",
-                                     "parse_env", "profile")}
-_LAZY.update({"ScriptRequest": "script", "profile_script": "script", "profiling": "api", "StepTimer": "api"})
-
-__all__ = [*_LAZY, "report"]
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def report(outcome) -> str:

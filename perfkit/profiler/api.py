@@ -8,8 +8,8 @@
 
 Step bounds are epoch ns from time.time_ns() (the clock MindSpore's CPU profiler stamps its ops with); a step
 runs from the end of the previous one to its own end, so waiting for the next batch falls inside it.
-MindSpore is imported only when a profile starts (or StepTimer is looked up: it must subclass MindSpore's
-Callback).
+MindSpore is imported only when a profile starts (or `step_timer_class` makes StepTimer, which must subclass
+MindSpore's Callback: perfkit.StepTimer on first use).
 """
 
 from __future__ import annotations
@@ -319,12 +319,6 @@ def step_timer_class() -> type:
                 self.log.end()
 
     return StepTimer
-
-
-def __getattr__(name: str):
-    if name == "StepTimer":
-        return step_timer_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- `perfkit profile -- python train.py`: the script's side, once it imports MindSpore (attach.py) ----------

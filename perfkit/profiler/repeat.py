@@ -2,7 +2,7 @@
 
 Each repeat is a complete run folder with its own manifest, made by the same runner as a single run (the
 built-in ResNet-50's or the user's script's), so `perfkit compare OUTPUT OTHER` judges the folder over its run
-means (perfkit/views/compare.py: repeat_folders). Repeats run one after another, never side by side: two runs sharing
+means (perfkit/io/repeats.py). Repeats run one after another, never side by side: two runs sharing
 the cores would each measure the other's load.
 """
 
@@ -14,10 +14,9 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import PerfkitError
+from ..io.repeats import repeat_folder
 from .launch import ProfileOutcome
 from .runfolder import claim, write_error
-
-REPEAT_FOLDER = "repeat_{}"  # what compare.REPEAT_FOLDER finds
 
 
 def profile_repeats(profile_one: Callable[[str], ProfileOutcome], output: str,
@@ -32,7 +31,7 @@ def profile_repeats(profile_one: Callable[[str], ProfileOutcome], output: str,
     outcomes: list[ProfileOutcome] = []
     for index in range(1, times + 1):
         try:
-            outcomes.append(profile_one(str(folder / REPEAT_FOLDER.format(index))))
+            outcomes.append(profile_one(str(repeat_folder(folder, index))))
         except BaseException:
             if not outcomes and not any(folder.iterdir()):
                 folder.rmdir()  # refused before anything ran (bad input, no device): leave nothing behind
@@ -45,8 +44,8 @@ def profile_repeats(profile_one: Callable[[str], ProfileOutcome], output: str,
 def repeats_report(folder: Path, outcomes: list[ProfileOutcome], times: int) -> str:
     """Each repeat's folder, status and mean steady step, the run-to-run spread of those means (what a single
     run a side must beat: `perfkit compare --noise-floor`) and how to compare the series."""
+    from ..analysis.statistics import run_mean_ms
     from ..io.loader import load
-    from ..views.compare import run_mean_ms
 
     lines, means = [], []
     for index, outcome in enumerate(outcomes, start=1):

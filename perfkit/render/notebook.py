@@ -18,10 +18,11 @@ from typing import Any
 
 from ..core.model import Run
 from ..views import numbers
-from ..views.compare import Comparison, compare_text
-from ..views.panels import CARDS, FIGURE, TABLE
-from ..views.summary import Summary
+from ..views.compare import Comparison
+from ..views.panel import CARDS, FIGURE, TABLE
+from ..views.summary import Summary, summarize
 from . import report
+from .compare import compare_text
 from .text import summary_text
 
 SCOPE = "perfkit-output"
@@ -102,7 +103,7 @@ def comparison_plain(comparison: Comparison, printer=None, cycle: bool = False) 
 
 def run_text(run: Run, printer=None, cycle: bool = False) -> str:
     """A run as plain text: `perfkit summary`'s (with IPython's pretty printer: written to it)."""
-    return _plain(summary_text(numbers.summary_of(run)), printer)
+    return _plain(summary_text(summarize(run)), printer)
 
 
 def advice_text(advice, printer=None, cycle: bool = False) -> str:

@@ -1,6 +1,6 @@
 """`perfkit report`: one self-contained HTML file with the dashboard's figures and findings.
 
-Each run's section shows the view layer's panels (views.panels.in_report), in their order.
+Each run's section shows the view layer's panels as views.panels.shown lays them out for the report, in their order.
 
 plotly.js is inlined once, so the file opens from disk (file://) with no network, e.g. as a CI artifact.
 """
@@ -11,30 +11,20 @@ import functools
 import html
 import os
 from pathlib import Path
-from typing import Sequence
-
-import plotly.graph_objects as go
+from typing import TYPE_CHECKING, Sequence
 
 from ..core.errors import PerfkitError
 from ..core.model import Run
 from ..core.version import __version__
-from ..views import figures, numbers
-from ..views.format import cell, column_spec, column_titles
-from ..views.panels import (
-    CARDS,
-    COMPARE_PANELS,
-    FIGURE,
-    FINDINGS,
-    SPEEDUPS,
-    TABLE,
-    WITH_CONTENT,
-    WITH_DATA,
-    Panel,
-    has_content,
-    in_report,
-    panel_content,
-    rows,
-)
+from ..views import ids, numbers
+from ..views.figures.overview import TOP_OP_TYPES
+from ..views.figures.style import PLOT_CONFIG, empty_message
+from ..views.format import cell, column_spec, column_titles, run_labels
+from ..views.panel import CARDS, FIGURE, FINDINGS, SPEEDUPS, TABLE, Panel
+from ..views.panels import COMPARE_PANELS, REPORT, panels, shown
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 # plotly.js's basic bundle (scatter, bar, pie: every trace perfkit.views.figures draws), same version as the plotly
 # package (tests/test_dashboard_first_page.py checks), MIT: vendor/plotly.js-LICENSE. A quarter of the full
@@ -83,14 +73,14 @@ table.plain th.text, table.plain td.text { text-align: left; }
 """
 
 # A table in the report lists at most this many rows (the dashboard pages through all of them).
-REPORT_TABLE_ROWS = figures.TOP_OP_TYPES
+REPORT_TABLE_ROWS = TOP_OP_TYPES
 
 
 def _figure(fig: go.Figure) -> str:
-    message = figures.empty_message(fig)
+    message = empty_message(fig)
     if message is not None:
         return f'<p class="empty-state">{html.escape(message)}</p>'
-    return fig.to_html(full_html=False, include_plotlyjs=False, config=figures.PLOT_CONFIG)
+    return fig.to_html(full_html=False, include_plotlyjs=False, config=PLOT_CONFIG)
 
 
 def _card(title: str, body: str) -> str:
@@ -98,7 +88,7 @@ def _card(title: str, body: str) -> str:
 
 
 def _findings(panel: Panel, run: Run, section: str = "") -> str:
-    return findings_card(panel.title, numbers.findings(run), cells_anchor=f"{section}-{CELLS_PANEL}")
+    return findings_card(panel.title, numbers.findings(run), cells_anchor=f"{section}-{ids.CELLS}")
 
 
 def _cell_line(cell: dict | None, anchor: str) -> str:
@@ -143,10 +133,6 @@ def _note(panel: Panel, run: Run) -> str:
     return f'<p class="meta">{html.escape(note)}</p>' if note else ""
 
 
-# The Cells graph's panel, which a finding's Cell links to (its card's anchor: `<section id>-fig-cells`).
-CELLS_PANEL = "fig-cells"
-
-
 def _figure_panel(panel: Panel, run: Run, fig: go.Figure) -> str:
     return _card(panel.title, _note(panel, run) + _figure(fig))
 
@@ -172,23 +158,21 @@ def _anchored(anchor: str, linked: bool, body: str) -> str:
     return f'<div id="{html.escape(anchor)}">{body}</div>' if linked else body
 
 
-def _section(section_id: str, title: str, panels: Sequence[Panel], subject: Run | Sequence[Run]) -> str:
-    """A section of the report: `panels` (of one run, or the compare panels of several) in their order and rows;
-    a WITH_DATA panel only where it has something to show."""
-    contents = {panel.id: panel_content(panel, subject) for panel in panels if panel.kind in WITH_CONTENT}
-    shown = tuple(panel for panel in panels if panel.report != WITH_DATA or has_content(contents[panel.id]))
+def _section(section_id: str, title: str, panels_: Sequence[Panel], subject: Run | Sequence[Run]) -> str:
+    """A section of the report: what views.panels.shown keeps of `panels_` (of one run, or the compare panels of
+    several) for the report, in its order and rows. The Cells graph is anchored: findings link to it."""
     parts = []
     renderers = RENDERERS | {FINDINGS: functools.partial(_findings, section=section_id)}
-    for row in rows(shown):
-        rendered = "".join(_anchored(f"{section_id}-{panel.id}", panel.id == CELLS_PANEL, renderers[panel.kind](
-            panel, subject, *([contents[panel.id]] if panel.id in contents else []))) for panel in row)
-        parts.append(f'<div class="grid2">{rendered}</div>' if row[0].half else rendered)
+    for row in shown(panels_, subject, REPORT):
+        rendered = "".join(_anchored(f"{section_id}-{panel.id}", panel.id == ids.CELLS, renderers[panel.kind](
+            panel, subject, *([] if content is None else [content]))) for panel, content in row)
+        parts.append(f'<div class="grid2">{rendered}</div>' if row[0].panel.half else rendered)
     return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{"".join(parts)}</section>'
 
 
 def run_section(index: int, label: str, run: Run, kinds: Sequence[str] = (CARDS, FINDINGS, FIGURE, TABLE)) -> str:
     """A run's section: the report's panels of these kinds (a notebook's summary leaves the findings out)."""
-    return _section(f"run-{index}", label, tuple(panel for panel in in_report() if panel.kind in kinds), run)
+    return _section(f"run-{index}", label, tuple(panel for panel in panels() if panel.kind in kinds), run)
 
 
 def compare_section(runs: Sequence[Run]) -> str:
@@ -198,7 +182,7 @@ def compare_section(runs: Sequence[Run]) -> str:
 
 def render_report(runs: Sequence[Run]) -> str:
     """The report as one HTML string (plotly.js's basic bundle inlined: every trace perfkit draws, 1.2 MB)."""
-    labels = figures.run_labels(runs)
+    labels = run_labels(runs)
     nav = "".join(f'<a href="#run-{i}">{html.escape(label)}</a>' for i, label in enumerate(labels))
     if len(runs) > 1:
         nav = '<a href="#compare">Compare</a>' + nav

@@ -1,4 +1,5 @@
-"""Number formatters, step-part labels and colours: one definition for the terminal, the report and the dashboard.
+"""Number formatters, step-part and run labels, colours: one definition for the terminal, the report and the
+dashboard.
 
 Plain Python (no pandas, no plotly): `perfkit summary` renders through it on its fast path.
 """
@@ -6,7 +7,13 @@ Plain Python (no pandas, no plotly): `perfkit summary` renders through it on its
 from __future__ import annotations
 
 import math
-from typing import Any, Collection
+import os
+from collections import Counter
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any, Collection, Sequence
+
+if TYPE_CHECKING:
+    from ..core.model import Run
 
 # Milliseconds and other measured amounts: three decimals with thousands separators (`1,421.820`), as the
 # profiler's own CSVs give microsecond resolution. Python's format spec; d3-format (plotly hovers, the
@@ -149,6 +156,31 @@ ROW_TINTS = {"Cast": "#ffeef1", "BatchNorm": "#f3e8f1", "slow": "#fde8e8"}
 
 def run_color(position: int) -> str:
     return RUN_COLORS[position % len(RUN_COLORS)]
+
+
+def run_labels(runs: Sequence[Run]) -> list[str]:
+    """One distinct label per run: the folder name; where runs share it (two `profiler_v1`), followed by as many
+    of the folders above it as tell them apart (`profiler_v1 (exp_a)`, `profiler_v1 (exp_b)`), numbered only
+    where even the paths are the same."""
+    names = [run.name for run in runs]
+    counts = Counter(names)
+    parents = [PurePath(os.path.normpath(str(run.path))).parent.parts for run in runs]
+    labels = list(names)
+    for name in counts:
+        same = [position for position, other in enumerate(names) if other == name]
+        if len(same) < 2:
+            continue
+        places = Counter(parents[position] for position in same)
+        depth = next((depth for depth in range(1, max(map(len, places)) + 1)
+                      if len({place[-depth:] for place in places}) == len(places)), 0) if len(places) > 1 else 0
+        seen: Counter = Counter()
+        for position in same:
+            place = parents[position]
+            seen[place] += 1
+            parts = [("/".join(place[-depth:]) or ".") if depth else "",
+                     str(seen[place]) if places[place] > 1 else ""]
+            labels[position] = f"{name} ({', '.join(part for part in parts if part)})"
+    return labels
 
 
 # ---------------------------------------------------------------------------------------------------------

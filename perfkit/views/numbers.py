@@ -7,9 +7,8 @@ is what the advisor's communication rule measures, the Cast share is shown where
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -20,29 +19,8 @@ from ..core.causes import COMM_SOURCE_LABEL
 from ..core.model import Run
 from ..core.op_work import op_flops
 from .format import STEP_SPLITS, evidence, mb, mean_of_text, ms, pct, percent
+from .per_run import once_per_run
 from .summary import summarize
-
-_MEMO: dict[tuple, tuple[weakref.ref, Any]] = {}
-
-
-def once_per_run(compute: Callable[[Run], Any]) -> Callable[[Run], Any]:
-    """`compute(run)`, computed once per loaded run and forgotten with it. A page draws several panels from
-    the same summary, and on big runs one call costs seconds (summarize over 256 ranks ~1 s, the advisor over
-    a million op rows ~6 s). A run whose tables are replaced is computed afresh."""
-    def cached(run: Run):
-        key = (compute.__name__, id(run), *run.table_versions())
-        hit = _MEMO.get(key)
-        if hit is not None and hit[0]() is run:
-            return hit[1]
-        value = compute(run)
-        _MEMO[key] = (weakref.ref(run, lambda _ref, key=key: _MEMO.pop(key, None)), value)
-        return value
-    cached.__doc__ = compute.__doc__
-    cached.__name__ = compute.__name__
-    return cached
-
-
-summary_of = once_per_run(summarize)
 
 
 def op_family(op_type: str) -> str:
@@ -69,7 +47,7 @@ def step_split(steps: pd.DataFrame) -> tuple[tuple[str, str], ...]:
 
 def slow_ranks(run: Run) -> list[int]:
     """The ranks `perfkit summary`, `perfkit ranks` and `perfkit advise` name slow (cluster.of_steps)."""
-    return list(summary_of(run)["slow_ranks"])
+    return list(summarize(run)["slow_ranks"])
 
 
 def slow_ranks_note(run: Run) -> str:
@@ -220,7 +198,7 @@ class Card:
 
 
 def _family_share(run: Run, family: str) -> float | None:
-    shares = summary_of(run)["op_types"]
+    shares = summarize(run)["op_types"]
     if not shares or all(op["share"] is None for op in shares):
         return None
     return sum(op["share"] or 0.0 for op in shares if op_family(op["type"]) == family)
@@ -238,7 +216,7 @@ def batchnorm_share(run: Run) -> float | None:
 def headline_cards(run: Run) -> list[Card]:
     """The overview's number cards: mean step and its split, communication, Cast/BatchNorm share where the
     AMP story applies, queue emptiness."""
-    summary = summary_of(run)
+    summary = summarize(run)
     steps, queues = summary["steps"], summary["queues"]
     total = steps["total_ms"] if steps else None
     cards = [Card("mean-step", f"mean step ({mean_of_text(steps, brief=True)})" if steps else "mean step", ms(total))]

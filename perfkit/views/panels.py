@@ -1,250 +1,135 @@
-"""The dashboard's pages and the ordered lists of panels that the dashboard, the report and the terminal show.
+"""perfkit's own panels, in order, and what a dashboard page or a report section shows of them.
 
 Every consumer iterates `panels()` in order: the dashboard shows a page's panels (`panels_on(path)`), the HTML
-report every panel marked `report`, the terminal summary every panel with a `text` form and `perfkit summary
---format json` every panel's `data` (under "panels", by panel id). The compare section (`COMPARE_PANELS`, over
-several runs) is one definition for the dashboard's Compare page and the report.
+report every panel not marked NEVER, the terminal summary every panel's `text` form, and `perfkit summary
+--format json` holds every panel's JSON form (`data`: perfkit's own are sections of the summary, a plugin's sits
+under "panels"). The compare section (`COMPARE_PANELS`, over several runs) is one definition for the dashboard's
+Compare page and the report. `shown` decides, for the dashboard and the report alike, which panels a page or a
+section shows and in which rows.
 
-A panel holds its functions, checked when the list is built (`Panel.__post_init__`): perfkit's own are `Ref`s,
-a module and a name imported at the first call, so that `perfkit summary` reads this list without importing
-plotly or pandas; tests/test_views.py resolves every Ref, so a misspelt name fails there, a misspelt module here.
+A panel holds its functions themselves: the figure modules (views/figures) import no plotly until a figure is
+drawn, so `perfkit summary` reads this list for its text forms without importing plotly or Dash.
 
-Adding a chart: write `def my_figure(run) -> go.Figure` in perfkit/views/figures.py and add
-`Panel("my-chart", "My chart", "/", FIGURE, content=Ref(FIGURES, "my_figure"))` where it should appear; with
-`data=` (Run -> JSON value) and `text=` (the summary dict -> lines) it reaches `perfkit summary` too.
-Adding a page: add `Page("/timeline", "Timeline")` to PAGES and its panels with `page="/timeline"`.
-An installed package adds panels through the entry point group `perfkit.panels` (perfkit/core/plugins.py).
+Adding a chart: write `def my_figure(run) -> go.Figure` in the figure module of its page (views/figures) and add
+`Panel(ids.MY_CHART, "My chart", "/", FIGURE, content=my_figure)` where it should appear, its id in views/ids.py
+(and ids.OWN); with `text=` (the summary dict -> lines, views/lines.py) it reaches `perfkit summary` too.
+Adding a page: add `Page("/streams", "Streams")` to views.panel.PAGES and its panels with `page="/streams"`.
+An installed package adds panels through the entry point group `perfkit.panels` (views/panel.py).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-import importlib.util
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, NamedTuple, Sequence
 
-from ..core import plugins
+import pandas as pd
+
 from ..core.causes import OP_TYPES_SUMMED_OVER
 from ..core.errors import PluginError
-
-# Panel kinds: how a consumer renders a panel.
-CARDS = "cards"          # the headline number cards (views.numbers.headline_cards)
-FINDINGS = "findings"    # `perfkit advise`'s findings (views.numbers.findings)
-FIGURE = "figure"        # a plotly figure
-TABLE = "table"          # a DataFrame, columns formatted by their unit suffix (views.format.column_spec)
-INSTANCES = "instances"  # the op-instance table with its pass filter and search (dashboard only)
-SPEEDUPS = "speedups"    # compare: one card per run (views.numbers.Card with a note)
-KINDS = (CARDS, FINDINGS, FIGURE, TABLE, INSTANCES, SPEEDUPS)
-# The kinds whose `content` function gives what they show.
-WITH_CONTENT = (FIGURE, TABLE, SPEEDUPS)
-
-# Whether the HTML report shows a panel.
-ALWAYS = "always"        # always (a figure without data says why in words)
-WITH_DATA = "with data"  # only for runs it has something to show for (a multi-rank run, memory records)
-NEVER = "never"          # dashboard only
-
-FIGURES, LINES, NUMBERS = "perfkit.views.figures", "perfkit.views.lines", "perfkit.views.numbers"
-
-
-class Ref:
-    """`module.name`, imported at the first call: `Ref(FIGURES, "queue_figure", "host")(run)` is
-    `figures.queue_figure(run, "host")`. The module must exist when the Ref is made (a typo fails at import)."""
-
-    def __init__(self, module: str, name: str, *args: Any):
-        if importlib.util.find_spec(module) is None:
-            raise ValueError(f"panel function {module}.{name}: no module {module}")
-        self.module, self.name, self.args = module, name, args
-
-    def resolve(self) -> Callable:
-        return getattr(importlib.import_module(self.module), self.name)
-
-    def __call__(self, *values: Any) -> Any:
-        return self.resolve()(*values, *self.args)
-
-    def __repr__(self) -> str:
-        return f"{self.module}.{self.name}" + (f"(*, {', '.join(map(repr, self.args))})" if self.args else "")
+from ..core.model import Run
+from . import ids
+from .figures import cells, compare, memory, operators, overview, ranks
+from .figures.style import empty_message, empty_state
+from .lines import (
+    bound_lines,
+    cell_lines,
+    communication_lines,
+    memory_lines,
+    op_type_lines,
+    per_rank_lines,
+    pipeline_lines,
+    queue_lines,
+    steps_lines,
+)
+from .numbers import memory_peak_note, op_mix_note, slow_ranks_note
+from .panel import (
+    CARDS,
+    COMPARE,
+    FIGURE,
+    FINDINGS,
+    INSTANCES,
+    NEVER,
+    SPEEDUPS,
+    TABLE,
+    WITH_CONTENT,
+    WITH_DATA,
+    Panel,
+    installed,
+)
+from .summary import summarize
 
 
-@dataclass(frozen=True)
-class Page:
-    path: str
-    title: str
-
-
-# Pages over one run, in navigation order; the compare page (several runs) follows them.
-PAGES = (Page("/", "Overview"), Page("/operators", "Operators"), Page("/cells", "Cells"), Page("/ranks", "Ranks"),
-         Page("/memory", "Memory"))
-COMPARE = Page("/compare", "Compare")
-TIMELINE = Page("/timeline", "Timeline")  # not a page of panels: dashboards/timeline.py builds it
-# Every page of the dashboard, in navigation order (the navigation bar and `perfkit dash --help` list these).
-ALL_PAGES = (*PAGES, COMPARE, TIMELINE)
-
-
-@dataclass(frozen=True)
-class Panel:
-    id: str                   # the dashboard's component id, also the report's anchor and the JSON key
-    title: str
-    page: str                 # the dashboard page that shows it
-    kind: str
-    content: Callable | None = None  # FIGURE / TABLE / SPEEDUPS: Run (compare: the runs) -> Figure / DataFrame / cards
-    text: Callable | None = None     # terminal form: the summary dict -> lines
-    data: Callable | None = None     # JSON form: Run -> a JSON value, summary["panels"][id] (and what `text` reads)
-    note: Callable | None = None     # a sentence above the panel: Run -> str
-    half: bool = False         # consecutive half-width panels share a row
-    report: str = ALWAYS       # ALWAYS, WITH_DATA or NEVER
-    optional: bool = False     # the dashboard page too leaves it out when it has nothing to show
-    empty: str = "nothing to list in this run"  # what an empty TABLE says
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"panel {self.id!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
-        if (self.content is not None) != (self.kind in WITH_CONTENT):
-            raise ValueError(f"panel {self.id!r}: a {self.kind} panel "
-                             f"{'needs a' if self.content is None else 'takes no'} content function")
-        for name in ("content", "text", "data", "note"):
-            if getattr(self, name) is not None and not callable(getattr(self, name)):
-                raise ValueError(f"panel {self.id!r}: {name} is not callable")
-        if self.report not in (ALWAYS, WITH_DATA, NEVER):
-            raise ValueError(f"panel {self.id!r}: report {self.report!r} is not one of always, with data, never")
+def summary_part(*keys: str) -> Callable[[Run], dict[str, Any]]:
+    """A panel's JSON form where it is part of the summary: the summary's `keys`, those its text form reads."""
+    def part(run: Run) -> dict[str, Any]:
+        summary = summarize(run)
+        return {key: summary[key] for key in keys}
+    return part
 
 
 PANELS = (
-    Panel("kpis", "", "/", CARDS),
-    Panel("findings", "Findings (perfkit advise)", "/", FINDINGS),
-    Panel("fig-bound", "What bounds the step", "/", FIGURE, content=Ref(FIGURES, "bound_figure"),
-          text=Ref(LINES, "bound_lines")),
-    Panel("fig-steps", "Step trace", "/", FIGURE, content=Ref(FIGURES, "step_trace_figure"),
-          text=Ref(LINES, "steps_lines")),
-    Panel("fig-ranks", "Ranks", "/ranks", FIGURE, content=Ref(FIGURES, "ranks_figure"),
-          text=Ref(LINES, "per_rank_lines"), note=Ref(NUMBERS, "slow_ranks_note"), report=WITH_DATA),
-    Panel("rank-table", "Per-rank mean step (ms)", "/ranks", TABLE, content=Ref(FIGURES, "rank_rows"),
-          report=WITH_DATA),
-    Panel("fig-memory", "Memory", "/memory", FIGURE, content=Ref(FIGURES, "memory_timeline_figure"),
-          text=Ref(LINES, "memory_lines"), note=Ref(NUMBERS, "memory_peak_note"), report=WITH_DATA),
-    Panel("fig-op-memory", "Operators by memory", "/memory", FIGURE, content=Ref(FIGURES, "top_op_memory_figure"),
+    Panel(ids.KPIS, "", "/", CARDS),
+    Panel(ids.FINDINGS, "Findings (perfkit advise)", "/", FINDINGS),
+    Panel(ids.BOUND, "What bounds the step", "/", FIGURE, content=overview.bound_figure, text=bound_lines,
+          data=summary_part("bound")),
+    Panel(ids.STEPS, "Step trace", "/", FIGURE, content=overview.step_trace_figure, text=steps_lines,
+          data=summary_part("steps", "bound")),
+    Panel(ids.RANKS, "Ranks", "/ranks", FIGURE, content=ranks.ranks_figure, text=per_rank_lines,
+          data=summary_part("per_rank", "slow_ranks"), note=slow_ranks_note, report=WITH_DATA),
+    Panel(ids.RANK_TABLE, "Per-rank mean step (ms)", "/ranks", TABLE, content=ranks.rank_rows, report=WITH_DATA),
+    Panel(ids.MEMORY, "Memory", "/memory", FIGURE, content=memory.memory_timeline_figure, text=memory_lines,
+          data=summary_part("memory"), note=memory_peak_note, report=WITH_DATA),
+    Panel(ids.OP_MEMORY, "Operators by memory", "/memory", FIGURE, content=memory.top_op_memory_figure,
           report=NEVER),
-    Panel("fig-link-heatmap", "Link bandwidth", "/ranks", FIGURE, content=Ref(FIGURES, "link_heatmap_figure"),
-          text=Ref(LINES, "communication_lines"), report=WITH_DATA, optional=True),
-    Panel("comm-op-table", "Communication ops (longest first)", "/ranks", TABLE, content=Ref(FIGURES, "comm_op_rows"),
+    Panel(ids.LINK_HEATMAP, "Link bandwidth", "/ranks", FIGURE, content=ranks.link_heatmap_figure,
+          text=communication_lines, data=summary_part("communication"), report=WITH_DATA, optional=True),
+    Panel(ids.COMM_OP_TABLE, "Communication ops (longest first)", "/ranks", TABLE, content=ranks.comm_op_rows,
           report=NEVER, optional=True),
-    Panel("fig-op-shares", "Operator types", "/", FIGURE, content=Ref(FIGURES, "op_share_figure"),
-          text=Ref(LINES, "op_type_lines")),
-    Panel("fig-cells", "Time by network Cell", "/cells", FIGURE, content=Ref(FIGURES, "cells_figure"),
-          text=Ref(LINES, "cell_lines"), report=WITH_DATA),
-    Panel("cells-table", "Cells (ms per profiled step; every Cell and its ancestors)", "/cells", TABLE,
-          content=Ref(FIGURES, "cell_rows"), report=NEVER, optional=True),
-    Panel("fig-host-queue", "Host queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "host"),
-          text=Ref(LINES, "queue_lines", "host"), half=True),
-    Panel("fig-device-queue", "Device queue", "/", FIGURE, content=Ref(FIGURES, "queue_figure", "device"),
-          text=Ref(LINES, "queue_lines", "device"), half=True),
-    Panel("fig-pipeline", "Data pipeline", "/", FIGURE, content=Ref(FIGURES, "pipeline_figure"),
-          text=Ref(LINES, "pipeline_lines")),
-    Panel("op-types-table", f"Op types (total ms and calls summed over {OP_TYPES_SUMMED_OVER})", "/operators", TABLE,
-          content=Ref(FIGURES, "op_type_rows"), note=Ref(NUMBERS, "op_mix_note")),
-    Panel("op-table", "Op instances (total ms and calls summed over steps)", "/operators", INSTANCES,
+    Panel(ids.OP_SHARES, "Operator types", "/", FIGURE, content=overview.op_share_figure, text=op_type_lines,
+          data=summary_part("op_types", "per_rank")),
+    Panel(ids.CELLS, "Time by network Cell", "/cells", FIGURE, content=cells.cells_figure, text=cell_lines,
+          data=summary_part("cells"), report=WITH_DATA),
+    Panel(ids.CELLS_TABLE, "Cells (ms per profiled step; every Cell and its ancestors)", "/cells", TABLE,
+          content=cells.cell_rows, report=NEVER, optional=True),
+    Panel(ids.HOST_QUEUE, "Host queue", "/", FIGURE, content=partial(overview.queue_figure, which="host"),
+          text=partial(queue_lines, which="host"), data=summary_part("queues"), half=True),
+    Panel(ids.DEVICE_QUEUE, "Device queue", "/", FIGURE, content=partial(overview.queue_figure, which="device"),
+          text=partial(queue_lines, which="device"), data=summary_part("queues"), half=True),
+    Panel(ids.PIPELINE, "Data pipeline", "/", FIGURE, content=overview.pipeline_figure, text=pipeline_lines,
+          data=summary_part("pipeline", "pipeline_rank", "per_rank")),
+    Panel(ids.OP_TYPES_TABLE, f"Op types (total ms and calls summed over {OP_TYPES_SUMMED_OVER})", "/operators",
+          TABLE, content=operators.op_type_rows, note=op_mix_note),
+    Panel(ids.OP_TABLE, "Op instances (total ms and calls summed over steps)", "/operators", INSTANCES,
           report=NEVER),
 )
 
 # The compare section over several runs (the first is the baseline): the dashboard's Compare page and the
 # report's compare section both show these, in this order. Content functions take the runs.
 COMPARE_PANELS = (
-    Panel("speedups", "Speedup over the first run: the verdict and throughput, as perfkit compare prints them",
-          COMPARE.path, SPEEDUPS, content=Ref(FIGURES, "compare_speedup_cards")),
-    Panel("compare-settings", "What differed between the runs", COMPARE.path, TABLE,
-          content=Ref(FIGURES, "compare_setting_rows"),
+    Panel(ids.SPEEDUPS, "Speedup over the first run: the verdict and throughput, as perfkit compare prints them",
+          COMPARE.path, SPEEDUPS, content=compare.compare_speedup_cards),
+    Panel(ids.COMPARE_SETTINGS, "What differed between the runs", COMPARE.path, TABLE,
+          content=compare.compare_setting_rows,
           empty="nothing the runs' files record differs (device, network, batch, config, env, versions)"),
-    Panel("fig-compare-spread", "Within-run step spread (describes each run)", COMPARE.path, FIGURE,
-          content=Ref(FIGURES, "compare_step_spread_figure")),
-    Panel("fig-compare-steps", "Step split", COMPARE.path, FIGURE, content=Ref(FIGURES, "compare_steps_figure"),
+    Panel(ids.COMPARE_SPREAD, "Within-run step spread (describes each run)", COMPARE.path, FIGURE,
+          content=compare.compare_step_spread_figure),
+    Panel(ids.COMPARE_STEPS, "Step split", COMPARE.path, FIGURE, content=compare.compare_steps_figure, half=True),
+    Panel(ids.COMPARE_QUEUES, "Queue emptiness", COMPARE.path, FIGURE, content=compare.compare_queues_figure,
           half=True),
-    Panel("fig-compare-queues", "Queue emptiness", COMPARE.path, FIGURE,
-          content=Ref(FIGURES, "compare_queues_figure"), half=True),
-    Panel("fig-compare-ops", "Op time per step", COMPARE.path, FIGURE, content=Ref(FIGURES, "compare_op_time_figure")),
-    Panel("compare-op-table", "Op types in ms per step, the largest change first", COMPARE.path, TABLE,
-          content=Ref(FIGURES, "compare_op_table"), empty="no operator statistics"),
+    Panel(ids.COMPARE_OPS, "Op time per step", COMPARE.path, FIGURE, content=compare.compare_op_time_figure),
+    Panel(ids.COMPARE_OP_TABLE, "Op types in ms per step, the largest change first", COMPARE.path, TABLE,
+          content=compare.compare_op_table, empty="no operator statistics"),
 )
-
-
-@functools.lru_cache(maxsize=None)
-def _installed() -> tuple[tuple[Panel, ...], tuple[str, ...]]:
-    """Plugin panels, each function guarded: one that raises is a PluginError naming the plugin."""
-    found, problems = plugins.load(plugins.PANELS, Panel)
-    taken = {panel.id for panel in PANELS + COMPARE_PANELS}
-    pages = {page.path for page in PAGES}
-    installed = []
-    for panel, where in found:
-        if panel.id in taken or panel.page not in pages:
-            problems += (f"plugin {where} ({plugins.PANELS}): panel {panel.id!r} "
-                         + ("has an id another panel has" if panel.id in taken else f"is on no page ({panel.page})")
-                         + "; left out",)
-            continue
-        taken.add(panel.id)
-        installed.append(replace(panel, **{name: _guarded(getattr(panel, name), where, f"panel {panel.id!r} {name}",
-                                                          said=name == "note")
-                                           for name in ("content", "text", "data", "note")
-                                           if getattr(panel, name) is not None}))
-    return tuple(installed), problems
-
-
-def _guarded(function: Callable, where: str, action: str, said: bool) -> Callable:
-    """`function`, raising a PluginError naming the plugin where it raises anything (`said`: returning that
-    line instead: a note is a sentence, so the failure can stand in its place)."""
-    @functools.wraps(function)
-    def call(*values: Any) -> Any:
-        try:
-            return function(*values)
-        except Exception as exc:  # noqa: BLE001 - a plugin's failure is said in one line, the rest still shows
-            if said:
-                return plugins.failure(where, action, exc)
-            raise PluginError(plugins.failure(where, action, exc)) from None
-    return call
 
 
 def panels() -> tuple[Panel, ...]:
     """perfkit's panels, then those of installed plugins."""
-    return PANELS + _installed()[0]
-
-
-def plugin_problems() -> tuple[str, ...]:
-    """One warning per panel plugin that could not be used."""
-    return _installed()[1]
-
-
-def summary_entries(run) -> tuple[dict[str, Any], list[str]]:
-    """({"panels": {id: data}} for the panels with a JSON form, or {} when none has one; a warning for each
-    that raised) for `perfkit summary`."""
-    entries: dict[str, Any] = {}
-    problems = list(plugin_problems())
-    for panel in panels():
-        if panel.data is not None:
-            try:
-                entries[panel.id] = panel.data(run)
-            except PluginError as exc:
-                entries[panel.id] = None
-                problems.append(exc.message)
-    return ({"panels": entries} if entries else {}), problems
+    return PANELS + installed()
 
 
 def panels_on(path: str) -> tuple[Panel, ...]:
     """The panels of one dashboard page, in order."""
     return tuple(panel for panel in panels() if panel.page == path)
-
-
-def in_report() -> tuple[Panel, ...]:
-    """The panels the HTML report may show, in order (a WITH_DATA one only where it has data)."""
-    return tuple(panel for panel in panels() if panel.report != NEVER)
-
-
-def rows(shown: tuple[Panel, ...]) -> list[tuple[Panel, ...]]:
-    """Panels grouped into the rows a page lays out: consecutive half-width panels share one."""
-    grouped: list[tuple[Panel, ...]] = []
-    for panel in shown:
-        if panel.half and grouped and grouped[-1][-1].half:
-            grouped[-1] += (panel,)
-        else:
-            grouped.append((panel,))
-    return grouped
 
 
 def panel_content(panel: Panel, subject):
@@ -253,16 +138,44 @@ def panel_content(panel: Panel, subject):
     try:
         return panel.content(subject)
     except PluginError as exc:
-        if panel.kind == FIGURE:
-            from .figures import empty_state
-            return empty_state(exc.message)
-        import pandas as pd
-        return pd.DataFrame()
+        return empty_state(exc.message) if panel.kind == FIGURE else pd.DataFrame()
 
 
 def has_content(content) -> bool:
     """A figure with data (not an `empty_state`), a table with rows, cards."""
     if type(content).__module__.startswith("plotly"):
-        from .figures import empty_message
         return empty_message(content) is None
     return bool(len(content))
+
+
+# Who shows a list of panels: they leave out a panel with nothing to show by different rules.
+DASHBOARD = "dashboard"  # a page: shows an empty state where a panel has no data, unless the panel is optional
+REPORT = "report"        # a section: no NEVER panel, and a WITH_DATA one only where it has something to show
+
+
+class Shown(NamedTuple):
+    panel: Panel
+    content: Any  # what the content function gave (a figure, a table, cards); None for a panel without one
+
+
+def shown(listed: Sequence[Panel], subject: Run | Sequence[Run], where: str) -> list[tuple[Shown, ...]]:
+    """What a dashboard page or a report section (`where`: DASHBOARD or REPORT) shows of `listed` (one run's
+    panels, or the compare panels over several runs): each panel kept with its content, in order, in the rows
+    they are laid out in (consecutive half-width panels share one)."""
+    if where not in (DASHBOARD, REPORT):
+        raise ValueError(f"panels are shown on the {DASHBOARD} or in the {REPORT}, not {where!r}")
+    kept = []
+    for panel in listed:
+        if where == REPORT and panel.report == NEVER:
+            continue
+        content = panel_content(panel, subject) if panel.kind in WITH_CONTENT else None
+        drops_empty = panel.report == WITH_DATA if where == REPORT else panel.optional
+        if content is None or not drops_empty or has_content(content):
+            kept.append(Shown(panel, content))
+    rows: list[tuple[Shown, ...]] = []
+    for item in kept:
+        if item.panel.half and rows and rows[-1][-1].panel.half:
+            rows[-1] += (item,)
+        else:
+            rows.append((item,))
+    return rows

@@ -1,4 +1,5 @@
-"""The `perfkit summary --format json` contract: every number of the summary, from the analyses and the ledger."""
+"""`summarize`: the `perfkit summary --format json` contract, every number of the summary from the analyses and
+the ledger, as a dict that knows its run (`Summary`); the one summarize (perfkit.summarize is this one)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ from ..analysis.measures import (
 )
 from ..core.causes import BOUND_PARTS
 from ..core.model import Run
-from .panels import summary_entries
+from .panel import summary_entries
+from .per_run import once_per_run
 
 
 class Summary(dict):
-    """`perfkit.summarize(run)`: the `perfkit summary --format json` dict, with the run it describes (`run`), so a
+    """`summarize(run)`: the `perfkit summary --format json` dict, with the run it describes (`run`), so a
     notebook can show it as the report does (render/notebook.py)."""
 
     def __init__(self, summary: dict[str, Any], run: Run):
@@ -71,8 +73,15 @@ def _pipelines(pipeline: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
             for rank, ops in pipeline.groupby("rank", sort=True)} if len(pipeline) else {}
 
 
-def summarize(run: Run) -> dict[str, Any]:
-    """The `perfkit summary --format json` contract (see README)."""
+def summarize(run: Run) -> Summary:
+    """The `perfkit summary --format json` contract (see README) of `run`, which also knows its run.
+    Computed once per run: each call gives a new Summary around the same numbers."""
+    return Summary(_contract(run), run)
+
+
+@once_per_run
+def _contract(run: Run) -> dict[str, Any]:
+    """The contract's dict, holding no reference to the run (once_per_run keeps it as long as the run lives)."""
     per_rank = per_rank_step_means(run.steps)
     peaks, communication = memory_peaks(run), _communication(run)
     parts = rank_parts(run).set_index("rank")

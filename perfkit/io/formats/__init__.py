@@ -37,17 +37,10 @@ DERIVATIONS: tuple[Derivation, ...] = (steps.DERIVATION, steps.OP_TYPE_STEPS, st
 
 @functools.lru_cache(maxsize=None)
 def _installed() -> tuple[tuple[Reader, ...], tuple[str, ...]]:
-    found, problems = plugins.load(plugins.READERS, Reader)
-    taken = {reader.name for reader in READERS}
-    readers = []
-    for reader, where in found:
-        if reader.name in taken:
-            problems += (f"plugin {where} ({plugins.READERS}) names its reader {reader.name!r}, a name another "
-                         "reader has; left out",)
-            continue
-        taken.add(reader.name)
-        readers.append(dataclasses.replace(reader, plugin=where))
-    return tuple(readers), problems
+    loaded = plugins.load(plugins.READERS, Reader, "reader", key=lambda reader: reader.name,
+                          taken=(reader.name for reader in READERS))
+    return (tuple(dataclasses.replace(reader, plugin=plugin) for reader, plugin in loaded.items),
+            tuple(map(str, loaded.problems)))
 
 
 def readers() -> tuple[Reader, ...]:
