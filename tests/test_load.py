@@ -149,7 +149,8 @@ def test_cli_error_is_one_line_from_a_real_process(tmp_path):
 
 
 def test_screened_drops_copied_step_rows_and_says_so():
-    from perfkit.io.formats.base import Parts, screened
+    from perfkit.io.formats.base import Parts
+    from perfkit.io.formats.screening import screened
     steps = pd.DataFrame({"step": [1, 2, 2, 3, 3], "total_ms": [5.0, 6.0, 6.0, 7.0, 9.0]})
     (parts,) = screened({4: Parts(tables={"steps": steps})}).values()
     assert parts.tables["steps"]["total_ms"].tolist() == [5.0, 6.0, 7.0, 9.0]  # the copy of step 2 is gone
@@ -162,7 +163,8 @@ def test_screened_drops_copied_op_rows_and_says_so():
     """One row per op name: a copied row would count the op twice (and its Cells failed on the repeated name)."""
     import pyarrow as pa
 
-    from perfkit.io.formats.base import Parts, screened
+    from perfkit.io.formats.base import Parts
+    from perfkit.io.formats.screening import screened
     ops = {"name": ["a", "b", "b", "c", "c"], "total_ms": [1.0, 2.0, 2.0, 3.0, 4.0]}
     for table in (pd.DataFrame(ops), pa.table(ops)):
         (parts,) = screened({0: Parts(tables={"ops": table})}).values()
@@ -175,7 +177,8 @@ def test_screened_drops_copied_op_rows_and_says_so():
 
 
 def test_screened_says_which_op_types_and_steps_have_no_time():
-    from perfkit.io.formats.base import Parts, screened
+    from perfkit.io.formats.base import Parts
+    from perfkit.io.formats.screening import screened
     op_types = pd.DataFrame({"type": ["Cast", "Conv2D"], "total_ms": [float("nan"), 2.0]})
     steps = pd.DataFrame({"step": [1, 2], "total_ms": [float("inf"), 3.0]})
     (parts,) = screened({0: Parts(tables={"op_types": op_types, "steps": steps})}).values()

@@ -397,12 +397,12 @@ def test_values_a_builtin_reader_breaks_are_found_per_piece_when_the_table_fails
     and left out with a warning naming its reader and folder, the other ranks' pieces kept."""
     import pandas as pd
 
-    from perfkit.io import loader
+    from perfkit.io.assembly import combine
     good = pd.DataFrame({"step": [1], "total_ms": [2.0]})
     bad = pd.DataFrame({"step": [1], "total_ms": [3.0], "warmup": [[1]]})
     legacy = formats.by_name("legacy")
-    steps, said = loader._combine(tmp_path, "steps", [(0, good, (tmp_path / "r0", legacy)),
-                                                     (1, bad, (tmp_path / "r1", legacy))])
+    steps, said = combine(tmp_path, "steps", [(0, good, (tmp_path / "r0", legacy)),
+                                               (1, bad, (tmp_path / "r1", legacy))])
     assert steps["rank"].tolist() == [0] and steps["total_ms"].tolist() == [2.0]
     assert len(said) == 1 and said[0][0] == "r1"
     assert said[0][1].startswith("the legacy reader: table 'steps' column 'warmup' holds values that are not boolean")

@@ -140,7 +140,7 @@ CASES = {
     "cpu_memory_record_out_of_order": (CPU_MEMORY, CPU_MEMORY_FILE, broken.reverse_rows),
     "cpu_memory_record_empty": (CPU_MEMORY, CPU_MEMORY_FILE, broken.empty),
     # issue 25: hostile JSON (every JSON file goes through perfkit/core/boundedjson.py) and numbers the model
-    # cannot hold (formats/base.screened)
+    # cannot hold (formats/screening.screened)
     "communication_json_400_digit_int": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
         p, b'"Wait Time(ms)": 5.6', b'"Wait Time(ms)": ' + b"9" * 400)),
     "communication_json_arrays_5k_deep": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
