@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..core.errors import FileFormatError, PerfkitError
+from ..core.opnames import comm_kind, op_types_of
 from ..core.units import US_PER_MS
 from ..core.version import __version__
 from . import cache
@@ -78,10 +79,11 @@ STEP_MARKER = re.compile(r"ProfilerStep#(\d+)")
 STEP_PREFIX = "ProfilerStep#"
 # Metadata events naming and ordering the lanes (Chrome trace format).
 LANE_METADATA = ("process_name", "thread_name", "process_sort_index", "thread_sort_index")
-# Categories a bar is coloured by, from its process (lane group) and name; first match wins.
+# Categories a bar is coloured by. Communication: an op whose type is a communication op's (core/opnames.comm_kind,
+# the analysis' rule: the two never disagree), or any event of a communication process (lane group: HCCL's, NCCL's,
+# a Communication group). Then, first match on its process or name wins:
+COMMUNICATION_PROCESS = re.compile(r"hccl|hcom|communication|nccl", re.I)
 CATEGORIES = (
-    ("communication", re.compile(r"hccl|hcom|communication|allreduce|allgather|reducescatter|broadcast|"
-                                 r"send|recv|receive|nccl", re.I)),
     ("data", re.compile(r"getnext|initdata|dataset|dequeue|enqueue|minddata|memcpy|hosttodevice|h2d", re.I)),
     ("host", re.compile(r"^(python|cpu op|cann|mindspore|host)|aten::|python_function|\.py\(", re.I)),
 )
@@ -631,6 +633,8 @@ def _category(process: str, lane: str, name: str, cpu_device: bool) -> str:
         return "communication" if lane.startswith("Communication") else "compute" if lane == "Computing" else "idle"
     if process == SCOPE_PROCESS:
         return "scope"
+    if comm_kind(op_types_of([name])[0]) is not None or COMMUNICATION_PROCESS.search(process):
+        return "communication"
     for category, pattern in CATEGORIES:
         if category == "host" and cpu_device and process == CPU_OPS_PROCESS:
             continue  # a CPU run's kernels: compute unless their name says communication or data
