@@ -30,10 +30,12 @@ from .parallel import map_folders
 
 # The code a cached Run is built by: a change to any of it, or to an installed plugin's (plugins.code_paths),
 # makes every entry stale. core/ holds the model and the op rules (scopes, op_work, opnames) that derive the
-# Run's cells and op_passes tables; formats/ the readers; the others find, read and assemble the folders.
+# Run's cells and op_passes tables; formats/ the readers; the others find, read and assemble the folders, and what
+# they import.
 PACKAGE = Path(__file__).resolve().parents[1]
 CODE = (PACKAGE / "core", PACKAGE / "io" / "formats",
-        *(PACKAGE / "io" / name for name in ("loader.py", "discovery.py", "cycles.py", "assembly.py", "cache.py")))
+        *(PACKAGE / "io" / name for name in ("loader.py", "discovery.py", "cycles.py", "assembly.py", "cache.py",
+                                             "parallel.py", "dask_ingest.py", "trace_json.py", "trace_text.py")))
 
 
 # ---------------------------------------------------------------- load

@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..core import plugins
 from ..core.errors import FileFormatError, PerfkitError
 from ..core.opnames import comm_kind, op_types_of
 from ..core.units import US_PER_MS
@@ -69,9 +70,13 @@ INDEX_FILE = "index.json"
 # Row groups of this many events (a step of the benchmark trace has ~10,000): a window reads the few
 # whose start times meet it, not the part.
 ROW_GROUP_ROWS = 16 * 1024
-# The code an index depends on.
+# The code an index depends on: this module, the trace parsers, how the trace files are found (discovery, the
+# profiler cycle chosen, the readers' traces and step bounds) and what all of it imports; installed plugins' code
+# too (plugins.code_paths): their readers list traces.
 PACKAGE = Path(__file__).resolve().parent
-CODE = (PACKAGE / "timeline.py", PACKAGE / "trace_json.py", PACKAGE / "trace_text.py")
+CODE = (PACKAGE.parent / "core", PACKAGE / "formats",
+        *(PACKAGE / name for name in ("timeline.py", "trace_json.py", "trace_text.py", "parallel.py", "discovery.py",
+                                      "cycles.py", "cache.py")))
 # The kept answer "where is this run's index" (cache answers: keyed by every file under the run): a warm
 # call finds its index without walking the readers' detection (which needs the reader registry).
 LOCATION_QUESTION = ("timeline-index",)
@@ -101,7 +106,6 @@ EVENT_COLUMNS = ["rank", "process", "lane", "lane_order", "pid", "tid", "ph", "n
 def trace_files(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, list[TraceFile]]:
     """The run's root and its trace files, one per rank, as its readers list them (Reader.traces). `cycle`: as
     loader.load's (several profiler runs of one rank are refused without one)."""
-    from ..core import plugins
     from .cycles import chosen_cycle, inside
     from .discovery import discover
     from .formats import readers
@@ -160,7 +164,8 @@ def index_path(root: Path, files: list[TraceFile]) -> Path:
     """Where the index of these trace files lives: in the cache, else (no cache, a faulty one, one inside the
     run) in a folder of this process's own, removed when it exits."""
     base = cache.usable_root(root) or _scratch_root()
-    digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
+    code = cache.code_digest(CODE + plugins.code_paths())
+    digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{code}\0{root}\0".encode())
     for file in files:
         steps = _fingerprint(file.step_file) if file.step_file is not None else "-"
         digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{steps}\0".encode())
@@ -210,7 +215,8 @@ def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None
     `progress(message, fraction)` is called while building. Raises PerfkitError when the run has no
     trace, a trace has no readable event, or the index cannot be written.
     """
-    location = cache.answer_entry(path, LOCATION_QUESTION + (() if cycle is None else ("cycle", str(cycle))), CODE)
+    question = LOCATION_QUESTION + (() if cycle is None else ("cycle", str(cycle)))
+    location = cache.answer_entry(path, question, CODE + plugins.code_paths())
     kept = cache.fetch_answer(location) if location is not None else None
     found = _fetch(Path(kept[0])) if kept is not None else None
     if found is not None:
