@@ -101,6 +101,19 @@ def test_multi_rank_parent_lists_ranks():
     assert [entry["rank"] for entry in summary["per_rank"]] == [0, 1]
 
 
+def test_every_walk_leaves_out_raw_data_logs_and_bytecode(tmp_path):
+    """One walker, one rule (discovery.SKIPPED): discovery and the message about what a folder holds leave out PROF_*,
+    logs and __pycache__, and see FRAMEWORK/ (the cache's keys: test_cache)."""
+    from perfkit.io.discovery import walk
+    for name in ("a/PROF_1/x.csv", "a/logs/y.txt", "a/__pycache__/z.json", "a/FRAMEWORK/w.csv", "a/b.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("1\n")
+    assert [folder.relative_to(tmp_path).as_posix() for folder, _ in walk(tmp_path, 5)] == [".", "a", "a/FRAMEWORK"]
+    with pytest.raises(LayoutError) as refused:
+        perfkit.load(tmp_path)
+    assert "found only files perfkit does not read: a/b.csv, a/FRAMEWORK/w.csv" in str(refused.value)
+
+
 def test_parent_of_several_runs_for_one_rank_is_refused():
     with pytest.raises(LayoutError, match="several runs for rank 0"):
         perfkit.load(FIXTURES / "minddata_raw/mindspore_ut")
