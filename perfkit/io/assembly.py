@@ -181,7 +181,8 @@ def _spread(run_wide: list[Entry], ranks: list[int]) -> dict[int, list[Entry]]:
         per_rank: dict[int, Parts] = {}
         for name, frame in tables.items():
             if id(frame) in rank_columns:
-                pieces = {int(rank): piece.drop(columns="rank") for rank, piece in frame.groupby(rank_columns[id(frame)])}
+                pieces = {int(rank): piece.drop(columns="rank")
+                          for rank, piece in frame.groupby(rank_columns[id(frame)])}
             else:
                 pieces = {rank: frame for rank in every}
             for rank, piece in pieces.items():
@@ -344,7 +345,8 @@ def checked(reader: Reader, folder: Path, result) -> dict[int, Parts]:
             problem = _table_problem(name, frame, rank, values=reader.plugin is not None)
             if problem is not None:
                 del parts.tables[name]
-                read = f" (read from {', '.join(os.path.basename(s) for s in parts.sources[:3])})" if parts.sources else ""
+                read = (f" (read from {', '.join(os.path.basename(s) for s in parts.sources[:3])})"
+                        if parts.sources else "")
                 problems.append(f"{reader.label} gave table {name!r} {problem}{read}")
                 parts.warnings.append(problems[-1] + "; left out")
     if problems and not any(parts.tables for parts in result.values()):

@@ -2,8 +2,9 @@
 
 **Run entries.** An entry holds one `Run`: every table as a Parquet file, its meta and warnings as JSON.
 It is keyed by the run's path, the code that builds a Run (the loader passes its files), and for every
-folder read, the reader's name and the (name, size, mtime_ns) of every file under it: touching or
-rewriting any file makes the next load a cold read. One entry per run, not per folder: a warm load of
+folder read, the reader's name and the (name, size, mtime_ns) of every file under it that the one walk sees
+(discovery.walk: not in raw CANN data or logs, which no reader reads): touching or rewriting any such file makes
+the next load a cold read. One entry per run, not per folder: a warm load of
 256 ranks reads three Parquet files instead of a thousand. This module knows Parquet, not formats:
 perfkit/io/loader.py decides what is read and how.
 

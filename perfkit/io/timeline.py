@@ -499,8 +499,8 @@ def window(run, step: int | None = None, start_ms: float | None = None, end_ms: 
     events = events.sort_by([("rank", "ascending"), ("lane_order", "ascending"), ("start_us", "ascending")])
     # Each rank's window [start, end) in µs rides along in the schema's metadata (WINDOW_KEY): the figure cuts
     # events that run past a step's edges there (a scope span reaching into the next step).
-    events = events.replace_schema_metadata({WINDOW_KEY: json.dumps({str(rank): [start, end if end != float("inf")
-                                                                     else None] for rank, (start, end) in bounds.items()})})
+    kept = {str(rank): [start, end if end != float("inf") else None] for rank, (start, end) in bounds.items()}
+    events = events.replace_schema_metadata({WINDOW_KEY: json.dumps(kept)})
     return events, [warning for rank in chosen for warning in found.ranks[rank]["warnings"]]
 
 

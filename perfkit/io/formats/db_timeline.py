@@ -157,7 +157,8 @@ def _timeline_table(database: Database, table: str, rows: list[tuple]) -> pa.Tab
     pid, process, order = TIMELINE_LANES[table]
     start_ns, dur_ns, lane, names, kinds, shapes = (_column(values) for values in zip(*rows))
     if table in ("PYTORCH_API", "CANN_API"):
-        tids, lane_format = pc.cast(pc.bit_wise_and(pc.fill_null(lane, 0), (1 << TID_BITS) - 1), pa.string()), "Thread {}"
+        tids = pc.cast(pc.bit_wise_and(pc.fill_null(lane, 0), (1 << TID_BITS) - 1), pa.string())
+        lane_format = "Thread {}"
     elif table == "COMMUNICATION_OP":
         tids, lane_format = pc.fill_null(database.string_column(lane), "communication"), "{}"
     else:

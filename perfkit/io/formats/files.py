@@ -146,7 +146,8 @@ def csv_header(path: Path) -> list[str]:
     try:
         line = first.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise FileFormatError(f"is not UTF-8 text (byte 0x{first[exc.start]:02x} at offset {exc.start})", path) from None
+        raise FileFormatError(f"is not UTF-8 text (byte 0x{first[exc.start]:02x} at offset {exc.start})",
+                              path) from None
     try:
         return next(csv.reader([line.rstrip("\r\n")]))
     except csv.Error as exc:  # e.g. a header line over csv's 128 KiB field limit: not a profiler CSV
