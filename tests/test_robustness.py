@@ -584,7 +584,7 @@ def test_hostile_trace_is_indexed_with_a_warning(case, tmp_path, monkeypatch):
 
 
 def test_huge_database_strings_are_cut_for_the_timeline(tmp_path, monkeypatch):
-    from perfkit.io.formats.db import MAX_STRING
+    from perfkit.io.formats.db_files import MAX_STRING
     monkeypatch.delenv("PERFKIT_NO_CACHE")
     run = broken.copy_run(FIXTURE_RUNS[DB], tmp_path / "run")
     _huge_strings(run / f"{NEW_OUT}/ascend_pytorch_profiler_0.db")
