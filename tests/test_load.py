@@ -103,7 +103,8 @@ def test_multi_rank_parent_lists_ranks():
 
 def test_every_walk_leaves_out_raw_data_logs_and_bytecode(tmp_path):
     """One walker, one rule (discovery.SKIPPED): discovery and the message about what a folder holds leave out PROF_*,
-    logs and __pycache__, and see FRAMEWORK/ (the cache's keys: test_cache)."""
+    logs and __pycache__, and see FRAMEWORK/ (the cache's keys: test_cache); discovery lists FRAMEWORK/ for the
+    readers' detect and offers them no FRAMEWORK/ folder of its own."""
     from perfkit.io.discovery import walk
     for name in ("a/PROF_1/x.csv", "a/logs/y.txt", "a/__pycache__/z.json", "a/FRAMEWORK/w.csv", "a/b.csv"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

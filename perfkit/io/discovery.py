@@ -3,7 +3,8 @@ folder under a run's path.
 
 Layouts are detected, never configured: the user may point at a legacy flat folder, the `profiler/` folder or its
 parent, a `*_ascend_ms` folder, its `ASCEND_PROFILER_OUTPUT/`, a `perfkit profile` output, or a parent holding one
-folder per rank. Every folder under the path is offered to every reader; the folders a reader claims are its jobs.
+folder per rank. Every folder under the path (but FRAMEWORK/, the raw files of the folder above it) is offered to
+every reader; the folders a reader claims are its jobs.
 
 `walk` is the only walk over a folder tree in perfkit/io: discovery, the cache's keys (perfkit/io/cache.py), the
 messages about what a folder holds and the raw-data hints all go through it, so all leave out the same folders
@@ -38,6 +39,11 @@ SKIPPED = ("PROF_", "logs", "__pycache__")
 MAX_DEPTH = 5
 # Folders that are a part of the profiler folder above them: a path naming one means that folder.
 PARTS_OF_A_RUN_FOLDER = ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK")
+# The framework's raw files, which the readers read from the profiler folder above (CPU ops, host memory): walked
+# (its files key the cache) and listed for the readers' detect, but never offered to them as a folder of its own,
+# which on every rank of a 4,096-rank run costs a tenth of a second. ASCEND_PROFILER_OUTPUT is offered: the dataset
+# reader may find its files there.
+FRAMEWORK = "FRAMEWORK"
 
 Job = tuple["Reader", Path]
 Warning = tuple[str, str]  # (where under the run's root, "." for the root itself; what)
@@ -82,6 +88,10 @@ def has_match(folder: Path, patterns: Iterable[str]) -> bool:
     kept = _LISTINGS.get()
     place = os.fspath(folder)  # a str key: hashing a Path rebuilds its parts, tens of thousands of times here
     names = kept.get(place) if kept is not None else None
+    if names is None and kept is not None:  # a name the walk did not find in its folder: nothing to list there
+        parent, _, name = place.rpartition(os.sep)
+        if name not in kept.get(parent, (name,)):
+            names = kept[place] = frozenset()
     if names is None:
         try:
             with os.scandir(place) as listing:
@@ -140,6 +150,8 @@ def discover(path: str | os.PathLike, readers: Sequence[Reader]) -> tuple[Path, 
     with listings_kept():
         for folder, entries in walk(root, MAX_DEPTH):
             _keep_listing(folder, entries)
+            if folder.name == FRAMEWORK:
+                continue
             for reader in readers:
                 try:
                     if reader.detect(folder):
