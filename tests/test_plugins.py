@@ -498,3 +498,16 @@ def test_a_plugin_readers_trace_is_drawn_on_the_timeline_page(tmp_path, monkeypa
     assert figure["layout"]["title"]["text"].startswith("step 2 · ")
     assert {name for names in drawn.values() for name in names} >= set(TRACED_OPS)
     assert "tpu/AllReduce-op2" in drawn["communication"] and "tpu/Conv2D-op1" in drawn["compute"]
+
+
+def test_a_plugin_reader_whose_traces_raise_is_one_line_naming_it(tmp_path, monkeypatch):
+    run = traced_run(tmp_path, monkeypatch)
+    layout = tmp_path / "site" / "perfkit_test_tracer" / "layout.py"
+    layout.write_text(layout.read_text().replace('    return [TraceFile(3, folder / "timeline.json", folder)]',
+                                                 '    raise KeyError("rank")'))
+    forget_plugins()
+    sys.modules.pop("perfkit_test_tracer.layout", None)
+    result = CliRunner().invoke(main, ["trace", str(run), "--step", "2", "-o", str(tmp_path / "out.json")])
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and "Traceback" not in result.output
+    assert result.output.startswith(f"perfkit: error: {run}: plugin tracer = perfkit_test_tracer.layout:READER: "
+                                    "listing its traces raised KeyError")

@@ -122,8 +122,9 @@ def trace_files(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, lis
             raise FileFormatError(plugins.failure(reader.plugin, "listing its traces", exc), folder) from None
     runs: dict[int, list[Path]] = {}  # a unit reader's folders holding a rank's trace: each a run of it (cycles.py)
     for reader, folder, files in listed:
-        for file in files if reader.unit else ():
-            runs.setdefault(file.rank, []).append(folder)
+        if reader.unit:
+            for file in files:
+                runs.setdefault(file.rank, []).append(folder)
     left_out = chosen_cycle(root, runs, cycle)[0]  # schedule cycles or dynamic-profiler windows: the user picks one
     found: dict[int, TraceFile] = {}
     for _, folder, files in listed:
