@@ -356,7 +356,7 @@ def checked(reader: Reader, folder: Path, result) -> dict[int, Parts]:
 
 def _table_problem(name: str, frame, rank: int, values: bool) -> str | None:
     """What makes a reader's table unusable, or None. Its values are checked here only for a plugin's reader
-    (`values`): perfkit's own readers' tables are coerced once per table over all ranks, in _combine, which
+    (`values`): perfkit's own readers' tables are coerced once per table over all ranks, in combine, which
     with hundreds of ranks costs a fraction of a coercion per rank; a plugin's broken table must be left out
     before it takes precedence over another source's."""
     if frame is None:
