@@ -281,15 +281,25 @@ def test_every_layout_module_declares_one_reader_in_the_registry():
         assert reader.provides and reader.provides <= SCHEMA.keys() | set(INTERMEDIATE_TABLES), reader
 
 
+# The loader and what it is made of: discovery, the choice of a profiler cycle, assembling the Run.
+LOADING = ("loader.py", "discovery.py", "cycles.py", "assembly.py")
+
+
 def test_the_loader_names_no_layout_and_no_reader_table():
-    """A new layout is one module and one registry line: the loader knows readers only through the protocol."""
-    path = PACKAGE / "io" / "loader.py"
+    """A new layout is one module and one registry line: the loader knows readers only through the protocol (the
+    registry, base.Reader and the readers' shared helpers), never a layout module or a layout's name."""
     modules = set(package_files())
-    assert {m for m in imported_modules(path, modules) if m.startswith("perfkit.io.formats.")} == {"perfkit.io.formats.base"}
-    strings = {node.value for node in ast.walk(ast.parse(path.read_text()))
-               if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-    named = strings & ({reader.name for reader in formats.READERS} | set(INTERMEDIATE_TABLES))
-    assert not named, f"the loader names {sorted(named)}"
+    layout_modules = {module_name(path) for path in (PACKAGE / "io" / "formats").glob("*.py")
+                      if isinstance(getattr(importlib.import_module(module_name(path)), "READER", None), Reader)}
+    assert "perfkit.io.formats.db" in layout_modules
+    for name in LOADING:
+        path = PACKAGE / "io" / name
+        imported_layouts = set(imported_modules(path, modules)) & layout_modules
+        assert not imported_layouts, f"{name} imports {sorted(imported_layouts)}"
+        strings = {node.value for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+        named = strings & ({reader.name for reader in formats.READERS} | set(INTERMEDIATE_TABLES))
+        assert not named, f"{name} names {sorted(named)}"
 
 
 def run_perfkit(*args: str, cache: Path) -> subprocess.CompletedProcess:

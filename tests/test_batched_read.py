@@ -1,5 +1,5 @@
 """Many ranks read as one: the readers a cluster runs once per rank (ascend_ms, memory, communication) give Arrow
-tables, and the loader makes one DataFrame per table for the whole run (loader._concatenated). The Run must be
+tables, and the loader makes one DataFrame per table for the whole run (assembly's _concatenated). The Run must be
 the one the per-rank path makes, where each rank's tables are DataFrames concatenated by pandas: the path every
 pandas reader (and a plugin's) still takes."""
 
@@ -15,7 +15,11 @@ import pytest
 from conftest import FIXTURE_RUNS, REPO
 
 from perfkit.io import loader
-from perfkit.io.formats.base import Parts, as_pandas, is_arrow
+from perfkit.io.assembly import assemble
+from perfkit.io.discovery import discover
+from perfkit.io.formats import readers
+from perfkit.io.formats.base import Parts
+from perfkit.io.formats.tables import as_pandas, is_arrow
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
@@ -58,7 +62,7 @@ def per_rank(results: list) -> list:
 
 
 def read(run: Path):
-    root, jobs = loader.discover(run)
+    root, jobs, _ = discover(run, readers())
     return root, jobs, [loader._read_folder(reader.name, str(folder)) for reader, folder in jobs]
 
 
@@ -75,8 +79,8 @@ def test_the_run_made_once_per_table_is_the_run_made_rank_by_rank(tmp_path):
     assert readers == {"ascend_ms", "memory", "communication"}
     # the cluster's readers give Arrow: no DataFrame is built per rank
     assert all(is_arrow(table) for result in results for parts in result.values() for table in parts.tables.values())
-    batched = loader.assemble(root, jobs, results)
-    assert_same_run(loader.assemble(root, jobs, per_rank(results)), batched)
+    batched = assemble(root, jobs, results)
+    assert_same_run(assemble(root, jobs, per_rank(results)), batched)
     assert batched.ranks == list(range(RANKS))
     assert set(batched.memory["rank"]) == set(range(RANKS)) - {4}
     # the columns the ranks' pieces differ in: unknown where a rank's file does not tell, as pandas' concat makes them
@@ -90,7 +94,7 @@ def test_the_numbers_are_the_files_numbers(tmp_path):
     """Independently of perfkit: each rank's step totals and op-type times from its raw files (csv module)."""
     run = generated_run(tmp_path)
     root, jobs, results = read(run)
-    batched = loader.assemble(root, jobs, results)
+    batched = assemble(root, jobs, results)
     for rank in range(RANKS):
         output = run / f"rank{rank}_ascend_pt" / OUTPUT
         with (output / "step_trace_time.csv").open(newline="") as handle:
@@ -113,14 +117,14 @@ def test_a_run_mixing_arrow_and_pandas_pieces_is_the_same(tmp_path):
     pieces are concatenated by pandas, and the Run is the same."""
     root, jobs, results = read(generated_run(tmp_path))
     mixed = [per_rank([result])[0] if index % 2 else result for index, result in enumerate(results)]
-    assert_same_run(loader.assemble(root, jobs, results), loader.assemble(root, jobs, mixed))
+    assert_same_run(assemble(root, jobs, results), assemble(root, jobs, mixed))
 
 
 def test_a_fixture_run_is_the_same_either_way():
     """The real two-rank msinsight run (kernel types with hcom collectives, communication matrix, memory)."""
     root, jobs, results = read(FIXTURE_RUNS["new_level1"])
     assert {reader.name for reader, _ in jobs} >= {"ascend_ms", "memory", "communication"}
-    assert_same_run(loader.assemble(root, jobs, per_rank(results)), loader.assemble(root, jobs, results))
+    assert_same_run(assemble(root, jobs, per_rank(results)), assemble(root, jobs, results))
 
 
 def test_a_kernel_file_above_arrows_block_is_read_as_one_chunk(tmp_path):
@@ -131,7 +135,7 @@ def test_a_kernel_file_above_arrows_block_is_read_as_one_chunk(tmp_path):
     import pyarrow.csv as pacsv
 
     from perfkit.io.formats import ascend_ms
-    from perfkit.io.formats.base import read_csv_table
+    from perfkit.io.formats.files import read_csv_table
 
     run = tmp_path / "run"
     generate.generate_cluster(run, ranks=1, steps=20, slow_ranks=())

@@ -185,6 +185,49 @@ def test_touched_file_means_a_cold_read(tmp_path, cache_dir, reads):
     assert reads, "a touched file did not make the next load read the folder again"
 
 
+def test_a_file_a_reader_reads_under_framework_makes_the_run_stale_raw_data_and_logs_do_not(tmp_path, cache_dir,
+                                                                                              reads):
+    """The cache keys a run by the files under its folders as the one walk (discovery.walk) sees them: the CPU
+    reader's FRAMEWORK/ files count; raw CANN data (PROF_*) and the profiler's logs, which no reader reads, do not
+    (discovery.SKIPPED). Kept answers are keyed the same way."""
+    run = copy_run(FIXTURE_RUNS["cpu_2_10"], tmp_path / "run")
+    unit = next(run.glob("*_ascend_ms"))
+    question = ("summary",)
+    first = summary_json(run)
+    answer = cache.answer_entry(run, question, ())
+    for skipped in (unit / "PROF_000001_20261122103128064_ABC" / "device_0" / "data" / "raw.data",
+                    unit / "logs" / "profiler.log"):
+        skipped.parent.mkdir(parents=True, exist_ok=True)
+        skipped.write_text("new")
+    reads.clear()
+    assert summary_json(run) == first and reads == []
+    assert cache.answer_entry(run, question, ()) == answer
+    types = unit / "FRAMEWORK" / "cpu_op_type_info_0.csv"
+    os.utime(types, ns=(types.stat().st_atime_ns, types.stat().st_mtime_ns + 1_000_000))
+    assert summary_json(run) == first and ("cpu", unit) in reads
+    assert cache.answer_entry(run, question, ()) != answer
+
+
+@pytest.mark.parametrize("module", ["perfkit.io.loader", "perfkit.io.timeline"])
+def test_cached_runs_and_timeline_indexes_are_keyed_by_all_the_code_that_builds_them(module):
+    """Every module the loader (the timeline index) imports, directly or through others, is among the code its cache
+    entries are keyed by (CODE): a change to any of them makes the entries stale."""
+    import importlib
+
+    from test_architecture import import_graph, package_files
+    graph, files = import_graph(), package_files()
+    reached, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo += list(graph[name])
+    code = importlib.import_module(module).CODE
+    uncovered = sorted(name for name in reached if not any(path == files[name] or path in files[name].parents
+                                                           for path in code))
+    assert "perfkit.io.formats.db_timeline" in reached and uncovered == []
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "missing", "entry_json"])
 def test_broken_entry_falls_back_to_a_cold_read(damage, cache_dir, reads):
     run = FIXTURE_RUNS["new_level1"]

@@ -18,7 +18,7 @@ from perfkit.analysis import cells as cells_module
 from perfkit.core import scopes
 from perfkit.core.model import Meta, Run
 from perfkit.core.op_work import op_flops
-from perfkit.io.loader import op_pass_ms
+from perfkit.io.assembly import op_pass_ms
 
 SAMPLE = REPO / "sample_runs" / "cpu_default"
 SAME_RANKS = 5  # ranks 0-4 hold the sample's rows in its order

@@ -12,7 +12,7 @@ from conftest import FIXTURE_RUNS
 import perfkit
 from perfkit.analysis.measures import communication_by_rank, link_bandwidth
 from perfkit.io.formats import communication as reader
-from perfkit.io.formats.base import as_pandas
+from perfkit.io.formats.tables import as_pandas
 from perfkit.views.summary import summarize
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"

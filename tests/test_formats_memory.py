@@ -14,7 +14,8 @@ from conftest import FIXTURE_RUNS, REPO
 import perfkit
 from perfkit.analysis.measures import FRAMEWORK_COMPONENTS, framework_memory, memory_peaks
 from perfkit.io.formats import memory as memory_reader
-from perfkit.io.formats.base import as_pandas, read_csv_table
+from perfkit.io.formats.files import read_csv_table
+from perfkit.io.formats.tables import as_pandas
 from perfkit.views.summary import summarize
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"

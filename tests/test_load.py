@@ -101,6 +101,20 @@ def test_multi_rank_parent_lists_ranks():
     assert [entry["rank"] for entry in summary["per_rank"]] == [0, 1]
 
 
+def test_every_walk_leaves_out_raw_data_logs_and_bytecode(tmp_path):
+    """One walker, one rule (discovery.SKIPPED): discovery and the message about what a folder holds leave out PROF_*,
+    logs and __pycache__, and see FRAMEWORK/ (the cache's keys: test_cache); discovery lists FRAMEWORK/ for the
+    readers' detect and offers them no FRAMEWORK/ folder of its own."""
+    from perfkit.io.discovery import walk
+    for name in ("a/PROF_1/x.csv", "a/logs/y.txt", "a/__pycache__/z.json", "a/FRAMEWORK/w.csv", "a/b.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("1\n")
+    assert [folder.relative_to(tmp_path).as_posix() for folder, _ in walk(tmp_path, 5)] == [".", "a", "a/FRAMEWORK"]
+    with pytest.raises(LayoutError) as refused:
+        perfkit.load(tmp_path)
+    assert "found only files perfkit does not read: a/b.csv, a/FRAMEWORK/w.csv" in str(refused.value)
+
+
 def test_parent_of_several_runs_for_one_rank_is_refused():
     with pytest.raises(LayoutError, match="several runs for rank 0"):
         perfkit.load(FIXTURES / "minddata_raw/mindspore_ut")
@@ -149,7 +163,8 @@ def test_cli_error_is_one_line_from_a_real_process(tmp_path):
 
 
 def test_screened_drops_copied_step_rows_and_says_so():
-    from perfkit.io.formats.base import Parts, screened
+    from perfkit.io.formats.base import Parts
+    from perfkit.io.formats.screening import screened
     steps = pd.DataFrame({"step": [1, 2, 2, 3, 3], "total_ms": [5.0, 6.0, 6.0, 7.0, 9.0]})
     (parts,) = screened({4: Parts(tables={"steps": steps})}).values()
     assert parts.tables["steps"]["total_ms"].tolist() == [5.0, 6.0, 7.0, 9.0]  # the copy of step 2 is gone
@@ -162,7 +177,8 @@ def test_screened_drops_copied_op_rows_and_says_so():
     """One row per op name: a copied row would count the op twice (and its Cells failed on the repeated name)."""
     import pyarrow as pa
 
-    from perfkit.io.formats.base import Parts, screened
+    from perfkit.io.formats.base import Parts
+    from perfkit.io.formats.screening import screened
     ops = {"name": ["a", "b", "b", "c", "c"], "total_ms": [1.0, 2.0, 2.0, 3.0, 4.0]}
     for table in (pd.DataFrame(ops), pa.table(ops)):
         (parts,) = screened({0: Parts(tables={"ops": table})}).values()
@@ -175,7 +191,8 @@ def test_screened_drops_copied_op_rows_and_says_so():
 
 
 def test_screened_says_which_op_types_and_steps_have_no_time():
-    from perfkit.io.formats.base import Parts, screened
+    from perfkit.io.formats.base import Parts
+    from perfkit.io.formats.screening import screened
     op_types = pd.DataFrame({"type": ["Cast", "Conv2D"], "total_ms": [float("nan"), 2.0]})
     steps = pd.DataFrame({"step": [1, 2], "total_ms": [float("inf"), 3.0]})
     (parts,) = screened({0: Parts(tables={"op_types": op_types, "steps": steps})}).values()

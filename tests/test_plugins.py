@@ -13,6 +13,7 @@ import json
 import shutil
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -440,12 +441,116 @@ def test_values_a_builtin_reader_breaks_are_found_per_piece_when_the_table_fails
     and left out with a warning naming its reader and folder, the other ranks' pieces kept."""
     import pandas as pd
 
-    from perfkit.io import loader
+    from perfkit.io.assembly import combine
     good = pd.DataFrame({"step": [1], "total_ms": [2.0]})
     bad = pd.DataFrame({"step": [1], "total_ms": [3.0], "warmup": [[1]]})
     legacy = formats.by_name("legacy")
-    steps, said = loader._combine(tmp_path, "steps", [(0, good, (tmp_path / "r0", legacy)),
-                                                     (1, bad, (tmp_path / "r1", legacy))])
+    steps, said = combine(tmp_path, "steps", [(0, good, (tmp_path / "r0", legacy)),
+                                               (1, bad, (tmp_path / "r1", legacy))])
     assert steps["rank"].tolist() == [0] and steps["total_ms"].tolist() == [2.0]
     assert len(said) == 1 and said[0][0] == "r1"
     assert said[0][1].startswith("the legacy reader: table 'steps' column 'warmup' holds values that are not boolean")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A reader that declares its traces: its timeline in `perfkit trace` and on the dashboard's Timeline page
+
+TRACING_READER = '''
+import json
+from pathlib import Path
+import pandas as pd
+from perfkit.io.formats.base import Parts, Reader, TraceFile
+
+def detect(folder: Path) -> bool:
+    return (folder / "tracer.json").is_file()
+
+def read(folder: Path) -> dict:
+    steps = pd.DataFrame(json.loads((folder / "tracer.json").read_text()))
+    return {3: Parts(tables={"steps": steps}, meta={"device": "TPU"}, sources=[str(folder / "tracer.json")])}
+
+def traces(folder: Path) -> list:
+    return [TraceFile(3, folder / "timeline.json", folder)]
+
+READER = Reader(name="tracer", provides=frozenset({"steps"}), detect=detect, read=read, traces=traces,
+                looks_for="tracer.json")
+'''
+TRACED_OPS = ("tpu/Conv2D-op1", "tpu/AllReduce-op2")
+
+
+def traced_run(tmp_path: Path, monkeypatch) -> Path:
+    """A folder only the tracer plugin reads: two steps, and its Chrome trace of them (ProfilerStep#N markers)."""
+    install(tmp_path / "site", monkeypatch, "perfkit_test_tracer", {"layout.py": TRACING_READER},
+            {plugins.READERS: {"tracer": "perfkit_test_tracer.layout:READER"}})
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "tracer.json").write_text(json.dumps({"step": [1, 2], "total_ms": [0.1, 0.1]}))
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "TPU cores"}},
+              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 5, "args": {"name": "core 5"}}]
+    for step in (1, 2):
+        start = 1000.0 * step
+        events.append({"ph": "X", "name": f"ProfilerStep#{step}", "pid": 2, "tid": 1, "ts": start, "dur": 100.0})
+        events += [{"ph": "X", "name": name, "pid": 1, "tid": 5, "ts": start + 10 + 40 * number, "dur": 30.0}
+                   for number, name in enumerate(TRACED_OPS)]
+    (run / "timeline.json").write_text(json.dumps(events))
+    return run
+
+
+def test_a_plugin_readers_trace_is_cut_by_perfkit_trace(tmp_path, monkeypatch):
+    run = traced_run(tmp_path, monkeypatch)
+    out = tmp_path / "step2.json"
+    result = CliRunner().invoke(main, ["trace", str(run), "--step", "2", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith(f"wrote {out}: 3 events\n")  # the step's marker and its two ops
+    exported = [event for event in json.loads(out.read_text()) if event["ph"] == "X"]
+    assert sorted((event["name"], event["ts"]) for event in exported) == [
+        ("ProfilerStep#2", 2000.0), ("tpu/AllReduce-op2", 2050.0), ("tpu/Conv2D-op1", 2010.0)]
+    processes = {event["args"]["name"] for event in json.loads(out.read_text()) if event["name"] == "process_name"}
+    assert "rank 3: TPU cores" in processes
+
+
+def test_a_plugin_readers_trace_is_drawn_on_the_timeline_page(tmp_path, monkeypatch):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from dash_load import callback_body
+
+    from perfkit.dashboards import create_app
+    run = traced_run(tmp_path, monkeypatch)
+    client = create_app([perfkit.load(run)]).server.test_client()
+    dependencies = {d["output"]: d for d in client.get("/_dash-dependencies").get_json()}
+    poll = next(d for output, d in dependencies.items() if "timeline-status.children" in output)
+    draw = dependencies["timeline-body.children"]
+
+    def call(dependency, values, changed):
+        reply = client.post("/_dash-update-component", data=callback_body(dependency, values, changed),
+                            content_type="application/json")
+        assert reply.status_code == 200, reply.data
+        return reply.get_json()["response"]
+
+    for _ in range(200):  # the index is built in a thread; the page polls until it is there
+        state = call(poll, {"timeline-poll.n_intervals": 1, "url.search": "?run=0&step=2"},
+                     ["timeline-poll.n_intervals"])
+        if state["timeline-poll"]["disabled"]:
+            break
+        time.sleep(0.05)
+    assert state["timeline-status"]["children"] == ""  # no error, no warning
+    assert state["timeline-step"] == {"options": [{"label": "1", "value": 1}, {"label": "2", "value": 2}], "value": 2}
+    assert state["timeline-ranks"]["value"] == [3]
+    body = call(draw, {"timeline-step.value": 2, "timeline-ranks.value": [3], "url.search": "?run=0&step=2"},
+                ["timeline-step.value"])
+    figure = body["timeline-body"]["children"]["props"]["figure"]
+    drawn = {trace["name"]: [row[0] for row in trace["customdata"]] for trace in figure["data"]}
+    assert figure["layout"]["title"]["text"].startswith("step 2 · ")
+    assert {name for names in drawn.values() for name in names} >= set(TRACED_OPS)
+    assert "tpu/AllReduce-op2" in drawn["communication"] and "tpu/Conv2D-op1" in drawn["compute"]
+
+
+def test_a_plugin_reader_whose_traces_raise_is_one_line_naming_it(tmp_path, monkeypatch):
+    run = traced_run(tmp_path, monkeypatch)
+    layout = tmp_path / "site" / "perfkit_test_tracer" / "layout.py"
+    layout.write_text(layout.read_text().replace('    return [TraceFile(3, folder / "timeline.json", folder)]',
+                                                 '    raise KeyError("rank")'))
+    forget_plugins()
+    sys.modules.pop("perfkit_test_tracer.layout", None)
+    result = CliRunner().invoke(main, ["trace", str(run), "--step", "2", "-o", str(tmp_path / "out.json")])
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and "Traceback" not in result.output
+    assert result.output.startswith(f"perfkit: error: {run}: plugin tracer = perfkit_test_tracer.layout:READER: "
+                                    "listing its traces raised KeyError")

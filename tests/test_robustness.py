@@ -140,7 +140,7 @@ CASES = {
     "cpu_memory_record_out_of_order": (CPU_MEMORY, CPU_MEMORY_FILE, broken.reverse_rows),
     "cpu_memory_record_empty": (CPU_MEMORY, CPU_MEMORY_FILE, broken.empty),
     # issue 25: hostile JSON (every JSON file goes through perfkit/core/boundedjson.py) and numbers the model
-    # cannot hold (formats/base.screened)
+    # cannot hold (formats/screening.screened)
     "communication_json_400_digit_int": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
         p, b'"Wait Time(ms)": 5.6', b'"Wait Time(ms)": ' + b"9" * 400)),
     "communication_json_arrays_5k_deep": (NEW, f"{NEW_OUT}/communication.json", lambda p: broken.replace_bytes(
@@ -584,7 +584,7 @@ def test_hostile_trace_is_indexed_with_a_warning(case, tmp_path, monkeypatch):
 
 
 def test_huge_database_strings_are_cut_for_the_timeline(tmp_path, monkeypatch):
-    from perfkit.io.formats.db import MAX_STRING
+    from perfkit.io.formats.db_files import MAX_STRING
     monkeypatch.delenv("PERFKIT_NO_CACHE")
     run = broken.copy_run(FIXTURE_RUNS[DB], tmp_path / "run")
     _huge_strings(run / f"{NEW_OUT}/ascend_pytorch_profiler_0.db")

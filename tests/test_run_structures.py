@@ -122,6 +122,26 @@ def test_trace_exports_the_chosen_cycle(run, tmp_path, cache_dir):
     assert len(events) and events["start_us"].min() >= low - 1 and events["start_us"].max() <= high + 1
 
 
+def test_findings_link_to_their_ops_on_the_timeline_of_the_chosen_cycle(cache_dir):
+    """A finding's link to its ops on the Timeline page (views.numbers.timeline_links) is looked up on the loaded run,
+    of the cycle it was loaded with: under --cycle N the link is there and opens that cycle's trace, the one in the
+    run's own folder (meta.rank_folders), where the step it names holds the finding's ops."""
+    from perfkit.io.timeline import run_trace_files, timeline
+    from perfkit.views.numbers import findings, op_target, timeline_links
+    for number in (1, 2):
+        run = perfkit.load(REPEAT2, cycle=number)
+        files = run_trace_files(run)
+        assert [(file.rank, file.folder) for file in files] == [(0, REPEAT2 / CYCLES[REPEAT2][number - 1])]
+        assert files[0].folder == REPEAT2 / run.meta.rank_folders["0"]
+        linked = [(finding, link) for finding, link in zip(findings(run).items, timeline_links(run)) if link]
+        assert [finding.rule for finding, _ in linked] == ["compute_bound"]
+        finding, link = linked[0]
+        events = timeline(run, step=int(link.query["step"]))
+        low, high = _trace_ts_range(files[0].folder)
+        assert events["start_us"].min() >= low - 1 and events["start_us"].max() <= high + 1
+        assert op_target(run, link.query["op"]).matches(events).sum() > 0
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_takes_cycle_and_names_the_runs_when_out_of_range(command, tmp_path, cache_dir):
     result = CliRunner().invoke(main, COMMANDS[command](REPEAT2, tmp_path) + ["--cycle", "3"])

@@ -21,6 +21,7 @@ from test_architecture import imported, run_perfkit
 import perfkit
 from perfkit.apps.cli import main
 from perfkit.core.errors import FileFormatError, PerfkitError
+from perfkit.core.opnames import comm_kind, op_types_of
 from perfkit.io import timeline as tl
 from perfkit.io import trace_json
 from perfkit.views.figures import timeline
@@ -532,6 +533,30 @@ def test_cpu_run_lanes_are_coloured_by_what_runs_on_them(run):
     assert colours["compute"] == timeline.TIMELINE_COLORS["compute"]
     assert colours["scope"] == timeline.TIMELINE_COLORS["scope"] != colours["compute"]
     assert "host" not in colours
+
+
+# Real traces of every kind, and whether the ops on their op lanes include communication ops.
+COMMUNICATING = {"new_level1": (FIXTURE_RUNS["new_level1"], True),
+                 "new_db_level1": (FIXTURE_RUNS["new_db_level1"], True),
+                 "cpu_ranks2": (CPU_RANKS2, True), "cpu_2_10": (FIXTURE_RUNS["cpu_2_10"], False),
+                 "legacy_run_2": (FIXTURE_RUNS["legacy_run_2"], False),
+                 "cpu_pynative_text": (Path(__file__).resolve().parent / "runs/cpu_2_10_pynative", False)}
+
+
+@pytest.mark.parametrize("run", sorted(COMMUNICATING))
+def test_an_op_is_communication_on_the_timeline_exactly_when_the_analysis_counts_it_so(run):
+    """The timeline colours an op as communication where the analysis counts it as communication (core/opnames.comm_kind
+    of its type): never a Python call that sends bytes on a socket, nor BroadcastTo. Lanes that say what they hold are
+    theirs: a communication process's events (HCCL's), Overlap Analysis, the cell scopes."""
+    folder, communicates = COMMUNICATING[run]
+    events = tl.timeline(folder, start_ms=0)
+    by_lane = (events["process"].isin(["Overlap Analysis", tl.SCOPE_PROCESS])
+               | events["process"].str.contains(tl.COMMUNICATION_PROCESS))
+    ops = events[~by_lane].drop_duplicates(["name", "category"])
+    counted = ops["name"].map(lambda name: comm_kind(op_types_of([name])[0]) is not None)
+    shown = ops["category"] == "communication"
+    assert ops[shown != counted][["process", "name", "category"]].values.tolist() == []
+    assert counted.any() == communicates and (~counted).any()
 
 
 def test_scope_spans_are_cut_at_their_steps_edges_with_their_whole_length_on_hover():

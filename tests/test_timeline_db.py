@@ -125,3 +125,15 @@ def test_the_page_draws_every_lane_of_a_database_step():
     lanes = events[events["ph"] == "X"].drop_duplicates(["process", "lane"])
     assert set(lanes["process"]) == {"Python", "CANN", "Ascend Hardware", "HCCL"}
     assert all(any(f"{row.process} · {row.lane}" in label for label in drawn) for row in lanes.itertuples())
+
+
+def test_a_cycle_the_run_does_not_have_is_refused_by_the_timeline_as_by_load(tmp_path):
+    """Each rank of the export is one profiler run: `--cycle 2` is refused by `perfkit trace` with the line `perfkit
+    summary` gives (cycles.chosen_cycle), and `--cycle 1` is the run itself."""
+    out = tmp_path / "step.json"
+    said = {command: CliRunner().invoke(main, [command, str(RUN), "--cycle", "2", *extra])
+            for command, extra in (("trace", ["--step", "50", "-o", str(out)]), ("summary", []))}
+    assert [result.exit_code for result in said.values()] == [2, 2] and not out.exists()
+    assert said["trace"].output == said["summary"].output
+    assert "has no profiler run 2 for rank 0 (--cycle)" in said["trace"].output
+    assert CliRunner().invoke(main, ["trace", str(RUN), "--cycle", "1", "--step", "50", "-o", str(out)]).exit_code == 0

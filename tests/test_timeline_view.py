@@ -121,7 +121,7 @@ def kernel_names(op_type: str) -> set[str]:
     names = set()
     for rank in (0, 1):
         table = FIXTURE_RUNS["new_level1"] / f"rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
-        # HCCL writes `hcom_allReduce_`: the type is read without the separator (formats.base.trim_type_separator)
+        # HCCL writes `hcom_allReduce_`: the type is read without the separator (core.opnames.trim_type_separator)
         names |= {row["Name"] for row in csv.DictReader(open(table)) if row["Type"].rstrip("_") == op_type}
     return names
 

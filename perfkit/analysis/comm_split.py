@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.model import Run, kept_on_run
-from ..io.formats.base import op_types_of
+from ..core.opnames import op_types_of
 
 ESTIMATE = "estimate: "  # how a ledger source marks an estimated split
 ARRIVAL = "arrival"

@@ -1,2 +1,3 @@
-"""The io layer: finding a run's folders, the reader of each on-disk layout (io/formats), assembling a Run, the
-cache, parallel and Dask reading, and the trace index behind the timeline. Imports only perfkit.core."""
+"""The io layer: finding a run's folders (discovery), the reader of each on-disk layout (io/formats), the choice
+among profiler cycles (cycles), assembling a Run (assembly) and loading it (loader), the cache, parallel and Dask
+reading, and the trace index behind the timeline (timeline, trace_json, trace_text). Imports only perfkit.core."""

@@ -2,8 +2,9 @@
 
 **Run entries.** An entry holds one `Run`: every table as a Parquet file, its meta and warnings as JSON.
 It is keyed by the run's path, the code that builds a Run (the loader passes its files), and for every
-folder read, the reader's name and the (name, size, mtime_ns) of every file under it: touching or
-rewriting any file makes the next load a cold read. One entry per run, not per folder: a warm load of
+folder read, the reader's name and the (name, size, mtime_ns) of every file under it that the one walk sees
+(discovery.walk: not in raw CANN data or logs, which no reader reads): touching or rewriting any such file makes
+the next load a cold read. One entry per run, not per folder: a warm load of
 256 ranks reads three Parquet files instead of a thousand. This module knows Parquet, not formats:
 perfkit/io/loader.py decides what is read and how.
 
@@ -39,18 +40,19 @@ import sys
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..core import boundedjson
 from ..core.errors import FileFormatError
 from ..core.files import open_regular
 from ..core.units import BYTES_PER_MB
 from ..core.version import __version__
+from .discovery import is_folder, walk
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
 ENTRY_FORMAT = 3
-# How deep under a reader's folder files count towards its key: readers reach at most
-# ASCEND_PROFILER_OUTPUT/, FRAMEWORK/ or PROF_*/device_*/data/ below their folder.
+# How deep under a reader's folder files count towards its key (the one walk's: discovery.walk, which leaves out
+# the folders no reader reads): readers reach at most ASCEND_PROFILER_OUTPUT/ or FRAMEWORK/ below their folder.
 FINGERPRINT_DEPTH = 4
 META_FILE = "entry.json"
 # Arrow's thread pool pays off only on big tables; for small ones starting it costs more than decoding.
@@ -61,9 +63,9 @@ DEFERRED_TABLES = ("ops",)
 # After a load that stored an entry, the cache is trimmed to $PERFKIT_CACHE_MAX_MB (else this), least
 # recently used entries first and never the load's own; the benchmark runs take 1-150 MB each.
 DEFAULT_MAX_BYTES = 2048 * BYTES_PER_MB
-# Answers: folders under a run that no reader reads (raw CANN data, logs) do not count towards the key;
-# a run's own folders are at most this deep (a cluster parent / rank folder / *_ascend_ms / FRAMEWORK).
-ANSWER_SKIP_DIRS = ("PROF_", "logs", "__pycache__")
+# Answers are keyed by every file under the run that the one walk sees (discovery.walk leaves out the folders no
+# reader reads: raw CANN data, logs); a run's own folders are at most this deep (a cluster parent / rank folder /
+# *_ascend_ms / FRAMEWORK).
 ANSWER_DEPTH = 8
 ANSWER_FORMAT = 1
 # What the cache holds, one folder each under its root, as <kind>/<place>/<entry>: run entries (this
@@ -159,25 +161,14 @@ def usable_root(run_root: Path) -> Path | None:
 
 # ---------------------------------------------------------------- keys
 
-def _files_under(folder: Path, max_depth: int, skip: tuple[str, ...] = (), depth: int = 0
-                 ) -> Iterable[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of every file under `folder` down to `max_depth` folders, leaving out folders
-    whose names start with `skip`, not following links into folders (a link loop cannot trap the walk); a
-    linked file counts by its target, a broken link as (-1, -1): its state is part of what a key says."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            folder_entry = entry.is_dir(follow_symlinks=False)
-        except OSError:
-            folder_entry = False
-        if folder_entry:
-            if depth < max_depth and not entry.name.startswith(skip):
-                yield from _files_under(Path(entry.path), max_depth, skip, depth + 1)
-        else:
-            yield (entry.path, *_size_and_mtime(entry))
+def _files_under(folder: Path, max_depth: int) -> Iterable[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every file under `folder` down to `max_depth` folders, as the one walk
+    (discovery.walk) finds them: a linked file counts by its target, a broken link as (-1, -1): its state is part
+    of what a key says."""
+    for _, entries in walk(folder, max_depth):
+        for entry in entries:
+            if not is_folder(entry):
+                yield (entry.path, *_size_and_mtime(entry))
 
 
 def _size_and_mtime(entry: os.DirEntry) -> tuple[int, int]:
@@ -231,17 +222,12 @@ def _folder_key(folder: str | os.PathLike) -> bytes:
     return f"{folder}\0".encode() + _files_key(Path(folder), FINGERPRINT_DEPTH)
 
 
-def _add_files(digest, folder: Path, max_depth: int, skip: tuple[str, ...] = ()) -> None:
-    """Add (path under `folder`, size, mtime_ns) of every file under it (_files_under) to a key."""
-    digest.update(_files_key(folder, max_depth, skip))
-
-
-def _files_key(folder: Path, max_depth: int, skip: tuple[str, ...] = ()) -> bytes:
+def _files_key(folder: Path, max_depth: int) -> bytes:
     """(path under `folder`, size, mtime_ns) of every file under it (_files_under), as a key's bytes. The paths
     start with the folder's: cut, not os.path.relpath, which cost most of a 4,096-rank run's key."""
     start = len(os.path.join(str(folder), ""))
     return "".join(f"{path[start:]}\0{size}\0{mtime_ns}\0"
-                   for path, size, mtime_ns in _files_under(folder, max_depth, skip)).encode()
+                   for path, size, mtime_ns in _files_under(folder, max_depth)).encode()
 
 
 # ---------------------------------------------------------------- one entry
@@ -482,7 +468,7 @@ def answer_entry(run_path: str | os.PathLike, question: Sequence[str], code: Seq
     asked = "\0".join(question)
     digest = hashlib.sha256(f"{ANSWER_FORMAT}\0{__version__}\0{code_digest(tuple(code))}\0{root}\0{asked}\0"
                             .encode())
-    _add_files(digest, root, ANSWER_DEPTH, ANSWER_SKIP_DIRS)
+    digest.update(_files_key(root, ANSWER_DEPTH))
     place = hashlib.sha256(f"{root}\0{asked}".encode()).hexdigest()[:24]
     return cache / "answers" / place / f"{digest.hexdigest()[:32]}.json"
 
@@ -524,20 +510,14 @@ def trim(root: Path, keep: set[Path]) -> None:
     max_bytes(); never those in `keep`. An entry's last use is the newest mtime of its files: whoever reads
     an entry touches one of them (fetch, fetch_answer, the timeline's index.json)."""
     entries = []
-    for kind in ENTRY_KINDS:
-        for place in _subfolders(root / kind):
-            try:
-                found = list(os.scandir(place))
-            except OSError:
-                continue
-            for entry in found:
-                if _being_written(Path(entry.path)):
-                    continue
-                files = (list(_files_under(Path(entry.path), FINGERPRINT_DEPTH))
-                         if entry.is_dir(follow_symlinks=False) else [(entry.path, *_size_and_mtime(entry))])
-                if files:
-                    entries.append((max(mtime for _, _, mtime in files), sum(max(size, 0) for _, size, _ in files),
-                                    Path(entry.path)))
+    for entry in _entries(root):
+        if _being_written(Path(entry.path)):
+            continue
+        files = (list(_files_under(Path(entry.path), FINGERPRINT_DEPTH)) if is_folder(entry)
+                 else [(entry.path, *_size_and_mtime(entry))])
+        if files:
+            entries.append((max(mtime for _, _, mtime in files), sum(max(size, 0) for _, size, _ in files),
+                            Path(entry.path)))
     total = sum(size for _, size, _ in entries)
     for _, size, entry in sorted(entries):
         if total <= max_bytes():
@@ -550,8 +530,9 @@ def trim(root: Path, keep: set[Path]) -> None:
             total -= size
 
 
-def _subfolders(folder: Path) -> list[Path]:
-    try:
-        return [Path(entry.path) for entry in os.scandir(folder) if entry.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
+def _entries(root: Path) -> Iterator[os.DirEntry]:
+    """Every entry in the cache at `root`: <kind>/<place>/<entry>, as the one walk (discovery.walk) lists them."""
+    for kind in ENTRY_KINDS:
+        for folder, listing in walk(root / kind, 1):
+            if folder != root / kind:
+                yield from listing

@@ -4,7 +4,7 @@ One task per rank folder runs on a worker: it reads the folder with every reader
 loader.load does in process), writes what it read as the folder's entry to storage that this machine and
 every worker share (a path or an fsspec URL; PERFKIT_DASK_STORAGE, default perfkit's cache dir), and says what
 it did in a small outcome file there. A rank's files and tables never pass through the scheduler. This machine
-then reads the entries and assembles the Run exactly as after an in-process read (loader.assemble), so every
+then reads the entries and assembles the Run exactly as after an in-process read (assembly.assemble), so every
 answer is the same. An entry is keyed by the folder's files (name, size, mtime) and perfkit's code: a task whose entry
 is already there reads nothing, so a second run after one rank changed reads that rank only.
 
@@ -392,7 +392,7 @@ def _entry_bytes(results: list[tuple[str, Any]]) -> bytes:
     """An entry (MAGIC) of every reader's result: the tables as Arrow IPC streams after the description."""
     import pyarrow as pa
 
-    from .formats.base import is_arrow
+    from .formats.tables import is_arrow
 
     described: dict[str, Any] = {"format": ENTRY_FORMAT, "results": []}
     streams: list[bytes] = []

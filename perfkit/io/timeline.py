@@ -1,11 +1,11 @@
 """The timeline: every event of a run's trace files, indexed once, any step of it read back in milliseconds.
 
-Sources (one per rank): `ASCEND_PROFILER_OUTPUT/trace_view.json` of new-layout and CPU folders, and
-the legacy `ascend_timeline_display_{r}.json` / `gpu_timeline_display_{r}.json`. They are parsed block by
-block (trace_json.py) and each block is written, sorted by start time, as one Parquet part
-of the index: memory stays bounded by the block, not the trace. A rank without a JSON timeline is read
-from the op times MindSpore wrote as text (trace_text.py). A window reads only the parts whose
-time range meets it, and inside them only the row groups that do (Parquet min/max statistics).
+Sources (one per rank): the trace files each reader lists for its folders (formats/base.Reader.traces, a
+TraceFile each): a Chrome trace JSON (trace_view.json, MindInsight's *_timeline_display_{r}.json), the op times
+MindSpore wrote as text where a rank has no JSON timeline (trace_text.py), or a file its reader reads itself (the
+database export's). They are parsed block by block (trace_json.py) and each block is written, sorted by start time,
+as one Parquet part of the index: memory stays bounded by the block, not the trace. A window reads only the parts
+whose time range meets it, and inside them only the row groups that do (Parquet min/max statistics).
 
 The index lives in perfkit's cache dir (cache.usable_root: never inside the run; without a usable cache, in a
 temporary folder of the process, removed at exit), under
@@ -16,10 +16,10 @@ be read back is deleted and rebuilt; one that cannot be written in the cache (fu
 the cache off (one warning) and is built in the temporary folder; failing there too is an error naming
 it, with nothing left behind.
 
-Steps: the trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the
-step file (kernel_details.csv's Step ID and times; for output_timeline_data, the legacy step trace's
-start/end points), else the op runs by the loader's rules (formats/steps.py); times are µs as the trace
-writes them.
+Steps: the trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the bounds its
+reader reads from a step file (TraceFile.step_bounds: kernel_details.csv's Step IDs, the legacy step trace's
+points, the database's STEP_TIME), else the op runs by the loader's rules (formats/steps.py); times are µs as the
+trace writes them.
 
 A warm call finds the index through a kept answer (cache.answer_entry) and cuts the window in Arrow
 alone: `perfkit trace` on an indexed run never imports pandas (pyarrow_without_pandas).
@@ -44,17 +44,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..core import plugins
 from ..core.errors import FileFormatError, PerfkitError
+from ..core.opnames import comm_kind, op_types_of
 from ..core.units import US_PER_MS
 from ..core.version import __version__
 from . import cache
 from .trace_json import MAX_WORKERS, Stats, map_blocks
-from .trace_text import LEGACY_ASCEND, TEXT_TRACES, text_trace_blocks, text_traces
+from .trace_text import TEXT_TRACES, text_trace_blocks
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .loader import Cycle
+    from ..core.model import Run
+    from .cycles import Cycle
+    from .formats.base import TraceFile
 
 # Imported where used, not here: pandas and the reader registry (which imports pandas) cost ~0.4 s, and
 # `perfkit trace` on an indexed run answers without them (trace_files and the step fallbacks need them;
@@ -66,25 +70,25 @@ INDEX_FILE = "index.json"
 # Row groups of this many events (a step of the benchmark trace has ~10,000): a window reads the few
 # whose start times meet it, not the part.
 ROW_GROUP_ROWS = 16 * 1024
-# The code an index depends on.
+# The code an index depends on: this module, the trace parsers, how the trace files are found (discovery, the
+# profiler cycle chosen, the readers' traces and step bounds) and what all of it imports; installed plugins' code
+# too (plugins.code_paths): their readers list traces.
 PACKAGE = Path(__file__).resolve().parent
-CODE = (PACKAGE / "timeline.py", PACKAGE / "trace_json.py", PACKAGE / "trace_text.py")
+CODE = (PACKAGE.parent / "core", PACKAGE / "formats",
+        *(PACKAGE / name for name in ("timeline.py", "trace_json.py", "trace_text.py", "parallel.py", "discovery.py",
+                                      "cycles.py", "cache.py")))
 # The kept answer "where is this run's index" (cache answers: keyed by every file under the run): a warm
 # call finds its index without walking the readers' detection (which needs the reader registry).
 LOCATION_QUESTION = ("timeline-index",)
 STEP_MARKER = re.compile(r"ProfilerStep#(\d+)")
 STEP_PREFIX = "ProfilerStep#"
-LEGACY_TRACES = ("ascend_timeline_display_*.json", "gpu_timeline_display_*.json")
-NEW_LAYOUT_TRACE = Path("ASCEND_PROFILER_OUTPUT") / "trace_view.json"
-KERNEL_DETAILS = Path("ASCEND_PROFILER_OUTPUT") / "kernel_details.csv"
-# The legacy step trace: its start/end points are on the clock of output_timeline_data_{r}.txt.
-LEGACY_STEP_TRACE = "step_trace_raw_{}_detail_time.csv"
 # Metadata events naming and ordering the lanes (Chrome trace format).
 LANE_METADATA = ("process_name", "thread_name", "process_sort_index", "thread_sort_index")
-# Categories a bar is coloured by, from its process (lane group) and name; first match wins.
+# Categories a bar is coloured by. Communication: an op whose type is a communication op's (core/opnames.comm_kind,
+# the analysis' rule: the two never disagree), or any event of a communication process (lane group: HCCL's, NCCL's,
+# a Communication group). Then, first match on its process or name wins:
+COMMUNICATION_PROCESS = re.compile(r"hccl|hcom|communication|nccl", re.I)
 CATEGORIES = (
-    ("communication", re.compile(r"hccl|hcom|communication|allreduce|allgather|reducescatter|broadcast|"
-                                 r"send|recv|receive|nccl", re.I)),
     ("data", re.compile(r"getnext|initdata|dataset|dequeue|enqueue|minddata|memcpy|hosttodevice|h2d", re.I)),
     ("host", re.compile(r"^(python|cpu op|cann|mindspore|host)|aten::|python_function|\.py\(", re.I)),
 )
@@ -99,47 +103,34 @@ EVENT_COLUMNS = ["rank", "process", "lane", "lane_order", "pid", "tid", "ph", "n
                  "start_us", "dur_us", "step", "shapes", "op_type", "flow_id"]
 
 
-@dataclass(frozen=True)
-class TraceFile:
-    rank: int
-    path: Path
-    folder: Path  # the rank's folder, where its step files are
-
-
 def trace_files(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, list[TraceFile]]:
-    """The run's root and its trace files, one per rank: its JSON timeline, else its text one (trace_text).
-    `cycle`: as loader.load's (several profiler runs of one rank are refused without one)."""
-    from .formats import ascend_ms, cpu, db
-    from .formats.base import Parts, rank_of
-    from .loader import chosen_cycle, discover, inside
-    root, jobs = discover(path)
-    found: dict[int, TraceFile] = {}
-    timelines: dict[Path, int] = {}  # folder -> rank, of the folders with a JSON timeline
+    """The run's root and its trace files, one per rank, as its readers list them (Reader.traces). `cycle`: as
+    loader.load's (several profiler runs of one rank are refused without one)."""
+    from .cycles import chosen_cycle, inside
+    from .discovery import discover
+    from .formats import readers
+    root, jobs, _ = discover(path, readers())
+    listed = []
     for reader, folder in jobs:
-        if reader.name in ("ascend_ms", "cpu") and (folder / NEW_LAYOUT_TRACE).is_file():
-            # A CPU folder has no profiler_info: its rank is the one its FRAMEWORK/cpu_op_* files name.
-            rank = cpu.folder_rank(folder) if reader.name == "cpu" else None
-            timelines[folder] = rank if rank is not None else ascend_ms.read_profiler_info(folder, Parts())
-    runs: dict[int, list[Path]] = {}
-    for folder, rank in timelines.items():
-        runs.setdefault(rank, []).append(folder)
+        if reader.traces is None:
+            continue
+        try:
+            listed.append((reader, folder, reader.traces(folder)))
+        except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own traces raising is a bug to see
+            if reader.plugin is None:
+                raise
+            raise FileFormatError(plugins.failure(reader.plugin, "listing its traces", exc), folder) from None
+    runs: dict[int, list[Path]] = {}  # a unit reader's folders holding a rank's trace: each a run of it (cycles.py)
+    for reader, folder, files in listed:
+        if reader.unit:
+            for file in files:
+                runs.setdefault(file.rank, []).append(folder)
     left_out = chosen_cycle(root, runs, cycle)[0]  # schedule cycles or dynamic-profiler windows: the user picks one
-    jobs = [(reader, folder) for reader, folder in jobs if not inside(folder, left_out)]
-    for reader, folder in jobs:
-        name = reader.name
-        if folder in timelines:
-            rank = timelines[folder]
-            found.setdefault(rank, TraceFile(rank, folder / NEW_LAYOUT_TRACE, folder))
-        elif name in ("legacy", "gpu"):
-            for pattern in LEGACY_TRACES:
-                for file in sorted(folder.glob(pattern)):
-                    rank = rank_of(file.name)
-                    found.setdefault(rank if rank is not None else 0, TraceFile(rank or 0, file, folder))
-    for reader, folder in jobs:  # ranks without a JSON timeline: the database export, the op times as text
-        sources = (db.db_traces(folder) if reader.name == db.LAYOUT else
-                   text_traces(folder) if reader.name in ("ascend_ms", "cpu", "legacy", "gpu") else {})
-        for rank, file in sources.items():
-            found.setdefault(rank, TraceFile(rank, file, folder))
+    found: dict[int, TraceFile] = {}
+    for _, folder, files in listed:
+        if not inside(folder, left_out):
+            for file in files:
+                found.setdefault(file.rank, file)
     if not found:
         raise FileFormatError("holds no trace file (trace_view.json, *_timeline_display_*.json, a profiler database, "
                               "or the op times as text: " + ", ".join(TEXT_TRACES) + "): profile with the timeline on "
@@ -147,13 +138,17 @@ def trace_files(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, lis
     return root, [found[rank] for rank in sorted(found)]
 
 
-def _step_file(file: TraceFile) -> Path:
-    """The file the steps of `file`'s index come from where the trace marks none (_steps)."""
-    if file.path.name.startswith(LEGACY_ASCEND.prefix):
-        return file.folder / LEGACY_STEP_TRACE.format(file.rank)
-    if file.path.suffix == ".db":
-        return file.path  # its STEP_TIME table
-    return file.folder / KERNEL_DETAILS
+def run_trace_files(run: Run) -> list[TraceFile]:
+    """A loaded Run's trace files: under its path, of the profiler cycle it was loaded with (meta.cycle), as its
+    timeline (`window(run)`) indexes them. Raises PerfkitError when it has none."""
+    return trace_files(*_source(run, None))[1]
+
+
+def _source(run, cycle: Cycle) -> tuple[str | os.PathLike, Cycle]:
+    """(path, cycle) of a path and its cycle, or of a loaded Run: its path and the cycle it was loaded with."""
+    if hasattr(run, "meta"):
+        return run.path, run.meta.cycle
+    return run, cycle
 
 
 # ---------------------------------------------------------------- the index on disk
@@ -170,9 +165,11 @@ def index_path(root: Path, files: list[TraceFile]) -> Path:
     """Where the index of these trace files lives: in the cache, else (no cache, a faulty one, one inside the
     run) in a folder of this process's own, removed when it exits."""
     base = cache.usable_root(root) or _scratch_root()
-    digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{cache.code_digest(CODE)}\0{root}\0".encode())
+    code = cache.code_digest(CODE + plugins.code_paths())
+    digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{code}\0{root}\0".encode())
     for file in files:
-        digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{_fingerprint(_step_file(file))}\0".encode())
+        steps = _fingerprint(file.step_file) if file.step_file is not None else "-"
+        digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{steps}\0".encode())
     # placed by the files' paths too: each profiler cycle of one folder (--cycle) keeps its own index
     place = hashlib.sha256("\0".join([str(root), *(str(file.path) for file in files)]).encode()).hexdigest()[:24]
     return base / "timeline" / place / digest.hexdigest()[:32]
@@ -219,7 +216,8 @@ def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None
     `progress(message, fraction)` is called while building. Raises PerfkitError when the run has no
     trace, a trace has no readable event, or the index cannot be written.
     """
-    location = cache.answer_entry(path, LOCATION_QUESTION + (() if cycle is None else ("cycle", str(cycle))), CODE)
+    question = LOCATION_QUESTION + (() if cycle is None else ("cycle", str(cycle)))
+    location = cache.answer_entry(path, question, CODE + plugins.code_paths())
     kept = cache.fetch_answer(location) if location is not None else None
     found = _fetch(Path(kept[0])) if kept is not None else None
     if found is not None:
@@ -299,14 +297,11 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
     parts, metadata, markers = [], [], []
     missing_ts = missing_dur = 0
     each = functools.partial(_index_block, staging, file.rank)
-    text = file.path.suffix == ".txt"
+    text = file.events is None and file.path.suffix == ".txt"
     if text:  # parsed column-wise by Arrow in this process (trace_text: ~0.7 s for 50 MB)
         blocks = (each(number, table) for number, table in enumerate(text_trace_blocks(file.path, stats, advance)))
-    elif file.path.suffix == ".db":
-        from .formats import db
-        blocks = db.map_timeline(file.path, each, stats, advance, workers=index_workers())
-    else:
-        blocks = map_blocks(file.path, each, stats, advance, workers=index_workers())
+    else:  # a Chrome trace JSON, or what its reader reads itself
+        blocks = (file.events or map_blocks)(file.path, each, stats, advance, workers=index_workers())
     for block in blocks:
         metadata.extend(block["metadata"])
         markers.extend(block["markers"])
@@ -406,8 +401,8 @@ def _lanes(metadata: list[dict]) -> dict:
 
 
 def _steps(markers: list[dict], file: TraceFile, parts: list[Path]) -> list[list]:
-    """[[step, start_us, end_us], ...]: from the trace's step markers, else its step file (kernel_details.csv;
-    the legacy step trace for output_timeline_data), else the op runs (the loader's rules, formats/steps.py)."""
+    """[[step, start_us, end_us], ...]: from the trace's step markers, else its step file (TraceFile.step_bounds),
+    else the op runs (the loader's rules, formats/steps.py)."""
     bounds: dict[int, list[float]] = {}
     for marker in markers:
         step = int(STEP_MARKER.fullmatch(marker["name"]).group(1)) if STEP_MARKER.fullmatch(marker["name"]) else None
@@ -424,40 +419,13 @@ def _steps(markers: list[dict], file: TraceFile, parts: list[Path]) -> list[list
 
 
 def _step_file_bounds(file: TraceFile) -> dict[int, list[float]]:
-    path = _step_file(file)
-    if path.name == KERNEL_DETAILS.name:
-        return _kernel_step_bounds(path)
-    from .formats import db, legacy
+    """The steps its reader reads from the trace's step file (TraceFile.step_bounds); {} where there is none."""
+    if file.step_bounds is None or file.step_file is None or not file.step_file.is_file():
+        return {}
     try:
-        if path.suffix == ".db":
-            return db.step_bounds_us(path)
-        return legacy.step_bounds_us(path) if path.is_file() else {}
+        return file.step_bounds(file.step_file)
     except FileFormatError:
         return {}
-
-
-def _kernel_step_bounds(path: Path) -> dict[int, list[float]]:
-    """Per Step ID: [first kernel start, last kernel end] in µs, from kernel_details.csv."""
-    if not path.is_file():
-        return {}
-    import pandas as pd
-    import pyarrow.csv as pacsv
-    try:
-        names = pacsv.open_csv(path).schema.names
-        step = next(name for name in names if name.lower() == "step id")
-        columns = [step, "Start Time(us)", "Duration(us)"]
-        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-            include_columns=columns, column_types={step: pa.string(), "Start Time(us)": pa.string(),
-                                                   "Duration(us)": pa.string()}))
-    except (StopIteration, pa.ArrowException, OSError):
-        return {}
-    steps = pd.to_numeric(pd.Series(table.column(step).to_numpy(zero_copy_only=False)), errors="coerce")
-    start = pd.to_numeric(pd.Series(pc.utf8_trim_whitespace(table.column("Start Time(us)")).to_numpy(
-        zero_copy_only=False)), errors="coerce")
-    dur = pd.to_numeric(pd.Series(table.column("Duration(us)").to_numpy(zero_copy_only=False)), errors="coerce")
-    frame = pd.DataFrame({"step": steps, "start": start, "end": start + dur.fillna(0.0)}).dropna()
-    grouped = frame.groupby("step").agg(start=("start", "min"), end=("end", "max"))
-    return {int(step): [float(row.start), float(row.end)] for step, row in grouped.iterrows()}
 
 
 def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
@@ -519,9 +487,8 @@ def window(run, step: int | None = None, start_ms: float | None = None, end_ms: 
            cycle: Cycle = None) -> tuple[pa.Table, list[str]]:
     """As `timeline`, as an Arrow table (schema EVENTS) and the warnings: what `perfkit trace` writes,
     without importing pandas."""
-    if hasattr(run, "meta"):  # a loaded Run: the cycle it was loaded with
-        run, cycle = run.path, run.meta.cycle
-    found = index(run, progress, cycle)
+    path, cycle = _source(run, cycle)
+    found = index(path, progress, cycle)
     chosen = _chosen_ranks(found, ranks)
     bounds = {rank: _bounds(found, rank, step, start_ms, end_ms) for rank in chosen}
     tables = [_window(found, rank, *bounds[rank]) for rank in chosen]
@@ -533,8 +500,8 @@ def window(run, step: int | None = None, start_ms: float | None = None, end_ms: 
     events = events.sort_by([("rank", "ascending"), ("lane_order", "ascending"), ("start_us", "ascending")])
     # Each rank's window [start, end) in µs rides along in the schema's metadata (WINDOW_KEY): the figure cuts
     # events that run past a step's edges there (a scope span reaching into the next step).
-    events = events.replace_schema_metadata({WINDOW_KEY: json.dumps({str(rank): [start, end if end != float("inf")
-                                                                     else None] for rank, (start, end) in bounds.items()})})
+    kept = {str(rank): [start, end if end != float("inf") else None] for rank, (start, end) in bounds.items()}
+    events = events.replace_schema_metadata({WINDOW_KEY: json.dumps(kept)})
     return events, [warning for rank in chosen for warning in found.ranks[rank]["warnings"]]
 
 
@@ -673,6 +640,8 @@ def _category(process: str, lane: str, name: str, cpu_device: bool) -> str:
         return "communication" if lane.startswith("Communication") else "compute" if lane == "Computing" else "idle"
     if process == SCOPE_PROCESS:
         return "scope"
+    if comm_kind(op_types_of([name])[0]) is not None or COMMUNICATION_PROCESS.search(process):
+        return "communication"
     for category, pattern in CATEGORIES:
         if category == "host" and cpu_device and process == CPU_OPS_PROCESS:
             continue  # a CPU run's kernels: compute unless their name says communication or data

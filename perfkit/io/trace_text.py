@@ -252,7 +252,7 @@ def ns_to_us(ns: pa.Array) -> pa.Array:
 
 
 def _op_types(names: pa.Array) -> pa.Array:
-    """`Default/net/conv1-Conv2d/Conv2D-op13` -> `Conv2D` (as formats/base.op_types_of, column-wise)."""
+    """`Default/net/conv1-Conv2d/Conv2D-op13` -> `Conv2D` (as core/opnames.op_types_of, column-wise)."""
     base = pc.replace_substring_regex(names, r"^.*/", "")
     return pc.replace_substring_regex(base, r"-op\d+$", "")
 

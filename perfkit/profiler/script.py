@@ -217,6 +217,7 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
 def _has_op_data(rank_folder: Path) -> bool:
     """Whether a reader of op data (a unit reader: ascend_ms, cpu, …) claims a folder of the rank's, as the
     loader would find it."""
-    from ..io.loader import discover
+    from ..io.discovery import discover
+    from ..io.formats import readers
 
-    return any(reader.unit for reader, _ in discover(rank_folder)[1])
+    return any(reader.unit for reader, _ in discover(rank_folder, readers())[1])

@@ -387,9 +387,9 @@ def timeline_links(run: Run) -> list[TimelineLink | None]:
     names no op of the run's op tables (a rank, a link, a dataset op) or the run has no trace."""
     from ..analysis.steady import steady_steps
     from ..core.errors import PerfkitError
-    from ..io.timeline import trace_files
+    from ..io.timeline import run_trace_files
     try:
-        trace_files(run.path)
+        run_trace_files(run)  # of the profiler cycle the run was loaded with, as its Timeline page shows it
     except PerfkitError:
         return [None] * len(findings(run).items)
     steady = steady_steps(run.steps)

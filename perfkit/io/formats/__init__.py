@@ -1,9 +1,12 @@
 """The reader registry: one `Reader` per on-disk layout, in priority order, and the derivations.
 
-Each module here declares its reader (`READER`, see base.Reader): the files it recognises (`detect`),
+Each layout module here declares its reader (`READER`, see base.Reader): the files it recognises (`detect`),
 the tables it gives (`provides`, and which of them it only `fills`), how to read a folder into per-rank
 `Parts` (`read`, and `read_steps` where the steps alone are cheap), what it looks for and what it can say
-about a folder nothing reads (`looks_for`, `raw_data_hint`). perfkit/io/loader.py runs them; nothing else here.
+about a folder nothing reads (`looks_for`, `raw_data_hint`), whether its op tables hold every device op
+(`ops_cover_device`, for the ledger) and its ranks' trace files (`traces`, for the timeline). perfkit/io/loader.py
+and perfkit/io/timeline.py run them through that protocol alone; the other modules here are what readers share
+(base, tables, files, screening, stages, steps' derivations, db_files, db_timeline).
 
 Adding a layout: one module with its READER, one line below, and its test file. An installed package adds
 one through the entry point group `perfkit.readers` (perfkit/core/plugins.py); `readers()` lists both.

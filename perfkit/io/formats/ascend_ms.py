@@ -3,14 +3,16 @@
 The folder holds `profiler_info_{r}.json` and `ASCEND_PROFILER_OUTPUT/` with the analysed tables
 read here: `step_trace_time.csv` (steps), `op_statistic.csv` (op types), `kernel_details.csv`
 (ops, and the forward/backward split of each step when kernel names carry scopes) and
-`dataset.csv` (sink evidence). `trace_view.json` is never read: it can be gigabytes and
-everything perfkit needs is in the tables.
+`dataset.csv` (sink evidence). `trace_view.json` is not read into the Run: it can be gigabytes and
+everything perfkit needs is in the tables; it is the rank's trace for the timeline (`traces`), whose steps, where
+the trace marks none, are the Step IDs of kernel_details.csv (`kernel_step_bounds_us`).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,21 +20,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...core.errors import FileFormatError
+from ...core.opnames import op_passes, trim_type_separator
 from ...core.units import US_PER_MS
-from .base import (
-    Parts,
-    Reader,
-    guarded,
-    json_object,
-    op_passes,
-    rank_of,
-    read_csv_table,
-    stages_from_count,
-    stages_from_pp_groups,
-    string_codes,
-    strings_at,
-    trim_type_separator,
-)
+from ..trace_text import text_traces
+from .base import Parts, Reader, TraceFile
+from .files import guarded, json_object, rank_of, read_csv_table
+from .stages import stages_from_count, stages_from_pp_groups
+from .tables import string_codes, strings_at
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 STEP_TRACE = "step_trace_time.csv"
@@ -40,6 +34,7 @@ KERNELS = "kernel_details.csv"
 OP_STATISTIC = "op_statistic.csv"
 DATASET = "dataset.csv"
 DATA_FILES = (STEP_TRACE, KERNELS, OP_STATISTIC)
+TRACE_VIEW = "trace_view.json"
 
 # Header aliases, {canonical: accepted headers}; every time column is µs.
 STEP_TRACE_COLUMNS = {
@@ -471,6 +466,47 @@ def data_mode(dataset: pa.Table | None, kernels: _Kernels | None) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- the timeline (perfkit/io/timeline.py)
+
+def traces(folder: Path) -> list[TraceFile]:
+    """The rank's trace_view.json, else the op times MindSpore wrote as text (trace_text); steps from kernel_details.csv
+    where the trace marks none."""
+    return rank_traces(folder, lambda: read_profiler_info(folder, Parts()), folder / OUTPUT_DIR / KERNELS,
+                       kernel_step_bounds_us)
+
+
+def rank_traces(folder: Path, rank: Callable[[], int], step_file: Path | None = None,
+                step_bounds: Callable[[Path], dict[int, list[float]]] | None = None) -> list[TraceFile]:
+    """A profiler folder's trace_view.json as its rank's trace (`rank()`: the folder's rank); the text timelines
+    (trace_text) of the ranks it leaves, as theirs. The CPU layout's folders are laid out as this one's."""
+    found = text_traces(folder)
+    view = folder / OUTPUT_DIR / TRACE_VIEW
+    if view.is_file():
+        found[rank()] = view
+    return [TraceFile(number, path, folder, step_file, step_bounds) for number, path in sorted(found.items())]
+
+
+def kernel_step_bounds_us(path: Path) -> dict[int, list[float]]:
+    """Per Step ID: [first kernel start, last kernel end] in µs, from kernel_details.csv."""
+    import pyarrow.csv as pacsv
+    try:
+        names = pacsv.open_csv(path).schema.names
+        step = next(name for name in names if name.lower() == "step id")
+        columns = [step, "Start Time(us)", "Duration(us)"]
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            include_columns=columns, column_types={step: pa.string(), "Start Time(us)": pa.string(),
+                                                   "Duration(us)": pa.string()}))
+    except (StopIteration, pa.ArrowException, OSError):
+        return {}
+    steps = pd.to_numeric(pd.Series(table.column(step).to_numpy(zero_copy_only=False)), errors="coerce")
+    start = pd.to_numeric(pd.Series(pc.utf8_trim_whitespace(table.column("Start Time(us)")).to_numpy(
+        zero_copy_only=False)), errors="coerce")
+    dur = pd.to_numeric(pd.Series(table.column("Duration(us)").to_numpy(zero_copy_only=False)), errors="coerce")
+    frame = pd.DataFrame({"step": steps, "start": start, "end": start + dur.fillna(0.0)}).dropna()
+    grouped = frame.groupby("step").agg(start=("start", "min"), end=("end", "max"))
+    return {int(step): [float(row.start), float(row.end)] for step, row in grouped.iterrows()}
+
+
 READER = Reader(name="ascend_ms", provides=frozenset({"steps", "op_types", "ops"}),
                 detect=detect, read=read, read_steps=read_steps,
-                looks_for="ASCEND_PROFILER_OUTPUT/ text export", ops_cover_device=True)
+                looks_for="ASCEND_PROFILER_OUTPUT/ text export", ops_cover_device=True, traces=traces)

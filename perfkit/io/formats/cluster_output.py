@@ -27,8 +27,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..discovery import has_match
 from . import ascend_ms, communication
-from .base import Parts, Reader, guarded, has_match, json_object, read_csv_table
+from .base import Parts, Reader
+from .files import guarded, json_object, read_csv_table
 
 LAYOUT = "cluster_analysis"
 STEP_FILE = "cluster_step_trace_time.csv"

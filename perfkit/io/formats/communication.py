@@ -30,8 +30,10 @@ from ...core import boundedjson
 from ...core.errors import FileFormatError
 from ...core.files import open_regular
 from ...core.units import US_PER_MS
+from ..discovery import has_match
 from .ascend_ms import OUTPUT_DIR, read_profiler_info
-from .base import Parts, Reader, has_match, is_real_number, json_object
+from .base import Parts, Reader
+from .files import is_real_number, json_object
 
 COMMUNICATION = "communication.json"
 MATRIX = "communication_matrix.json"

@@ -14,7 +14,11 @@ import pandas as pd
 import pyarrow as pa
 
 from ...core.errors import FileFormatError
-from .base import Parts, Reader, guarded, has_match, op_passes, ranks_in, read_csv, read_text
+from ...core.opnames import op_passes
+from ..discovery import has_match
+from . import ascend_ms
+from .base import Parts, Reader, TraceFile
+from .files import guarded, ranks_in, read_csv, read_text
 from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms
 
 FRAMEWORK_DIR = "FRAMEWORK"
@@ -178,6 +182,16 @@ def _shapes_by_full_name(events: pd.DataFrame | None, shapes: pd.DataFrame, shap
     return joined.drop_duplicates("name").set_index("name")["input_shapes"]
 
 
+def traces(folder: Path) -> list[TraceFile]:
+    """The rank's trace_view.json (the rank its FRAMEWORK files name: a CPU folder has no profiler_info), else its
+    op times as text (FRAMEWORK/cpu_op_execute_timestamp_{r}.txt). No step file: the trace's step markers or its op
+    runs give the steps."""
+    def rank() -> int:
+        named = folder_rank(folder)
+        return named if named is not None else ascend_ms.read_profiler_info(folder, Parts())
+    return ascend_ms.rank_traces(folder, rank)
+
+
 # CPU steps come from the op timestamps (formats/steps.py): no step file to read alone.
 READER = Reader(name="cpu", provides=frozenset({"op_types", "ops", "op_events"}), detect=detect, read=read,
-                looks_for="FRAMEWORK/cpu_op_*", ops_cover_device=True)
+                looks_for="FRAMEWORK/cpu_op_*", ops_cover_device=True, traces=traces)

@@ -30,15 +30,15 @@ Files (formats.md §3; the torch_npu guide "ascend_pytorch_profiler_{Rank_ID}.db
 
 Read here: steps (STEP_TIME's bounds for the total, StepTraceTime for its split and the exposed
 communication, MindSpore's Default/ and Gradients/ kernel scopes for the forward+backward span of each
-STEP_TIME window, as the CSV reader does per Step ID), op types and ops (TASK joined with COMPUTE_TASK_INFO, aggregated inside SQLite: a 2-million
-kernel run never crosses into Python row by row; COMMUNICATION_OP's ops join the ops table as the
-communication rows of kernel_details.csv do), memory (MEMORY_RECORD, NPU_MODULE_MEM, OP_MEMORY) and
-communication (analysis.db's CommAnalyzer*, else MindSpore's communication_analyzer.db with the same tables, else
-COMMUNICATION_OP's op times without their transfer/wait split) as the memory and communication readers give them
-from the CSV/JSON twins, and meta. Level0 writes `N/A` for every op type: the types are then taken from the kernel
-names by the text export's rule (ascend_ms.type_from_kernel_name). The timeline (perfkit/io/timeline.py) of a rank with no trace_view.json is built from
-PYTORCH_API, CANN_API, TASK (named through COMPUTE_TASK_INFO / COMMUNICATION_TASK_INFO) and COMMUNICATION_OP
-(map_timeline), its steps from the ProfilerStep#N calls, else STEP_TIME.
+STEP_TIME window, as the CSV reader does per Step ID), op types and ops (TASK joined with COMPUTE_TASK_INFO,
+aggregated inside SQLite: a 2-million kernel run never crosses into Python row by row; COMMUNICATION_OP's ops join
+the ops table as the communication rows of kernel_details.csv do), memory (MEMORY_RECORD, NPU_MODULE_MEM,
+OP_MEMORY) and communication (analysis.db's CommAnalyzer*, else MindSpore's communication_analyzer.db with the same
+tables, else COMMUNICATION_OP's op times without their transfer/wait split) as the memory and communication readers
+give them from the CSV/JSON twins, and meta. Level0 writes `N/A` for every op type: the types are then taken from
+the kernel names by the text export's rule (ascend_ms.type_from_kernel_name). The files and `Database` are in
+db_files.py; the timeline of a rank with no trace_view.json (PYTORCH_API, CANN_API, TASK, COMMUNICATION_OP) in
+db_timeline.py.
 
 Every file is opened read-only and immutable (`mode=ro&immutable=1`): SQLite then takes no lock and
 writes nothing, no journal, WAL or shared-memory file beside it. The price: a `-wal` file left by a
@@ -50,10 +50,8 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import Any, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -61,249 +59,33 @@ import pyarrow as pa
 
 from ...core import boundedjson
 from ...core.errors import FileFormatError
-from ...core.files import open_regular
-from ...core.units import BYTES_PER_MB, NS_PER_MS, NS_PER_US, US_PER_MS
-from . import ascend_ms, communication, memory
-from .base import Parts, Reader, guarded, has_match, op_passes, rank_of, read_csv_table, trim_type_separator, walk_names
+from ...core.opnames import op_passes, trim_type_separator
+from ...core.units import BYTES_PER_MB, NS_PER_MS, US_PER_MS
+from ..discovery import has_match, walk
+from . import ascend_ms, communication, db_timeline, memory
+from .base import Parts, Reader
+from .db_files import (
+    ANALYSIS_DB,
+    COMM_ANALYZER_DB,
+    OUTPUT_DIR,
+    PROFILER_DBS,
+    SQLITE_ERRORS,
+    Database,
+    database_files,
+    database_rank,
+    open_database,
+    quoted,
+    unreadable,
+)
+from .files import guarded, read_csv_table
 
 LAYOUT = "ascend_db"
-OUTPUT_DIR = ascend_ms.OUTPUT_DIR
-PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
-ANALYSIS_DB = "analysis.db"
-# MindSpore's database export: msprof's communication analysis, the CommAnalyzer* tables of analysis.db
-COMM_ANALYZER_DB = "communication_analyzer.db"
-# The longest STRING_IDS value read (op names, types, shapes: real ones are under 1,000 characters).
-MAX_STRING = 4096
-
-# Column aliases per table, {canonical: accepted column names}; the first name is the one the files of
-# SCHEMA_VERSION 1.0.0 use. Units: ns and bytes in the profiler database, as noted in analysis.db.
-COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
-    "STEP_TIME": {"step": ("id",), "start_ns": ("startNs",), "end_ns": ("endNs",)},
-    "TASK": {"start_ns": ("startNs",), "end_ns": ("endNs",), "task": ("globalTaskId",), "stream": ("streamId",),
-             "task_type": ("taskType",)},
-    "COMMUNICATION_TASK_INFO": {"task": ("globalTaskId",), "name": ("name",)},
-    "PYTORCH_API": {"start_ns": ("startNs",), "end_ns": ("endNs",), "thread": ("globalTid",), "name": ("name",),
-                    "input_shapes": ("inputShapes",)},
-    "CANN_API": {"start_ns": ("startNs",), "end_ns": ("endNs",), "thread": ("globalTid",), "name": ("name",)},
-    "COMPUTE_TASK_INFO": {"task": ("globalTaskId",), "name": ("name",), "type": ("opType",),
-                          "input_shapes": ("inputShapes",), "input_dtypes": ("inputDataTypes",)},
-    "STRING_IDS": {"id": ("id",), "value": ("value",)},
-    "COMMUNICATION_OP": {"name": ("opName",), "start_ns": ("startNs",), "end_ns": ("endNs",),
-                         "type": ("opType",), "group": ("groupName",), "wait_ns": ("waitNs",),
-                         "count": ("count",), "data_type": ("dataType",)},
-    "ENUM_HCCL_DATA_TYPE": {"id": ("id",), "name": ("name",)},
-    "META_DATA": {"name": ("name",), "value": ("value",)},
-    "NPU_INFO": {"device": ("id",), "name": ("name",)},
-    "RANK_DEVICE_MAP": {"rank": ("rankId",), "device": ("deviceId",)},
-    "SESSION_TIME_INFO": {"start_ns": ("startTimeNs",)},
-    "MEMORY_RECORD": {"component": ("component",), "time_ns": ("timestamp", "timestampNs"),
-                      "allocated_bytes": ("totalAllocated",), "reserved_bytes": ("totalReserved",),
-                      "active_bytes": ("totalActive",), "stream": ("streamPtr",), "device": ("deviceId",)},
-    "OP_MEMORY": {"name": ("name",), "size_bytes": ("size",), "allocated_ns": ("allocationTime",),
-                  "released_ns": ("releaseTime",), "duration_ns": ("duration",), "stream": ("streamPtr",),
-                  "device": ("deviceId",)},
-    "NPU_MODULE_MEM": {"module": ("moduleId",), "time_ns": ("timestampNs",), "reserved_bytes": ("totalReserved",),
-                       "device": ("deviceId",)},
-    "ENUM_MODULE": {"id": ("id",), "name": ("name",)},
-    # analysis.db: µs (StepTraceTime), ms / MB / GB/s (CommAnalyzer*)
-    "StepTraceTime": {"step": ("step",), "computing": ("computing",),
-                      "comm_exposed": ("communication_not_overlapped",), "comm_overlapped": ("overlapped",),
-                      "comm": ("communication",), "free": ("free",), "bubble": ("bubble",),
-                      "preparing": ("preparing",), "device": ("deviceId",)},
-    "CommAnalyzerTime": {"name": ("hccl_op_name",), "group": ("group_name",), "elapse_ms": ("elapse_time",),
-                         "transit_ms": ("transit_time",), "wait_ms": ("wait_time",),
-                         "synchronization_ms": ("synchronization_time",), "step": ("step",), "kind": ("type",),
-                         "start_us": ("start_timestamp",)},
-    "CommAnalyzerBandwidth": {"name": ("hccl_op_name",), "step": ("step",), "link_type": ("transport_type",),
-                              "size_mb": ("transit_size",)},
-    "CommAnalyzerMatrix": {"src": ("src_rank",), "dst": ("dst_rank",), "link_type": ("transport_type",),
-                           "size_mb": ("transit_size",), "transit_ms": ("transit_time",),
-                           "bandwidth_gb_s": ("bandwidth",), "step": ("step",), "name": ("hccl_op_name",),
-                           "op_name": ("op_name",), "group": ("group_name",)},
-}
-# Tables that read others: a database holding the one without the other was cut short or edited (the export
-# writes them together), and what needs the missing one is left out, said once per file.
-COMPANIONS = {
-    "TASK": ("STRING_IDS",),
-    "COMPUTE_TASK_INFO": ("TASK", "STRING_IDS"),
-    "COMMUNICATION_OP": ("STRING_IDS",),
-    "CommAnalyzerTime": ("CommAnalyzerBandwidth",),
-}
-# Columns a table is useless without; the others are read where present.
-REQUIRED = {
-    "STEP_TIME": ("step", "start_ns", "end_ns"),
-    "TASK": ("start_ns", "end_ns", "task"),
-    "COMPUTE_TASK_INFO": ("task", "name", "type"),
-    "STRING_IDS": ("id", "value"),
-    "COMMUNICATION_OP": ("name", "start_ns", "end_ns"),
-    "COMMUNICATION_TASK_INFO": ("task", "name"),
-    "PYTORCH_API": ("start_ns", "end_ns", "name"),
-    "CANN_API": ("start_ns", "end_ns", "name"),
-    "StepTraceTime": ("step", "computing", "free"),
-    "MEMORY_RECORD": ("time_ns", "allocated_bytes"),
-    "OP_MEMORY": ("name", "size_bytes"),
-    "NPU_MODULE_MEM": ("module", "time_ns", "reserved_bytes"),
-    "CommAnalyzerTime": ("name", "elapse_ms"),
-    "CommAnalyzerMatrix": ("name", "src", "dst", "size_mb", "transit_ms"),
-}
 
 
 def detect(folder: Path) -> bool:
     """A rank folder whose ASCEND_PROFILER_OUTPUT/ holds the database export and not the text one."""
     output = folder / OUTPUT_DIR
     return has_match(output, PROFILER_DBS + (ANALYSIS_DB, COMM_ANALYZER_DB)) and not ascend_ms.detect(folder)
-
-
-class Database:
-    """One SQLite file opened read-only and immutable; problems become warnings naming it and the table."""
-
-    def __init__(self, path: Path, warnings: list[str]):
-        self.path, self.warnings = path, warnings
-        self.connection = _open(path)
-        # text is UTF-8 by the schema; a damaged page may hold any bytes: those become U+FFFD, never an exception
-        self.connection.text_factory = lambda raw: raw.decode("utf-8", "replace")
-        try:
-            self.tables = {name for (name,) in self.connection.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-        except SQLITE_ERRORS as exc:
-            self.connection.close()
-            raise FileFormatError(_why(exc), path) from None
-        orphans = {table: [c for c in companions if c not in self.tables]
-                   for table, companions in COMPANIONS.items() if table in self.tables}
-        missing = sorted({companion for lacking in orphans.values() for companion in lacking})
-        if missing:
-            readers = ", ".join(table for table, lacking in orphans.items() if lacking)
-            warnings.append(f"{path.name}: lacks table(s) {', '.join(missing)} that {readers} refer to (a database "
-                            "with tables missing); what needs them is left out")
-        self._strings: dict[int, str] | None = None
-        self._string_arrays: tuple[pa.Array, pa.Array] | None = None  # (ids, values) for string_column
-        wal = path.with_name(path.name + "-wal")
-        if wal.is_file() and wal.stat().st_size:
-            warnings.append(f"{path.name}: {wal.name} holds {wal.stat().st_size} bytes the profiler did not merge "
-                            "into the database (it was not closed); they are not read")
-
-    def close(self) -> None:
-        self.connection.close()
-
-    def columns(self, table: str, wanted: Iterable[str] | None = None) -> dict[str, str] | None:
-        """{canonical: actual column} of `table` for the `wanted` canonical names (default all known); None,
-        with a warning, when the table lacks a required column (a schema perfkit does not know); None,
-        silently, when the table is absent (the profiler did not collect it)."""
-        if table not in self.tables:
-            return None
-        try:
-            actual = {row[1].casefold(): row[1] for row in self.connection.execute(f'PRAGMA table_info("{table}")')}
-        except SQLITE_ERRORS as exc:
-            self.warnings.append(f"{self.path.name}: skipped table {table}: {_why(exc)}")
-            return None
-        aliases = COLUMNS[table]
-        found = {canonical: next((actual[n.casefold()] for n in names if n.casefold() in actual), None)
-                 for canonical, names in aliases.items() if wanted is None or canonical in wanted}
-        missing = [aliases[c][0] for c in REQUIRED.get(table, ()) if c in found and found[c] is None]
-        if missing:
-            self.warnings.append(f"{self.path.name}: skipped table {table}: lacks column(s) {', '.join(missing)} "
-                                 f"(columns: {', '.join(actual.values())[:200]})")
-            return None
-        return {canonical: column for canonical, column in found.items() if column is not None}
-
-    def query(self, table: str, sql: str, parameters: tuple = ()) -> list[tuple] | None:
-        """Rows of `sql`; None, with a warning naming the table, when SQLite cannot read them."""
-        try:
-            return self.connection.execute(sql, parameters).fetchall()
-        except SQLITE_ERRORS as exc:
-            self.warnings.append(f"{self.path.name}: skipped table {table}: {_why(exc)}")
-            return None
-
-    def frame(self, table: str, wanted: Iterable[str] | None = None) -> pd.DataFrame | None:
-        """The `wanted` canonical columns of a whole (small) table; None where absent or unreadable."""
-        found = self.columns(table, wanted)
-        if not found:
-            return None
-        names = list(found)
-        rows = self.query(table, f'SELECT {", ".join(_quoted(found[c]) for c in names)} FROM "{table}"')
-        return None if rows is None else pd.DataFrame.from_records(rows, columns=names)
-
-    def string_column(self, ids: pa.Array) -> pa.Array:
-        """STRING_IDS values of an int64 array of ids, as an Arrow string array (null where none)."""
-        import pyarrow.compute as pc
-        if self._string_arrays is None:
-            self.strings(())
-            pairs = [(key, value) for key, value in self._strings.items()  # a damaged page may hold other types
-                     if type(key) is int and -2**63 <= key < 2**63 and isinstance(value, str)]  # noqa: E721
-            self._string_arrays = (pa.array([key for key, _ in pairs], pa.int64()),
-                                   pa.array([value for _, value in pairs], pa.string()))
-        keys, values = self._string_arrays
-        return values.take(pc.index_in(ids, value_set=keys))
-
-    def strings(self, ids: Iterable) -> list[str | None]:
-        """STRING_IDS values of `ids` (None for an id without a string), each at most MAX_STRING characters:
-        cut by SQLite, so that a longer one is never read whole (three 20 MB names made the timeline copy
-        20 MB into every event of those ops: 3.9 GB and 21 s for a 4,000-event trace); the cut is said once."""
-        if self._strings is None:
-            found = self.columns("STRING_IDS")
-            rows = self.query("STRING_IDS", f'SELECT {_quoted(found["id"])}, substr({_quoted(found["value"])}, 1, '
-                              f'{MAX_STRING + 1}) FROM STRING_IDS') if found else None
-            self._strings = dict(rows or ())
-            long = [key for key, value in self._strings.items() if isinstance(value, str) and len(value) > MAX_STRING]
-            for key in long:
-                self._strings[key] = self._strings[key][:MAX_STRING] + "…"
-            if long:
-                self.warnings.append(f"{self.path.name}: STRING_IDS: {len(long)} string(s) longer than "
-                                     f"{MAX_STRING:,} characters cut there (no op name or shape is that long)")
-        return [self._strings.get(i) for i in ids]
-
-
-def _open(path: Path) -> sqlite3.Connection:
-    """Read-only and immutable: no lock taken, nothing written beside the file, whatever else holds it."""
-    try:
-        with open_regular(path) as handle:  # a FIFO under the name would block SQLite's open for ever
-            head = handle.read(16)
-    except OSError as exc:
-        raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
-    if not head:
-        raise FileFormatError("is empty", path)
-    if head != b"SQLite format 3\x00":
-        raise FileFormatError("is not an SQLite database (wrong header)", path)
-    uri = "file:" + _uri_path(path) + "?mode=ro&immutable=1"
-    try:
-        return sqlite3.connect(uri, uri=True, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise FileFormatError(f"cannot be opened ({exc})", path) from None
-
-
-def _uri_path(path: Path) -> str:
-    from urllib.parse import quote
-    return quote(str(path.resolve()), safe="/")
-
-
-# SQLite's own errors, and its message about a damaged schema, whose bytes Python cannot decode.
-SQLITE_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, UnicodeDecodeError):
-        return "cannot be read (its schema is damaged: not UTF-8 text)"
-    text = str(exc)
-    if "malformed" in text or "not a database" in text:
-        return f"cannot be read ({text}: cut off or overwritten?)"
-    return f"cannot be read ({text})"
-
-
-def _quoted(column: str) -> str:
-    return '"' + column.replace('"', '""') + '"'
-
-
-# ---------------------------------------------------------------- finding the files
-
-def _files(folder: Path, parts: Parts) -> tuple[Path | None, Path | None]:
-    """(profiler database, analysis.db) of a rank folder; a second profiler database is said and left."""
-    output = folder / OUTPUT_DIR
-    found = sorted(path for pattern in PROFILER_DBS for path in output.glob(pattern))
-    if len(found) > 1:
-        parts.warnings.append(f"several profiler databases ({', '.join(p.name for p in found)}); using {found[0].name}")
-    analysis = output / ANALYSIS_DB
-    # a name that is no file (a FIFO, a folder) is opened and refused with a warning, not passed over
-    return (found[0] if found else None), (analysis if os.path.lexists(analysis) else None)
 
 
 def _opened(path: Path | None, parts: Parts) -> Database | None:
@@ -317,21 +99,6 @@ def _opened(path: Path | None, parts: Parts) -> Database | None:
     parts.sources.append(str(path))
     return database
 
-
-def _rank(folder: Path, profiler: Path | None, database: Database | None, parts: Parts) -> int:
-    """profiler_info_{r}.json as ascend_ms reads it, else the database's name, else RANK_DEVICE_MAP, else 0."""
-    if any(folder.glob("profiler_info*.json")):
-        return ascend_ms.read_profiler_info(folder, parts)
-    named = rank_of(profiler.name.replace(".db", ".csv")) if profiler else None
-    if named is not None:
-        return named
-    mapped = database.frame("RANK_DEVICE_MAP") if database else None
-    ranks = pd.to_numeric(mapped["rank"], errors="coerce") if mapped is not None and "rank" in mapped else None
-    if ranks is not None and len(ranks) and ranks.iloc[0] >= 0:  # -1: not set
-        return int(ranks.iloc[0])
-    return 0
-
-
 def _framework(folder: Path, profiler_path: Path | None) -> str:
     """torch_npu writes ascend_pytorch_profiler_{r}.db in `*_ascend_pt` folders; MindSpore its own name."""
     torch = folder.name.endswith("_ascend_pt") or (profiler_path is not None
@@ -343,12 +110,12 @@ def _framework(folder: Path, profiler_path: Path | None) -> str:
 
 def read(folder: Path) -> dict[int, Parts]:
     parts = Parts(meta={"device": "Ascend", "layout": LAYOUT, "export": "db"})
-    profiler_path, analysis_path = _files(folder, parts)
+    profiler_path, analysis_path = database_files(folder, parts)
     parts.meta["framework"] = _framework(folder, profiler_path)
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
     scoped, kernels = False, None
     try:
-        rank = _rank(folder, profiler_path, profiler, parts)
+        rank = database_rank(folder, profiler_path, profiler, parts)
         if profiler is not None:
             parts.meta.update(_valued(parts, profiler, "META_DATA/NPU_INFO", lambda: _meta(profiler)) or {})
             kernels = _valued(parts, profiler, "TASK/COMPUTE_TASK_INFO", lambda: _kernels(profiler))
@@ -386,10 +153,10 @@ def read(folder: Path) -> dict[int, Parts]:
 def read_steps(folder: Path) -> dict[int, Parts]:
     """Only the steps (STEP_TIME and StepTraceTime: a few rows), for questions across many ranks."""
     parts = Parts(meta={"device": "Ascend", "layout": LAYOUT, "export": "db"})
-    profiler_path, analysis_path = _files(folder, parts)
+    profiler_path, analysis_path = database_files(folder, parts)
     profiler, analysis = _opened(profiler_path, parts), _opened(analysis_path, parts)
     try:
-        rank = _rank(folder, profiler_path, profiler, parts)
+        rank = database_rank(folder, profiler_path, profiler, parts)
         steps = _valued(parts, profiler or analysis, "STEP_TIME/StepTraceTime", lambda: _steps(profiler, analysis, parts))
     finally:
         _close(profiler, analysis)
@@ -454,12 +221,12 @@ def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         return None
     optional = [c for c in ("input_shapes", "input_dtypes") if c in info]
     # One min() aggregate: SQLite takes the bare columns (type, shapes, dtypes) from the name's first kernel.
-    select = ", ".join([f'c.{_quoted(info["name"])}', f'min(t.{_quoted(task["start_ns"])})', "count(*)",
-                        f'sum(t.{_quoted(task["end_ns"])} - t.{_quoted(task["start_ns"])})',
-                        f'c.{_quoted(info["type"])}'] + [f"c.{_quoted(info[c])}" for c in optional])
+    select = ", ".join([f'c.{quoted(info["name"])}', f'min(t.{quoted(task["start_ns"])})', "count(*)",
+                        f'sum(t.{quoted(task["end_ns"])} - t.{quoted(task["start_ns"])})',
+                        f'c.{quoted(info["type"])}'] + [f"c.{quoted(info[c])}" for c in optional])
     sql = (f'SELECT {select} FROM "TASK" t JOIN "COMPUTE_TASK_INFO" c '
-           f'ON c.{_quoted(info["task"])} = t.{_quoted(task["task"])} '
-           f'WHERE t.rowid BETWEEN ? AND ? GROUP BY c.{_quoted(info["name"])}')
+           f'ON c.{quoted(info["task"])} = t.{quoted(task["task"])} '
+           f'WHERE t.rowid BETWEEN ? AND ? GROUP BY c.{quoted(info["name"])}')
     chunks = _task_chunks(database)
     if chunks is None:
         return None
@@ -521,7 +288,7 @@ def _parallel_rows(database: Database, sql: str, chunks: list[tuple[int, int]]) 
     from concurrent.futures import ThreadPoolExecutor
 
     def chunk_rows(bounds: tuple[int, int]) -> list[tuple]:
-        with closing(_open(database.path)) as connection:
+        with closing(open_database(database.path)) as connection:
             connection.text_factory = database.connection.text_factory
             return connection.execute(sql, bounds).fetchall()
 
@@ -529,7 +296,7 @@ def _parallel_rows(database: Database, sql: str, chunks: list[tuple[int, int]]) 
         with ThreadPoolExecutor(len(chunks)) as pool:
             return [row for rows in pool.map(chunk_rows, chunks) for row in rows]
     except (*SQLITE_ERRORS, FileFormatError) as exc:
-        why = exc.message if isinstance(exc, FileFormatError) else _why(exc)
+        why = exc.message if isinstance(exc, FileFormatError) else unreadable(exc)
         database.warnings.append(f"{database.path.name}: skipped table TASK: {why}")
         return None
 
@@ -539,10 +306,10 @@ def _communication_ops(database: Database) -> pd.DataFrame | None:
     found = database.columns("COMMUNICATION_OP", ("name", "start_ns", "end_ns", "type"))
     if not found:
         return None
-    type_column = f', {_quoted(found["type"])}' if "type" in found else ", NULL"
-    rows = database.query("COMMUNICATION_OP", f'SELECT {_quoted(found["name"])}, min({_quoted(found["start_ns"])}), '
-                          f'count(*), sum({_quoted(found["end_ns"])} - {_quoted(found["start_ns"])}){type_column} '
-                          f'FROM "COMMUNICATION_OP" GROUP BY {_quoted(found["name"])}')
+    type_column = f', {quoted(found["type"])}' if "type" in found else ", NULL"
+    rows = database.query("COMMUNICATION_OP", f'SELECT {quoted(found["name"])}, min({quoted(found["start_ns"])}), '
+                          f'count(*), sum({quoted(found["end_ns"])} - {quoted(found["start_ns"])}){type_column} '
+                          f'FROM "COMMUNICATION_OP" GROUP BY {quoted(found["name"])}')
     if not rows:
         return None
     ops = pd.DataFrame.from_records(rows, columns=["name", "first_ns", "count", "total_ns", "type"])
@@ -579,7 +346,7 @@ def _comm_ops_from_op_table(database: Database) -> pd.DataFrame | None:
         return None
     columns = ["name", "start_ns", "end_ns"] + [c for c in ("type", "group", "wait_ns", "count", "data_type")
                                                 if c in found]
-    rows = database.query("COMMUNICATION_OP", f'SELECT {", ".join(_quoted(found[c]) for c in columns)} '
+    rows = database.query("COMMUNICATION_OP", f'SELECT {", ".join(quoted(found[c]) for c in columns)} '
                           'FROM "COMMUNICATION_OP"')
     if not rows:
         return None
@@ -660,7 +427,7 @@ def _steps(profiler: Database | None, analysis: Database | None, parts: Parts,
     return steps
 
 
-# base.op_passes's rule as SQL (the kernels stay in SQLite): backward kernels are named under Gradients/,
+# opnames.op_passes's rule as SQL (the kernels stay in SQLite): backward kernels are named under Gradients/,
 # forward ones under Default/ but not its optimizer; GetNext is the data fetch the interval covers, not
 # forward compute (ascend_ms.SINK_OP_TYPES). GLOB, not LIKE: LIKE ignores case.
 SPAN_EDGES = {
@@ -679,13 +446,13 @@ def _spans(database: Database) -> dict[int, float] | None:
     edges = {}
     for scope, (reduce, column, condition) in SPAN_EDGES.items():
         rows = database.query("TASK", (
-            f'SELECT s.{_quoted(step["step"])}, {reduce}(t.{_quoted(task[column])}) FROM "STEP_TIME" s '
-            f'JOIN "TASK" t ON t.{_quoted(task["start_ns"])} >= s.{_quoted(step["start_ns"])} '
-            f'AND t.{_quoted(task["start_ns"])} < s.{_quoted(step["end_ns"])} '
-            f'JOIN "COMPUTE_TASK_INFO" c ON c.{_quoted(info["task"])} = t.{_quoted(task["task"])} '
-            f'JOIN "STRING_IDS" n ON n.id = c.{_quoted(info["name"])} '
-            f'LEFT JOIN "STRING_IDS" k ON k.id = c.{_quoted(info["type"])} WHERE {condition} '
-            f'GROUP BY s.{_quoted(step["step"])}'))
+            f'SELECT s.{quoted(step["step"])}, {reduce}(t.{quoted(task[column])}) FROM "STEP_TIME" s '
+            f'JOIN "TASK" t ON t.{quoted(task["start_ns"])} >= s.{quoted(step["start_ns"])} '
+            f'AND t.{quoted(task["start_ns"])} < s.{quoted(step["end_ns"])} '
+            f'JOIN "COMPUTE_TASK_INFO" c ON c.{quoted(info["task"])} = t.{quoted(task["task"])} '
+            f'JOIN "STRING_IDS" n ON n.id = c.{quoted(info["name"])} '
+            f'LEFT JOIN "STRING_IDS" k ON k.id = c.{quoted(info["type"])} WHERE {condition} '
+            f'GROUP BY s.{quoted(step["step"])}'))
         if not rows:
             return None
         edges[scope] = dict(rows)
@@ -814,159 +581,6 @@ def _step_numbers(steps: pd.Series | None) -> pd.Series | float:
 # ---------------------------------------------------------------- the timeline (perfkit/io/timeline.py)
 
 # Rows turned into timeline events at a time: memory stays bounded by the chunk, not the table.
-TIMELINE_ROWS_PER_CHUNK = 250_000
-# A globalTid is the process id in its upper 32 bits and the thread id in its lower ones (TASK's globalPid
-# is the same process: 13471134862269421 >> 32 = 3136493 in the fixture).
-TID_BITS = 32
-# The event tables, as trace_view.json lays the same events out: (table, lane pid, process name, its order).
-TIMELINE_LANES = {"PYTORCH_API": ("framework", "Python", 0), "CANN_API": ("cann", "CANN", 1),
-                  "TASK": ("device", "Ascend Hardware", 2), "COMMUNICATION_OP": ("hccl", "HCCL", 3)}
-
-
-def step_bounds_us(path: Path) -> dict[int, list[float]]:
-    """Per step, [start, end] in µs from STEP_TIME (the timeline's steps where no ProfilerStep event marks them)."""
-    database = Database(path, [])
-    try:
-        bounds = database.frame("STEP_TIME")
-    finally:
-        database.close()
-    if bounds is None:
-        return {}
-    # int(): an int64 ns near 1.7e18 is not exact as a float; Python's int / int rounds once, correctly
-    return {int(step): [int(start) / NS_PER_US, int(end) / NS_PER_US]
-            for step, start, end in zip(bounds["step"], bounds["start_ns"], bounds["end_ns"])
-            if pd.notna(start) and pd.notna(end) and end >= start}
-
-
-def db_traces(folder: Path) -> dict[int, Path]:
-    """{rank: profiler database} of a folder the database reader claims: the timeline source of a rank without
-    a trace_view.json (the database export writes no JSON timeline)."""
-    profiler, _ = _files(folder, Parts())
-    return {} if profiler is None else {_rank(folder, profiler, None, Parts()): profiler}
-
-
-def map_timeline(path: Path, each, stats, progress=None, workers: int = 1) -> Iterator:
-    """`each(chunk number, events)` for each chunk of rows of a profiler database's event tables, the events
-    as Chrome trace events (schema trace_json.OUTPUT; `stats` a trace_json.Stats), in `workers` forked
-    processes as trace_json.map_blocks does a trace's blocks; `progress(bytes)` after each chunk, the file's
-    size times the share of rows done. For the timeline index (perfkit/io/timeline.py).
-
-    Lanes as trace_view.json has them: framework calls (PYTORCH_API, whose ProfilerStep#N rows are the step
-    markers) and CANN API calls per thread, device tasks per stream (TASK, named by COMPUTE_TASK_INFO or
-    COMMUNICATION_TASK_INFO where they name the task, else by its task type; op_type the compute op's type,
-    else the task type), communication ops per group (COMMUNICATION_OP); ns become µs. Flow links
-    (connectionId) are not drawn. Raises FileFormatError when the file holds none of these tables or no
-    readable row.
-    """
-    from ..parallel import map_ahead
-    database = Database(path, stats.notes)
-    try:
-        queries = {table: _timeline_sql(database, table) for table in TIMELINE_LANES}
-        queries = {table: sql for table, sql in queries.items() if sql is not None}
-        if not queries:
-            raise FileFormatError("holds no timeline table (" + ", ".join(TIMELINE_LANES) + ")", path)
-        chunks = [(table, sql, first, first + TIMELINE_ROWS_PER_CHUNK - 1) for table, sql in queries.items()
-                  for first in range(1, _max_rowid(database, table) + 1, TIMELINE_ROWS_PER_CHUNK)]
-    finally:
-        database.close()
-    calls = ((path, *chunk, number, each) for number, chunk in enumerate(chunks))
-    for number, (_, answer) in enumerate(map_ahead(_timeline_chunk, calls, workers if len(chunks) > 1 else 1)):
-        events, notes, result = answer
-        stats.events += events
-        stats.notes += [note for note in notes if note not in stats.notes]
-        if events:
-            yield result
-        if progress is not None:
-            progress(int(path.stat().st_size * (number + 1) / len(chunks)))
-    if not stats.events:
-        why = "; ".join(stats.notes) or ", ".join(TIMELINE_LANES) + " are empty"
-        raise FileFormatError(f"holds no readable timeline event ({why})", path)
-
-
-def _timeline_chunk(path: Path, table: str, sql: str, first: int, last: int, number: int,
-                    each) -> tuple[int, list, Any]:
-    """(events, warnings, each(number, events)) for the rows `sql` (_timeline_sql) selects from `table` with
-    rowids first..last (in a worker process: a connection of its own)."""
-    notes: list[str] = []
-    database = Database(path, notes)
-    try:
-        rows = database.query(table, sql, (first, last))
-        if not rows:
-            return 0, notes, None
-        return len(rows), notes, each(number, _timeline_table(database, table, rows))
-    finally:
-        database.close()
-
-
-def _timeline_sql(database: Database, table: str) -> str | None:
-    """SELECT start_ns, dur_ns, lane, name id, op type id, shapes id (rows of a rowid range) for `table`."""
-    found = database.columns(table)
-    if not found:
-        return None
-    start, end = (f't.{_quoted(found[c])}' for c in ("start_ns", "end_ns"))
-    times = f"CAST({start} AS INTEGER), CAST({end} AS INTEGER) - CAST({start} AS INTEGER)"
-    where = f'FROM "{table}" t {{joins}} WHERE t.rowid BETWEEN ? AND ?'
-    if table in ("PYTORCH_API", "CANN_API"):
-        thread = f'CAST(t.{_quoted(found["thread"])} AS INTEGER)' if "thread" in found else "0"
-        shapes = f't.{_quoted(found["input_shapes"])}' if "input_shapes" in found else "NULL"
-        return f'SELECT {times}, {thread}, t.{_quoted(found["name"])}, NULL, {shapes} ' + where.format(joins="")
-    if table == "COMMUNICATION_OP":
-        group = f't.{_quoted(found["group"])}' if "group" in found else "NULL"
-        kind = f't.{_quoted(found["type"])}' if "type" in found else "NULL"
-        return f'SELECT {times}, {group}, t.{_quoted(found["name"])}, {kind}, NULL ' + where.format(joins="")
-    compute, comm = database.columns("COMPUTE_TASK_INFO"), database.columns("COMMUNICATION_TASK_INFO")
-    task_type = f't.{_quoted(found["task_type"])}' if "task_type" in found else "NULL"
-    stream = f't.{_quoted(found["stream"])}' if "stream" in found else "NULL"
-    names, types, shapes, joins = [], [task_type], "NULL", []
-    if compute:
-        joins.append(f'LEFT JOIN "COMPUTE_TASK_INFO" c ON c.{_quoted(compute["task"])} = t.{_quoted(found["task"])}')
-        names.append(f'c.{_quoted(compute["name"])}')
-        types.insert(0, f'c.{_quoted(compute["type"])}')
-        shapes = f'c.{_quoted(compute["input_shapes"])}' if "input_shapes" in compute else "NULL"
-    if comm:  # one name per task (a task may have several rows)
-        joins.append(f'LEFT JOIN (SELECT {_quoted(comm["task"])} AS task, min({_quoted(comm["name"])}) AS name '
-                     f'FROM "COMMUNICATION_TASK_INFO" GROUP BY 1) m ON m.task = t.{_quoted(found["task"])}')
-        names.append("m.name")
-    name = f"coalesce({', '.join(names + [task_type])})"
-    kind = f"coalesce({', '.join(types)})"
-    return f"SELECT {times}, {stream}, {name}, {kind}, {shapes} " + where.format(joins=" ".join(joins))
-
-
-def _max_rowid(database: Database, table: str) -> int:
-    rows = database.query(table, f'SELECT max(rowid) FROM "{table}"')
-    return int(rows[0][0]) if rows and rows[0][0] is not None else 0
-
-
-def _timeline_table(database: Database, table: str, rows: list[tuple]) -> pa.Table:
-    """Rows of _timeline_sql as OUTPUT events, after the M events naming their process and lanes (each chunk
-    names its own: chunks are made apart, and a name said twice is the same name). Column-wise in Arrow: a
-    6-million task rank is 24 chunks of this."""
-    import pyarrow.compute as pc
-
-    from ..trace_json import chrome_events
-    from ..trace_text import ns_to_us
-    pid, process, order = TIMELINE_LANES[table]
-    start_ns, dur_ns, lane, names, kinds, shapes = (_column(values) for values in zip(*rows))
-    if table in ("PYTORCH_API", "CANN_API"):
-        tids, lane_format = pc.cast(pc.bit_wise_and(pc.fill_null(lane, 0), (1 << TID_BITS) - 1), pa.string()), "Thread {}"
-    elif table == "COMMUNICATION_OP":
-        tids, lane_format = pc.fill_null(database.string_column(lane), "communication"), "{}"
-    else:
-        tids, lane_format = pc.cast(lane, pa.string()), "Stream {}"
-    return chrome_events(pid, process, lane_format, tids, database.string_column(names), ns_to_us(start_ns),
-                           ns_to_us(dur_ns), database.string_column(kinds),
-                           pc.utf8_trim(pc.utf8_trim_whitespace(database.string_column(shapes)), '"'),
-                           process_order=order)
-
-
-def _column(values: tuple) -> pa.Array:
-    """One column of SQLite's rows: integers as int64 (a value of another type, from a damaged page, null)."""
-    try:
-        return pa.array(values, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([value if type(value) is int and -2**63 <= value < 2**63 else None  # noqa: E721
-                         for value in values], pa.int64())
-
 
 # ---------------------------------------------------------------- raw, unanalysed data
 
@@ -980,7 +594,8 @@ MSPROF_DB = re.compile(r"^msprof_.*\.db$")
 def raw_data_hint(root: Path) -> str | None:
     """When `root` holds raw CANN profiling data and no analysed output: one sentence saying so and the command
     that analyses it; None otherwise."""
-    for folder, names in walk_names(root, RAW_DEPTH):
+    for folder, entries in walk(root, RAW_DEPTH):
+        names = [entry.name for entry in entries]
         msprof = [name for name in names if MSPROF_DB.match(name) and (folder / name).is_file()]
         if msprof:
             where = os.path.relpath(folder / msprof[0], root)
@@ -1018,4 +633,5 @@ def _is_raw_cann(prof: Path) -> bool:
 
 READER = Reader(name=LAYOUT, provides=frozenset({"steps", "op_types", "ops", "memory", "op_memory", "comm_ops",
                                                  "comm_links"}), detect=detect, read=read, read_steps=read_steps,
-                looks_for="ASCEND_PROFILER_OUTPUT/ database export", raw_data_hint=raw_data_hint)
+                looks_for="ASCEND_PROFILER_OUTPUT/ database export", raw_data_hint=raw_data_hint,
+                traces=db_timeline.traces)

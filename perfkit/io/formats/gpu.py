@@ -22,8 +22,12 @@ import pandas as pd
 import pyarrow as pa
 
 from ...core.errors import FileFormatError
+from ...core.opnames import op_passes, op_types_of
 from ...core.units import NS_PER_MS, TICKS_PER_MS, US_PER_MS
-from .base import Parts, Reader, guarded, has_match, op_passes, op_types_of, ranks_in, read_csv, read_text
+from ..discovery import has_match
+from . import legacy
+from .base import Parts, Reader
+from .files import guarded, ranks_in, read_csv, read_text
 from .legacy import read_profiler_info
 from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms
 
@@ -178,5 +182,7 @@ def _frame(start, fp, bp, end, comm, ticks_per_ms: float) -> pd.DataFrame:
     return steps
 
 
+# The timeline: MindInsight's gpu_timeline_display_{r}.json, else gpu_op_execute_timestamp_{r}.txt, as legacy.traces
+# finds them.
 READER = Reader(name="gpu", provides=frozenset({"steps", "op_types", "ops", "op_events"}), detect=detect, read=read,
-                looks_for="gpu_op_*", ops_cover_device=True)
+                looks_for="gpu_op_*", ops_cover_device=True, traces=legacy.traces)

@@ -18,24 +18,13 @@ import pyarrow as pa
 
 from ...core import boundedjson
 from ...core.errors import FileFormatError
-from ...core.opnames import comm_kind
+from ...core.opnames import comm_kind, op_passes, op_types_of
 from ...core.units import TICKS_PER_MS, TICKS_PER_US
-from .base import (
-    Parts,
-    Reader,
-    csv_header,
-    guarded,
-    has_match,
-    is_real_number,
-    op_passes,
-    op_types_of,
-    rank_of,
-    ranks_in,
-    read_csv,
-    read_json_object,
-    read_text,
-    stages_from_cluster_file,
-)
+from ..discovery import has_match
+from ..trace_text import LEGACY_ASCEND, text_traces
+from .base import Parts, Reader, TraceFile
+from .files import csv_header, guarded, is_real_number, rank_of, ranks_in, read_csv, read_json_object, read_text
+from .stages import stages_from_cluster_file
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -559,6 +548,26 @@ def read_profiler_info(path: Path, warnings: list[str]) -> dict:
     return meta
 
 
+# ---------------------------------------------------------------- the timeline (perfkit/io/timeline.py)
+
+# MindInsight's JSON timelines, Ascend's and GPU's (the GPU layout's folders hold the second, gpu.py).
+TIMELINE_DISPLAYS = ("ascend_timeline_display_*.json", "gpu_timeline_display_*.json")
+
+
+def traces(folder: Path) -> list[TraceFile]:
+    """Each rank's JSON timeline (TIMELINE_DISPLAYS, the first found), else its op times as text (trace_text); the
+    steps of output_timeline_data_{r}.txt from the step trace, whose points are on the same device clock."""
+    found = text_traces(folder)
+    displays: dict[int, Path] = {}
+    for pattern in TIMELINE_DISPLAYS:
+        for path in sorted(folder.glob(pattern)):
+            displays.setdefault(rank_of(path.name) or 0, path)
+    found.update(displays)
+    return [TraceFile(rank, path, folder, folder / STEP_FILE.format(rank), step_bounds_us)
+            if path.name.startswith(LEGACY_ASCEND.prefix) else TraceFile(rank, path, folder)
+            for rank, path in sorted(found.items())]
+
+
 READER = Reader(name="legacy", provides=frozenset({"steps", "op_types", "ops", "comm_ops", "comm_links"}),
                 detect=detect, read=read, read_steps=read_steps,
-                looks_for="aicore_intermediate_*, step_trace_raw_*")
+                looks_for="aicore_intermediate_*, step_trace_raw_*", traces=traces)

@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from .base import RUN_WIDE, Parts, Reader, json_object
+from .base import RUN_WIDE, Parts, Reader
+from .files import json_object
 
 # The manifest's vocabulary, shared with perfkit/profiler/ (which writes what this module reads).
 MANIFEST = "perfkit_run.json"

@@ -23,19 +23,11 @@ import pyarrow.compute as pc
 
 from ...core.errors import FileFormatError
 from ...core.units import BYTES_PER_MB, KB_PER_MB, NS_PER_MS, US_PER_MS
+from ..discovery import has_match
 from .ascend_ms import OUTPUT_DIR, read_profiler_info
-from .base import (
-    Parts,
-    Reader,
-    float_columns,
-    guarded,
-    has_match,
-    rank_of,
-    read_csv_table,
-    string_codes,
-    strings_at,
-    with_column,
-)
+from .base import Parts, Reader
+from .files import guarded, rank_of, read_csv_table
+from .tables import float_columns, string_codes, strings_at, with_column
 
 MEMORY_RECORD = "memory_record.csv"
 OPERATOR_MEMORY = "operator_memory.csv"

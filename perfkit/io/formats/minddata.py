@@ -19,18 +19,9 @@ import pyarrow as pa
 from ...core import boundedjson
 from ...core.errors import FileFormatError
 from ...core.units import NS_PER_MS, US_PER_MS
-from .base import (
-    Parts,
-    Reader,
-    guarded,
-    has_match,
-    is_readable_file,
-    is_real_number,
-    ranks_in,
-    read_csv,
-    read_json_object,
-    read_text,
-)
+from ..discovery import has_match
+from .base import Parts, Reader
+from .files import guarded, is_readable_file, is_real_number, ranks_in, read_csv, read_json_object, read_text
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"

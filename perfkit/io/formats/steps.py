@@ -2,7 +2,7 @@
 
 Each step splits into interval (before the first forward op: waiting for data or the host),
 fwd_bwd (first forward op start to last backward op end) and tail (after the last backward op:
-optimizer, all-reduce tail). Forward/backward come from the ops' scope names (base.op_passes).
+optimizer, all-reduce tail). Forward/backward come from the ops' scope names (core/opnames.op_passes).
 busy_ms is the step's time with a compute op running (communication ops left out): the step ledger's
 device compute of that very step, where the op tables only give totals over every profiled step.
 """
@@ -18,8 +18,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from ...core.errors import FileFormatError
+from ...core.opnames import op_passes, op_types_of
 from ...core.units import NS_PER_MS, US_PER_MS
-from .base import Derivation, op_passes, op_types_of, read_text
+from .base import Derivation
+from .files import read_text
 
 STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms", "busy_ms"]
 

@@ -1,0 +1,163 @@
+"""Discovery: the one folder walker, the folder listings readers' `detect` asks, and which reader claims which
+folder under a run's path.
+
+Layouts are detected, never configured: the user may point at a legacy flat folder, the `profiler/` folder or its
+parent, a `*_ascend_ms` folder, its `ASCEND_PROFILER_OUTPUT/`, a `perfkit profile` output, or a parent holding one
+folder per rank. Every folder under the path (but FRAMEWORK/, the raw files of the folder above it) is offered to
+every reader; the folders a reader claims are its jobs.
+
+`walk` is the only walk over a folder tree in perfkit/io: discovery, the cache's keys (perfkit/io/cache.py), the
+messages about what a folder holds and the raw-data hints all go through it, so all leave out the same folders
+(SKIPPED). Nothing here imports a reader: the caller passes them (formats.readers()), and the readers import
+`has_match` from here.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import fnmatch
+import functools
+import os
+import re
+from collections import deque
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+
+from ..core import plugins
+from ..core.errors import LayoutError
+
+if TYPE_CHECKING:
+    from .formats.base import Reader
+
+# Folders no reader reads and no run lies in: raw CANN data (PROF_*: its analysed output is the folder the readers
+# read), the profiler's logs, Python's bytecode. No walk enters them: a run is never found in one, and a change
+# inside one makes no cached run or answer stale (base.Reader: a reader reads nothing there).
+SKIPPED = ("PROF_", "logs", "__pycache__")
+# How deep under the given path discovery looks for the folders readers claim (a cluster parent / rank folder /
+# *_ascend_ms / ASCEND_PROFILER_OUTPUT, FRAMEWORK, and room for a parent or two above them).
+MAX_DEPTH = 5
+# Folders that are a part of the profiler folder above them: a path naming one means that folder.
+PARTS_OF_A_RUN_FOLDER = ("ASCEND_PROFILER_OUTPUT", "FRAMEWORK")
+# The framework's raw files, which the readers read from the profiler folder above (CPU ops, host memory): walked
+# (its files key the cache) and listed for the readers' detect, but never offered to them as a folder of its own,
+# which on every rank of a 4,096-rank run costs a tenth of a second. ASCEND_PROFILER_OUTPUT is offered: the dataset
+# reader may find its files there.
+FRAMEWORK = "FRAMEWORK"
+
+Job = tuple["Reader", Path]
+Warning = tuple[str, str]  # (where under the run's root, "." for the root itself; what)
+
+
+def walk(root: Path, depth: int) -> Iterator[tuple[Path, list[os.DirEntry]]]:
+    """(folder, its entries sorted by name) for `root` and every folder under it down to `depth` levels, breadth
+    first; never entering a SKIPPED folder, nor following a link into a folder (a link loop cannot trap it). A
+    folder that cannot be listed has no entries."""
+    queue = deque([(Path(root), 0)])
+    while queue:
+        folder, level = queue.popleft()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            entries = []
+        yield folder, entries
+        if level < depth:
+            queue.extend((Path(entry.path), level + 1) for entry in entries
+                         if is_folder(entry) and not entry.name.startswith(SKIPPED))
+
+
+def is_folder(entry: os.DirEntry) -> bool:
+    """Whether `entry` is a folder itself (a link to one is not)."""
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- the listings detect asks
+
+GLOB_CHARACTERS = re.compile(r"[*?\[]")
+_LISTINGS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("perfkit_listings", default=None)
+
+
+def has_match(folder: Path, patterns: Iterable[str]) -> bool:
+    """Whether an entry of `folder` matches one of the glob `patterns`: one directory listing for all
+    patterns, and within `listings_kept()` one for all readers, the walk's own (discovery runs every reader's
+    detect on every folder of a 4,096-rank tree: ~17 questions a folder)."""
+    kept = _LISTINGS.get()
+    place = os.fspath(folder)  # a str key: hashing a Path rebuilds its parts, tens of thousands of times here
+    names = kept.get(place) if kept is not None else None
+    if names is None and kept is not None:  # a name the walk did not find in its folder: nothing to list there
+        parent, _, name = place.rpartition(os.sep)
+        if name not in kept.get(parent, (name,)):
+            names = kept[place] = frozenset()
+    if names is None:
+        try:
+            with os.scandir(place) as listing:
+                names = frozenset(entry.name for entry in listing)
+        except OSError:
+            names = frozenset()
+        if kept is not None:
+            kept[place] = names
+    literal, globbed = _split_patterns(tuple(patterns))
+    if not names.isdisjoint(literal):
+        return True
+    return globbed is not None and any(globbed.match(name) for name in names)
+
+
+@functools.lru_cache(maxsize=256)
+def _split_patterns(patterns: tuple[str, ...]) -> tuple[frozenset[str], re.Pattern | None]:
+    """(the patterns that are plain file names, one regex for the rest): most detect patterns name one file,
+    a set lookup; fnmatch.filter once per pattern and folder was a third of discovering a 4,096-rank run.
+    Case-sensitive, as fnmatch is on POSIX."""
+    literal = frozenset(pattern for pattern in patterns if not GLOB_CHARACTERS.search(pattern))
+    globbed = [pattern for pattern in patterns if pattern not in literal]
+    return literal, (re.compile("|".join(f"(?:{fnmatch.translate(pattern)})" for pattern in globbed))
+                     if globbed else None)
+
+
+@contextmanager
+def listings_kept():
+    """has_match lists each folder once inside this block (one discovery: the tree does not change under it)."""
+    token = _LISTINGS.set({})
+    try:
+        yield
+    finally:
+        _LISTINGS.reset(token)
+
+
+def _keep_listing(folder: Path, entries: list[os.DirEntry]) -> None:
+    """What the walk listed of `folder`, for has_match within listings_kept()."""
+    _LISTINGS.get()[os.fspath(folder)] = frozenset(entry.name for entry in entries)
+
+
+# ---------------------------------------------------------------- discover
+
+def discover(path: str | os.PathLike, readers: Sequence[Reader]) -> tuple[Path, list[Job], list[Warning]]:
+    """The run's root, every (reader, folder) under it whose files that reader reads (of `readers`, in their
+    order: formats.readers()), and a warning for each plugin reader whose detect raised (it then claims nothing)."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise LayoutError("does not exist", root)
+    if not root.is_dir():
+        raise LayoutError("is not a folder (pass the profiler output folder)", root)
+    root = root.resolve()
+    if root.name in PARTS_OF_A_RUN_FOLDER:
+        root = root.parent
+    jobs: list[Job] = []
+    problems: list[Warning] = []
+    with listings_kept():
+        for folder, entries in walk(root, MAX_DEPTH):
+            _keep_listing(folder, entries)
+            if folder.name == FRAMEWORK:
+                continue
+            for reader in readers:
+                try:
+                    if reader.detect(folder):
+                        jobs.append((reader, folder))
+                except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own detect raising is a bug
+                    if reader.plugin is None:
+                        raise
+                    problems.append((os.path.relpath(folder, root), plugins.failure(reader.plugin, "detect", exc)))
+    return root, jobs, problems

@@ -1,0 +1,247 @@
+"""The files readers read: ranks in file names, whole text and JSON files, CSV tables, each with the user-facing
+errors for the usual ways a file is broken, and `guarded`, which turns a broken file into a warning."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+
+from ...core import boundedjson
+from ...core.errors import FileFormatError
+from ...core.files import open_regular
+from ...core.units import BYTES_PER_MB
+from .base import Parts
+
+RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
+
+
+def rank_of(file_name: str) -> int | None:
+    """The rank in a file name such as `aicore_intermediate_3_type.csv` or `framework_raw_0.csv`."""
+    match = RANK_SUFFIX.search(file_name)
+    return int(match.group(1)) if match else None
+
+
+def ranks_in(folder: Path, patterns: Iterable[str]) -> list[int]:
+    """The ranks named by the files of `folder` that match any of the glob `patterns`, sorted."""
+    return sorted({rank for pattern in patterns for path in folder.glob(pattern)
+                   if (rank := rank_of(path.name)) is not None})
+
+
+def is_real_number(value: Any) -> bool:
+    """Whether a decoded JSON value is a finite number (True and False are ints to Python, not numbers here)."""
+    return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and math.isfinite(value))
+
+
+def read_text(path: Path) -> str:
+    """A whole text file, with the user-facing errors for the usual ways it is broken."""
+    try:
+        with open_regular(path) as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
+    if not raw.strip():
+        raise FileFormatError("is empty", path)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})", path) from None
+
+
+def read_json_object(path: Path, warnings: list[str]) -> dict:
+    """A JSON file whose top level is an object, through the bounded decoder (perfkit/core/boundedjson.py): a
+    file cut off mid-write or nested too deep is a FileFormatError; what the decoder changed (numbers out
+    of range, lone surrogates) is one warning naming the file."""
+    counts = boundedjson.Counts()
+    try:
+        data = boundedjson.loads(read_text(path), counts)
+    except boundedjson.JSONError as exc:
+        raise FileFormatError(exc.message, path) from None
+    if not isinstance(data, dict):
+        raise FileFormatError(f"is not a JSON object (found {type(data).__name__})", path)
+    if counts.notes():
+        warnings.append(f"{path.name}: " + "; ".join(counts.notes()))
+    return data
+
+
+def json_object(parts: Parts, path: Path) -> dict | None:
+    """`read_json_object` through `guarded`: None, with a warning, where the file is broken."""
+    return guarded(parts, path, lambda p: read_json_object(p, parts.warnings))
+
+
+def is_readable_file(parts: Parts, path: Path) -> bool:
+    """Whether `path` is a file to read. A name that is there but is no file (a symlink loop, a dangling
+    link, a folder, a FIFO) is said in a warning, never passed over in silence: what open_regular finds."""
+    if path.is_file():
+        return True
+    if os.path.lexists(path):
+        try:
+            open_regular(path).close()
+            why = "not a readable file"  # it became one since is_file: read it next time
+        except FileFormatError as exc:
+            why = exc.message
+        parts.warnings.append(f"skipped {path.name}: {why}")
+    return False
+
+
+def guarded(parts: Parts, path: Path, reader: Callable[[Path], Any]) -> Any:
+    """Run `reader(path)`; a broken file becomes a warning on `parts` and None, so the rest still loads.
+    An absent file is None, one that is there but no file a warning too (`is_readable_file`)."""
+    if not is_readable_file(parts, path):
+        return None
+    try:
+        result = reader(path)
+    except FileFormatError as exc:
+        parts.warnings.append(f"skipped {path.name}: {exc.message}")
+        return None
+    parts.sources.append(str(path))
+    return result
+
+
+# Arrow's reader threads pay off only on big files; a cluster run reads hundreds of small ones, one per
+# worker process and core (kernel_details.csv of 1.3 MB: 6.3 ms on one thread, 4.3 ms on two, and
+# the second core is another worker's).
+THREADED_CSV_BYTES = 8 * BYTES_PER_MB
+# A file read on one thread is parsed as one block (Arrow's default is 1 MiB): a 1.3 MB kernel_details.csv
+# otherwise comes in two chunks, each with its own dictionaries of names, types and shapes, which are then
+# unified. Bounded: only files below THREADED_CSV_BYTES are read so; bigger ones keep Arrow's blocks.
+SINGLE_BLOCK_SLACK = 1024
+
+
+def _read_csv_arrow(path: Path, parse_options, convert_options):
+    """pyarrow's parse of `path`. A file below THREADED_CSV_BYTES goes through Arrow's streaming reader as one
+    block (the same table: its types are inferred from that block, which is the whole file): pyarrow's
+    read_csv starts a thread for every file even with use_threads=False, ~0.1-0.2 ms a file, and a rank of a
+    cluster run is six small CSV files (op_statistic.csv: 0.10 ms instead of 0.20)."""
+    import pyarrow.csv as pacsv
+
+    size = path.stat().st_size
+    if size > THREADED_CSV_BYTES:
+        return pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=True), parse_options=parse_options,
+                              convert_options=convert_options)
+    return pacsv.open_csv(path, read_options=pacsv.ReadOptions(use_threads=False, block_size=size + SINGLE_BLOCK_SLACK),
+                          parse_options=parse_options, convert_options=convert_options).read_all()
+
+
+# Cells that mean "no value" in the profilers' CSV files.
+CSV_NULLS = ["", "N/A", "NA", "null", "None"]
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header row of a CSV file, with the usual errors for an empty or non-UTF-8 file."""
+    import csv
+    try:
+        with open_regular(path) as handle:
+            first = handle.readline()
+    except OSError as exc:
+        raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
+    if not first.strip():
+        raise FileFormatError("is empty", path)
+    try:
+        line = first.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(f"is not UTF-8 text (byte 0x{first[exc.start]:02x} at offset {exc.start})",
+                              path) from None
+    try:
+        return next(csv.reader([line.rstrip("\r\n")]))
+    except csv.Error as exc:  # e.g. a header line over csv's 128 KiB field limit: not a profiler CSV
+        raise FileFormatError(f"has an unparsable header line ({exc})", path) from None
+
+
+def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
+             types: dict[str, Any], warnings: list[str]) -> pd.DataFrame:
+    """`read_csv_table` as a DataFrame."""
+    return read_csv_table(path, aliases, required, types, warnings).to_pandas()
+
+
+def read_csv_table(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
+                   types: dict[str, Any], warnings: list[str]):
+    """The columns of a CSV file named in `aliases` ({canonical: accepted headers}), renamed to canonical,
+    as a pyarrow Table (for readers that run once per rank of hundreds, where pandas' overhead dominates).
+
+    Read with pyarrow, only the wanted columns: kernel tables reach millions of rows. Rows with the
+    wrong number of cells (a file cut off mid-write) are skipped and counted in `warnings`.
+    `types` maps canonical names to pyarrow types; a missing required column, a file without rows,
+    non-UTF-8 text or unparsable values raise FileFormatError naming the file.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    header = csv_header(path)
+    by_key = {name.strip().casefold(): name for name in header}
+    found: dict[str, str] = {}
+    for canonical, names in aliases.items():
+        for name in names:
+            if name.casefold() in by_key:
+                found[canonical] = by_key[name.casefold()]
+                break
+    missing = [canonical for canonical in required if canonical not in found]
+    if missing:
+        wanted = ", ".join(aliases[c][0] for c in missing)
+        raise FileFormatError(f"lacks column(s) {wanted} (header: {', '.join(header)[:200]})", path)
+    skipped: list[int] = []
+
+    def skip_row(row) -> str:
+        skipped.append(row.actual_columns)
+        return "skip"
+
+    try:
+        with _quiet_undecodable_rows():
+            table = _read_csv_arrow(
+                path,
+                parse_options=pacsv.ParseOptions(invalid_row_handler=skip_row, newlines_in_values=False),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=list(found.values()),
+                    column_types={found[c]: t for c, t in types.items() if c in found},
+                    null_values=CSV_NULLS, strings_can_be_null=True, quoted_strings_can_be_null=True))
+    except pa.ArrowInvalid as exc:
+        bad_byte = _first_non_utf8(path)
+        if bad_byte is not None:
+            raise FileFormatError(f"is not UTF-8 text (at byte offset {bad_byte})", path) from None
+        raise FileFormatError(f"cannot be parsed ({str(exc).splitlines()[0][:200]})", path) from None
+    if skipped:
+        warnings.append(f"{path.name}: skipped {len(skipped)} row(s) with the wrong number of cells "
+                        f"(truncated or malformed)")
+    if table.num_rows == 0:
+        raise FileFormatError("has a header but no rows", path)
+    return table.rename_columns([next(c for c, actual in found.items() if actual == name)
+                                 for name in table.column_names])
+
+
+@contextmanager
+def _quiet_undecodable_rows():
+    """pyarrow decodes a malformed row's text before it calls invalid_row_handler; non-UTF-8 bytes make
+    that raise inside pyarrow, which Python prints on stderr as "Exception ignored ... UnicodeDecodeError"
+    (a traceback to the user's eye). The read then fails and read_csv reports the file as not UTF-8."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, UnicodeDecodeError):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def _first_non_utf8(path: Path, chunk_size: int = 1 << 24) -> int | None:
+    """Offset of the first byte that is not UTF-8, read in chunks (only called once parsing failed)."""
+    import codecs
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    with open_regular(path) as handle:
+        while chunk := handle.read(chunk_size):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                return offset + exc.start
+            offset += len(chunk)
+    return None
