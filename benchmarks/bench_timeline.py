@@ -57,7 +57,7 @@ print(json.dumps({}))
 """
 BUILD = """
 import json, sys
-from perfkit import timeline
+from perfkit.io import timeline
 if sys.argv[2] == "serial":
     timeline.index_workers = lambda: 1
 found = timeline.index(sys.argv[1])
@@ -66,7 +66,8 @@ print(json.dumps({"parts": sum(len(r["parts"]) for r in found.ranks.values()), "
 """
 WINDOWS = """
 import json, statistics, sys, time
-from perfkit import figures, timeline
+from perfkit.io import timeline
+from perfkit.views.figures.timeline import timeline_figure
 out = {}
 for step in map(int, sys.argv[2:]):
     start = time.perf_counter(); events = timeline.timeline(sys.argv[1], step=step); cold = time.perf_counter() - start
@@ -76,7 +77,7 @@ for step in map(int, sys.argv[2:]):
     page = []
     for _ in range(3):  # what the page's draw callback does: the window, the figure, its JSON
         start = time.perf_counter()
-        figures.timeline_figure(timeline.timeline(sys.argv[1], step=step), title=f"step {step} · ").to_json()
+        timeline_figure(timeline.timeline(sys.argv[1], step=step), title=f"step {step} · ").to_json()
         page.append(time.perf_counter() - start)
     out[step] = {"events": len(events), "cold_s": cold, "warm_s": statistics.median(warm),
                  "page_s": statistics.median(page)}

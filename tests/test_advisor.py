@@ -314,7 +314,7 @@ def test_kernel_efficiency_fires_on_a_reference_kernel_forward_conv_on_cpu():
 
 
 def test_kernel_efficiency_silent_when_conv_kernels_are_within_calibrated_spread():
-    # healthy runs spread up to ~3x between conv groups (README calibration); 6x is still no finding
+    # healthy runs spread up to ~3x between conv groups (docs/advice.md, the kernel_efficiency row); 6x is still no finding
     run = make_run(device="CPU", steps=step_rows(1.0, 60.0, 1.0), ops=conv_ops(6.0, 36.0, 12.0))
     advice = advise(run)
     assert "kernel_efficiency" not in advice.ids() and "kernel_efficiency" not in advice.not_checked

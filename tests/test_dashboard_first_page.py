@@ -25,7 +25,7 @@ from test_dashboard_browser import panels_with_data, text_of  # noqa: E402
 import perfkit
 from perfkit.render.report import PLOTLY_BUNDLE  # noqa: E402
 from perfkit.views import ids as panel_ids  # noqa: E402
-from perfkit.views.figures import MAX_STEP_BARS  # noqa: E402
+from perfkit.views.figures.overview import MAX_STEP_BARS  # noqa: E402
 from perfkit.views.summary import summarize  # noqa: E402
 
 STEPS = 2000

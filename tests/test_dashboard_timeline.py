@@ -240,8 +240,8 @@ def test_cpu_lanes_are_coloured_by_what_runs_on_them(page, tmp_path_factory):
     wait_for(driver, lambda d: bars(d) > 0, "timeline bars")
     window = timeline.timeline(FIXTURE_RUNS["cpu_2_10"], step=2)
     (start, end), = window.attrs["window_us"].values()
-    bars = len(timeline_figures.timeline_bars(window)[0])
-    drawn = wait_for(driver, lambda d: drawn_bars(d) if len(drawn_bars(d)) == bars else None, "every bar")
+    expected = len(timeline_figures.timeline_bars(window)[0])
+    drawn = wait_for(driver, lambda d: drawn_bars(d) if len(drawn_bars(d)) == expected else None, "every bar")
     assert {bar["category"] for bar in drawn} == {"compute", "scope"}
     for bar in drawn:
         (kind,) = kinds[bar["name"]]

@@ -2,7 +2,7 @@
 
 Real fixtures and sample runs are used as they are. Three runs are crafted, because no real file shows them
 (tests/fixtures has no GPU PyNative run, no pipeline-parallel run with more than one stage, no Level0
-kernel table); each is written here in the file formats formats.md describes, column for column:
+kernel table); each is written here in the file formats docs/formats.md describes, column for column:
   - `gpu_pynative`: MindSpore 2.2 GPU, PyNative, empty step trace, op launches in gpu_op_execute_timestamp;
   - `pipeline_run`: 4 ranks, pp=2 x dp=2, torch_npu `*_ascend_pt` new layout, bf16, profiler_metadata pp groups;
   - a Level0 kernel_details.csv whose Type column is `N/A`.
@@ -56,7 +56,7 @@ GPU_EPOCH_NS = 1_700_000_000_000_000_000
 
 def gpu_pynative(folder: Path, mode: str = "pynative", calls: dict[str, list[tuple[int, float]]] | None = None
                  ) -> Path:
-    """Writes the GPU files formats.md §1 lists (GPU rows) for a PyNative run whose step trace is empty: GPU_OPS
+    """Writes the GPU files docs/formats.md §1 lists (GPU rows) for a PyNative run whose step trace is empty: GPU_OPS
     over GPU_STEPS steps, or `calls` (full op name -> [(start epoch ns, duration ms)], type from the name).
 
     Crafted: no real GPU PyNative gpu_op_execute_timestamp file is public (searched: find_string and the code

@@ -552,5 +552,5 @@ def test_a_plugin_reader_whose_traces_raise_is_one_line_naming_it(tmp_path, monk
     sys.modules.pop("perfkit_test_tracer.layout", None)
     result = CliRunner().invoke(main, ["trace", str(run), "--step", "2", "-o", str(tmp_path / "out.json")])
     assert result.exit_code == 2 and result.output.count("\n") == 1 and "Traceback" not in result.output
-    assert result.output.startswith(f"perfkit: error: {run}: plugin tracer = perfkit_test_tracer.layout:READER: "
-                                    "listing its traces raised KeyError")
+    assert result.output.startswith(f"perfkit: error: {run}: plugin tracer = perfkit_test_tracer.layout:READER from "
+                                    "perfkit_test_tracer 0.1: listing its traces raised KeyError")

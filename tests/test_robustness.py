@@ -220,7 +220,7 @@ def _check_outcome(result, mutated: Path) -> str:
 # the timeline JSON is not read.
 SOUND_CASES = {"extra_unknown_columns", "new_extra_unknown_columns", "columns_reordered", "new_columns_reordered",
                "percent_above_1", "percent_above_100", "new_ratio_above_100", "timeline_json_cut_in_half",
-               # an empty memory cell is how the profiler writes "unknown" (formats.md §3): nothing to say
+               # an empty memory cell is how the profiler writes "unknown" (docs/formats.md §3): nothing to say
                "memory_record_empty_cell"}
 
 

@@ -10,7 +10,7 @@ from .change import Change
 SEVERITIES = ("high", "medium", "low")
 
 # Severity from the share of step time a change can win back. msprof-analyze calls an issue High at >= 5 %
-# and Medium at >= 3 % of step time (formats.md §4); perfkit's rules only fire at >= 5 % in the first place,
+# and Medium at >= 3 % of step time (docs/formats.md §4); perfkit's rules only fire at >= 5 % in the first place,
 # so High is raised to 10 %: a tenth of every step back is what a user should do first.
 HIGH_GAIN_PCT = 10.0
 MEDIUM_GAIN_PCT = 3.0
@@ -25,8 +25,8 @@ class Finding:
     action: str                    # the exact change to make in the user's script or environment
     target: str | None = None      # the op type, dataset op or rank the finding is about
     est_gain_pct: float | None = None  # share of step time the change can win back (upper bound), or None
-    # What it claims of the step ledger (perfkit/analysis/ledger.py), set by `advise`: cause -> ms over the run. Two findings
-    # never claim the same ms, so est_gain_pct, the claim's share of the run, never adds up past the step.
+    # What it claims of the step ledger (perfkit/analysis/ledger.py), set by `advise`: cause -> ms over the run. Two
+    # findings never claim the same ms, so est_gain_pct, the claim's share of the run, never adds up past the step.
     claims: dict[str, float] = field(default_factory=dict)
     claim: Any = field(default=None, compare=False, repr=False)  # a ledger.Claim overriding the rule's causes
     # the action as a setting a program can apply (perfkit tune), where the action is one; None otherwise

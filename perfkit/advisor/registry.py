@@ -5,7 +5,7 @@ A rule is a small pure function of a Run returning zero or more Findings, in the
 (perfkit/advisor/rules/<concern>.py), registered with `@rule("id", needs=(...))`. It declares the data it needs
 (keys of NEEDS); `advise` skips it with the stated reason when the run lacks them. A rule raises NotChecked itself
 for what only it can tell (e.g. the data mode is unknown). Thresholds sit next to the rule that uses them, relative
-to step time, with their source (formats.md §4 lists what MindInsight, MindSpore's analyser, TensorFlow, PyTorch
+to step time, with their source (docs/formats.md §4 lists what MindInsight, MindSpore's analyser, TensorFlow, PyTorch
 and msprof-analyze use).
 
 **Rules from other packages.** A package adds rules through an entry point in the group `perfkit.rules` whose

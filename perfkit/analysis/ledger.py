@@ -28,7 +28,7 @@ from . import measures
 from .steady import first_step_verdicts
 
 # A step is bound by something other than its compute when that part takes this share of it: TensorFlow's
-# input analysis calls >= 20 % of the step "highly input-bound" (formats.md §4); the same bar for every part.
+# input analysis calls >= 20 % of the step "highly input-bound" (docs/formats.md §4); the same bar for every part.
 BOUND_MIN_SHARE = 0.20
 # Step parts read from the files may exceed the step's total by rounding (10-ns ticks, µs columns): beyond
 # this the files contradict themselves, which is said once per run.

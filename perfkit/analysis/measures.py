@@ -21,7 +21,7 @@ STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
 OPTIONAL_STEP_KEYS = ("computing_ms", "comm_ms", "comm_exposed_ms", "comm_overlapped_ms", "free_ms",
                       "preparing_ms", "bubble_ms")
 
-# Op-type families the seed's AMP story is about (formats.md §3): Ascend BNTraining*/BNInfer, CPU/GPU BatchNorm*.
+# Op-type families the seed's AMP story is about (docs/formats.md §3): Ascend BNTraining*/BNInfer, CPU/GPU BatchNorm*.
 CAST_FAMILY = re.compile(r"^Cast")
 BATCHNORM_FAMILY = re.compile(r"^(BatchNorm.*|BNTraining(Reduce|Update)(Grad)?|BNInfer.*)$")
 
@@ -212,7 +212,7 @@ def queue_stats(queue: pd.DataFrame) -> dict[str, Any] | None:
 # A queue with fewer samples than this is one or two batches: it tells no pattern (issue 14: one host-queue
 # sample gave two contradicting findings). Three is the seed's sink runs' device-queue count.
 MIN_QUEUE_SAMPLES = 3
-# MindInsight: host queue empty in > 30 % of batches -> data processing is the bottleneck (formats.md §4).
+# MindInsight: host queue empty in > 30 % of batches -> data processing is the bottleneck (docs/formats.md §4).
 QUEUE_EMPTY_PCT = 30.0
 
 
@@ -248,7 +248,7 @@ def host_cpu_busy(cpu_util: pd.DataFrame) -> dict[str, float | None]:
             "user_pct": mean("user_pct"), "sys_pct": mean("sys_pct")}
 
 
-# memory_record's framework allocator (formats.md §3), the most inclusive first: `PTA+GE` is torch_npu's and
+# memory_record's framework allocator (docs/formats.md §3), the most inclusive first: `PTA+GE` is torch_npu's and
 # GE's together. `APP` is the whole process (reserved only) and `CANN/...` are CANN modules: not the framework's.
 FRAMEWORK_COMPONENTS = ("PTA+GE", "MindSpore+GE", "MindSpore", "PTA", "GE")
 # Links that leave the device; LOCAL is a copy inside it (hundreds of GB/s) and says nothing about the network.

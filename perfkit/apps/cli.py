@@ -258,7 +258,7 @@ def ranks(run: str, fmt: str) -> None:
               help="Exit 1 when B has a finding A had not, at or above this severity (for CI).")
 @click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="How far single runs of one setting land apart on your machine (default: perfkit's measured "
-                   "floor for a shared 2-core VM, see the README). Used when each side is one run.")
+                   "floor for a shared 2-core VM, see docs/compare.md). Used when each side is one run.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, metavar="N",
               help="Samples per step over all ranks, for runs whose files do not tell it (samples/s, and time per "
                    "sample when the batches differ).")

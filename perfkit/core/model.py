@@ -32,16 +32,16 @@ SCHEMA: dict[str, dict[str, str]] = {
             "count": "int64", "total_ms": "float64", "pass": "string",
             "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64",
             "min_ms": "float64"},
-    # One row per profiled step. interval = waiting for data/host before forward starts,
-    # fwd_bwd = forward+backward compute, tail = after backward (optimizer, all-reduce tail); a layout that
-    # knows only each step's total (a training log, recorded step times) leaves the three NA.
-    # comm_ms = time inside the step covered by communication (the union of its intervals, never above
-    # the step); comm_exposed_ms = communication not overlapped by computation (MindSpore's
-    # "communication alone"); comm_receive_ms / comm_collective_ms = pipeline receive wait / collective
-    # time (cluster-analyse files); comm_tail_ms = the part of comm_ms after backward ends (legacy step trace:
-    # the communication streams clipped to bp_point..end_point); busy_ms = time inside the step with a compute op
-    # running (the union of the step's non-communication op intervals, where op executions are timed). warmup = a step MindSpore's own average leaves out (legacy step
-    # trace: the first); steady.steady_steps decides which steps the means cover.
+    # One row per profiled step. interval = waiting for data/host before forward starts, fwd_bwd = forward+backward
+    # compute, tail = after backward (optimizer, all-reduce tail); a layout that knows only each step's total (a
+    # training log, recorded step times) leaves the three NA. comm_ms = time inside the step covered by communication
+    # (the union of its intervals, never above the step); comm_exposed_ms = communication not overlapped by computation
+    # (MindSpore's "communication alone"); comm_receive_ms / comm_collective_ms = pipeline receive wait / collective
+    # time (cluster-analyse files); comm_tail_ms = the part of comm_ms after backward ends (legacy step trace: the
+    # communication streams clipped to bp_point..end_point); busy_ms = time inside the step with a compute op running
+    # (the union of the step's non-communication op intervals, where op executions are timed). warmup = a step
+    # MindSpore's own average leaves out (legacy step trace: the first); steady.steady_steps decides which steps the
+    # means cover.
     "steps": {"rank": "int64", "step": "int64", "interval_ms": "float64", "fwd_bwd_ms": "float64",
               "tail_ms": "float64", "total_ms": "float64",
               "computing_ms": "float64", "comm_ms": "float64", "comm_exposed_ms": "float64",

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # Communication op kinds by name (MindSpore primitives, HCCL/NCCL kernels, `hcom_*` tasks). Point-to-point ops
-# are pipeline stages passing activations (formats.md §3, communication.json's "p2p"): fusion cannot help them.
+# are pipeline stages passing activations (docs/formats.md §3, communication.json's "p2p"): fusion cannot help them.
 P2P_OP = re.compile(r"^(?:hcom_?)?(?:send|receive|recv|batch_?send_?recv)", re.IGNORECASE)
 
 

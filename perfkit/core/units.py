@@ -2,7 +2,7 @@
 
 The profiler files use ns (msprof databases, step files, GPU per-step traces), µs (trace JSON, CSVs, GetNext on
 Ascend, memory records), 10-ns ticks (step_trace_raw and GPU per-marker step traces) and bytes or KB (memory);
-formats.md lists which file uses which. "MB" is 1024 * 1024 bytes, as MindSpore and msprof count it.
+docs/formats.md lists which file uses which. "MB" is 1024 * 1024 bytes, as MindSpore and msprof count it.
 
 Integers where the value is an integer: `int_ns / NS_PER_US` stays exact in Python and in Arrow's integer
 division (a float divisor would first round a 1.7e18 ns timestamp to a double).

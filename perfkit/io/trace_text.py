@@ -1,7 +1,7 @@
 """Op timelines that MindSpore writes as text, as Chrome trace events for the timeline index.
 
 For a rank whose folder has no JSON trace (trace_view.json, *_timeline_display_{r}.json), the timeline
-index reads one of these (formats.md), device ops preferred to host ops (TEXT_TRACES):
+index reads one of these (docs/formats.md), device ops preferred to host ops (TEXT_TRACES):
 
 - `output_timeline_data_{r}.txt` (legacy Ascend): the header `op_name, stream_id, start_time(ms),
   duration(ms)`, then one line per op run, `full_op_name,stream_id,start_ms,dur_ms`. Written by

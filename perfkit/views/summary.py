@@ -74,7 +74,7 @@ def _pipelines(pipeline: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
 
 
 def summarize(run: Run) -> Summary:
-    """The `perfkit summary --format json` contract (see README) of `run`, which also knows its run.
+    """The `perfkit summary --format json` contract (docs/summary-json.md) of `run`, which also knows its run.
     Computed once per run: each call gives a new Summary around the same numbers."""
     return Summary(_contract(run), run)
 

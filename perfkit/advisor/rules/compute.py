@@ -159,7 +159,7 @@ def compute_bound(run: Run) -> list[Finding]:
 # kernel_efficiency
 
 # The work of each op comes from perfkit.analysis.flops (Conv2D and its gradients, MatMul, BatchNorm and its gradient).
-# Calibrated on 7 real MindSpore 2.10 CPU ResNet-50 runs (README, "kernel_efficiency calibration"): healthy runs
+# Calibrated on 7 real MindSpore 2.10 CPU ResNet-50 runs (docs/advice.md, the kernel_efficiency row): healthy runs
 # (AVX2 and default ISA, 32 and 64 px, batch 8 and 16) put their slowest big group at >= 0.33x the best
 # reference; oneDNN's reference kernel is reported to run forward 3x3 Conv2D ~100x (0.01x) slower than its
 # filter gradient. 0.1 ("10x slower than comparable work") leaves ~3x margin on the healthy side and 10x on the

@@ -11,8 +11,8 @@ from ..registry import is_torch, known_ms, percent, rule
 
 # A PyNative step that idles this share of its time between ops (the ledger's host time) is worth compiling:
 # graph mode removes the per-op Python dispatch (on the real CPU custom loop of tests/runs, 3 PyNative steps of
-# ~90 ms against 56-79 ms for the same network in graph mode on the same shared host). The smallest share the advisor acts on (formats.md §4:
-# msprof-analyze's 5 %).
+# ~90 ms against 56-79 ms for the same network in graph mode on the same shared host). The smallest share the advisor
+# acts on (docs/formats.md §4: msprof-analyze's 5 %).
 HOST_GAP_MIN_SHARE = 0.05
 # Op durations that carry dispatch waits: a fifth of the op time above each op's fastest call.
 INFLATED_MIN_SHARE = 0.20

@@ -220,7 +220,7 @@ class _Kernels:
         self.step = _floats(table.column("step")) if "step" in table.column_names else None
         self.name, self.names = string_codes(table.column("name"))
         self.type, self.types = string_codes(table.column("type"))
-        # Level0 collects no op type (`N/A` in every row): the type is in the kernel name (formats.md §3)
+        # Level0 collects no op type (`N/A` in every row): the type is in the kernel name (docs/formats.md §3)
         self.types_from_names = untyped(self.types.to_pylist())  # the distinct types: a handful
         if self.types_from_names:
             derived = pa.array([type_from_kernel_name(name) for name in self.names.to_pylist()])

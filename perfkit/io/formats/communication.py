@@ -1,4 +1,4 @@
-"""Communication ops and links: `comm_ops` and `comm_links` (formats.md §3).
+"""Communication ops and links: `comm_ops` and `comm_links` (docs/formats.md §3).
 
 `ASCEND_PROFILER_OUTPUT/communication.json`: `{"step50": {"p2p": {op: info}, "collective": {...}}}`,
 each op with its `Communication Time Info` (ms) and `Communication Bandwidth Info` per link type
@@ -133,13 +133,14 @@ def comm_ops_table(data: dict, warnings: list[str], file_name: str = COMMUNICATI
     return _frame(rows, OP_COLUMNS)
 
 
-# A cluster reads a communication.json per rank (~100 KB, 80 ops), and decoding every value into dicts (and
-# collecting them), walking them for the bounds (boundedjson) and reading them row by row made the reader cost
-# ~1.45 ms of CPU per rank. A plain file (nothing that comm_ops_table would skip or say, nothing boundedjson would change)
-# is instead checked for the bounds on its bytes (boundedjson.needs_no_bounds, ~0.17 ms), decoded by msgspec into
-# the fields comm_ops_table reads alone (the links' packet statistics, SDMA's sums and the ratios skipped unbuilt, ~0.13 ms),
-# and read a column at a time (~0.2 ms): ~0.75 ms for the reader. msgspec refuses any other shape, as _plain_table
-# does anything else comm_ops_table would say something about: such a file is read by json_object and comm_ops_table, which word it.
+# A cluster reads a communication.json per rank (~100 KB, 80 ops), and decoding every value into dicts (and collecting
+# them), walking them for the bounds (boundedjson) and reading them row by row made the reader cost ~1.45 ms of CPU per
+# rank. A plain file (nothing that comm_ops_table would skip or say, nothing boundedjson would change) is instead
+# checked for the bounds on its bytes (boundedjson.needs_no_bounds, ~0.17 ms), decoded by msgspec into the fields
+# comm_ops_table reads alone (the links' packet statistics, SDMA's sums and the ratios skipped unbuilt, ~0.13 ms), and
+# read a column at a time (~0.2 ms): ~0.75 ms for the reader. msgspec refuses any other shape, as _plain_table does
+# anything else comm_ops_table would say something about: such a file is read by json_object and comm_ops_table, which
+# word it.
 _Number = Union[int, float, None]  # int kept as int: numpy makes it a double as _number's float() does
 _Link = msgspec.defstruct("_Link", [("size_mb", _Number, None)], rename={"size_mb": "Transit Size(MB)"}, gc=False)
 # A link type perfkit does not know is refused (_op_size warns of it); a sum type is taken as any JSON, unbuilt.

@@ -1,4 +1,4 @@
-"""MindSpore's CPU profiler output: `{host}_{pid}_{ts}_ascend_ms/FRAMEWORK/cpu_op_*` (formats.md §2).
+"""MindSpore's CPU profiler output: `{host}_{pid}_{ts}_ascend_ms/FRAMEWORK/cpu_op_*` (docs/formats.md §2).
 
 No step trace is written on CPU. This reader gives op types, ops (with input shapes from
 `cpu_framework_{r}.txt`) and every op execution as "op_events", from which `load` derives the

@@ -1,7 +1,7 @@
 """The database export of MindSpore (`Profiler(export_type=[ExportType.Db])`) and torch_npu: SQLite files in
 `ASCEND_PROFILER_OUTPUT/` instead of, or beside, the CSV/JSON tables that `ascend_ms` reads.
 
-Files (formats.md §3; the torch_npu guide "ascend_pytorch_profiler_{Rank_ID}.db数据" / "analysis.db数据"):
+Files (docs/formats.md §3; the torch_npu guide "ascend_pytorch_profiler_{Rank_ID}.db数据" / "analysis.db数据"):
   ascend_mindspore_profiler_{r}.db / ascend_pytorch_profiler_{r}.db (no `_{r}` on a single card):
     STEP_TIME(id, startNs, endNs)              one row per profiled step, host-side bounds, ns since the epoch
     TASK(startNs, endNs, globalTaskId, …)      every device task, ns; compute, communication and runtime tasks

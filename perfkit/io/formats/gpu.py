@@ -1,4 +1,4 @@
-"""MindSpore <= 2.2 GPU output, flat in one folder (formats.md §1, GPU rows).
+"""MindSpore <= 2.2 GPU output, flat in one folder (docs/formats.md §1, GPU rows).
 
 Op types and ops from `gpu_op_type_info_{r}.csv` / `gpu_op_detail_info_{r}.csv` (µs), steps from
 `step_trace_profiling_{r}.txt` as MindSpore's GpuDataSaver writes it, in one of two shapes:

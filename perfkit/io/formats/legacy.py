@@ -1,4 +1,4 @@
-"""MindSpore <= 2.2 Ascend output: every file flat in one folder (formats.md §1).
+"""MindSpore <= 2.2 Ascend output: every file flat in one folder (docs/formats.md §1).
 
 Op types and ops come from the `aicore_intermediate_{r}_*` files, input shapes and dtypes from
 `framework_raw_{r}.csv`, steps from `step_trace_raw_{r}_detail_time.csv`. The MindData files in

@@ -1,9 +1,9 @@
 """Memory the allocators report: `memory` (samples over time) and `op_memory` (one row per op's block).
 
-New layout (`ASCEND_PROFILER_OUTPUT/`, formats.md §3): `memory_record.csv` (per component: the
+New layout (`ASCEND_PROFILER_OUTPUT/`, docs/formats.md §3): `memory_record.csv` (per component: the
 framework allocator `MindSpore`/`PTA`/`GE`/`PTA+GE`, and `APP`, the whole process, reserved only),
 `npu_module_mem.csv` (reserved per CANN module, kept as component `CANN/<module>`) and
-`operator_memory.csv` (KB and µs). CPU (MindSpore 2.10, `profile_memory=True`, formats.md §2):
+`operator_memory.csv` (KB and µs). CPU (MindSpore 2.10, `profile_memory=True`, docs/formats.md §2):
 `FRAMEWORK/cpu_ms_memory_record_{r}.txt` (ns and bytes). An empty cell is unknown (NA), never 0.
 
 Times leave this reader as epoch ms; `on_run_clock` (called by the loader, which alone sees the step

@@ -1,4 +1,4 @@
-"""MindData (dataset pipeline) profiling files, in any layout's folder (formats.md §1, §2).
+"""MindData (dataset pipeline) profiling files, in any layout's folder (docs/formats.md §1, §2).
 
 pipeline <- pipeline_profiling_{r}.json (raw queue-size samples, topology built as MindSpore's parser builds
             minddata_pipeline_raw_{r}.csv), else that CSV; a warning when both are there and differ; else

@@ -275,7 +275,7 @@ def marker_starts(events: pd.DataFrame, marker) -> np.ndarray:
 
 def _from_marker(events: pd.DataFrame, per_op: pd.Series) -> Derived:
     """Steps where ops ran different numbers of times (PyNative, control flow): the k-th run of the loop's
-    marker op (loop_marker) starts step k (formats.md, GPU: what MindSpore's own GPU step parser relies on, with
+    marker op (loop_marker) starts step k (docs/formats.md, GPU: what MindSpore's own GPU step parser relies on, with
     the first op), the last step ends with the last op; ops before the marker's first run are outside the
     steps. The step trace's markers are missing, so the totals are not split into interval / fwd+bwd / tail;
     the time with a compute op running (busy) is known."""
