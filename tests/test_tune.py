@@ -90,7 +90,8 @@ class FakeTrainer:
             write_run(out_dir, [BASE_MS] * 4)
             return RunResult(out_dir, True, not_applied=[f"{label}: the script made no Model(...)"])
         factor = float(np.prod([self.factors.get(change.label, 1.0) for change in changes]))
-        rng = np.random.default_rng(zlib.crc32(str(out_dir).encode()))
+        # seeded by the run's place in the tune folder, not its absolute path: the same draws on every machine
+        rng = np.random.default_rng(zlib.crc32(f"{out_dir.parent.name}/{out_dir.name}".encode()))
         run_factor = float(np.exp(rng.normal(0.0, self.noise)))
         steps = BASE_MS * factor * run_factor * (1 + 0.005 * rng.standard_normal(4))
         batch = next((change.value for change in changes if change.knob == "batch_size"), BATCH)
