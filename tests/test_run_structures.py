@@ -4,6 +4,7 @@ Expected numbers are computed here from the raw files with plain csv/json."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import socket
@@ -494,3 +495,33 @@ def test_a_long_list_of_runs_is_named_by_its_ends(tmp_path, cache_dir):
     assert "holds several runs for rank 0, in profiling order: 1) " in message
     assert ", ... (30 more), 36) " in message and "40) " in message and ", 6) " not in message
     assert "choose one with --cycle N (1-40, or last)" in message and len(message) < 1000
+
+
+def test_msprof_analyze_output_beside_the_ranks_it_summarises_is_not_a_second_run(tmp_path, cache_dir):
+    """What `msprof-analyze cluster -d DIR` leaves: DIR/cluster_analysis_output/ beside the rank folders it was
+    made from (tests/raw/msprof_analyze_level1: real msprof-analyze 26.2 output of the real 2-rank fixture). The
+    ranks are read from their own folders, the summary is left out in one warning, and every number is the rank
+    folders' alone; passed itself, the summary still reads."""
+    import shutil
+    fixture = Path(__file__).resolve().parent / "fixtures" / "new_format" / "msinsight_level1"
+    made = Path(__file__).resolve().parent / "raw" / "msprof_analyze_level1" / "cluster_analysis_output"
+    shutil.copytree(fixture, tmp_path / "job")
+    shutil.copytree(made, tmp_path / "job" / "cluster_analysis_output")
+    result = CliRunner().invoke(main, ["summary", str(tmp_path / "job"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    both = json.loads(result.output)
+    alone = json.loads(CliRunner().invoke(main, ["summary", str(fixture), "--format", "json"]).output)
+    assert both["warnings"][0] == ("cluster_analysis_output: not read: msprof-analyze's summary of the rank folders "
+                                   "beside it; the ranks' own folders are")
+    assert both["warnings"][1:] == alone["warnings"]
+    for key in set(both) - {"run", "path", "warnings"}:
+        assert both[key] == alone[key], key
+    # the summary's own numbers, from its csv: the same compute per rank as the rank folders give
+    with open(made / "cluster_step_trace_time.csv", newline="") as handle:
+        computing = {int(row["Index"]): float(row["Computing"]) / 1000 for row in csv.DictReader(handle)
+                     if row["Type"] == "rank"}
+    summary_only = perfkit.load(tmp_path / "job" / "cluster_analysis_output")
+    assert summary_only.ranks == [0, 1]
+    assert summary_only.steps.set_index("rank")["computing_ms"].to_dict() == pytest.approx(computing, abs=1e-6)
+    ranks = perfkit.load(tmp_path / "job")
+    assert ranks.meta.layout != summary_only.meta.layout

@@ -160,4 +160,18 @@ def discover(path: str | os.PathLike, readers: Sequence[Reader]) -> tuple[Path, 
                     if reader.plugin is None:
                         raise
                     problems.append((os.path.relpath(folder, root), plugins.failure(reader.plugin, "detect", exc)))
+    jobs, left_out = _without_summaries_of_ranks(jobs)
+    problems += [(os.path.relpath(folder, root), f"not read: {reader.summary_of_ranks}; the ranks' own folders are")
+                 for reader, folder in left_out]
     return root, jobs, problems
+
+
+def _without_summaries_of_ranks(jobs: list[Job]) -> tuple[list[Job], list[Job]]:
+    """(the jobs to read, the summaries left out): a folder another tool made from the rank folders beside it
+    (Reader.summary_of_ranks) is left out where another reader's unit folder lies outside it: the ranks' own
+    files say all it says and more, and read together each rank would have two runs."""
+    summaries = [(reader, folder) for reader, folder in jobs if reader.summary_of_ranks]
+    left_out = [(reader, folder) for reader, folder in summaries
+                if any(other.unit and not other.summary_of_ranks and folder not in (place, *place.parents)
+                       for other, place in jobs)]
+    return [job for job in jobs if job not in left_out], left_out
