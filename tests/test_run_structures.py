@@ -475,7 +475,7 @@ def test_a_cycle_never_pairs_the_ranks_of_two_launches(cycle, tmp_path, cache_di
     assert len(message.splitlines()) == 1, message
     loop_folder = _one("vm_*_ascend_ms", PYNATIVE_LOOP).name
     msrun_folder = _one("vm_*_ascend_ms", MSRUN2 / "rank_0").name
-    assert (f"holds the runs of separate launches: rank 0 was profiled by 2 processes (1) loop/{loop_folder}, "
+    assert (f"holds the runs of separate launches: rank 0 has runs of 2 (1) loop/{loop_folder}, "
             f"2) msrun2/rank_0/{msrun_folder}); a --cycle number would pair one launch's ranks with another's, so "
             "none is read: pass the folder of one run (loop, msrun2)") in message
     assert sorted((p.relative_to(runs), p.stat().st_size) for p in runs.rglob("*")) == before

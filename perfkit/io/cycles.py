@@ -118,7 +118,7 @@ def several_runs(root: Path, rank: int, folders) -> LayoutError:
     runs side by side): they are never merged nor one picked silently; the user chooses one by its number
     (--cycle) or passes its own folder, where it has one."""
     ordered = sorted(set(folders), key=_profiling_order)
-    own = _own_folders(root, ordered)
+    own = _own_folders(root, ordered, set(ordered))
     passing = f" or pass its folder (e.g. {own[-1]})" if own else ""
     return LayoutError(f"holds several runs for rank {rank}, in profiling order: {_runs_named(root, ordered)}; "
                        f"choose one with --cycle N (1-{len(ordered)}, or last){passing}", root)
@@ -130,20 +130,19 @@ def separate_launches(root: Path, runs: dict[int, list[Path]]) -> LayoutError:
     with another's), so the user passes one launch's folder."""
     rank, folders = next((rank, folders) for rank, folders in runs.items()
                          if len({_process(folder) for folder in folders}) > 1)
-    own = _own_folders(root, folders)
+    own = _own_folders(root, folders, {folder for each in runs.values() for folder in each})
     where = (f"pass the folder of one run ({_named(os.path.relpath(folder, root) for folder in own)})" if own
              else "move each run's folders into a folder of its own and pass that")
-    return LayoutError(f"holds the runs of separate launches: rank {rank} was profiled by "
-                       f"{len({_process(folder) for folder in folders})} processes "
-                       f"({_runs_named(root, folders)}); a --cycle number would pair one launch's ranks with "
+    return LayoutError(f"holds the runs of separate launches: rank {rank} has runs of "
+                       f"{len({_process(folder) for folder in folders})} ({_runs_named(root, folders)}); a --cycle number would pair one launch's ranks with "
                        f"another's, so none is read: {where}", root)
 
 
-def _own_folders(root: Path, runs: list[Path]) -> list[Path]:
-    """Each run's own folder, the highest under `root` that holds no other of `runs` (a rank folder or a
+def _own_folders(root: Path, runs: list[Path], every_run: set[Path]) -> list[Path]:
+    """Each of `runs`' own folder, the highest under `root` that holds no other of them (a rank folder or a
     perfkit profile output, with the run's manifest and dataset files beside its profiler folder); [] where a
-    run's profiler folder has siblings beside it other than the runs (its manifest, dataset files: passing the
-    profiler folder alone would leave them out)."""
+    run's profiler folder has something beside it other than runs (of `every_run`, all ranks'): its manifest,
+    its dataset files, which passing the profiler folder alone would leave out."""
     own = []
     for run in runs:
         if run == root:
@@ -154,7 +153,7 @@ def _own_folders(root: Path, runs: list[Path]) -> list[Path]:
                                                                    if other != run):
                 break
             highest = parent
-        if highest == run and any(Path(entry) not in runs for entry in _entries(run.parent)):
+        if highest == run and any(Path(entry) not in every_run for entry in _entries(run.parent)):
             return []
         own.append(highest)
     return own
