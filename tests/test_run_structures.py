@@ -163,6 +163,14 @@ def test_every_command_takes_cycle_and_names_the_runs_when_out_of_range(command,
         assert result.exit_code == 0, result.output
 
 
+@pytest.mark.parametrize("choice", ["\u0661", "\uff12", " 1", "1_0", "-1", "1.0", "inf"])
+def test_a_cycle_is_ascii_digits_or_last(choice, cache_dir):
+    """Python's int() takes Arabic-Indic and full-width digits, spaces and underscores: --cycle does not."""
+    result = CliRunner().invoke(main, ["summary", str(REPEAT2), "--cycle", choice])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{choice!r} is neither a number (1, 2, ... in profiling order) nor 'last'" in result.output
+
+
 @pytest.mark.parametrize("choice", ["0", "2"])
 def test_a_cycle_a_folder_of_one_run_lacks_is_one_line(choice, cache_dir):
     folder = REPEAT2 / CYCLES[REPEAT2][0]

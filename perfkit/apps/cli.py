@@ -83,10 +83,9 @@ class CycleNumber(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, int) or value == "last":
             return value
-        try:
-            return int(value)
-        except ValueError:
+        if not (value.isascii() and value.isdigit()):  # int() also takes "٣", " 1 " and "1_0"
             self.fail(f"{value!r} is neither a number (1, 2, ... in profiling order) nor 'last'", param, ctx)
+        return int(value)
 
 
 def cycle_option(command):
