@@ -14,6 +14,7 @@ import pandas as pd
 from ...analysis.flops import gflops_per_s
 from ...analysis.ledger import CAUSES_OF, bound, rank_parts
 from ...analysis.measures import BATCHNORM_FAMILY, op_type_shares
+from ...core.host import has_avx512
 from ...core.model import Run
 from ...core.op_work import op_flops
 from ..change import Change
@@ -141,8 +142,9 @@ def compute_bound(run: Run) -> list[Finding]:
         action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16) if the model runs float32; "
                   "check the top types' shapes (channels in multiples of 16)")
     elif device == "CPU":
-        action = ("ONEDNN_MAX_CPU_ISA set to the best ISA the CPU has; a larger batch per step; the ops above "
-                  "are where a smaller or fused network gains")
+        isa = cpu_isa_advice(run)
+        action = (f"{isa + '; ' if isa else ''}a larger batch per step; the ops above are where a smaller or fused "
+                  "network gains")
     else:
         action = ("ms.set_context(enable_graph_kernel=True) to fuse small ops; amp_level O2/O3 if the network runs "
                   "float32; channels in multiples of 16 for the top types")
@@ -179,10 +181,35 @@ KERNEL_MIN_REDUCTION = 32
 KERNEL_ONE_CALL_SHARE = 0.5
 
 
+# What oneDNN does on AVX-512 CPUs (MindSpore 2.10 CPU, docs/advice.md, the kernel_efficiency row): for 3x3
+# convolutions it may pick its reference kernel, far slower than its AVX2 one; ONEDNN_MAX_CPU_ISA=AVX2 caps it.
+ISA_CAP = "AVX2"
+SET_ISA_CAP = (f"export ONEDNN_MAX_CPU_ISA={ISA_CAP} before starting Python (or os.environ['ONEDNN_MAX_CPU_ISA'] = "
+               f"'{ISA_CAP}' before import mindspore)")
+
+
+def cpu_isa_advice(run: Run) -> str | None:
+    """What to set of oneDNN's ISA on the host that ran the run (its recorded facts, never this machine's): the
+    AVX2 cap where that CPU has AVX-512 and the run did not set it, a conditional one where the run records no
+    host, nothing where the CPU has no AVX-512 (its best ISA is oneDNN's default) or the cap is set."""
+    if str(run.meta.env.get("ONEDNN_MAX_CPU_ISA", "")).upper() == ISA_CAP:
+        return None
+    avx512 = has_avx512(run.meta.host)
+    if avx512 is None:
+        return (f"if the host has AVX-512 (the run records no host facts): {SET_ISA_CAP}, so oneDNN uses its AVX2 "
+                "kernels, not its slow reference convolutions")
+    return f"{SET_ISA_CAP}: this AVX-512 host's oneDNN may otherwise pick slow reference convolutions" if avx512 \
+        else None
+
+
 def _kernel_action(run: Run, group: str) -> str:
     if device_name(run) == "CPU":
-        return ("export ONEDNN_MAX_CPU_ISA=AVX2 before starting Python (or os.environ['ONEDNN_MAX_CPU_ISA'] = 'AVX2' "
-                "before import mindspore): oneDNN then uses its AVX2 kernels instead of the reference kernel")
+        isa = cpu_isa_advice(run)
+        if isa:
+            return isa
+        return (f"Find the kernel oneDNN picks for {group} (ONEDNN_VERBOSE=1 prints it; `ref` is its reference "
+                "kernel): an unusual layout, dtype or shape of its inputs, or an ISA cap (ONEDNN_MAX_CPU_ISA) too "
+                "low for this CPU")
     return (f"Check the input format and dtype of {group}: Ascend kernels want channels in multiples of 16 "
             "(float16), GPU tensor cores float16 with channels in multiples of 8")
 
@@ -250,5 +277,6 @@ def kernel_efficiency(run: Run) -> list[Finding]:
                           "share_of_op_time_pct": percent(slow_ms / op_ms),
                           "total_ms": round_ms(slow_ms), "ops": int(len(slow))},
                 action=_kernel_action(run, name), target=name, est_gain_pct=gain,
-                change=Change("env", "AVX2", name="ONEDNN_MAX_CPU_ISA") if device_name(run) == "CPU" else None))
+                change=Change("env", ISA_CAP, name="ONEDNN_MAX_CPU_ISA")
+                if device_name(run) == "CPU" and cpu_isa_advice(run) else None))
     return findings
