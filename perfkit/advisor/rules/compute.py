@@ -99,7 +99,8 @@ def host_bound(run: Run) -> list[Finding]:
     parts = rank_parts(run)
     if not len(parts) or (run.meta.mode == "pynative" and not is_torch(run)):
         return []  # a MindSpore PyNative step's host time is graph_mode's (rules/mode.py), with the same change
-    host_ms = float((parts["host"] - parts["transfer"]).mean())  # the feed-mode transfer is sink_mode's
+    # the feed-mode transfer is sink_mode's, the work between steps host_loop's
+    host_ms = float((parts["host"] - parts["transfer"] - parts["loop"]).mean())
     total = float(parts["total"].mean())
     if not total > 0 or parts["data"].sum() > 0 or host_ms / total < HOST_BOUND_MIN_SHARE:
         return []
