@@ -6,8 +6,8 @@ same compute, communication and idle ms per rank that the summary and the Ranks 
 
 Ranks that meet at collectives (data parallel) end each step together: the ones that arrive early wait for the
 last. A rank's extra compute or idle time that lies inside that wait costs nothing, so a rank is slow there only
-when its own time (the step less its wait for peers, `own_ms`) stands out: the culprit the others wait for, never
-its waiters.
+when its own time (the step less its collective communication, where it waits for its peers: `own_ms`) stands
+out: the culprit the others wait for, never its waiters.
 
 >>> answer = slow_ranks("cluster_run")          # doctest: +SKIP
 >>> answer.slow, answer.per_rank.head()          # doctest: +SKIP
@@ -35,8 +35,8 @@ SLOW_RANK_SPREAD = 0.05
 # itself the slow one. Data-parallel ranks meet at every collective, so their step totals agree: a rank that
 # computes longer shows in compute while the others show the wait as communication, so a rank with more
 # communication is reported (as msprof-analyze does, max and min rank) but is not made slow by it.
-# idle_ms: the step's time with the device idle (data wait, host, unknown). own_ms: the step less the rank's wait
-# for its peers at collectives (module docstring).
+# idle_ms: the step's time with the device idle (data wait, host, unknown). own_ms: the step less the rank's
+# collective communication (module docstring).
 DIMENSIONS = {"total_ms": True, "own_ms": True, "idle_ms": True, "compute_ms": True, "communication_ms": False}
 # The per-rank columns: the ledger's bound parts per steady step.
 PART_COLUMNS = {part: f"{part}_ms" for part in BOUND_PARTS}
@@ -85,21 +85,15 @@ def rank_groups(run: Run) -> list[list[int]]:
 
 
 def per_rank_split(run: Run) -> pd.DataFrame:
-    """rank, steps (every profiled one), total_ms and each bound part's mean ms per steady step, idle_ms,
-    wait_ms (waiting for peers at collectives: the ledger's comm_wait where the run's collectives are split into
-    transfer and wait, else all its exposed collective communication, transfer included) and own_ms (total_ms
-    less wait_ms)."""
-    from .ledger import rank_parts, steady_means
+    """rank, steps (every profiled one), total_ms and each bound part's mean ms per steady step, idle_ms and
+    own_ms (the step less its collective communication: the time the rank does not wait for its peers; the
+    transfer inside a collective ends together on its ranks, so it shifts every rank alike)."""
+    from .ledger import rank_parts
     parts = rank_parts(run)
     frame = parts[["rank", "total", *BOUND_PARTS]].rename(columns={"total": "total_ms", **PART_COLUMNS})
     frame = frame.astype({column: "float64" for column in frame.columns if column != "rank"})
     frame["idle_ms"] = frame[["data_ms", "host_ms", "unknown_ms"]].sum(axis=1)
-    causes = steady_means(run, by="cause")
-    if "comm_wait" in causes:
-        frame["wait_ms"] = frame["rank"].map(causes["comm_wait"]).fillna(0.0).astype("float64")
-    else:
-        frame["wait_ms"] = frame["communication_ms"]
-    frame["own_ms"] = frame["total_ms"] - frame["wait_ms"]
+    frame["own_ms"] = frame["total_ms"] - frame["communication_ms"]
     counts = run.steps.groupby("rank", sort=True)["step"].nunique().rename("steps")
     return (counts.reset_index().merge(frame, on="rank", how="left")
             .sort_values("rank", kind="stable").reset_index(drop=True))
@@ -134,7 +128,7 @@ def _findings(per_rank: pd.DataFrame) -> list[dict[str, Any]]:
     collectives, only ranks standing out in own_ms are named slow in any dimension: a rank with more compute or
     idle time that still waits for a peer is not what the step waits for (its dimension then names none)."""
     findings = _spreads(per_rank)
-    if float(per_rank["wait_ms"].fillna(0.0).max()) <= 0:
+    if float(per_rank["communication_ms"].fillna(0.0).max()) <= 0:
         return [finding for finding in findings if finding["dimension"] != "own_ms"]
     culprits = next((set(finding["ranks"]) for finding in findings if finding["dimension"] == "own_ms"), set())
     for finding in findings:

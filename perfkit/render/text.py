@@ -54,10 +54,10 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
                    "highest: rank {max_rank} (not slow: it waits for a slow peer), lowest: rank {min_rank}")
         lines.append(f"  {finding['dimension']:<14} spread {100 * finding['spread']:6.1f} % of the mean step   "
                      + reading.format(**finding))
-    waits = any((row.get("wait_ms") or 0) > 0 for row in per_rank)
+    waits = any((row.get("communication_ms") or 0) > 0 for row in per_rank)
     if waits:
-        lines.append("  own_ms: the step less the rank's wait for its peers at collectives; the rank whose own time "
-                     "stands out is the one the others wait for")
+        lines.append("  own_ms: the step less the rank's collective communication, where it waits for its peers; the "
+                     "rank whose own time stands out is the one the others wait for")
     if answer["findings"]:
         lines.append("")
     fastest = min(per_rank, key=lambda row: row["total_ms"] if row["total_ms"] is not None else float("inf"))
@@ -68,7 +68,7 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     # the step ledger's split per rank: the numbers summary, advise and the Ranks page show
     columns = [("total_ms", "total"), *((f"{part}_ms", PART_HEADINGS[part]) for part in BOUND_PARTS)]
     if waits:
-        columns += [("wait_ms", "waits for peers"), ("own_ms", "own time")]
+        columns.append(("own_ms", "own time"))
     lines.append(f"  {'rank':>6} {'steps':>6} " + " ".join(f"{heading:>14}" for _, heading in columns))
     for row in listed[:shown + 1]:
         lines.append(f"  {row['rank']:>6} {row['steps']:>6} " + " ".join(

@@ -113,7 +113,7 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
     evidence = evidence | {"comm_transfer_ms": round_ms(transfer.mean()), "comm_wait_ms": round_ms(wait.mean()),
                            "host_ms": round_ms(host_ms)}
     # the rank the others wait for is the slow rank every view names (cluster: its own time, the step less its
-    # wait, stands out), else the one that arrives last most often, else the one that waits least
+    # collective communication, stands out), else the one that arrives last most often, else the one that waits least
     last = _arrives_last(run).reindex(per_rank.index).dropna()
     split = of_run(run).per_rank.set_index("rank").reindex(per_rank.index)
     culprits = [rank for rank in of_run(run).slow if rank in per_rank.index]
@@ -134,12 +134,12 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
         fix = ("shorten what its host does before each step (its data loading, callbacks, Python in its loop: "
                "perfkit summary on its folder)" if late_idle > late_compute else
                "balance its work, data shard or device")
-        causes = [f"rank {late} {arrives}, so the others wait for it: its own time (the step less its wait for "
-                  f"peers) is {late_own:.1f} ms a step against {others_own:.1f} ms on the others, of it "
+        causes = [f"rank {late} {arrives}, so the others wait for it: its own time (the step less its "
+                  f"collective communication) is {late_own:.1f} ms a step against {others_own:.1f} ms on the others, of it "
                   f"{late_compute:.1f} ms compute and {late_idle:.1f} ms idle (data wait, host): {fix}"]
     elif _all_ranks_profiled(run, len(per_rank)):
-        causes = [f"all {len(per_rank)} ranks of the run were profiled and their own time (the step less the wait) "
-                  "matches, so no rank arrives late: the wait is a synchronisation (a barrier, a host-side sync in "
+        causes = [f"all {len(per_rank)} ranks of the run were profiled and their own time (the step less its "
+                  "collective communication) matches, so no rank arrives late: the wait is a synchronisation (a barrier, a host-side sync in "
                   "the step)"]
     else:
         profiled = "the profiled ranks' compute matches, so they" if len(per_rank) > 1 else "the rank"
@@ -298,7 +298,7 @@ SLOW_RANK_ADVICE = {
                 "(dataset.map(..., num_parallel_workers=N), local disk)"),
     # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
     # longer shows here while the others show the wait as communication.
-    "own_ms": ("own time (the step less its wait for peers at collectives)",
+    "own_ms": ("own time (the step less its collective communication, where it waits for its peers)",
                "The others wait for the named ranks at every collective: compare their compute and idle time with a "
                "fast rank's (perfkit ranks RUN), and what their host does before each step (data loading, "
                "callbacks)"),

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ...analysis.flops import gflops_per_s
 from ...analysis.ledger import CAUSES_OF, bound, rank_parts
-from ...analysis.measures import BATCHNORM_FAMILY, op_type_shares
+from ...analysis.measures import BATCHNORM_FAMILY, amp_from_ops, op_type_shares
 from ...core.host import has_avx512
 from ...core.model import Run
 from ...core.op_work import op_flops
@@ -40,9 +40,16 @@ def _is_batchnorm(op_type: str) -> bool:
     return bool(BATCHNORM_FAMILY.match(op_type))
 
 
-@rule("amp_level", needs=("device", "fp16_device", "op_types"), claims=COMPUTE)
+# float16 on a CPU: oneDNN has no fast float16 kernels, so every level above O0 runs slower, by at least the Cast
+# ops it adds (the real CPU runs tests/runs/cpu_2_10_amp_o0/o2/o3: O0 28.7 ms a step, O2 82.6, O3 84.2).
+CPU_CAST_MIN_SHARE = 0.05
+
+
+@rule("amp_level", needs=("device", "op_types"), claims=COMPUTE)
 def amp_level(run: Run) -> list[Finding]:
     device = device_name(run)
+    if device == "CPU":
+        return _cpu_amp_level(run)
     level = (run.meta.amp_level or "").upper()
     if level == "O3" or (not level and run.meta.compute_dtype in ("float16", "bfloat16")):
         return []
@@ -85,6 +92,33 @@ def amp_level(run: Run) -> list[Finding]:
         id="amp_level", severity=severity_for(gain),
         title=title, evidence=evidence, action=action if known else f"if not already {suggested}: {action}",
         target=biggest, est_gain_pct=gain, change=None if is_torch(run) else Change("amp_level", suggested))]
+
+
+def _cpu_amp_level(run: Run) -> list[Finding]:
+    """A CPU run in float16 (AMP O1-O3, from its Cast ops where the level is not recorded): O0 is faster."""
+    level = (run.meta.amp_level or "").upper()
+    if level == "O0" or run.meta.compute_dtype == "float32":
+        raise NotChecked("CPU has no fast float16 kernels and this run is float32 (amp_level O0): nothing to move")
+    inferred = amp_from_ops(run)
+    shares = op_type_shares(run)
+    cast_share = float(shares.loc[shares["type"] == "Cast", "share"].sum())
+    if not level and (inferred is None or inferred["level"] == "O0"):
+        raise NotChecked("CPU has no fast float16 kernels; mixed precision would not speed it up, and this run "
+                         "has no Cast op (float32)")
+    if not level and cast_share < CPU_CAST_MIN_SHARE:
+        return []
+    gain = percent(cast_share)
+    precision = (f"amp_level {level}" if level
+                 else f"float16 (AMP {inferred['level']}: {inferred['cast_calls_per_step']:.0f} Cast ops a step)")
+    return [Finding(
+        id="amp_level", severity=severity_for(gain),
+        title=f"{precision} on a CPU: O0 is faster on CPU (no fast float16 kernels); the Casts alone take "
+              f"{gain:.1f} % of op time",
+        evidence={"cast_share_of_device_pct": gain} | (
+            {"cast_calls_per_step": round(inferred["cast_calls_per_step"], 1)} if inferred else {}),
+        action='Model(net, loss_fn, optimizer, amp_level="O0") (the default: float32), or leave out '
+               "auto_mixed_precision / .to_float(ms.float16) on CPU",
+        target="Cast", est_gain_pct=gain, change=Change("amp_level", "O0"))]
 
 
 # ---------------------------------------------------------------------------------------------------------
