@@ -6,8 +6,8 @@ same compute, communication and idle ms per rank that the summary and the Ranks 
 
 Ranks that meet at collectives (data parallel) end each step together: the ones that arrive early wait for the
 last. A rank's extra compute or idle time that lies inside that wait costs nothing, so a rank is slow there only
-when its own time (the step less its collective communication, where it waits for its peers: `own_ms`) stands
-out: the culprit the others wait for, never its waiters.
+when its own time (the step less its collective communication and pipeline wait, where it waits for its peers:
+`own_ms`) stands out: the culprit the others wait for, never its waiters.
 
 >>> answer = slow_ranks("cluster_run")          # doctest: +SKIP
 >>> answer.slow, answer.per_rank.head()          # doctest: +SKIP
@@ -36,7 +36,7 @@ SLOW_RANK_SPREAD = 0.05
 # computes longer shows in compute while the others show the wait as communication, so a rank with more
 # communication is reported (as msprof-analyze does, max and min rank) but is not made slow by it.
 # idle_ms: the step's time with the device idle (data wait, host, unknown). own_ms: the step less the rank's
-# collective communication (module docstring).
+# collective communication and pipeline wait (module docstring).
 DIMENSIONS = {"total_ms": True, "own_ms": True, "idle_ms": True, "compute_ms": True, "communication_ms": False}
 # The per-rank columns: the ledger's bound parts per steady step.
 PART_COLUMNS = {part: f"{part}_ms" for part in BOUND_PARTS}
@@ -86,14 +86,14 @@ def rank_groups(run: Run) -> list[list[int]]:
 
 def per_rank_split(run: Run) -> pd.DataFrame:
     """rank, steps (every profiled one), total_ms and each bound part's mean ms per steady step, idle_ms and
-    own_ms (the step less its collective communication: the time the rank does not wait for its peers; the
-    transfer inside a collective ends together on its ranks, so it shifts every rank alike)."""
+    own_ms (the step less its collective communication and pipeline wait: the time the rank does not wait for its
+    peers; the transfer inside a collective ends together on its ranks, so it shifts every rank alike)."""
     from .ledger import rank_parts
     parts = rank_parts(run)
     frame = parts[["rank", "total", *BOUND_PARTS]].rename(columns={"total": "total_ms", **PART_COLUMNS})
     frame = frame.astype({column: "float64" for column in frame.columns if column != "rank"})
     frame["idle_ms"] = frame[["data_ms", "host_ms", "unknown_ms"]].sum(axis=1)
-    frame["own_ms"] = frame["total_ms"] - frame["communication_ms"]
+    frame["own_ms"] = frame["total_ms"] - frame["communication_ms"] - frame["pipeline_ms"]
     counts = run.steps.groupby("rank", sort=True)["step"].nunique().rename("steps")
     return (counts.reset_index().merge(frame, on="rank", how="left")
             .sort_values("rank", kind="stable").reset_index(drop=True))

@@ -56,8 +56,8 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
                      + reading.format(**finding))
     waits = any((row.get("communication_ms") or 0) > 0 for row in per_rank)
     if waits:
-        lines.append("  own_ms: the step less the rank's collective communication, where it waits for its peers; the "
-                     "rank whose own time stands out is the one the others wait for")
+        lines.append("  own_ms: the step less the rank's collective communication and pipeline wait, where it waits "
+                     "for its peers; the rank whose own time stands out is the one the others wait for")
     if answer["findings"]:
         lines.append("")
     fastest = min(per_rank, key=lambda row: row["total_ms"] if row["total_ms"] is not None else float("inf"))

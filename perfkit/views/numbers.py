@@ -58,8 +58,7 @@ def slow_ranks_note(run: Run) -> str:
     if not slow:
         return "no slow rank (msprof-analyze's 5 % rule on step, own, idle and compute time)"
     return (f"slow rank{'s' if len(slow) > 1 else ''}: {', '.join(map(str, slow))} "
-            "(the ones the others wait for: in step, own, idle or compute time; `perfkit ranks` says which and by "
-            "how much)")
+            "(in step, own, idle or compute time; `perfkit ranks` says which and by how much)")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis import comm_split
-from ...analysis.cluster import of_run, wait_caused
+from ...analysis.cluster import of_run, rank_groups, wait_caused
 from ...analysis.ledger import CAUSES_OF, Claim, estimated_split, ledger, rank_parts, steady_means, steady_steps
 from ...analysis.measures import NETWORK_LINK_TYPES, step_means
 from ...core.causes import COMM_SOURCE_LABEL
@@ -114,15 +114,18 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
                            "host_ms": round_ms(host_ms)}
     # the rank the others wait for is the slow rank every view names (cluster: its own time, the step less its
     # collective communication, stands out), else the one that arrives last most often, else the one that waits least
+    # (among the ranks that should match the one waiting most: a pipeline stage's ranks wait within their stage)
     last = _arrives_last(run).reindex(per_rank.index).dropna()
     split = of_run(run).per_rank.set_index("rank").reindex(per_rank.index)
-    culprits = [rank for rank in of_run(run).slow if rank in per_rank.index]
+    group = next((set(ranks) for ranks in rank_groups(run) if int(wait.idxmax()) in ranks), set(per_rank.index))
+    culprits = [rank for rank in of_run(run).slow if rank in group and rank in per_rank.index]
     late = (max(culprits, key=lambda rank: split.at[rank, "own_ms"]) if culprits
             else int(last.idxmax()) if len(last) else int(wait.idxmin()))
     late_compute = float(per_rank.loc[late, "compute"])
     others_compute = float(per_rank.drop(index=late)["compute"].mean()) if len(per_rank) > 1 else late_compute
     if culprits or late_compute - others_compute > COMM_MIN_SHARE * per_rank["total"].mean():
-        late_own, others_own = float(split.at[late, "own_ms"]), float(split.drop(index=late)["own_ms"].mean())
+        peers = [rank for rank in split.index if rank in group and rank != late] or list(split.index.drop(late))
+        late_own, others_own = float(split.at[late, "own_ms"]), float(split.loc[peers, "own_ms"].mean())
         late_idle = float(split.at[late, "idle_ms"])
         evidence |= {"late_rank": late, "late_rank_own_ms": round_ms(late_own),
                      "other_ranks_own_ms": round_ms(others_own), "late_rank_compute_ms": round_ms(late_compute),
@@ -135,11 +138,11 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
                "perfkit summary on its folder)" if late_idle > late_compute else
                "balance its work, data shard or device")
         causes = [f"rank {late} {arrives}, so the others wait for it: its own time (the step less its "
-                  f"collective communication) is {late_own:.1f} ms a step against {others_own:.1f} ms on the others, of it "
+                  f"collective communication and pipeline wait) is {late_own:.1f} ms a step against {others_own:.1f} ms on the others, of it "
                   f"{late_compute:.1f} ms compute and {late_idle:.1f} ms idle (data wait, host): {fix}"]
     elif _all_ranks_profiled(run, len(per_rank)):
         causes = [f"all {len(per_rank)} ranks of the run were profiled and their own time (the step less its "
-                  "collective communication) matches, so no rank arrives late: the wait is a synchronisation (a barrier, a host-side sync in "
+                  "collective communication and pipeline wait) matches, so no rank arrives late: the wait is a synchronisation (a barrier, a host-side sync in "
                   "the step)"]
     else:
         profiled = "the profiled ranks' compute matches, so they" if len(per_rank) > 1 else "the rank"
@@ -298,7 +301,7 @@ SLOW_RANK_ADVICE = {
                 "(dataset.map(..., num_parallel_workers=N), local disk)"),
     # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
     # longer shows here while the others show the wait as communication.
-    "own_ms": ("own time (the step less its collective communication, where it waits for its peers)",
+    "own_ms": ("own time (the step less its collective communication and pipeline wait)",
                "The others wait for the named ranks at every collective: compare their compute and idle time with a "
                "fast rank's (perfkit ranks RUN), and what their host does before each step (data loading, "
                "callbacks)"),
