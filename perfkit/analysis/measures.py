@@ -392,3 +392,21 @@ def dispatch_inflation(run: Run) -> dict[str, Any] | None:
     return {"above_fastest_ms": float(per_rank_above.mean()), "op_ms": float(per_rank_ops.mean()),
             "op": str(worst["name"]), "shapes": None if pd.isna(worst.get("input_shapes")) else str(worst["input_shapes"]),
             "fastest_ms": float(worst["min_ms"]), "slowest_ms": float(worst["max_ms"])}
+
+
+
+def amp_from_ops(run: Run) -> dict[str, Any] | None:
+    """A CPU run's precision where it is not recorded, from its Cast ops in the steps the means cover: MindSpore's
+    O0 graph casts nothing on CPU and O1-O3 cast around every float16 op (the real O0/O2/O3 runs in
+    tests/runs/cpu_2_10_amp_*: 0, 54 and 45 Casts a step). {"level": "O0" or "O1-O3", "cast_share": of op time,
+    "cast_calls_per_step"}; None where the precision is recorded, the device is not a CPU or there is no op data."""
+    if run.meta.amp_level or run.meta.compute_dtype or (run.meta.device or "").upper() != "CPU":
+        return None
+    shares = op_type_shares(run)
+    if not len(shares) or not len(run.steps):
+        return None
+    casts = shares[shares["type"] == "Cast"]
+    steps = len(steady_steps(run.steps)[["rank", "step"]].drop_duplicates()) or 1
+    calls = float(casts["count"].sum()) / steps
+    return {"level": "O1-O3" if calls > 0 else "O0", "cast_share": float(casts["share"].sum()),
+            "cast_calls_per_step": calls}
