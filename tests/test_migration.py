@@ -169,3 +169,12 @@ def test_the_cli_orients_reference_and_port_and_refuses_the_gate():
     assert gated.exit_code == 2 and "without a gate" in gated.output
     markdown = runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--format", "markdown"]).output
     assert "| batch | 32 | 32 |" in markdown
+
+
+def test_every_family_is_a_row_of_the_mapping_table_in_docs():
+    from perfkit.analysis.migration import FAMILIES
+    table = (ROOT / "docs" / "migration.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    for entry in FAMILIES:
+        assert entry.name in rows, f"{entry.name!r} has no row in docs/migration.md's mapping table"
+        assert all(f"`{op}`" in rows[entry.name] for op in entry.torch + entry.mindspore)

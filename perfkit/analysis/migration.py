@@ -47,7 +47,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("max pool", ("forward",), ("aten::max_pool2d",), ("MaxPool", "MaxPoolWithArgmax")),
     Family("max pool backward", ("backward",), ("aten::max_pool2d_with_indices_backward",),
            ("MaxPoolGrad", "MaxPoolGradWithArgmax")),
-    Family("residual add", ("forward",), ("aten::add", "aten::add_"), ("Add", "AddExt")),
+    Family("residual add", ("forward",), ("aten::add",), ("Add", "AddExt")),
     Family("gradient sum (branches)", ("backward",), ("aten::add", "aten::add_"), ("AddN", "Add", "AddExt")),
     Family("dense (matmul + bias)", ("forward",), ("aten::linear", "aten::addmm", "aten::matmul", "aten::mm"),
            ("MatMul", "MatMulExt", "BiasAdd", "Dense")),
@@ -59,7 +59,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("loss", ("forward",), ("aten::cross_entropy_loss", "aten::log_softmax", "aten::nll_loss"),
            ("SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits", "CrossEntropy")),
     Family("loss backward", ("backward",), ("aten::_log_softmax_backward_data", "aten::nll_loss_backward"),
-           ("SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogitsGrad")),
+           ("SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits",
+            "SparseSoftmaxCrossEntropyWithLogitsGrad")),
     Family("optimizer and updates (outside forward and backward)", ("other",), (), (), any_type=True),
 )
 

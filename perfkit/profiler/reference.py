@@ -52,7 +52,8 @@ def child_command(command: list[str]) -> list[str]:
                            "perfkit profile --reference -- python ref_train.py")
     index = script_index(command)
     if not Path(command[0]).name.startswith("python") or index is None:
-        raise PerfkitError(f"--reference runs a Python script (python [options] script.py …), not: {' '.join(command)}")
+        raise PerfkitError("--reference runs a Python script (python [options] script.py …), not: "
+                           + " ".join(command))
     if not Path(command[index]).is_file():
         raise PerfkitError(f"script not found: {command[index]}")
     return command[:index] + [str(CHILD)] + command[index:]

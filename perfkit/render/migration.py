@@ -8,8 +8,8 @@ from typing import Any
 
 FAMILIES_SHOWN = 16
 UNMATCHED_SHOWN = 12
-SETTING_NAMES = {"framework": "framework", "network": "network", "version": "version", "mode": "mode", "device": "device",
-                 "threads": "threads", "isa_cap": "ISA cap (oneDNN)", "cpu_capability": "CPU capability",
+SETTING_NAMES = {"framework": "framework", "network": "network", "version": "version", "mode": "mode",
+                 "device": "device", "threads": "threads", "isa_cap": "ISA cap (oneDNN)", "cpu_capability": "CPU capability",
                  "batch_size": "batch", "image_size": "image size", "precision": "precision",
                  "data_workers": "dataset workers", "runs": "runs"}
 
@@ -51,9 +51,13 @@ def _verdict_words(result: dict[str, Any]) -> str:
     if judged["kind"] == "refused":
         return f"no speedup verdict: {judged['why']}"
     low, high = judged["interval"]
-    said = (f"{judged['kind']}: port speedup {judged['speedup']:.2f}x (95 % interval {low:.2f}-{high:.2f}, "
-            f"{judged['basis']}" + (", per sample" if judged["per_sample"] else "") + ")")
-    return said if judged["why"] is None else f"no speedup verdict: {judged['why']}; {said}"
+    speedup = (f"port speedup {judged['speedup']:.2f}x (95 % interval {low:.2f}-{high:.2f}, {judged['basis']}"
+               + (f" {judged['noise_floor_pct']:.0f} %" if judged["noise_floor_pct"] is not None else "")
+               + (", per sample" if judged["per_sample"] else "") + ")")
+    if judged["why"] is not None:
+        return (f"no speedup verdict: {speedup} is within the runs' spread; more runs a side narrow it "
+                "(the port: perfkit profile --repeat N; the reference: --output REF/repeat_1 .. REF/repeat_N)")
+    return f"{judged['kind']}: {speedup}"
 
 
 def _unmatched_lines(result: dict[str, Any]) -> list[str]:
@@ -61,8 +65,8 @@ def _unmatched_lines(result: dict[str, Any]) -> list[str]:
     for side in ("reference", "port"):
         kinds = result["unmatched"][side]
         if kinds:
-            shown = ", ".join(f"{kind['type']} ({kind['pass']}) {kind['ms_per_step']:.3f} ms x{kind['calls_per_step']:.0f}"
-                              for kind in kinds[:UNMATCHED_SHOWN])
+            shown = ", ".join(f"{kind['type']} ({kind['pass']}) {kind['ms_per_step']:.3f} ms "
+                              f"x{kind['calls_per_step']:.0f}" for kind in kinds[:UNMATCHED_SHOWN])
             more = f", and {len(kinds) - UNMATCHED_SHOWN} more" if len(kinds) > UNMATCHED_SHOWN else ""
             lines.append(f"{side} only (no partner, no ratio): {shown}{more}")
     return lines

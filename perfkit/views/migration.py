@@ -150,8 +150,8 @@ def _verdict(reference: Sequence[Run], port: Sequence[Run], differing: list[dict
     kind = {"faster": "port faster", "slower": "port slower"}.get(judged.kind, "within the runs' spread")
     return {"kind": kind, "speedup": judged.speedup, "interval": list(judged.interval), "basis": judged.basis,
             "noise_floor_pct": judged.noise_floor_pct, "per_sample": judged.per_sample,
-            "why": None if kind != "within the runs' spread" else
-            f"the difference is within the runs' spread ({judged.basis})"}
+            "why": None if kind != "within the runs' spread" else f"the difference is within the runs' spread "
+            f"({judged.basis})"}
 
 
 def port_changes(settings: dict, sides: dict, families: list[dict], judged: dict) -> list[dict[str, str]]:

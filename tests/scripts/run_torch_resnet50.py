@@ -3,7 +3,8 @@ torch.nn: torchvision's bottleneck ResNet-50 (3-4-6-3 blocks, layer1..layer4, st
 Adam (lr 0.001, weight decay 1e-5), cross-entropy, random 32x32 images fed by a DataLoader.
 
 Run under perfkit's reference runner, which made tests/runs/torch_cpu_resnet50 (SOURCE.txt there):
-    perfkit profile --reference --output OUT -- python tests/scripts/run_torch_resnet50.py --batch-size 8
+    perfkit profile --reference --env ONEDNN_MAX_CPU_ISA=AVX2 --env OMP_NUM_THREADS=1 --output OUT \
+        -- python tests/scripts/run_torch_resnet50.py --batch-size 32
 """
 
 import argparse

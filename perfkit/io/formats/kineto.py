@@ -1,5 +1,5 @@
 """PyTorch's profiler output: the kineto trace `torch.profiler` writes through `tensorboard_trace_handler`,
-`{worker}.{ns}.pt.trace.json[.gz]` (docs/formats.md §12, docs/migration.md). Read without torch: it is JSON.
+`{worker}.{ns}.pt.trace.json[.gz]` (docs/formats.md §5, docs/migration.md). Read without torch: it is JSON.
 
 A Run with meta.framework "torch". What the trace holds and how it becomes the Run's tables:
 - steps: the `ProfilerStep#N` spans the profiler's `step()` writes (numbered by the schedule's counter, so #2..#4
