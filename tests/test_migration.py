@@ -178,3 +178,24 @@ def test_every_family_is_a_row_of_the_mapping_table_in_docs():
     for entry in FAMILIES:
         assert entry.name in rows, f"{entry.name!r} has no row in docs/migration.md's mapping table"
         assert all(f"`{op}`" in rows[entry.name] for op in entry.torch + entry.mindspore)
+
+
+def test_stages_match_module_and_cell_by_name_with_the_raw_forward_time(result):
+    stages = {row["stage"]: row for row in result["stages"]}
+    assert {"layer1", "layer2", "layer3", "layer4", "conv1", "fc"} <= set(stages)
+    assert (stages["layer3"]["reference"]["class"], stages["layer3"]["port"]["class"]) == ("Sequential",
+                                                                                          "SequentialCell")
+    assert (stages["fc"]["reference"]["class"], stages["fc"]["port"]["class"]) == ("Linear", "Dense")
+    events, steps = raw_reference()
+    spans = [e for e in events if e.get("ph") == "X" and e.get("name") == "nn.Module: layer3 (Sequential)"
+             and any(start <= e["ts"] < end for start, end in steps.values())]
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    inside, open_end = 0.0, -1.0
+    for op in ops:  # the ops no other op encloses, inside layer3's forward spans
+        if op["ts"] < open_end - 1e-3:
+            continue
+        open_end = op["ts"] + op["dur"]
+        if any(s["ts"] <= op["ts"] and op["ts"] + op["dur"] <= s["ts"] + s["dur"] + 1e-3 for s in spans):
+            inside += op["dur"] / 1000
+    assert stages["layer3"]["reference"]["forward_ms"] == pytest.approx(inside / len(steps), rel=1e-6)
+    assert "avgpool" in result["unmatched_stages"]["reference"]  # the port averages with ReduceMean, no Cell

@@ -42,8 +42,12 @@ def _rows(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]
                     f"{_ms(row['reference_ms_per_step'])}  {_ops(row['reference_ops'])}",
                     f"{_ms(row['port_ms_per_step'])}  {_ops(row['port_ops'])}")
                    for row in result["families"][:FAMILIES_SHOWN]]
+    stage_rows = [(f"{row['stage']}  ({row['reference']['class']} / {row['port']['class']})",
+                   *(f"{row[side]['forward_ms']:.3f} / {row[side]['backward_ms']:.3f} ms"
+                     for side in ("reference", "port"))) for row in result["stages"]]
     return [("settings", setting_rows), ("time per step", time_rows),
-            ("op families, ms per step (ops counted per step)", family_rows)]
+            ("op families, ms per step (ops counted per step)", family_rows),
+            ("stages (module / Cell by name), forward / backward ms per step", stage_rows)]
 
 
 def _verdict_words(result: dict[str, Any]) -> str:
@@ -69,6 +73,9 @@ def _unmatched_lines(result: dict[str, Any]) -> list[str]:
                               f"x{kind['calls_per_step']:.0f}" for kind in kinds[:UNMATCHED_SHOWN])
             more = f", and {len(kinds) - UNMATCHED_SHOWN} more" if len(kinds) > UNMATCHED_SHOWN else ""
             lines.append(f"{side} only (no partner, no ratio): {shown}{more}")
+    for side in ("reference", "port"):
+        if result["unmatched_stages"][side]:
+            lines.append(f"{side} stages without a partner: " + ", ".join(result["unmatched_stages"][side]))
     return lines
 
 
@@ -77,7 +84,7 @@ def migration_text(result: dict[str, Any]) -> str:
     for index, (title, rows) in enumerate(_rows(result)):
         lines.append(title)
         for label, ref, port in rows:
-            lines.append(f"  {label:<28} {ref:<24} {port}" if index < 2 else
+            lines.append(f"  {label:<28} {ref:<24} {port}" if index != 2 else
                          f"  {label}\n      reference  {ref}\n      port       {port}")
         lines.append("")
     if result["not_checked"]:

@@ -14,11 +14,13 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from ..analysis.cells import cells
 from ..analysis.measures import step_means
 from ..analysis.migration import FAMILIES, MINDSPORE, TORCH, framework_of, match_families, op_kinds_per_step
 from ..analysis.statistics import NOISE_FLOOR_PCT, per_rank_batch, samples_per_s, spread, step_totals, verdict
 from ..core.errors import PerfkitError
 from ..core.model import Run
+from ..core.scopes import NO_CELL, WRAPPER_NAMES
 from .compare import BACKBONE, op_type_ms_per_step
 
 # Settings that change the answer: a speedup is refused while they differ (both sides known). The execution mode is
@@ -128,11 +130,51 @@ def compare_frameworks(reference: Sequence[Run], port: Sequence[Run],
     matched = match_families(_kinds(ref), _kinds(prt))
     return {"kind": "cross_framework", "reference": ref.path, "port": prt.path, "settings": settings,
             "differing": differing, "not_checked": unchecked, **sides_of(sides), "verdict": judged, **matched,
+            **match_stages(stages(ref), stages(prt)),
             "changes": port_changes(settings, sides, matched["families"], judged)}
 
 
 def sides_of(sides: dict[str, dict]) -> dict[str, dict]:
     return {"reference_run": sides["reference"], "port_run": sides["port"]}
+
+
+def stages(run: Run) -> dict[str, dict[str, Any]]:
+    """The network's stages (its top-level modules or Cells: conv1, layer1, ..., fc) by attribute name: class and
+    forward / backward ms per profiled step (analysis/cells.py: torch's backward ops in the module of the forward
+    op their flow names, MindSpore's backward kernels placed by shapes). The network is the largest top-level
+    Cell, below MindSpore's wrappers (Default, network, _backbone)."""
+    tree = cells(run)
+    if not len(tree):
+        return {}
+    rank = tree["rank"].iloc[0]
+    tree = tree[tree["rank"].isna()] if pd.isna(rank) else tree[tree["rank"] == rank]
+    tree = tree[tree["path"] != NO_CELL]
+    if not len(tree):
+        return {}
+
+    def wrapper(row) -> bool:
+        return row["path"].rsplit("/", 1)[-1].split("-", 1)[0] in WRAPPER_NAMES
+
+    node = tree[tree["depth"] == 1].sort_values("total_ms").iloc[-1]
+    while wrapper(node):  # Default > network > _backbone: the last wrapper is the network itself
+        children = tree[tree["parent"] == node["path"]]
+        largest = children.sort_values("total_ms").iloc[-1] if len(children) else None
+        if largest is None or not wrapper(largest):
+            break
+        node = largest
+    children = tree[tree["parent"] == node["path"]]
+    return {str(row.path).rsplit("/", 1)[-1].split("-", 1)[0]: {
+        "class": row.cell_type, "forward_ms": float(row.forward_ms), "backward_ms": float(row.backward_ms)}
+        for row in children.itertuples(index=False)}
+
+
+def match_stages(reference: dict[str, dict], port: dict[str, dict]) -> dict[str, Any]:
+    """Stages matched by attribute name (tree position), both classes shown; a stage one side lacks is listed."""
+    rows = [{"stage": name, "reference": reference[name], "port": port[name]} for name in reference if name in port]
+    rows.sort(key=lambda row: -max(sum(row[side][k] for k in ("forward_ms", "backward_ms"))
+                                   for side in ("reference", "port")))
+    return {"stages": rows, "unmatched_stages": {"reference": sorted(set(reference) - set(port)),
+                                                 "port": sorted(set(port) - set(reference))}}
 
 
 def _kinds(run: Run):
