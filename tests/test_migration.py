@@ -199,3 +199,21 @@ def test_stages_match_module_and_cell_by_name_with_the_raw_forward_time(result):
             inside += op["dur"] / 1000
     assert stages["layer3"]["reference"]["forward_ms"] == pytest.approx(inside / len(steps), rel=1e-6)
     assert "avgpool" in result["unmatched_stages"]["reference"]  # the port averages with ReduceMean, no Cell
+
+
+def test_the_dashboards_compare_page_shows_the_cross_framework_comparison():
+    from perfkit.dashboards import layout
+    body = layout.compare_body([perfkit.load(PORT), perfkit.load(REFERENCE)])
+    markdown = body[0].children[1].children
+    assert body[0].children[0].children == "PyTorch reference and MindSpore port"
+    assert "Conv2DBackpropInput" in markdown and "| batch | 32 | 32 |" in markdown
+    same = layout.compare_body([perfkit.load(PORT), perfkit.load(PORT)])
+    assert "PyTorch reference" not in str(same[0])
+
+
+def test_the_report_shows_the_cross_framework_comparison(tmp_path):
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(REFERENCE), str(PORT), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert "PyTorch reference and MindSpore port" in page and "Conv2DBackpropFilter x53" in page
