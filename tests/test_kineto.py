@@ -209,3 +209,31 @@ def test_a_python_without_torch_is_said_in_one_line(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["profile", "--reference", "--output", str(tmp_path / "out"), "--",
                                        sys.executable, str(script)])
     assert result.exit_code == 2 and "has no torch" in result.output and "perfkit[reference]" in result.output
+
+
+def test_ops_of_another_thread_are_placed_in_the_step_their_start_falls_in(tmp_path):
+    """torch runs backward on an autograd thread where a GPU is used: the MLP's trace with its backward ops and flow
+    ends moved to another thread gives the same op time per step."""
+    with gzip.open(next(MLP.glob("*.pt.trace.json.gz")), "rt") as handle:
+        data = json.load(handle)
+    wrappers = [e for e in data["traceEvents"] if e.get("cat") == "cpu_op"
+                and e["name"].startswith("autograd::engine::evaluate_function")]
+    moved = 0
+    for event in data["traceEvents"]:
+        if event.get("ph") in ("X", "f") and any(inside(event, w) if "dur" in event else
+                                                 w["ts"] <= event["ts"] <= w["ts"] + w["dur"] for w in wrappers):
+            event["tid"], moved = 99, moved + 1
+    assert moved > 50
+    (tmp_path / "w.1.pt.trace.json").write_text(json.dumps(data))
+    run, original = perfkit.load(tmp_path), perfkit.load(MLP)
+    per_step = run.op_type_steps.groupby("step")["total_ms"].sum()
+    assert per_step.to_dict() == pytest.approx(original.op_type_steps.groupby("step")["total_ms"].sum().to_dict())
+    assert run.ops.loc[run.ops["pass"] == "backward", "total_ms"].sum() == pytest.approx(
+        original.ops.loc[original.ops["pass"] == "backward", "total_ms"].sum())
+
+
+def test_a_trace_without_ops_names_the_file_and_exits_2(tmp_path):
+    (tmp_path / "w.1.pt.trace.json").write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 5, "tid": 1}]}))
+    result = CliRunner().invoke(main, ["summary", str(tmp_path)])
+    assert result.exit_code == 2 and "w.1.pt.trace.json" in result.output and "no cpu_op" in result.output

@@ -106,7 +106,10 @@ def read(folder: Path) -> dict[int, Parts]:
     for rank, traces in by_rank.items():
         traces.sort(key=lambda item: _written_ns(item[0]))
         path, data = traces[-1]
-        parts = read_trace(data)
+        try:
+            parts = read_trace(data)
+        except FileFormatError as exc:
+            raise FileFormatError(exc.message, path) from None
         parts.sources.append(str(path))
         parts.warnings += skipped
         if len(traces) > 1:
@@ -238,6 +241,12 @@ def _place(events: list[Event], flows: dict, has_modules: bool) -> None:
         elif event.is_op and AUTOGRAD_WRAPPER.match(event.name):
             context["backward"] = True
         event.flags = context
+    steps = [(event.ts, event.end, event.flags["step"]) for event in events if STEP_SPAN.match(event.name)]
+    for event in events:
+        if "step" not in event.flags and event.is_op:  # another thread's op (autograd, a GPU stream's launcher)
+            event.flags["step"] = next((number for start, end, number in steps if start <= event.ts < end), None)
+            if event.flags["step"] is None:
+                del event.flags["step"]
     for event in (event for event in events if event.is_op):
         outer = event.op_parent.family_root if event.op_parent is not None else None
         if outer is not None and outer.name.startswith(ATEN):
