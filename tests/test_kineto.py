@@ -5,6 +5,7 @@ CPU runs tests/runs/torch_cpu_resnet50 and tests/runs/torch_cpu_mlp (SOURCE.txt 
 from __future__ import annotations
 
 import gzip
+import os
 import json
 import re
 from collections import defaultdict
@@ -237,3 +238,22 @@ def test_a_trace_without_ops_names_the_file_and_exits_2(tmp_path):
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 5, "tid": 1}]}))
     result = CliRunner().invoke(main, ["summary", str(tmp_path)])
     assert result.exit_code == 2 and "w.1.pt.trace.json" in result.output and "no cpu_op" in result.output
+
+
+@pytest.mark.skipif(not os.environ.get("PERFKIT_TORCH_PYTHON"),
+                    reason="needs a Python with torch: PERFKIT_TORCH_PYTHON=/path/to/python (torch is not in `test`)")
+def test_the_reference_runner_profiles_a_real_torch_script(tmp_path):
+    out = tmp_path / "ref"
+    result = CliRunner().invoke(main, ["profile", "--reference", "--steps", "2", "--warmup", "0", "--output", str(out),
+                                       "--", os.environ["PERFKIT_TORCH_PYTHON"],
+                                       str(RUNS.parent / "scripts" / "run_torch_mlp.py"), "--steps", "4"])
+    assert result.exit_code == 0, result.output
+    trace = next(out.glob("*.pt.trace.json.gz"))
+    with gzip.open(trace, "rt") as handle:
+        data = json.load(handle)
+    assert data["traceName"] == trace.name  # torch's absolute temporary path scrubbed
+    names = {e.get("name") for e in data["traceEvents"]}
+    assert {"ProfilerStep#1", "ProfilerStep#2", "nn.Module: 0 (Linear)"} <= names  # wait=1 warmup=0 active=2
+    sidecar = json.loads((out / "perfkit_run.json").read_text())
+    assert sidecar["config"]["batch_size"] == 64 and sidecar["config"]["steps_ended"] == 4
+    assert perfkit.load(out).meta.framework == "torch"
