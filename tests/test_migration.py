@@ -72,6 +72,7 @@ def test_settings_come_first_and_match_for_this_pair(result):
     assert reference["batch_size"] == port["batch_size"] == 32 and reference["image_size"] == port["image_size"] == 32
     assert reference["isa_cap"] == port["isa_cap"] == "ONEDNN_MAX_CPU_ISA=AVX2"
     assert reference["network"] == port["network"] == "ResNet50"
+    assert (reference["optimizer"], port["optimizer"]) == ("Adam (single-tensor)", "Adam (one kernel per parameter)")
     assert result["differing"] == [] and "threads" in result["not_checked"]  # MindSpore records no thread count
     text = CliRunner().invoke(main, ["compare", str(REFERENCE), str(PORT)]).output
     assert text.index("settings") < text.index("time per step") < text.index("op families")

@@ -26,6 +26,9 @@ from .compare import BACKBONE, op_type_ms_per_step
 # Settings that change the answer: a speedup is refused while they differ (both sides known). The execution mode is
 # shown, not required equal: eager PyTorch against a MindSpore graph is what a migration compares.
 BLOCKING = ("network", "device", "batch_size", "image_size", "precision", "isa_cap", "threads")
+# MindSpore's optimizer kernels, as its op tables name them.
+MINDSPORE_OPTIMIZERS = ("Adam", "ApplyAdam", "AdamWeightDecay", "FusedAdam", "FusedAdamWeightDecay", "ApplyMomentum",
+                        "SGD", "Lamb", "ApplyAdagrad", "ApplyRMSProp", "LARSUpdate")
 # The forward convolution of each side, whose first 3-channel input gives the image size.
 CONVOLUTIONS = ("aten::conv2d", "Conv2D", "Conv2DExt")
 ISA_ENV = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
@@ -57,6 +60,7 @@ def side_settings(run: Run, runs: int) -> dict[str, Any]:
         "batch_size": per_rank_batch(run) if framework == MINDSPORE else config.get("batch_size"),
         "image_size": image_size(run),
         "precision": precision(run),
+        "optimizer": optimizer(run),
         "data_workers": config.get("workers") if framework == MINDSPORE else None,
         "runs": runs,
     }
@@ -87,6 +91,24 @@ def network(run: Run) -> str | None:
         found = names[names.str.contains("/")].str.split("/").str[0]
         found = found[~found.str.contains("-")]  # a root span, not a child's `name-Class`
     return str(found.value_counts().index[0]) if len(found) else None
+
+
+def optimizer(run: Run) -> str | None:
+    """The optimizer and how it runs: torch's from its `optimizer-Adam` scope (single-tensor, foreach or fused by
+    its ops), MindSpore's from the optimizer kernel in the pass `other` (one kernel per parameter)."""
+    ops = run.ops[run.ops["pass"].astype(str) == "other"] if len(run.ops) else run.ops
+    if not len(ops):
+        return None
+    types = set(ops["type"].astype(str))
+    if framework_of(run) == TORCH:
+        names = ops["name"].astype(str).str.extract(r"^optimizer-(\w+)/", expand=False).dropna()
+        if not len(names):
+            return None
+        how = ("fused" if any(kind.startswith("aten::_fused") for kind in types) else
+               "foreach" if any(kind.startswith("aten::_foreach") for kind in types) else "single-tensor")
+        return f"{names.iloc[0]} ({how})"
+    kernel = next((kind for kind in MINDSPORE_OPTIMIZERS if kind in types), None)
+    return None if kernel is None else f"{kernel} (one kernel per parameter)"
 
 
 def precision(run: Run) -> str | None:

@@ -11,8 +11,9 @@ A Run with meta.framework "torch". What the trace holds and how it becomes the R
   outermost aten:: op of a nesting with the self time of everything under it (a conv once, not four times); the
   autograd engine's own wrappers (`autograd::engine::evaluate_function: XBackward0`, `XBackward0`) are one family,
   AUTOGRAD_ENGINE;
-- passes: backward = under an autograd wrapper, other = under `Optimizer.step#`/`Optimizer.zero_grad#` or outside
-  every module span of a trace that has them, forward = the rest; data loading is the step's interval, not an op;
+- passes: backward = under an autograd wrapper, other = under `Optimizer.step#`/`Optimizer.zero_grad#` (their ops
+  in the scope `optimizer-Adam`, as MindSpore's) or outside every module span of a trace that has them, forward =
+  the rest; data loading is the step's interval, not an op;
 - shapes: the family op's `Input Dims` and `Input type` (recorded with record_shapes=True);
 - Cells: the `nn.Module: …` spans (perfkit's reference runner names them `nn.Module: layer1.0.conv1 (Conv2d)`, torch's
   with_stack `nn.Module: Conv2d_17`); a backward op goes in the module of the forward op its `fwdbwd` flow names.
@@ -22,7 +23,9 @@ The sidecar perfkit_run.json (torch version, threads, batch) is the manifest rea
 from __future__ import annotations
 
 import gzip
+import json
 import re
+import tempfile
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,7 +43,7 @@ from .base import Parts, Reader, TraceFile
 TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 STEP_SPAN = re.compile(r"^ProfilerStep#(\d+)$")
 DATA_SPAN = re.compile(r"DataLoader.*__next__")
-OPTIMIZER_SPAN = re.compile(r"^Optimizer\.(step|zero_grad)#")
+OPTIMIZER_SPAN = re.compile(r"^Optimizer\.(step|zero_grad)#(?P<cls>\w+)\.")
 MODULE_SPAN = "nn.Module: "
 # `layer1.0.conv1 (Conv2d)` (perfkit's reference runner) or `Conv2d_17` (torch's with_stack)
 NAMED_MODULE = re.compile(r"^(?P<path>\S+) \((?P<cls>[\w.]+)\)$")
@@ -235,7 +238,9 @@ def _place(events: list[Event], flows: dict, has_modules: bool) -> None:
         elif DATA_SPAN.search(event.name):
             context["data"] = True
         elif OPTIMIZER_SPAN.match(event.name):
+            # a Cell of its own, as MindSpore's `optimizer-Adam` scope: the optimizer's class names it
             context["optimizer"] = True
+            context["modules"] = (f"optimizer-{OPTIMIZER_SPAN.match(event.name)['cls']}",)
         elif event.name.startswith(MODULE_SPAN):
             context["modules"] = context["modules"] + (event.name[len(MODULE_SPAN):],)
         elif event.is_op and AUTOGRAD_WRAPPER.match(event.name):
@@ -373,10 +378,7 @@ def _union_us(events: list[Event], span: Event) -> float:
 def _timeline_events(path: Path, each, stats, progress, workers):
     """The trace's events for the timeline (base.TraceFile.events): its traceEvents written out as the JSON array
     trace_json reads block by block; progress in bytes of the (compressed) trace file."""
-    import json
-    import tempfile
-
-    from ..trace_json import map_blocks
+    from ..trace_json import map_blocks  # the timeline's reader: loading a Run never needs it
 
     events = load_trace(path)["traceEvents"]
     with tempfile.TemporaryDirectory(prefix="perfkit_kineto_") as scratch:
