@@ -257,3 +257,13 @@ def test_the_reference_runner_profiles_a_real_torch_script(tmp_path):
     sidecar = json.loads((out / "perfkit_run.json").read_text())
     assert sidecar["config"]["batch_size"] == 64 and sidecar["config"]["steps_ended"] == 4
     assert perfkit.load(out).meta.framework == "torch"
+
+
+def test_every_dashboard_page_of_a_torch_run_renders():
+    from perfkit.dashboards import ids, layout
+    run = perfkit.load(MLP)
+    for path in ids.PAGES:
+        if path != "/compare":
+            assert layout.run_page(path, run, 0, "") is not None
+    cells_page = str(layout.run_page("/cells", run, 0, ""))
+    assert "optimizer-SGD" in cells_page or "Sequential" in cells_page
