@@ -290,6 +290,8 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
     from ..views.compare import compare as compare_runs
     from ..views.compare import gate
     group_a, group_b = _load_all(tuple(repeat_folders(run_a))), _load_all(tuple(repeat_folders(run_b)), cycle_b)
+    if _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor):
+        return
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
                           NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)
     gating = fail_if_slower is not None or fail_on_new is not None
@@ -309,6 +311,24 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
         if verdict["failed"]:
             click.echo(f"perfkit: gate failed: {'; '.join(verdict['reasons'])}", err=True)
             ctx.exit(1)
+
+
+def _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor) -> bool:
+    """A PyTorch reference against its MindSpore port (either order): the migration view (docs/migration.md)."""
+    from ..analysis.statistics import NOISE_FLOOR_PCT
+    from ..views.migration import compare_frameworks, is_cross_framework
+    if not is_cross_framework(group_a[0], group_b[0]):
+        return False
+    if fail_if_slower is not None or fail_on_new is not None:
+        raise PerfkitError("--fail-if-slower/--fail-on-new gate runs of one framework; a PyTorch reference against "
+                           "its MindSpore port is compared without a gate")
+    from ..analysis.migration import TORCH, framework_of
+    from ..render.migration import migration_markdown, migration_text
+    reference, port = (group_a, group_b) if framework_of(group_a[0]) == TORCH else (group_b, group_a)
+    result = compare_frameworks(reference, port, NOISE_FLOOR_PCT if noise_floor is None else noise_floor)
+    click.echo(_json(result) if fmt == "json" else migration_markdown(result) if fmt == "markdown"
+               else migration_text(result))
+    return True
 
 
 class ProfileCommand(click.Command):
@@ -364,10 +384,13 @@ RESNET_STEPS, RESNET_WARMUP = 3, 1
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
               help="Make N runs of the same settings, one after another, in OUTPUT/repeat_1..N: `perfkit compare` "
                    "judges such a folder over its run means.")
+@click.option("--reference", is_flag=True, default=False,
+              help="The script after `--` is a PyTorch reference: run it under torch.profiler (torch in the script's "
+                   "Python; docs/migration.md), for `perfkit compare REFERENCE PORT`.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
-            mode, env_pairs, output, ranks, profile_memory, repeat, command) -> None:
+            mode, env_pairs, output, ranks, profile_memory, repeat, reference, command) -> None:
     """Profile your own training script (after `--`), or train the seed's ResNet-50 on CIFAR-10, under the
     MindSpore profiler and write a run folder.
 
@@ -391,9 +414,13 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
       perfkit profile --profile-memory --batch-size 8  # with the allocator's memory over time
       perfkit profile --repeat 3 --output base          # base/repeat_1..3, for perfkit compare
       perfkit profile --repeat 3 -- python train.py
+      perfkit profile --reference --output ref -- python ref_train.py   # PyTorch, under torch.profiler
     """
     from ..profiler import report
     from ..profiler.launch import parse_env
+    if reference:
+        _profile_reference(ctx, list(command), steps, warmup, parse_env(env_pairs), output)
+        return
     if ctx.meta["script_mode"] or command:
         _profile_script(ctx, list(command), steps, warmup, parse_env(env_pairs), output, ranks, profile_memory,
                         repeat)
@@ -419,6 +446,27 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
         click.echo(f"perfkit: interrupted: {outcome.folder} holds the steps profiled before {outcome.stop_signal}",
                    err=True)
         ctx.exit(outcome.exit_code)
+
+
+def _profile_reference(ctx, command, steps, warmup, env, output) -> None:
+    from click.core import ParameterSource
+
+    from ..profiler import report
+    from ..profiler.reference import ReferenceRequest, profile_reference
+    given = [name for name in RESNET_ONLY + ("ranks", "profile_memory", "repeat")
+             if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    if given:
+        raise PerfkitError(", ".join("--" + name.replace("_", "-") for name in given) + ": not for --reference")
+    output = "./profiler_reference" if ctx.get_parameter_source("output") is ParameterSource.DEFAULT else output
+    outcome = profile_reference(ReferenceRequest(command=command, output=output, env=env,
+                                                 warmup=1 if warmup is None else warmup,
+                                                 steps=RESNET_STEPS if steps is None else steps))
+    if outcome.traced:
+        click.echo(report(outcome))
+    else:
+        click.echo(f"perfkit: {outcome.folder} holds no torch.profiler trace: the script ended before its profiled "
+                   "steps (it must call an optimizer's step() once per step)", err=True)
+    ctx.exit(outcome.exit_code or (0 if outcome.traced else 2))
 
 
 def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_memory, repeat) -> None:

@@ -19,7 +19,7 @@ from ...core.model import Run
 from ...core.op_work import op_flops
 from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
-from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule
+from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule, torch_device
 
 # The ledger's compute causes: what a faster kernel or a lower precision wins back.
 COMPUTE = CAUSES_OF["compute"]
@@ -84,8 +84,9 @@ def amp_level(run: Run) -> list[Finding]:
              if known else f"Cast and BatchNorm take {percent(share):.1f} % of device time: if the network is not "
                            f"already at amp_level {suggested}, AMP would move most of it (precision not recorded)")
     if is_torch(run):
-        action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16): around the forward pass "
-                  "(or torch.float16 with torch.npu.amp.GradScaler), keeping BatchNorm in float32")
+        scaler = "torch.npu.amp.GradScaler" if torch_device(run) == "npu" else "torch.amp.GradScaler"
+        action = (f"with torch.autocast(device_type='{torch_device(run)}', dtype=torch.bfloat16): around the forward "
+                  f"pass (or torch.float16 with {scaler}), keeping BatchNorm in float32")
     else:
         action = f'Model(net, loss_fn, optimizer, amp_level="{suggested}")'
     return [Finding(
@@ -174,7 +175,8 @@ def compute_bound(run: Run) -> list[Finding]:
     top = shares[(covered.shift(fill_value=0.0) < COMPUTE_TYPES_COVER)].head(COMPUTE_TOP_TYPES)
     device = device_name(run)
     if is_torch(run):
-        action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16) if the model runs float32; "
+        action = (f"with torch.autocast(device_type='{torch_device(run)}', dtype=torch.bfloat16) if the model runs "
+                  "float32; "
                   "check the top types' shapes (channels in multiples of 16)")
     elif device == "CPU":
         isa = cpu_isa_advice(run)

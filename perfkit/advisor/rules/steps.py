@@ -47,9 +47,12 @@ def tail(run: Run) -> list[Finding]:
               "communication inside it)",
         evidence={"optimizer_share_pct": percent(share),
                   **known_ms(optimizer_ms=optimizer, tail_ms=steps["tail_ms"], step_ms=steps["total_ms"])},
-        action=("dataset.batch(2 * batch_size, ...) (with the learning rate scaled) so the fixed optimizer update is "
-                "spread over more samples"),
-        target=None, est_gain_pct=gain, change=_batch_change(run, 2))]
+        action=(("DataLoader(dataset, batch_size=2 * batch_size)" if is_torch(run) else
+                 "dataset.batch(2 * batch_size, ...)") + " (with the learning rate scaled) so the fixed optimizer "
+                "update is spread over more samples"
+                + ("; torch.optim.Adam(..., foreach=True) or fused=True batches the per-parameter update ops"
+                   if is_torch(run) else "")),
+        target=None, est_gain_pct=gain, change=None if is_torch(run) else _batch_change(run, 2))]
 
 
 def _batch_change(run: Run, factor: float) -> Change | None:
@@ -152,7 +155,8 @@ def compile_or_first_call(run: Run) -> list[Finding]:
         said.append(f"one call of {call['type']} is {percent(call['call_ms'] / op_ms):.1f} % of all op time")
     # The outlier is not a cost of every step: step means and op-type shares that include it mislead.
     if is_torch(run):
-        action = ("profile after warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("
+        profiler = "torch_npu.profiler" if run.meta.framework == "torch_npu" else "torch.profiler"
+        action = (f"profile after warm-up: {profiler}.profile(schedule={profiler}.schedule("
                   "wait=1, warmup=1, active=N)) and prof.step() each step")
     else:
         action = ("profile after warm-up: mindspore.Profiler(schedule=mindspore.profiler.schedule(wait=1, warmup=1, "
