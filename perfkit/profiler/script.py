@@ -37,8 +37,10 @@ HOOK_DIR = Path(__file__).resolve().parent / "hook"
 PYTHON = re.compile(r"^python[0-9.]*$")
 # Options of python that take the next argument as their value (so it is not the script).
 PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
-NO_STEP_TIMER = ("the script called neither Model.train nor perfkit.profiling: steps are taken from the op "
-                 "timestamps (the k-th run of each op is step k, which holds in graph mode)")
+NO_STEP_TIMER = ("the script called neither Model.train nor perfkit.profiling: its steps are read from the op "
+                 "timestamps where they can be (the k-th run of each op is step k, which holds in graph mode); to time "
+                 "them, wrap the loop in `with perfkit.profiling() as prof:` and call `prof.step()` at the end of "
+                 "each step")
 NOTHING_PROFILED = ("MindSpore's profiler wrote nothing: --warmup was given and the script never called "
                     "Model.train nor perfkit.profiling")
 NO_MINDSPORE = ("your script did not use MindSpore (it never imported it): nothing to profile; `perfkit profile "
