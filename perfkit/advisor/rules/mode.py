@@ -85,8 +85,8 @@ def _unmarked_loop(run: Run) -> list[Finding]:
     inflated_share = inflation["above_fastest_ms"] / inflation["op_ms"]
     shapes = f" [{inflation['shapes'].replace(';', '; ')}]" if inflation["shapes"] else ""
     said = [f"{inflation['op_ms']:.1f} ms of op time in {inflation['calls']:.0f} op calls",
-            f"{percent(inflated_share):.1f} % of it above each op's fastest call (waits on Python dispatch, first "
-            f"calls: "
+            f"{percent(inflated_share):.1f} % of it above each op name's fastest call (Python dispatch waits and "
+            f"first calls; PyNative may give ops of several shapes one name: "
             f"{inflation['op']}{shapes} takes {inflation['fastest_ms']:.2f} to {inflation['slowest_ms']:.2f} ms)"]
     if top:
         said.append("most op time in " + ", ".join(f"{op_type} {share:.1f} %" for op_type, share in top))
