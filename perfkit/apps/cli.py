@@ -482,7 +482,8 @@ def _options_given(ctx) -> str:
 
     given = []
     for param in ctx.command.params:
-        if not isinstance(param, click.Option) or ctx.get_parameter_source(param.name) is not ParameterSource.COMMANDLINE:
+        source = ctx.get_parameter_source(param.name)
+        if not isinstance(param, click.Option) or source is not ParameterSource.COMMANDLINE:
             continue
         flag = param.opts[0]
         value = ctx.params[param.name]

@@ -8,7 +8,7 @@ from ...analysis.measures import dispatch_inflation
 from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
-from ..registry import has_steps, is_torch, known_ms, percent, rule
+from ..registry import NEEDS, has_steps, is_torch, known_ms, percent, rule
 
 # A PyNative step that idles this share of its time between ops (the ledger's host time) is worth compiling:
 # graph mode removes the per-op Python dispatch (on the real CPU custom loop of tests/runs, 3 PyNative steps of
@@ -36,10 +36,13 @@ def top_cell(run: Run) -> str | None:
 
 @rule("graph_mode", claims=(*CAUSES_OF["host"], *CAUSES_OF["compute"]))
 def graph_mode(run: Run) -> list[Finding]:
-    if run.meta.mode != "pynative" or is_torch(run):
-        return []
+    pynative = run.meta.mode == "pynative" and not is_torch(run)
     if not has_steps(run):
+        if not pynative:
+            raise NotChecked(NEEDS["steps"][1])
         return _unmarked_loop(run)
+    if not pynative:
+        return []
     parts = rank_parts(run)
     if not len(parts):
         return []
