@@ -435,13 +435,14 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
     from click.core import ParameterSource
 
     from ..profiler import report
-    from ..profiler.script import ScriptRequest, profile_script
+    from ..profiler.script import ScriptRequest, check, profile_script
     given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
     request = ScriptRequest(command=command, output=output, env=env, ranks=ranks, warmup=warmup or 0, steps=steps,
                             profile_memory=profile_memory)
+    check(request)
     if command:
         click.echo(f"perfkit: profiling `{shlex.join(command)}` (everything after `--` is the script's); "
                    f"perfkit's own options: {_options_given(ctx) or 'none, the defaults (they go before `--`)'}",
