@@ -181,3 +181,15 @@ def test_the_built_in_run_caps_onednn_at_avx2_on_an_avx512_host_unless_told_othe
     assert isa_cap(ProfileRequest(), None) == ({}, [])
     monkeypatch.setenv(ISA_ENV, "AVX512_CORE")
     assert isa_cap(ProfileRequest(), AVX512_HOST) == ({}, [])
+
+
+def test_a_ctrl_c_d_custom_loop_loads_as_interrupted_with_the_steps_it_recorded():
+    """tests/runs/cpu_2_10_interrupted: SIGINT to `perfkit profile` after 3 recorded steps, passed on to the script."""
+    recorded = json.loads((RUNS / "cpu_2_10_interrupted" / "perfkit_run.json").read_text())
+    assert recorded["status"] == "interrupted" and recorded["error"] is None
+    run = perfkit.load(RUNS / "cpu_2_10_interrupted")
+    assert run.meta.status == "interrupted"
+    assert sorted(run.steps["step"]) == [step["step"] for step in recorded["steps"]]
+    wall_ms = [(step["end_ns"] - step["begin_ns"]) / 1e6 for step in recorded["steps"]]
+    assert list(run.steps.sort_values("step")["total_ms"]) == pytest.approx(wall_ms, rel=1e-6)
+    assert any("interrupted" in warning for warning in run.warnings)
