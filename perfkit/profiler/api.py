@@ -344,6 +344,7 @@ def profiling(folder: str | os.PathLike = "./profiler_v1", skip_first: int = 1, 
     write_manifest(target, manifest)
     profile = RankProfile(target, manifest, StepLog(skip_first, steps), profile_memory, env_profiler=False)
     profile.start_minddata()
+    _record_batch_size_of_iterated_datasets()
     return _Profiling(profile, owned=True)
 
 
@@ -434,10 +435,11 @@ def start_session(job: dict, folder: Path, model_module) -> None:
     _record_batch_size_of_iterated_datasets()
 
 
+@functools.cache
 def _record_batch_size_of_iterated_datasets() -> None:
     """Record in the manifest's config the batch size of the first batched dataset the script iterates (custom
     loops: `for x, y in data.create_tuple_iterator()`) or trains on (Model.train): the files do not tell it, and
-    compare's per-sample times and the batch-size advice need it."""
+    compare's per-sample times and the batch-size advice need it. Once a process (functools.cache)."""
     from mindspore.dataset.engine import datasets
 
     for method in ("create_tuple_iterator", "create_dict_iterator"):
@@ -452,7 +454,11 @@ def _record_batch_size_of_iterated_datasets() -> None:
 
 
 def _note_batch_size(dataset) -> None:
-    config = _session.manifest.setdefault("config", {})
+    """Into the profile being taken (the innermost perfkit.profiling, else `perfkit profile`'s), if it has none."""
+    profile = _timer_target(None)
+    if profile is None:
+        return
+    config = profile.manifest.setdefault("config", {})
     if "batch_size" not in config:
         batch = batch_size_of(dataset)
         if batch is not None:
