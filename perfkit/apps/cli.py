@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable
@@ -43,6 +44,8 @@ def main() -> None:
     """perfkit: find out why MindSpore training is slow.
 
     \b
+    perfkit profile -- python train.py  profile your own training script -> ./profiler_v1
+                                       (perfkit's options go before `--`)
     perfkit profile --steps 3          train ResNet-50 under the profiler -> ./profiler_v1
     perfkit summary profiler_v1        where each step's time goes
     perfkit advise profiler_v1         tuning hints with evidence
@@ -395,10 +398,16 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
     MindSpore profiler and write a run folder.
 
     \b
-    Your script runs unchanged: its output and exit code are its own. MindSpore's profiler is switched on
-    through MS_PROFILER_OPTIONS, MindData's profiling too, and each Model.train step is timed (custom loops:
-    perfkit.profiling, or the steps are taken from the op timestamps). --output, --env, --ranks, --warmup,
-    --steps and --profile-memory apply.
+    Your script runs unchanged: its output and exit code are its own. perfkit's options go before `--`;
+    everything after it is the command, run as given (perfkit says which options it took). MindSpore's
+    profiler is switched on through MS_PROFILER_OPTIONS, MindData's profiling too, and each Model.train step
+    is timed (custom loops: perfkit.profiling's prof.step(), or the steps are read from the op timestamps);
+    the batch size of the dataset it iterates is recorded. --output, --env, --ranks, --warmup, --steps and
+    --profile-memory apply.
+
+    The built-in run prints a line per step when its output is not a terminal, and on a host with AVX-512
+    sets ONEDNN_MAX_CPU_ISA=AVX2 for the CPU (unless --env or the environment set it): oneDNN's AVX-512 3x3
+    convolutions are its slow reference kernel (`perfkit advise`: kernel_efficiency).
 
     The folder holds MindSpore's profiler files, MindData's dataset profile and perfkit_run.json (config,
     versions, step times, status). Ctrl-C (or SIGTERM) stops training after the current step and keeps what
@@ -473,13 +482,18 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
     from click.core import ParameterSource
 
     from ..profiler import report
-    from ..profiler.script import ScriptRequest, profile_script
+    from ..profiler.script import ScriptRequest, check, profile_script
     given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
     request = ScriptRequest(command=command, output=output, env=env, ranks=ranks, warmup=warmup or 0, steps=steps,
                             profile_memory=profile_memory)
+    check(request)
+    if command:
+        click.echo(f"perfkit: profiling `{shlex.join(command)}` (everything after `--` is the script's); "
+                   f"perfkit's own options: {_options_given(ctx) or 'none, the defaults (they go before `--`)'}",
+                   err=True)
     if repeat > 1:
         from dataclasses import replace
 
@@ -508,6 +522,24 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
         click.echo(f"perfkit: the script failed (exit code {outcome.exit_code}): what was profiled is in "
                    f"{outcome.folder}, marked failed (perfkit summary {outcome.folder})", err=True)
     ctx.exit(outcome.exit_code)
+
+
+def _options_given(ctx) -> str:
+    """The options of the running command given on the command line, as they would be typed again."""
+    from click.core import ParameterSource
+
+    given = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if not isinstance(param, click.Option) or source is not ParameterSource.COMMANDLINE:
+            continue
+        flag = param.opts[0]
+        value = ctx.params[param.name]
+        if param.is_flag:
+            given.append(flag if value else param.secondary_opts[0] if param.secondary_opts else flag)
+        else:
+            given += [f"{flag} {shlex.quote(str(item))}" for item in (value if param.multiple else [value])]
+    return " ".join(given)
 
 
 class TuneCommand(click.Command):

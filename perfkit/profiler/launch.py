@@ -24,6 +24,7 @@ from pathlib import Path
 
 import click
 
+from ..analysis.flops import host_cpu_facts
 from ..core import boundedjson
 from ..core.errors import DeviceError, PerfkitError
 from ..core.version import __version__
@@ -35,6 +36,8 @@ from .train import signal_when_parent_dies
 DEVICE_CHOICES = ("auto", *DEVICES)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 POLL_SECONDS = 0.1
+# oneDNN's ISA cap, applied to the built-in job on hosts with AVX-512 (isa_cap).
+ISA_ENV, ISA_CAP = "ONEDNN_MAX_CPU_ISA", "AVX2"
 # How long the ranks of a --ranks run wait for each other to join before msrun gives up.
 CLUSTER_TIMEOUT_SECONDS = 300
 # msrun logs this when a rank exits non-zero, just before it kills the other ranks.
@@ -134,6 +137,19 @@ def _data(request: ProfileRequest, say) -> tuple[Path, bool, list[str]]:
             f"{per_shard // request.batch_size} batches of {request.batch_size}, fewer than the {needed} steps "
             "asked (--warmup + --steps): lower --shards or --batch-size", folder)
     return folder, synthetic, notes
+
+
+def isa_cap(request: ProfileRequest, host: dict | None) -> tuple[dict[str, str], list[str]]:
+    """What the built-in job sets for oneDNN on a host with AVX-512, and the note that says so: ISA_CAP, the
+    kernel_efficiency advice (oneDNN's AVX-512 3x3 convolutions and their gradients run a reference kernel many
+    times slower than its AVX2 ones: perfkit/advisor/rules/compute.py), unless the user chose an ISA (`--env`, or
+    the environment) or asked for another device than the CPU. `host`: the host's cpu_facts."""
+    if request.device not in ("auto", "CPU") or ISA_ENV in request.env or ISA_ENV in os.environ \
+            or not host or "avx512f" not in host.get("flags", ()):
+        return {}, []
+    return {ISA_ENV: ISA_CAP}, [f"this host has AVX-512: set {ISA_ENV}={ISA_CAP} for the built-in job on the CPU "
+                                f"(oneDNN's AVX-512 3x3 convolutions are its slow reference kernel; `--env "
+                                f"{ISA_ENV}=AVX512_CORE` keeps them)"]
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:
@@ -286,6 +302,7 @@ class Supervisor(Keeper):
         self.device: str | None = None
         self.done: dict[int, int] = {}          # rank -> steps done (warmup included)
         self.stages: dict[int, int] = {}        # rank -> analysis stages reached
+        self.step_seen: dict[int, float] = {}   # rank -> when its last step (or training) was seen to end
         self.training_bar = None
         self.analysis_bar = None
 
@@ -346,11 +363,15 @@ class Supervisor(Keeper):
                 if self.training_bar is not None:
                     _clear_line()
                     self.say(f"perfkit: {event['text']}")
+            elif kind == "training":
+                self.step_seen[rank] = time.monotonic()
             elif kind in ("warmup", "step") and self.training_bar is not None:
                 if kind == "step":
                     self.training_bar.label = "training (profiled steps)"
                 self.training_bar.update(event["done"] - self.done.get(rank, 0))
                 self.done[rank] = event["done"]
+                if not sys.stderr.isatty():  # a log, a pipe: the bar draws only its label
+                    self.say(self._step_line(rank, kind, event))
             if kind == "finished":
                 self.finished[rank] = event
             if kind in ANALYSIS_STAGES:
@@ -358,6 +379,16 @@ class Supervisor(Keeper):
                 if self.analysis_bar is not None:
                     self.analysis_bar.update(reached - self.stages.get(rank, 0))
                 self.stages[rank] = reached
+
+
+    def _step_line(self, rank: int, kind: str, event: dict) -> str:
+        """One line for a step that ended: which, of how many, and how long it took as seen from here."""
+        now = time.monotonic()
+        took = now - self.step_seen.get(rank, now)
+        self.step_seen[rank] = now
+        who = f"rank {rank} " if self.request.ranks > 1 else ""
+        what = "warmup, compiles the graph" if kind == "warmup" else "profiled"
+        return f"perfkit: {who}step {event['done']}/{event['total']} ({what}) {took:.1f} s"
 
 
 def _interrupt_when_parent_dies() -> None:
@@ -421,7 +452,11 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
         pending.append(f"perfkit: {requested} exists (never overwritten): writing to {folder}")
     else:
         pending.append(f"perfkit: writing to {folder}")
-    manifest = _manifest(request, synthetic, notes)
+    host = host_cpu_facts()
+    capped, cap_notes = isa_cap(request, host)
+    pending += [f"perfkit: {note}" for note in cap_notes]
+    manifest = {**_manifest(request, synthetic, notes + cap_notes), "host": host}
+    manifest["env"].update(capped)
     log_path = folder / TRAIN_LOG if request.ranks == 1 else folder / MSRUN_LOG_DIR / "msrun.log"
     try:
         write_manifest(folder, manifest)
@@ -438,7 +473,8 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
         job_file.write_text(json.dumps(job))
         supervisor = Supervisor(request, folder, scratch, say)
         with log:
-            returncode = supervisor.run(_command(job_file, request, folder), child_env(request.env), log, pending)
+            env = child_env({**request.env, **capped})
+            returncode = supervisor.run(_command(job_file, request, folder), env, log, pending)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return _settle(request, folder, supervisor, returncode, manifest, log_path)
