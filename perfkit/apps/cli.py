@@ -498,10 +498,13 @@ class TuneCommand(click.Command):
                    "graph mode for PyNative, a dataset worker per CPU).")
 @click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="With --repeats 1: the change a single run must exceed (default compare's measured floor).")
+@click.option("--fresh", is_flag=True, default=False,
+              help="Start over in --output: its ledger (tune.json) is replaced, its runs made again.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("profile_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, noise_floor, fmt, profile_args) -> None:
+def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, noise_floor, fresh, fmt,
+         profile_args) -> None:
     """Try the settings the advisor proposes, re-profiling each against the baseline, and keep what is faster.
 
     \b
@@ -543,7 +546,7 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
         raise PerfkitError(f"--try {exc}") from None
     tuner = Tuner(ProfileRunner(args, command), Path(output), Budget(max_experiments, max_minutes, repeats),
                   say=lambda text: click.echo(text, err=True),
-                  candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor)
+                  candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor, fresh=fresh)
     result = tuner.tune()
     patch = None
     if result.best is not None:

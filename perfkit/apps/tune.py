@@ -95,21 +95,21 @@ class Ledger:
         self.data = data
 
     @classmethod
-    def open(cls, folder: Path, baseline: dict[str, Any], repeats: int) -> Ledger:
+    def open(cls, folder: Path, baseline: dict[str, Any], repeats: int, fresh: bool = False) -> Ledger:
+        """The folder's ledger, or a new one. A ledger that is damaged, of another perfkit, or of another
+        baseline is refused in one line naming it, unless `fresh` (start over) or it holds no usable run (a
+        tune whose baseline never ran, e.g. of a mistyped script, blocks nothing)."""
         path = folder / LEDGER
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError) as exc:
-                raise PerfkitError(f"not a tune ledger ({exc})", path) from None
-            if not isinstance(data, dict) or data.get("version") != LEDGER_VERSION:
-                raise PerfkitError(f"not a tune ledger of this perfkit (version {LEDGER_VERSION})", path)
-            if data["baseline"] != baseline:
+        if path.is_file() and not fresh:
+            data = read_ledger(path)
+            if data["baseline"] != baseline and any(run["ok"] for run in data["runs"]):
                 raise PerfkitError(f"holds a tune of another baseline ({_baseline_words(data['baseline'])}); "
-                                   "give another --output, or the same command and options to go on", path)
-            data["repeats"] = max(data["repeats"], repeats)
-            return cls(folder, data)
-        if folder.exists() and any(folder.iterdir()):
+                                   "give another --output, --fresh to start over, or the same command and options "
+                                   "to go on", path)
+            if data["baseline"] == baseline:
+                data["repeats"] = max(data["repeats"], repeats)
+                return cls(folder, data)
+        elif not path.is_file() and folder.exists() and any(folder.iterdir()):
             raise PerfkitError(f"exists and is not a tune folder (no {LEDGER}): give a new --output", folder)
         folder.mkdir(parents=True, exist_ok=True)
         ledger = cls(folder, {"version": LEDGER_VERSION, "baseline": baseline, "repeats": repeats,
@@ -144,7 +144,7 @@ class Ledger:
         return [run for run in self.data["runs"] if run["experiment"] == experiment]
 
     def record(self, experiment: str, repeat: int, result: RunResult, seconds: float) -> None:
-        folder = None if result.folder is None else os.path.relpath(result.folder, self.folder)
+        folder = None if result.folder is None else Path(os.path.relpath(result.folder, self.folder)).as_posix()
         self.data["runs"].append({"experiment": experiment, "repeat": repeat, "folder": folder, "ok": result.ok,
                                   "error": result.error, "tail": result.tail, "not_applied": result.not_applied,
                                   "notes": result.notes, "seconds": round(seconds, 3)})
@@ -159,6 +159,101 @@ def _baseline_words(baseline: dict[str, Any]) -> str:
     if baseline.get("kind") == "script":
         return "the command " + " ".join(baseline["command"])
     return "perfkit profile " + " ".join(baseline.get("args", []))
+
+
+# A ledger past this is no ledger tune wrote (each run adds ~2 KB: its last lines of output).
+LEDGER_MAX_BYTES = 64 * 1024 * 1024
+# No tune makes more runs of one setting than this (and a hand-edited 10**25 must not become a loop's bound).
+MAX_REPEATS = 1000
+
+
+def read_ledger(path: Path) -> dict[str, Any]:
+    """tune.json read through the bounded decoder and checked field by field against what Ledger writes; any
+    other content (truncated, edited, another program's) is a PerfkitError naming the file and the field."""
+    from ..core import boundedjson
+
+    try:
+        if path.stat().st_size > LEDGER_MAX_BYTES:
+            raise PerfkitError(f"is not a tune ledger (over {LEDGER_MAX_BYTES // 2**20} MB); give another --output "
+                               "or --fresh to start over", path)
+        data = boundedjson.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, boundedjson.JSONError) as exc:
+        raise PerfkitError(f"is not a tune ledger ({getattr(exc, 'message', None) or exc}); give another --output "
+                           "or --fresh to start over", path) from None
+    if not isinstance(data, dict) or data.get("version") != LEDGER_VERSION:
+        raise PerfkitError(f"not a tune ledger of this perfkit (version {LEDGER_VERSION}); give another --output "
+                           "or --fresh to start over", path)
+    problem = _ledger_problem(data)
+    if problem:
+        raise PerfkitError(f"is a damaged tune ledger ({problem}); give another --output or --fresh to start over",
+                           path)
+    return data
+
+
+def _is_int(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _ledger_problem(data: dict[str, Any]) -> str | None:
+    """What in a decoded tune.json is not as Ledger writes it (None: nothing)."""
+    baseline = data.get("baseline")
+    if not (isinstance(baseline, dict) and isinstance(baseline.get("kind"), str)
+            and _is_strings(baseline.get("args", [])) and _is_strings(baseline.get("command", []))):
+        return "baseline"
+    if not _is_int(data.get("repeats"), 1, MAX_REPEATS):
+        return f"repeats is not a whole number from 1 to {MAX_REPEATS}"
+    if not _is_strings(data.get("skipped")):
+        return "skipped"
+    candidates = data.get("candidates")
+    if candidates is not None:
+        if not isinstance(candidates, list):
+            return "candidates"
+        for index, entry in enumerate(candidates):
+            if not (isinstance(entry, dict) and isinstance(entry.get("source"), str)
+                    and isinstance(entry.get("changes"), list) and entry["changes"]):
+                return f"candidate {index + 1}"
+            for change in entry["changes"]:
+                try:
+                    if not isinstance(change, dict) or not isinstance(change.get("value"), (str, int, float)):
+                        raise ValueError("no value")
+                    Change.from_dict(change)
+                except (KeyError, TypeError, ValueError):
+                    return f"candidate {index + 1}'s change"
+    runs = data.get("runs")
+    if not isinstance(runs, list):
+        return "runs"
+    for index, run in enumerate(runs):
+        problem = _run_problem(run)
+        if problem:
+            return f"run {index + 1}: {problem}"
+    return None
+
+
+def _run_problem(run: Any) -> str | None:
+    if not isinstance(run, dict):
+        return "not an object"
+    if not isinstance(run.get("experiment"), str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", run["experiment"]):
+        return "experiment"
+    if not _is_int(run.get("repeat"), 1, 2 * MAX_REPEATS):
+        return "repeat"
+    folder = run.get("folder")
+    # a run folder is the experiment's repeat_N inside the tune folder, never a path out of it
+    if folder is not None and folder != f"{run['experiment']}/repeat_{run['repeat']}":
+        return "folder"
+    if not isinstance(run.get("ok"), bool) or (run["ok"] and folder is None):
+        return "ok"
+    if not (run.get("error") is None or isinstance(run["error"], str)) or not isinstance(run.get("tail"), str):
+        return "error"
+    if not (_is_strings(run.get("not_applied")) and _is_strings(run.get("notes"))):
+        return "notes"
+    seconds = run.get("seconds")
+    if not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 <= seconds < 1e9):
+        return "seconds"
+    return None
 
 
 def experiment_name(index: int, candidate: Candidate) -> str:
@@ -320,7 +415,8 @@ class Tune:
 class Tuner:
     def __init__(self, runner: Runner, folder: Path, budget: Budget, say: Callable[[str], None],
                  candidates: Callable[[Any], tuple[list[Candidate], list[str]]], noise_floor_pct: float | None = None,
-                 load: Callable[[str], Any] | None = None, clock: Callable[[], float] = time.monotonic):
+                 load: Callable[[str], Any] | None = None, clock: Callable[[], float] = time.monotonic,
+                 fresh: bool = False):
         from ..io.loader import load as perfkit_load
 
         self.runner = runner
@@ -331,6 +427,7 @@ class Tuner:
         self.noise_floor_pct = noise_floor_pct
         self.load = load or perfkit_load
         self.clock = clock
+        self.fresh = fresh
         self.started = clock()
         self.loaded: dict[str, Any] = {}
         self.ledger: Ledger | None = None
@@ -381,7 +478,7 @@ class Tuner:
 
     # -- the session --------------------------------------------------------------------------------------
     def tune(self) -> Tune:
-        self.ledger = Ledger.open(self.folder, self.runner.describe(), self.budget.repeats)
+        self.ledger = Ledger.open(self.folder, self.runner.describe(), self.budget.repeats, self.fresh)
         stopped, interrupted = None, False
         try:
             stopped = self.explore()
