@@ -483,13 +483,14 @@ class TuneCommand(click.Command):
 @click.option("--output", type=click.Path(file_okay=False), default="./perfkit_tune", show_default=True,
               help="The tune folder: every experiment's run folders and the ledger tune.json. Run again with the same "
                    "folder to go on where it stopped.")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--repeats", type=click.IntRange(1, 1000), default=3, show_default=True,
               help="Runs of each setting, interleaved with the baseline's (A B A B): 2 or more judge by run means "
                    "(with 2 a side the 95 % interval is wide: t has 1 degree of freedom).")
 @click.option("--max-experiments", type=click.IntRange(min=1), default=6, show_default=True,
               help="Candidate settings tried (the combination of the faster ones counts as one).")
 @click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-              help="Wall-clock budget of this session; what is left is shown before each run.")
+              help="Wall-clock budget of this session, a deadline: a run still going then is stopped with every "
+                   "process it started (and made again by a rerun). What is left is shown before each run.")
 @click.option("--try", "tries", multiple=True, metavar="KNOB=VALUE",
               help="Also try this setting: env:NAME=VALUE, amp_level=O2, mode=graph, sink_mode=true, "
                    "dataset_workers=4, dataset_workers:map=4, batch_size=64, prefetch=8. Repeatable.")
@@ -529,6 +530,8 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
 
     command = ctx.meta["command"]
     args = list(profile_args)
+    if not math.isfinite(max_minutes):
+        raise PerfkitError(f"--max-minutes {max_minutes}: give a number of minutes (a deadline), e.g. 30")
     checked = profile.make_context("profile", [*args, *(["--", *command] if command else [])])
     if checked.params["ranks"] != 1:
         raise PerfkitError("--ranks: perfkit tune runs one process per experiment")
@@ -544,9 +547,12 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
         changes = [parse_change(text) for text in tries]
     except ValueError as exc:
         raise PerfkitError(f"--try {exc}") from None
-    tuner = Tuner(ProfileRunner(args, command), Path(output), Budget(max_experiments, max_minutes, repeats),
-                  say=lambda text: click.echo(text, err=True),
-                  candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor, fresh=fresh)
+
+    def say(text: str) -> None:
+        click.echo(text, err=True)
+
+    tuner = Tuner(ProfileRunner(args, command, say), Path(output), Budget(max_experiments, max_minutes, repeats),
+                  say=say, candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor, fresh=fresh)
     result = tuner.tune()
     patch = None
     if result.best is not None:
@@ -557,7 +563,7 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
             script_patch(Path(command[index]), best) if index is not None else None)
     click.echo(_json(tune_dict(result, patch)) if fmt == "json" else tune_text(result, patch))
     if result.interrupted:
-        ctx.exit(130)
+        ctx.exit(result.exit_code)
 
 
 def _load_all(paths: tuple[str, ...], cycle=None) -> list:

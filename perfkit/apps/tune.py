@@ -22,10 +22,11 @@ import math
 import os
 import re
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -59,12 +60,26 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
 
 
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while a run was in progress: that run was stopped, the finished ones are kept."""
+
+    def __init__(self, signal_name: str = "SIGINT"):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+class DeadlineReached(Exception):
+    """The run in progress was still going at the --max-minutes deadline: it was killed, with every process it
+    started, and is not recorded (a rerun makes it again)."""
+
+
 class Runner(Protocol):
     def describe(self) -> dict[str, Any]:
         """The baseline, as JSON: a rerun of a tune folder must be given the same one."""
 
-    def run(self, changes: tuple[Change, ...], out_dir: Path) -> RunResult:
-        """Train the baseline with `changes` applied into the run folder `out_dir` (which does not exist yet)."""
+    def run(self, changes: tuple[Change, ...], out_dir: Path, limit_s: float | None = None) -> RunResult:
+        """Train the baseline with `changes` applied into the run folder `out_dir` (which does not exist yet);
+        raise DeadlineReached past `limit_s` seconds, Stopped on Ctrl-C or SIGTERM."""
 
 
 @dataclass(frozen=True)
@@ -410,6 +425,7 @@ class Tune:
     skipped: list[str]
     stopped: str | None = None        # why the loop stopped early (budget, Ctrl-C), None when it ran through
     interrupted: bool = False
+    exit_code: int = 0                # 130 after Ctrl-C, 143 after SIGTERM, as a shell reports them
 
 
 class Tuner:
@@ -466,32 +482,59 @@ class Tuner:
                  f"({', '.join(c.label for c in changes) or 'as given'}); {left / 60:.1f} min of "
                  f"{self.budget.max_minutes:g} left")
         began = self.clock()
-        result = self.runner.run(changes, out_dir)
+        result = self.runner.run(changes, out_dir, limit_s=max(left, 0.0))
+        if result.ok and result.folder is not None:
+            result = self.with_step_times(result)
         self.ledger.record(experiment, repeat, result, self.clock() - began)
         return self.ledger.runs(experiment)[-1]
+
+    def with_step_times(self, result: RunResult) -> RunResult:
+        """`result`, or, where its run has no step times to judge by, the same run marked failed saying so."""
+        from ..analysis.statistics import run_mean_ms
+
+        try:
+            mean = run_mean_ms(self.load(str(result.folder)), per_sample=False)
+        except PerfkitError as exc:
+            return RunResult(result.folder, False, error=f"its run folder cannot be read: {exc}", notes=result.notes)
+        if mean is None:
+            return RunResult(result.folder, False, error="the run has no step times to judge it by "
+                             "(perfkit summary on its folder says why)", notes=result.notes)
+        return result
 
     def baseline_failed(self, entry: dict[str, Any]) -> PerfkitError:
         if entry["tail"]:
             self.say(entry["tail"])
-        return PerfkitError(f"the baseline failed ({entry['error']}): nothing to tune against; its output is "
-                            "above", self.folder / BASELINE)
+        where = "its output is above" if entry["tail"] else "its output is in the .log beside its folder"
+        return PerfkitError(f"the baseline failed ({entry['error']}): nothing to tune against; {where}",
+                            self.folder / BASELINE)
 
     # -- the session --------------------------------------------------------------------------------------
     def tune(self) -> Tune:
         self.ledger = Ledger.open(self.folder, self.runner.describe(), self.budget.repeats, self.fresh)
-        stopped, interrupted = None, False
+        stopped, signal_name = None, None
         try:
             stopped = self.explore()
-        except KeyboardInterrupt:
-            stopped, interrupted = "interrupted (Ctrl-C): the finished runs are kept; run again to go on", True
-        return self.result(stopped, interrupted)
+        except DeadlineReached:
+            stopped = self.out_of_time()
+        except KeyboardInterrupt as exc:
+            signal_name = getattr(exc, "signal_name", "SIGINT")
+            stopped = (f"interrupted ({'Ctrl-C' if signal_name == 'SIGINT' else signal_name}): the finished runs "
+                       "are kept; run again to go on")
+        result = self.result(stopped, signal_name is not None)
+        if signal_name is not None:
+            result.exit_code = 128 + getattr(signal, signal_name)
+        return result
 
     def explore(self) -> str | None:
         ledger = self.ledger
         estimate = ledger.seconds_per_run()
         if estimate is not None and estimate > self.seconds_left():
             raise self.too_small(estimate)
-        first = self.run(BASELINE, 1, ())
+        try:
+            first = self.run(BASELINE, 1, ())
+        except DeadlineReached:
+            raise PerfkitError(f"--max-minutes {self.budget.max_minutes:g} ended before the baseline's first run did "
+                               "(it was stopped): nothing to tune against; give more minutes") from None
         if not first["ok"]:
             raise self.baseline_failed(first)
         if ledger.candidates is None:
@@ -510,11 +553,11 @@ class Tuner:
         repeats = ledger.data["repeats"]
         singles = [(name, candidate) for name, candidate in zip(self.names(), ledger.candidates)
                    if candidate.source != COMBINED_SOURCE]
-        self.planned = self.made + sum(1 for r in range(1, repeats + 1)
-                                       for name in [BASELINE, *(n for n, _ in singles)]
-                                       if not any(e["repeat"] == r for e in ledger.runs(name)))
-        stopped = self.schedule([(name, repeat, changes) for repeat in range(1, repeats + 1)
-                                 for name, changes in [(BASELINE, ()), *((n, c.changes) for n, c in singles)]])
+        settings = [(BASELINE, ()), *((name, candidate.changes) for name, candidate in singles)]
+        done = sum(1 for name, _ in settings for entry in ledger.runs(name) if entry["repeat"] <= repeats)
+        self.planned = self.made + max(repeats * len(settings) - done, 0)
+        stopped = self.schedule((name, repeat, changes) for repeat in range(1, repeats + 1)
+                                for name, changes in settings)
         if stopped:
             return stopped
         combined = self.combination()
@@ -529,16 +572,16 @@ class Tuner:
             ledger.add_candidate(combined)
         # fresh baseline runs interleaved with the combination's (A C A C): the baseline's repeats go on counting
         self.planned += 2 * repeats
-        return self.schedule([run for repeat in range(1, repeats + 1)
-                              for run in ((BASELINE, repeats + repeat, ()), (COMBINED, repeat, combined.changes))])
+        return self.schedule(run for repeat in range(1, repeats + 1)
+                             for run in ((BASELINE, repeats + repeat, ()), (COMBINED, repeat, combined.changes)))
 
     def names(self) -> list[str]:
-        return [experiment_name(index, c) for index, c in enumerate(self.ledger.candidates, start=1)]
+        return [experiment_name(index, c) for index, c in enumerate(self.ledger.candidates or [], start=1)]
 
     def dropped(self, entry: dict[str, Any]) -> bool:
         return not entry["ok"] or bool(entry["not_applied"])
 
-    def schedule(self, runs: list[tuple[str, int, tuple[Change, ...]]]) -> str | None:
+    def schedule(self, runs: Iterable[tuple[str, int, tuple[Change, ...]]]) -> str | None:
         """Make the (experiment, repeat, changes) runs in order, but those done already and those of an experiment
         that broke or could not be applied; stop when the next one does not fit in the time left."""
         for name, repeat, changes in runs:
