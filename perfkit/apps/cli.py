@@ -70,9 +70,26 @@ def progress_printer(stream) -> Callable[[str, float], None]:
 
 
 def _load(path: str, cycle=None):
-    """The run at `path`, of profiler cycle `cycle` (else --cycle's)."""
+    """The run at `path`, of profiler cycle `cycle` (else --cycle's); a folder of repeats is pointed at them."""
+    from ..core.errors import LayoutError
     from ..io.loader import load
-    return load(path, _dask(), cycle if cycle is not None else _cycle())
+    from ..io.repeats import repeats_hint
+    try:
+        return load(path, _dask(), cycle if cycle is not None else _cycle())
+    except LayoutError:
+        hint = repeats_hint(path)
+        if hint is None:
+            raise
+        raise LayoutError(hint, path) from None
+
+
+class Count(click.IntRange):
+    """A whole number in ASCII digits (int() also takes other scripts' digits: `--repeat ３`)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip().isascii():
+            self.fail(f"{value!r} is not a whole number in digits 0-9", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class CycleNumber(click.ParamType):
@@ -286,11 +303,14 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare run run --cycle 1 --cycle-b 2   # two profiler cycles (schedule repeat=2) of one folder
     """
     from ..analysis.statistics import NOISE_FLOOR_PCT
-    from ..io.repeats import repeat_folders
+    from ..io.repeats import usable_repeats
     from ..render.compare import compare_markdown, compare_text
     from ..views.compare import compare as compare_runs
     from ..views.compare import gate
-    group_a, group_b = _load_all(tuple(repeat_folders(run_a))), _load_all(tuple(repeat_folders(run_b)), cycle_b)
+    (side_a, failed_a), (side_b, failed_b) = usable_repeats(run_a), usable_repeats(run_b)
+    for line in failed_a + failed_b:
+        click.echo(f"perfkit: warning: {line}", err=True)
+    group_a, group_b = _load_all(tuple(side_a)), _load_all(tuple(side_b), cycle_b)
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
                           NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)
     gating = fail_if_slower is not None or fail_on_new is not None
@@ -362,7 +382,7 @@ RESNET_STEPS, RESNET_WARMUP = 3, 1
 @click.option("--profile-memory", is_flag=True, default=False,
               help="Also record the allocator's memory (MindSpore's profile_memory=True) and the memory capacity: "
                    "the Memory page, peak memory and the batch size that would fit.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+@click.option("--repeat", type=Count(min=1), default=1, show_default=True, metavar="N",
               help="Make N runs of the same settings, one after another, in OUTPUT/repeat_1..N: `perfkit compare` "
                    "judges such a folder over its run means.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -483,7 +503,7 @@ class TuneCommand(click.Command):
 @click.option("--output", type=click.Path(file_okay=False), default="./perfkit_tune", show_default=True,
               help="The tune folder: every experiment's run folders and the ledger tune.json. Run again with the same "
                    "folder to go on where it stopped.")
-@click.option("--repeats", type=click.IntRange(1, 1000), default=3, show_default=True,
+@click.option("--repeats", type=Count(1, 1000), default=3, show_default=True,
               help="Runs of each setting, interleaved with the baseline's (A B A B): 2 or more judge by run means "
                    "(with 2 a side the 95 % interval is wide: t has 1 degree of freedom).")
 @click.option("--max-experiments", type=click.IntRange(min=1), default=6, show_default=True,
