@@ -285,3 +285,25 @@ def test_a_run_past_the_deadline_is_not_recorded_and_a_rerun_makes_it(tmp_path):
 def test_budgets_that_are_no_bound_are_refused_in_one_line(args, message):
     result = CliRunner().invoke(main, ["tune", *args, "--steps", "1"])
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
+
+
+def test_the_last_lines_of_a_huge_log_are_read_from_its_end(tmp_path):
+    """A run's 100 MB output (sparse: no disk used) ending in a traceback: its last lines are the traceback's,
+    read without reading the 100 MB."""
+    import tracemalloc
+
+    from perfkit.apps.tune_runners import _tail
+    log = tmp_path / "repeat_1.log"
+    with open(log, "wb") as handle:
+        handle.truncate(100 * 2**20)
+        handle.seek(0, 2)
+        handle.write(b"\nTraceback (most recent call last):\n  File \"train.py\", line 3\nValueError: the user's bug\n"
+                     b"perfkit: the script failed (exit code 1)\n")
+    tracemalloc.start()
+    try:
+        tail = _tail(log)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert tail.splitlines()[-1] == "ValueError: the user's bug" and tail.splitlines()[0].startswith("Traceback")
+    assert peak < 10 * 2**20, peak

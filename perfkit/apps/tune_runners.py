@@ -50,6 +50,9 @@ NO_STEPS = ("the script marks no steps (it calls neither Model.train nor perfkit
             "times to judge by and its --warmup 1 left MindSpore's profiler nothing to record: wrap the loop in "
             "`with perfkit.profiling(OUT) as prof:` and call `prof.step()` after each step (docs/tune.md); its "
             "output: {log}")
+# How much of the end of a run's output is read for its last lines: a script's output can be any size (a 100 MB
+# log), its last traceback and lines are within this.
+TAIL_BYTES = 256 * 1024
 # MindSpore's profiler analysis draws progress bars into the output: `[13449] Parsing: [###   ] 1/2 …`
 PROGRESS = re.compile(r"^\[\d+\] (Parsing:|Start parsing)")
 
@@ -175,9 +178,15 @@ def _tail(log: Path) -> str:
     """The end of a run's output: up to its last Python exception where it has one (MindSpore's analysis prints
     its progress after it), else its last lines; blank lines and the analysis's progress bars left out."""
     try:
-        text = log.read_text(errors="replace")
+        with open(log, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - TAIL_BYTES))
+            raw = handle.read(TAIL_BYTES)
     except OSError:
         return ""
+    if size > TAIL_BYTES:
+        raw = raw[raw.find(b"\n") + 1:]  # from the first whole line
+    text = raw.decode("utf-8", errors="replace")
     lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip() and not PROGRESS.search(line)]
     starts = [index for index, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
     end = len(lines)
