@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..advisor.change import Change
+from ..core import boundedjson
 from ..io.formats.manifest import MANIFEST
 from ..profiler.launch import Keeper
 from ..profiler.script import HOOK_DIR, NOTHING_PROFILED
@@ -108,7 +109,7 @@ class ProfileRunner:
         if code != 0 or status not in USABLE:
             # a script that exited 0 failed nowhere: a traceback in its output is one it handled
             last = tail.splitlines()[-1] if tail and code != 0 else None
-            error = manifest.get("error") or last or f"exit code {code}, status {status}"
+            error = str(manifest.get("error") or last or f"exit code {code}, status {status}")
             return RunResult(folder, False, error=error, tail=tail if code != 0 else "")
         if NOTHING_PROFILED in (manifest.get("notes") or []) and not manifest.get("steps"):
             return RunResult(folder, False, error=NO_STEPS.format(log=log))
@@ -118,7 +119,7 @@ class ProfileRunner:
         for change in hooked:
             if applied is None:
                 not_applied.append(f"{change.label}: the script never imported MindSpore")
-            elif not applied["applied"].get(change_key(change.to_dict())):
+            elif not (applied.get("applied") or {}).get(change_key(change.to_dict())):
                 reason = REACHED_BY.get(change.key, f"never made a ds.{change.op}")
                 not_applied.append(f"{change.label}: the script {reason}")
         used = manifest.get("used") or {}
@@ -126,7 +127,9 @@ class ProfileRunner:
             if change.knob == "sink_mode" and used.get("sink") not in (None, change.value):
                 not_applied.append(f"{change.label}: {manifest.get('device')} cannot sink the dataset "
                                    "(MindSpore feeds it step by step)")
-        return RunResult(folder, True, not_applied=not_applied, notes=(applied or {}).get("notes", []))
+        notes = (applied or {}).get("notes")
+        return RunResult(folder, True, not_applied=not_applied,
+                         notes=[str(note) for note in notes] if isinstance(notes, list) else [])
 
 
 class RunKeeper(Keeper):
@@ -168,10 +171,12 @@ def _wait(keeper: RunKeeper, deadline: float | None) -> int:
 
 
 def _json(path: Path) -> dict | None:
+    """The JSON object in `path` (a run's manifest, the hook's report); None where there is none."""
     try:
-        return json.loads(path.read_text())
+        data = boundedjson.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _tail(log: Path) -> str:
