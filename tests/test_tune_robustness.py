@@ -8,14 +8,14 @@ import json
 import shutil
 from pathlib import Path
 
+import broken
 import pytest
 from click.testing import CliRunner
+from test_tune import AVX2, WORKERS, FakeTrainer, by_label, fixed, tuner
 
-import broken
 from perfkit.apps.cli import main
 from perfkit.apps.tune import LEDGER, Ledger
 from perfkit.core.errors import PerfkitError
-from test_tune import AVX2, WORKERS, FakeTrainer, by_label, fixed, tuner
 
 # what a damaged or hand-edited ledger may hold in place of any one value
 HOSTILE = [broken.nested(b"[", 5_000).decode(), broken.nested(b"{", 3_000).decode(), "1" * 400, "9e999", "-9e999",
@@ -185,7 +185,7 @@ def test_max_minutes_is_a_deadline_that_kills_a_hanging_run(fake_script, tmp_pat
             time.sleep(0.1)
         if (tmp_path / "pids").exists():
             started |= set(_script_pids(tmp_path / "pids")) | _descendants(tune.pid)
-        out, err = tune.communicate(timeout=BOUND_S)
+        _, err = tune.communicate(timeout=BOUND_S)
     finally:
         tune.kill()
     assert tune.returncode == 2 and "Traceback" not in err, err

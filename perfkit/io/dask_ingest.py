@@ -189,7 +189,7 @@ def _connect(distributed, address: str):
         return Client(address, timeout=timeout_s(), set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
         for client in made:
-            with contextlib.suppress(Exception):  # noqa: BLE001 - any failure to close leaves nothing to close
+            with contextlib.suppress(Exception):  # any failure to close leaves nothing to close
                 client.close(timeout=min(timeout_s(), 2.0))
             client.__dict__["_Client__loop"] = None  # Client.__del__ closes nothing without a loop
         raise PerfkitError(f"cannot reach the Dask scheduler within {timeout_s():g} s "

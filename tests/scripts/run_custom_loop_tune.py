@@ -16,7 +16,7 @@ args = parser.parse_args()
 try:
     import tensorboardX_not_installed  # noqa: F401  (an optional logger the script can do without)
 except ImportError:
-    logging.exception("tensorboard logging off")
+    logging.getLogger("train").exception("tensorboard logging off")
 
 ms.set_context(mode=ms.PYNATIVE_MODE)
 net, loss_fn = network(), loss()

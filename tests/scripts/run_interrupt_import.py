@@ -24,13 +24,12 @@ class InterruptDuringImport(importlib.abc.MetaPathFinder):
         if fullname == "mindspore.train.model" and self in sys.meta_path:
             sys.meta_path.remove(self)
             os.kill(os.getpid(), signal.SIGINT)
-        return None
 
 
 if run == args.at:
     sys.meta_path.insert(0, InterruptDuringImport())
-import mindspore  # noqa: E402
-from tiny import dataset, loss, network  # noqa: E402
+import mindspore
+from tiny import dataset, loss, network
 
 # the other runs train one step of tiny.py's net, for the profiler to record ops
 net, loss_fn = network(), loss()
