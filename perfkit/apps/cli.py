@@ -73,9 +73,26 @@ def progress_printer(stream) -> Callable[[str, float], None]:
 
 
 def _load(path: str, cycle=None):
-    """The run at `path`, of profiler cycle `cycle` (else --cycle's)."""
+    """The run at `path`, of profiler cycle `cycle` (else --cycle's); a folder of repeats is pointed at them."""
+    from ..core.errors import LayoutError
     from ..io.loader import load
-    return load(path, _dask(), cycle if cycle is not None else _cycle())
+    from ..io.repeats import repeats_hint
+    try:
+        return load(path, _dask(), cycle if cycle is not None else _cycle())
+    except LayoutError:
+        hint = repeats_hint(path)
+        if hint is None:
+            raise
+        raise LayoutError(hint, path) from None
+
+
+class Count(click.IntRange):
+    """A whole number in ASCII digits (int() also takes other scripts' digits: `--repeat ３`)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip().isascii():
+            self.fail(f"{value!r} is not a whole number in digits 0-9", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class CycleNumber(click.ParamType):
@@ -288,11 +305,14 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare run run --cycle 1 --cycle-b 2   # two profiler cycles (schedule repeat=2) of one folder
     """
     from ..analysis.statistics import NOISE_FLOOR_PCT
-    from ..io.repeats import repeat_folders
+    from ..io.repeats import usable_repeats
     from ..render.compare import compare_markdown, compare_text
     from ..views.compare import compare as compare_runs
     from ..views.compare import gate
-    group_a, group_b = _load_all(tuple(repeat_folders(run_a))), _load_all(tuple(repeat_folders(run_b)), cycle_b)
+    (side_a, failed_a), (side_b, failed_b) = usable_repeats(run_a), usable_repeats(run_b)
+    for line in failed_a + failed_b:
+        click.echo(f"perfkit: warning: {line}", err=True)
+    group_a, group_b = _load_all(tuple(side_a)), _load_all(tuple(side_b), cycle_b)
     if _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor):
         return
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
@@ -384,7 +404,7 @@ RESNET_STEPS, RESNET_WARMUP = 3, 1
 @click.option("--profile-memory", is_flag=True, default=False,
               help="Also record the allocator's memory (MindSpore's profile_memory=True) and the memory capacity: "
                    "the Memory page, peak memory and the batch size that would fit.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+@click.option("--repeat", type=Count(min=1), default=1, show_default=True, metavar="N",
               help="Make N runs of the same settings, one after another, in OUTPUT/repeat_1..N: `perfkit compare` "
                    "judges such a folder over its run means.")
 @click.option("--reference", is_flag=True, default=False,
@@ -562,13 +582,14 @@ class TuneCommand(click.Command):
 @click.option("--output", type=click.Path(file_okay=False), default="./perfkit_tune", show_default=True,
               help="The tune folder: every experiment's run folders and the ledger tune.json. Run again with the same "
                    "folder to go on where it stopped.")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--repeats", type=Count(1, 1000), default=3, show_default=True,
               help="Runs of each setting, interleaved with the baseline's (A B A B): 2 or more judge by run means "
                    "(with 2 a side the 95 % interval is wide: t has 1 degree of freedom).")
 @click.option("--max-experiments", type=click.IntRange(min=1), default=6, show_default=True,
               help="Candidate settings tried (the combination of the faster ones counts as one).")
 @click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-              help="Wall-clock budget of this session; what is left is shown before each run.")
+              help="Wall-clock budget of this session, a deadline: a run still going then is stopped with every "
+                   "process it started (and made again by a rerun). What is left is shown before each run.")
 @click.option("--try", "tries", multiple=True, metavar="KNOB=VALUE",
               help="Also try this setting: env:NAME=VALUE, amp_level=O2, mode=graph, sink_mode=true, "
                    "dataset_workers=4, dataset_workers:map=4, batch_size=64, prefetch=8. Repeatable.")
@@ -577,10 +598,13 @@ class TuneCommand(click.Command):
                    "graph mode for PyNative, a dataset worker per CPU).")
 @click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="With --repeats 1: the change a single run must exceed (default compare's measured floor).")
+@click.option("--fresh", is_flag=True, default=False,
+              help="Start over in --output: its ledger (tune.json) is replaced, its runs made again.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("profile_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, noise_floor, fmt, profile_args) -> None:
+def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, noise_floor, fresh, fmt,
+         profile_args) -> None:
     """Try the settings the advisor proposes, re-profiling each against the baseline, and keep what is faster.
 
     \b
@@ -605,6 +629,8 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
 
     command = ctx.meta["command"]
     args = list(profile_args)
+    if not math.isfinite(max_minutes):
+        raise PerfkitError(f"--max-minutes {max_minutes}: give a number of minutes (a deadline), e.g. 30")
     checked = profile.make_context("profile", [*args, *(["--", *command] if command else [])])
     if checked.params["ranks"] != 1:
         raise PerfkitError("--ranks: perfkit tune runs one process per experiment")
@@ -620,9 +646,12 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
         changes = [parse_change(text) for text in tries]
     except ValueError as exc:
         raise PerfkitError(f"--try {exc}") from None
-    tuner = Tuner(ProfileRunner(args, command), Path(output), Budget(max_experiments, max_minutes, repeats),
-                  say=lambda text: click.echo(text, err=True),
-                  candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor)
+
+    def say(text: str) -> None:
+        click.echo(text, err=True)
+
+    tuner = Tuner(ProfileRunner(args, command, say), Path(output), Budget(max_experiments, max_minutes, repeats),
+                  say=say, candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor, fresh=fresh)
     result = tuner.tune()
     patch = None
     if result.best is not None:
@@ -633,7 +662,7 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
             script_patch(Path(command[index]), best) if index is not None else None)
     click.echo(_json(tune_dict(result, patch)) if fmt == "json" else tune_text(result, patch))
     if result.interrupted:
-        ctx.exit(130)
+        ctx.exit(result.exit_code)
 
 
 def _load_all(paths: tuple[str, ...], cycle=None) -> list:

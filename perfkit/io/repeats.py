@@ -1,13 +1,17 @@
 """Repeats of one setting on disk: `perfkit profile --repeat N` writes OUTPUT/repeat_1..N, and `perfkit compare`
-reads a folder holding them as that many runs of one side."""
+reads a folder holding them as that many runs of one side (those that failed left out, and named)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from ..core import boundedjson
+from .formats.manifest import MANIFEST
+
 REPEAT_NAME = "repeat_{}"
-REPEAT_FOLDER = re.compile(r"repeat_(\d+)")
+# ASCII digits only: `\d` also takes other scripts' digits, which no repeat folder name has
+REPEAT_FOLDER = re.compile(r"repeat_([0-9]{1,9})")
 
 
 def repeat_folder(output: str | Path, index: int) -> Path:
@@ -21,3 +25,38 @@ def repeat_folders(path: str | Path) -> list[str]:
     repeats = sorted((child for child in folder.iterdir() if child.is_dir() and REPEAT_FOLDER.fullmatch(child.name)),
                      key=lambda child: int(REPEAT_FOLDER.fullmatch(child.name).group(1))) if folder.is_dir() else []
     return [str(repeat) for repeat in repeats] or [str(path)]
+
+
+def usable_repeats(path: str | Path) -> tuple[list[str], list[str]]:
+    """repeat_folders(path) without the repeats whose manifest says they failed, and a line naming each of those
+    (why it failed); where every repeat failed, all of them (reading them says why each is unusable)."""
+    folders = repeat_folders(path)
+    failed = {folder: _failure(Path(folder)) for folder in folders} if len(folders) > 1 else {}
+    kept = [folder for folder in folders if failed.get(folder) is None]
+    if not kept:
+        return folders, []
+    return kept, [f"{folder}: this repeat failed ({error}): compared without it"
+                  for folder, error in failed.items() if error is not None]
+
+
+def _failure(folder: Path) -> str | None:
+    """The error of a repeat whose manifest records it failed; None for any other (read as usual)."""
+    try:
+        manifest = boundedjson.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("status") != "failed":
+        return None
+    error = manifest.get("error")
+    return str(error)[:300] if error else "status failed"
+
+
+def repeats_hint(path: str | Path) -> str | None:
+    """What to say of a folder of repeats given where one run is read (it holds several runs of rank 0)."""
+    folders = repeat_folders(path)
+    if len(folders) < 2 or folders == [str(path)]:
+        return None
+    first = Path(folders[0]).name
+    return (f"holds {len(folders)} repeats of `perfkit profile --repeat` ({first}..{Path(folders[-1]).name}), "
+            f"runs of one setting: compare them with another setting by `perfkit compare {path} OTHER`, or read "
+            f"one: {Path(path) / first}")

@@ -236,7 +236,7 @@ class Keeper:
         if self.interrupted:
             self.killed_during = self.phase()
             self.say(f"perfkit: {name} again: stopping at once, during {self.killed_during}")
-            self._kill_all()
+            self.kill_all()
             return
         self.stop_signal = signal.Signals(signum)
         self.announce(name)
@@ -244,31 +244,15 @@ class Keeper:
         for pid in targets:
             _signal(pid, signal.SIGINT)
 
-    def _kill_all(self) -> None:
+    def kill_all(self) -> None:
         """SIGKILL every process we started: msrun, its scheduler, the ranks and whatever they started.
 
         Each rank leads a process group of its own (msrun setsids them, we start a single rank in a
         session of its own), which catches the helpers they fork; the walk of the tree catches a rank
         that has not reported its pid yet.
         """
-        import psutil  # MindSpore depends on it, and only a run that got this far has MindSpore
-
-        if self.process is None:
-            return
-        try:
-            tree = [psutil.Process(self.process.pid), *psutil.Process(self.process.pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
-            tree = []
-        for pid in {self.process.pid, *self.pids.values()}:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass  # gone already, or not a group leader (any more)
-        for process in tree:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
+        if self.process is not None:
+            kill_tree(self.process.pid, self.pids.values())
 
     @contextlib.contextmanager
     def started(self, command: list[str], env: dict[str, str], **popen):
@@ -278,14 +262,19 @@ class Keeper:
         try:
             # A session of its own: the terminal's Ctrl-C reaches only us, and we forward it once.
             self.process = subprocess.Popen(command, env=env, start_new_session=True,
-                                            preexec_fn=_interrupt_when_parent_dies, **popen)
+                                            preexec_fn=interrupt_when_parent_dies, **popen)
             yield self.process
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            if self.process is not None and self.process.poll() is None:
-                self._kill_all()
-                self.process.wait()
+            if self.process is not None:
+                if self.process.poll() is None:
+                    self.kill_all()
+                    self.process.wait()
+                else:
+                    # what the command forked and left running (a daemon thread's process, a forgotten
+                    # child) would outlive us holding our stdout: its process groups go with it
+                    kill_groups({self.process.pid, *self.pids.values()})
 
 
 class Supervisor(Keeper):
@@ -391,10 +380,65 @@ class Supervisor(Keeper):
         return f"perfkit: {who}step {event['done']}/{event['total']} ({what}) {took:.1f} s"
 
 
-def _interrupt_when_parent_dies() -> None:
+def interrupt_when_parent_dies() -> None:
     """In the child, before exec: SIGINT it if we die without a word (kill -9, the OOM killer), so it does
     not train on alone: a single rank stops after its step and analyses, msrun kills its ranks."""
     signal_when_parent_dies(signal.SIGINT)
+
+
+def kill_groups(groups) -> None:
+    """SIGKILL the process groups `groups` (ids of their leaders), never our own; those gone are skipped."""
+    own = os.getpgrp()
+    for group in groups:
+        if group == own or group <= 1:
+            continue
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # gone already, or not a group leader (any more)
+
+
+def processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, process group) of every process this user can see (Linux /proc; elsewhere psutil
+    where installed, else none)."""
+    found: dict[int, tuple[int, int]] = {}
+    proc = Path("/proc")
+    if proc.is_dir():
+        for entry in proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            fields = stat[stat.rfind(")") + 2:].split()  # after "pid (command)": state ppid pgrp ...
+            found[int(entry.name)] = (int(fields[1]), int(fields[2]))
+        return found
+    try:
+        import psutil
+    except ImportError:
+        return found
+    for process in psutil.process_iter():
+        try:
+            found[process.pid] = (process.ppid(), os.getpgid(process.pid))
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def kill_tree(pid: int, groups=()) -> None:
+    """SIGKILL the process `pid`, every process below it, the process groups they lead or belong to and
+    `groups`: what a run started, however deep and whichever group it is in (never our own group)."""
+    table = processes()
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, (ppid, _) in table.items() if ppid == parent and child not in tree]
+        tree.update(children)
+        frontier += children
+    kill_groups({pid, *groups, *(table[member][1] for member in tree if member in table)})
+    for member in tree:
+        _signal(member, signal.SIGKILL)
 
 
 def _signal(pid: int, signum: int) -> None:

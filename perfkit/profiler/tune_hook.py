@@ -25,6 +25,7 @@ import math
 import os
 import sys
 
+from ..core import boundedjson
 from ..core.host import capped_workers
 from .attach import AfterImport
 
@@ -161,7 +162,7 @@ def install() -> None:
     raw = os.environ.get(TUNE_ENV)
     if not raw:
         return
-    job = json.loads(raw)
+    job = boundedjson.loads(raw)
     tuning = _Tuning(job["changes"], job["report"])
     sys.meta_path.insert(0, AfterImport("mindspore", tuning.patch))
     atexit.register(tuning.write)
