@@ -233,8 +233,8 @@ def cpu_isa_advice(run: Run) -> str | None:
         return None
     avx512 = has_avx512(run.meta.host)
     if avx512 is None:
-        return (f"if the host has AVX-512 (the run records no host facts): {SET_ISA_CAP}, so oneDNN uses its AVX2 "
-                "kernels, not its slow reference convolutions")
+        return (f"if the host has AVX-512 and the run did not cap the ISA (it records neither host facts nor its "
+                f"environment): {SET_ISA_CAP}, so oneDNN uses its AVX2 kernels, not its slow reference convolutions")
     return f"{SET_ISA_CAP}: this AVX-512 host's oneDNN may otherwise pick slow reference convolutions" if avx512 \
         else None
 
