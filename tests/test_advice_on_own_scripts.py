@@ -224,6 +224,38 @@ def test_isa_advice_follows_the_recorded_host(tmp_path):
     assert isa_actions(run_dir("amp_o0")) == []
 
 
+def test_reference_convolutions_are_told_by_the_host_peak_alone(tmp_path):
+    """A user's jit loop whose only convolution is a 3-channel first layer (no input gradient: no fast group to
+    compare with) on an uncapped AVX-512 host: Conv2D and its filter gradient run at ~0.06 GFLOP/s, a few
+    hundredths of a percent of the host's peak. Rates computed here from cpu_op_detail_info and the layer's shapes
+    (conv 3->16, 3x3, same padding, batch 32 at 32x32: 2 * 32 * 16 * 32 * 32 * 3 * 3 * 3 FLOP a call); the peak
+    from the recorded host (2 cores x 2,600 MHz x 16 float32 lanes x 2 (FMA) x 2 FMA units)."""
+    folder = run_dir("jit_refconv")
+    host = manifest(folder)["host"]
+    assert "avx512f" in host["flags"] and "ONEDNN_MAX_CPU_ISA" not in manifest(folder)["env"]
+    peak = host["cores"] * host["cpu_mhz"] * 1e6 * 16 * 2 * 2 / 1e9
+    call_flops = 2 * 32 * 16 * 32 * 32 * 3 * 3 * 3
+    rows = [row for path in folder.rglob("cpu_op_detail_info_*.csv") for row in csv.DictReader(path.open())]
+    expected = {f"{row['op_type']} 3x3": int(row["op_occurrences"]) * call_flops / float(row["op_total_time(ms)"]) / 1e6
+                for row in rows if row["op_type"].startswith("Conv2D")}
+    assert set(expected) == {"Conv2D 3x3", "Conv2DBackpropFilter 3x3"}
+    found = {f.target: f for f in findings(folder, "kernel_efficiency")}
+    assert set(found) == set(expected)
+    for target, rate in expected.items():
+        assert rate / peak < 0.005
+        assert found[target].severity == "high" and found[target].evidence["gflops_per_s"] == pytest.approx(rate,
+                                                                                                            abs=1e-3)
+        assert found[target].evidence["peak_gflops_per_s"] == pytest.approx(peak, abs=0.05)
+        assert "ONEDNN_MAX_CPU_ISA=AVX2" in found[target].action and found[target].change.value == "AVX2"
+    # the same files on a host without AVX-512, or with the cap set, get no such finding
+    assert findings(with_host(tmp_path, "jit_refconv", {**host, "flags": ["fma", "avx2"]}), "kernel_efficiency") == []
+    capped = with_host(tmp_path / "capped", "jit_refconv", host)
+    data = manifest(capped)
+    data["env"] = {"ONEDNN_MAX_CPU_ISA": "AVX2"}
+    (capped / "perfkit_run.json").write_text(json.dumps(data))
+    assert findings(capped, "kernel_efficiency") == []
+
+
 @pytest.mark.parametrize("name", ["amp_o2", "amp_o3"])
 def test_float16_on_cpu_is_told_o0_is_faster(name):
     casts = [row for row in op_type_rows(run_dir(name)) if row["op_type"] == "Cast"]
