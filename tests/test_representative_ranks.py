@@ -1,0 +1,187 @@
+"""A large run's first answer reads op-level tables (kernels, op types, memory, Cells) of its representative ranks
+only (issue 39): per pipeline stage the slowest, fastest and median rank by step time, plus the slow ranks; every
+view says which ranks its op-level numbers cover; `--rank` and `--all-ranks` give the numbers an in-process full
+read gives for the same ranks; a run of at most 16 ranks is read whole, as before.
+
+The run is made here from the real torch_npu rank (tests/fixtures/new_format/msinsight_level1 rank 0): 40 ranks in
+two pipeline stages of 20, each rank's step_trace_time.csv the fixture's row scaled by a factor of its own (ranks
+7 and 12 far slower); the expected ranks are computed from those files with the csv module.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import FIXTURES
+
+import perfkit
+from perfkit.advisor import advise
+from perfkit.analysis.cluster import of_run
+from perfkit.apps.cli import main
+from perfkit.io import loader
+from perfkit.views.summary import summarize
+
+SOURCE = FIXTURES / "new_format" / "msinsight_level1" / "rank0_ascend_pt"
+OUTPUT = "ASCEND_PROFILER_OUTPUT"
+COPIED = ("kernel_details.csv", "op_statistic.csv", "communication.json", "memory_record.csv")
+RANKS, STAGES, STEPS = 40, 2, 3
+SLOW = {7: 1.5, 12: 1.4}
+# step_trace_time.csv: a step's total is these columns' sum (MindSpore's Computing + exposed communication + Free +
+# Preparing), all scaled alike here
+TOTAL_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Free", "Preparing")
+
+pytestmark = pytest.mark.usefixtures("uncached")
+
+
+def factor(rank: int) -> float:
+    """Each rank's own step time factor: distinct, within 2 % but for the slow ranks."""
+    return SLOW.get(rank, 1.0 + 0.001 * ((rank * 7) % 20))
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ranks40")
+    with open(SOURCE / OUTPUT / "step_trace_time.csv", newline="") as handle:
+        header, row = list(csv.reader(handle))[:2]
+    info = json.loads((SOURCE / "profiler_info_0.json").read_text())
+    for rank in range(RANKS):
+        folder = root / f"rank{rank}_ascend_pt"
+        (folder / OUTPUT).mkdir(parents=True)
+        for name in COPIED:
+            shutil.copy(SOURCE / OUTPUT / name, folder / OUTPUT / name)
+        (folder / f"profiler_info_{rank}.json").write_text(
+            json.dumps({**info, "rank_id": rank, "stage_num": STAGES, "rank_size": RANKS}))
+        with open(folder / OUTPUT / "step_trace_time.csv", "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            for step in range(1, STEPS + 1):
+                writer.writerow([step] + [repr(float(value) * factor(rank)) for value in row[1:]])
+    return root
+
+
+def step_totals(root: Path) -> dict[int, float]:
+    """Each rank's mean step total (µs) from its step_trace_time.csv."""
+    totals = {}
+    for rank in range(RANKS):
+        with open(root / f"rank{rank}_ascend_pt" / OUTPUT / "step_trace_time.csv", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        totals[rank] = sum(sum(float(row[column]) for column in TOTAL_COLUMNS) for row in rows) / len(rows)
+    return totals
+
+
+def expected_representatives(root: Path) -> list[int]:
+    totals = step_totals(root)
+    chosen = set(SLOW)
+    per_stage = RANKS // STAGES
+    for stage in range(STAGES):
+        by_time = sorted((totals[rank], rank) for rank in range(stage * per_stage, (stage + 1) * per_stage))
+        chosen |= {by_time[0][1], by_time[(len(by_time) - 1) // 2][1], by_time[-1][1]}
+    # the highest and lowest rank of the communication finding: rank 7 and stage 0's fastest, chosen already
+    return sorted(chosen)
+
+
+@pytest.fixture(scope="module")
+def full(run_folder):
+    return loader.load(run_folder)
+
+
+@pytest.fixture(scope="module")
+def first(run_folder):
+    return perfkit.load(run_folder)
+
+
+def test_the_representative_ranks_are_each_stage_extremes_median_and_slow_ranks(run_folder, full, first):
+    expected = expected_representatives(run_folder)
+    assert first.meta.op_ranks == expected
+    assert sorted(first.op_types["rank"].unique()) == expected
+    assert sorted(first.ops["rank"].unique()) == expected
+    assert sorted(first.memory["rank"].unique()) == expected
+    assert sorted(first.cells["rank"].unique()) == expected
+    assert of_run(full).slow == sorted(SLOW)  # what the full read calls slow is among them
+    assert full.meta.op_ranks is None
+
+
+def test_every_rank_keeps_its_cluster_level_tables_and_slow_ranks_agree(full, first):
+    assert first.ranks == full.ranks == list(range(RANKS))
+    assert first.meta.pipeline_stages == full.meta.pipeline_stages
+    columns = ["rank", "step", "total_ms", "computing_ms", "comm_exposed_ms", "free_ms", "preparing_ms"]
+    pd.testing.assert_frame_equal(first.steps[columns], full.steps[columns])
+    pd.testing.assert_frame_equal(first.comm_ops, full.comm_ops)
+    assert of_run(first).slow == of_run(full).slow
+    assert of_run(first).per_rank[["rank", "total_ms", "compute_ms", "communication_ms", "idle_ms"]].equals(
+        of_run(full).per_rank[["rank", "total_ms", "compute_ms", "communication_ms", "idle_ms"]])
+    assert summarize(first)["slow_ranks"] == summarize(full)["slow_ranks"] == advise_slow(first) == sorted(SLOW)
+
+
+def advise_slow(run) -> list[int]:
+    """The ranks advise's slow_rank findings name."""
+    return sorted({rank for finding in advise(run).findings if finding.id == "slow_rank"
+                   for rank in finding.claim.ranks})
+
+
+def test_asked_ranks_have_the_full_reads_numbers(run_folder, full):
+    asked = perfkit.load(run_folder, ranks=[25, 3])
+    assert asked.meta.op_ranks == [3, 25]
+    for name in ("op_types", "ops", "memory", "op_memory", "cells", "op_passes"):
+        mine = getattr(asked, name).reset_index(drop=True)
+        theirs = getattr(full, name)
+        pd.testing.assert_frame_equal(mine, theirs[theirs["rank"].isin([3, 25])].reset_index(drop=True),
+                                      check_categorical=False)
+    everything = perfkit.load(run_folder, ranks="all")
+    assert everything.meta.op_ranks is None
+    pd.testing.assert_frame_equal(everything.op_types, full.op_types)
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def test_rank_and_all_ranks_on_the_command_line(run_folder, full):
+    code, output = invoke("summary", "--format", "json", "--rank", "25", str(run_folder))
+    assert code == 0
+    summary = json.loads(output)
+    assert summary["op_ranks"] == {"ranks": [25], "of": RANKS}
+    assert summary["op_types"] == json.loads(json.dumps(summarize(full.rank(25))["op_types"]))
+    code, output = invoke("summary", "--format", "json", "--all-ranks", str(run_folder))
+    assert code == 0 and "op_ranks" not in json.loads(output)
+    assert json.loads(output)["op_types"] == json.loads(json.dumps(summarize(full)["op_types"]))
+    code, output = invoke("summary", "--rank", "99", str(run_folder))
+    assert code == 2 and output.strip().count("\n") == 0 and "no rank 99 in this run (its ranks: 0-39)" in output
+    code, output = invoke("summary", "--rank", "3", "--all-ranks", str(run_folder))
+    assert code == 2 and "not both" in output
+
+
+def test_every_view_says_which_ranks_its_op_level_numbers_cover(run_folder, tmp_path):
+    covered = ", ".join(map(str, expected_representatives(run_folder))) + f" of {RANKS}"
+    code, text = invoke("summary", str(run_folder))
+    assert code == 0
+    assert f"op-level numbers (op types, memory, Cells): ranks {covered}" in text
+    assert f"op types (top 10 of" in text and f"; ranks {covered})" in text
+    code, output = invoke("summary", "--format", "json", str(run_folder))
+    assert json.loads(output)["op_ranks"] == {"ranks": expected_representatives(run_folder), "of": RANKS}
+    code, output = invoke("advise", "--format", "json", str(run_folder))
+    assert json.loads(output)["op_ranks"] == {"ranks": expected_representatives(run_folder), "of": RANKS}
+    code, text = invoke("advise", str(run_folder))
+    assert f"op-level numbers (op types, memory, Cells): ranks {covered}" in text
+    code, markdown = invoke("advise", "--format", "markdown", str(run_folder))
+    assert f"Op-level numbers (op types, memory, Cells): ranks {covered}" in markdown
+    report = tmp_path / "report.html"
+    code, _ = invoke("report", "-o", str(report), str(run_folder))
+    assert code == 0 and f"(op types, memory, Cells: ranks {covered})" in report.read_text()
+
+
+def test_a_run_of_at_most_16_ranks_is_read_whole(run_folder, tmp_path):
+    small = tmp_path / "small"
+    for rank in range(loader.SMALL_RUN_RANKS):
+        shutil.copytree(run_folder / f"rank{rank}_ascend_pt", small / f"rank{rank}_ascend_pt")
+    run = perfkit.load(small)
+    assert run.meta.op_ranks is None and sorted(run.op_types["rank"].unique()) == list(range(16))
+    code, output = invoke("summary", "--format", "json", str(small))
+    assert code == 0 and "op_ranks" not in json.loads(output)
