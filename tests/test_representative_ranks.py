@@ -1,5 +1,6 @@
 """A large run's first answer reads op-level tables (kernels, op types, memory, Cells) of its representative ranks
-only (issue 39): per pipeline stage the slowest, fastest and median rank by step time, plus the slow ranks; every
+only (issue 39): per pipeline stage the slowest, fastest and median rank by step time, plus the slow ranks (the
+farthest out of many); every
 view says which ranks its op-level numbers cover; `--rank` and `--all-ranks` give the numbers an in-process full
 read gives for the same ranks; a run of at most 16 ranks is read whole, as before.
 
@@ -22,6 +23,7 @@ from conftest import FIXTURES
 
 import perfkit
 from perfkit.advisor import advise
+from perfkit.analysis import representatives
 from perfkit.analysis.cluster import of_run
 from perfkit.apps.cli import main
 from perfkit.io import loader
@@ -46,7 +48,11 @@ def factor(rank: int) -> float:
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("ranks40")
+    return built(tmp_path_factory.mktemp("ranks40"), factor)
+
+
+def built(root: Path, factor) -> Path:
+    """RANKS rank folders in STAGES stages, rank r's steps the fixture's scaled by factor(r)."""
     with open(SOURCE / OUTPUT / "step_trace_time.csv", newline="") as handle:
         header, row = list(csv.reader(handle))[:2]
     info = json.loads((SOURCE / "profiler_info_0.json").read_text())
@@ -65,6 +71,16 @@ def run_folder(tmp_path_factory) -> Path:
     return root
 
 
+def stage_representatives(totals: dict[int, float]) -> set[int]:
+    """Each stage's fastest, median and slowest rank by mean step total, ties by rank."""
+    chosen = set()
+    per_stage = RANKS // STAGES
+    for stage in range(STAGES):
+        by_time = sorted((totals[rank], rank) for rank in range(stage * per_stage, (stage + 1) * per_stage))
+        chosen |= {by_time[0][1], by_time[(len(by_time) - 1) // 2][1], by_time[-1][1]}
+    return chosen
+
+
 def step_totals(root: Path) -> dict[int, float]:
     """Each rank's mean step total (µs) from its step_trace_time.csv."""
     totals = {}
@@ -76,14 +92,8 @@ def step_totals(root: Path) -> dict[int, float]:
 
 
 def expected_representatives(root: Path) -> list[int]:
-    totals = step_totals(root)
-    chosen = set(SLOW)
-    per_stage = RANKS // STAGES
-    for stage in range(STAGES):
-        by_time = sorted((totals[rank], rank) for rank in range(stage * per_stage, (stage + 1) * per_stage))
-        chosen |= {by_time[0][1], by_time[(len(by_time) - 1) // 2][1], by_time[-1][1]}
     # the highest and lowest rank of the communication finding: rank 7 and stage 0's fastest, chosen already
-    return sorted(chosen)
+    return sorted(stage_representatives(step_totals(root)) | set(SLOW))
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +115,14 @@ def test_the_representative_ranks_are_each_stage_extremes_median_and_slow_ranks(
     assert sorted(first.cells["rank"].unique()) == expected
     assert of_run(full).slow == sorted(SLOW)  # what the full read calls slow is among them
     assert full.meta.op_ranks is None
+
+
+def test_of_many_slow_ranks_the_farthest_out_are_read(tmp_path):
+    """15 of stage 0's 20 ranks slow (factors 1.30-1.44): of them the SLOW_RANKS_READ slowest, not all 15."""
+    root = built(tmp_path, lambda rank: 1.3 + 0.01 * rank if rank < 15 else factor(rank))
+    slowest = sorted(range(15), key=lambda rank: -rank)[:representatives.SLOW_RANKS_READ]
+    assert of_run(loader.load(root)).slow == list(range(15))
+    assert perfkit.load(root).meta.op_ranks == sorted(stage_representatives(step_totals(root)) | set(slowest))
 
 
 def test_every_rank_keeps_its_cluster_level_tables_and_slow_ranks_agree(full, first):

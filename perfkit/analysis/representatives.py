@@ -4,9 +4,9 @@ A multi-rank answer reads every rank's cluster-level tables (steps, communicatio
 `msprof-analyze cluster` reads) and the op-level ones (io/formats/base.py: OP_LEVEL_TABLES: kernels, op types,
 memory, Cells) of the ranks a view shows: every rank of a run of at most loader.SMALL_RUN_RANKS ranks; of a larger
 one, in each group of ranks that should take the same time per step (cluster.rank_groups: each pipeline stage)
-the slowest, the fastest and the median rank by mean step time (cluster.per_rank_split, the step ledger's), the
-slow ranks and the highest and lowest rank of each slow-rank finding (cluster.of_run; a finding in communication
-time lists every rank that waited, in lockstep most of them, so only its extremes). Any other rank is read on
+the slowest, the fastest and the median rank by mean step time (cluster.per_rank_split, the step ledger's), and of
+each slow-rank finding (cluster.of_run) its highest and lowest rank and its slow ranks, the SLOW_RANKS_READ farthest
+out (a finding in communication time lists every rank that waited, in lockstep most of them: only its extremes). Any other rank is read on
 demand (`--rank`, `perfkit.load(..., ranks=...)`), all of them with `--all-ranks`. docs/many-ranks.md.
 
 >>> run = perfkit.load("cluster_run")          # doctest: +SKIP
@@ -20,7 +20,12 @@ from typing import Any
 
 from ..core.model import Run
 from ..io.loader import SMALL_RUN_RANKS
-from .cluster import of_run, per_rank_split, rank_groups
+from .cluster import of_run, rank_groups
+
+# Of each slow-rank finding's ranks, this many farthest out are read: with one profiled step, or noisy steps, the
+# 5 % rule can call most ranks of a large run slow (one step per rank of the generated 4,096-rank run: 2,500), and
+# reading them all is the full read again; the others are one --rank away, and every view names the ranks it read.
+SLOW_RANKS_READ = 8
 
 
 def representative_ranks(run: Run) -> list[int]:
@@ -31,7 +36,9 @@ def representative_ranks(run: Run) -> list[int]:
         return ranks
     if not len(run.steps):
         return sorted({ranks[0], ranks[(len(ranks) - 1) // 2], ranks[-1]})
-    totals = per_rank_split(run).set_index("rank")["total_ms"].dropna()
+    answer = of_run(run)
+    per_rank = answer.per_rank.set_index("rank")
+    totals = per_rank["total_ms"].dropna()
     chosen: set[int] = set()
     for group in rank_groups(run):
         timed = totals[totals.index.isin(group)]
@@ -39,9 +46,11 @@ def representative_ranks(run: Run) -> list[int]:
             continue
         by_time = sorted(zip(timed.to_numpy().tolist(), timed.index.tolist()))  # ties by rank
         chosen.update({by_time[0][1], by_time[(len(by_time) - 1) // 2][1], by_time[-1][1]})
-    answer = of_run(run)
-    chosen.update(answer.slow)  # the slow ranks every view names, and each finding's highest and lowest rank
-    chosen.update(rank for finding in answer.findings for rank in (finding["max_rank"], finding["min_rank"]))
+    for finding in answer.findings:
+        chosen.update((finding["max_rank"], finding["min_rank"]))
+        if finding["rank_is_slow"]:
+            farthest = per_rank.loc[finding["ranks"], finding["dimension"]].sort_values(ascending=False, kind="stable")
+            chosen.update(farthest.index[:SLOW_RANKS_READ].tolist())
     return sorted(int(rank) for rank in chosen) or ranks[:1]
 
 
