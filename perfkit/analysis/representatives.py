@@ -6,8 +6,9 @@ memory, Cells) of the ranks a view shows: every rank of a run of at most loader.
 one, in each group of ranks that should take the same time per step (cluster.rank_groups: each pipeline stage)
 the slowest, the fastest and the median rank by mean step time (cluster.per_rank_split, the step ledger's), and of
 each slow-rank finding (cluster.of_run) its highest and lowest rank and its slow ranks, the SLOW_RANKS_READ farthest
-out (a finding in communication time lists every rank that waited, in lockstep most of them: only its extremes). Any other rank is read on
-demand (`--rank`, `perfkit.load(..., ranks=...)`), all of them with `--all-ranks`. docs/many-ranks.md.
+out (a finding in communication time lists every rank that waited, in lockstep most of them: only its extremes).
+Any other rank is read on demand (`--rank`, `perfkit.load(..., ranks=...)`), all of them with `--all-ranks`.
+docs/many-ranks.md.
 
 >>> run = perfkit.load("cluster_run")          # doctest: +SKIP
 >>> run.meta.op_ranks                           # doctest: +SKIP
