@@ -48,10 +48,6 @@ ARROW_FACTOR_TARGET = 3.0
 # more peak memory; warm within 1 s.
 PEER_FACTOR_TARGET = 3.0
 WARM_TARGET_S = 1.0
-# The files of a rank an answer reads for every rank of a large run (its cluster-level tables: ascend_ms's
-# read_cluster, the communication reader); the op-level ones only for the representative ranks.
-CLUSTER_LEVEL_FILES = (f"{OUTPUT}/step_trace_time.csv", f"{OUTPUT}/communication.json",
-                       f"{OUTPUT}/communication_matrix.json", "profiler_info_*.json", "profiler_metadata.json")
 # Arrow alone is timed on this many ranks of each run (every rank's files are alike).
 ARROW_SAMPLE = 256
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -60,6 +56,10 @@ OUTPUT = "ASCEND_PROFILER_OUTPUT"
 CSV_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "memory_record.csv",
              "npu_module_mem.csv", "operator_memory.csv")
 JSON_FILES = (f"{OUTPUT}/communication.json", "profiler_info_*.json", "profiler_metadata.json")
+# The files of a rank an answer reads for every rank of a large run (its cluster-level tables: ascend_ms's
+# read_cluster, the communication reader); the op-level ones only for the representative ranks.
+CLUSTER_LEVEL_FILES = (f"{OUTPUT}/step_trace_time.csv", f"{OUTPUT}/communication.json",
+                       f"{OUTPUT}/communication_matrix.json", "profiler_info_*.json", "profiler_metadata.json")
 
 
 def arrow_alone(run: Path, ranks: int) -> tuple[float, int]:
@@ -195,7 +195,7 @@ def bench_first_answer(run: Path, ranks: int, before: Path, pairs: int, peer: bo
             for label, code in (("before", before), ("after", REPO)):
                 env = perfkit_env(Path(scratch) / f"cache-{label}-{number}")
                 env["PYTHONPATH"] = str(code)
-                measured = measure(summary, env)
+                measured = measure(summary, env, cwd=Path(scratch))  # not the checkout: `-m` imports from cwd
                 (befores if label == "before" else afters).append(measured)
                 if measured.status == "ok":
                     answers[label] = json.loads(measured.output)
@@ -207,7 +207,8 @@ def bench_first_answer(run: Path, ranks: int, before: Path, pairs: int, peer: bo
                 report(line(f"msprof-analyze cluster -m all, run {number} of {pairs}", peers[-1]))
                 if peers[-1].status.startswith("exit"):
                     report("    " + " | ".join(peers[-1].output.strip().splitlines()[-3:]))
-        warm = measure(summary, dict(perfkit_env(Path(scratch) / f"cache-after-{pairs}"), PYTHONPATH=str(REPO)))
+        warm = measure(summary, dict(perfkit_env(Path(scratch) / f"cache-after-{pairs}"), PYTHONPATH=str(REPO)),
+                       cwd=Path(scratch))
         report(line("perfkit after, warm (the kept answer)", warm, verdict(warm.seconds, WARM_TARGET_S)))
     after_wall = statistics.median(m.seconds for m in afters)
     after_cpu = statistics.median(m.cpu_seconds for m in afters)
@@ -280,8 +281,9 @@ def main() -> None:
         lines.append(text)
 
     report("# perfkit with many ranks (benchmarks/bench_ranks.py " + " ".join(sys.argv[1:]) + ")")
-    report(f"each number one run, but the cold in-process runs: {args.cold_runs} of each size, targets judged on "
-           "their median; CPU = user + system of the process and the worker processes it waited for")
+    report(f"each number one run, but the cold in-process runs: {args.pairs if args.before else args.cold_runs} of "
+           "each size, targets judged on their median; CPU = user + system of the process and the worker processes "
+           "it waited for")
     for text in machine():
         report(text)
     peer = Path(PEER).exists()

@@ -90,8 +90,19 @@ def _load_op_ranks(root: Path, jobs: list[Job], problems: list, dask: dask_inges
     `ranks(run)` chooses from the Run of the cluster-level tables alone): each folder is read as its reader
     declares (_cluster_read), then the folders of those ranks whole."""
     how = [_cluster_read(reader) for reader, _ in jobs]
-    first = iter(_read_all(_read_cluster_folder, [job for job, kind in zip(jobs, how) if kind != "skip"], dask))
-    results = [{} if kind == "skip" else next(first) for kind in how]
+    # a step file and a few JSON files cost ~2 ms a rank read here and twice that in worker processes (the
+    # results pickled back, the fork's pages faulted in); a whole read of a layout that cannot read them alone
+    # goes to the workers as ever
+    light = [kind == "cluster" or (kind == "whole" and not reader.provides & OP_LEVEL_TABLES)
+             for (reader, _), kind in zip(jobs, how)]
+    results: list = [{}] * len(jobs)
+    for in_process in (True, False):
+        chosen = [index for index, kind in enumerate(how) if kind != "skip" and light[index] == in_process]
+        if not chosen:
+            continue
+        for index, result in zip(chosen, _read_all(_read_cluster_folder, [jobs[index] for index in chosen], dask,
+                                                   in_process)):
+            results[index] = result
     if callable(ranks):
         ranks = ranks(assemble(root, jobs, results, problems, cycle, op_ranks=()))
     shown = {int(rank) for rank in ranks}
@@ -100,8 +111,9 @@ def _load_op_ranks(root: Path, jobs: list[Job], problems: list, dask: dask_inges
     if unknown:
         raise LayoutError(f"no rank {', '.join(map(str, unknown))} in this run (its ranks: "
                           f"{_ranges(sorted(set().union(*held.values())))})", root)
-    again = [index for index, ((_, folder), kind) in enumerate(zip(jobs, how))
-             if kind != "whole" and (_held_near(held, str(folder)) is None or shown & _held_near(held, str(folder)))]
+    near = [_held_near(held, str(folder)) for _, folder in jobs]
+    again = [index for index, kind in enumerate(how)
+             if kind != "whole" and (near[index] is None or shown & near[index])]
     for index, result in zip(again, _read_all(_read_folder, [jobs[index] for index in again], dask)):
         results[index] = result
     return assemble(root, jobs, results, problems, cycle, op_ranks=shown)
@@ -155,10 +167,13 @@ def _ranges(ranks: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None) -> list:
-    """`function(reader name, folder)` for each job: in worker processes here, or on the Dask cluster."""
+def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None, in_process: bool = False) -> list:
+    """`function(reader name, folder)` for each job: in worker processes here (in this one where `in_process`),
+    or on the Dask cluster."""
     arguments = [(reader.name, str(folder)) for reader, folder in jobs]
     where = dask or dask_ingest.target()
+    if where is None and in_process:
+        return [function(*args) for args in arguments]
     if where is None:
         return map_folders(function, arguments)
     return dask_ingest.read_folders(where, arguments, function, cache.code_digest(CODE + plugins.code_paths()))
