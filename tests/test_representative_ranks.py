@@ -1,8 +1,8 @@
 """A large run's first answer reads op-level tables (kernels, op types, memory, Cells) of its representative ranks
 only (issue 39): per pipeline stage the slowest, fastest and median rank by step time, plus the slow ranks (the
 farthest out of many); every
-view says which ranks its op-level numbers cover; `--rank` and `--all-ranks` give the numbers an in-process full
-read gives for the same ranks; a run of at most 16 ranks is read whole, as before.
+view says which ranks its op-level numbers cover; `--rank`, `--all-ranks` and `--dask` give the numbers an
+in-process full read gives for the same ranks; a run of at most 16 ranks is read whole, as before.
 
 The run is made here from the real torch_npu rank (tests/fixtures/new_format/msinsight_level1 rank 0): 40 ranks in
 two pipeline stages of 20, each rank's step_trace_time.csv the fixture's row scaled by a factor of its own (ranks
@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +28,7 @@ from perfkit.analysis import representatives
 from perfkit.analysis.cluster import of_run
 from perfkit.apps.cli import main
 from perfkit.io import loader
+from perfkit.io.dask_ingest import Target
 from perfkit.views.summary import summarize
 
 SOURCE = FIXTURES / "new_format" / "msinsight_level1" / "rank0_ascend_pt"
@@ -193,6 +195,9 @@ def test_every_view_says_which_ranks_its_op_level_numbers_cover(run_folder, tmp_
     report = tmp_path / "report.html"
     code, _ = invoke("report", "-o", str(report), str(run_folder))
     assert code == 0 and f"(op types, memory, Cells: ranks {covered})" in report.read_text()
+    from perfkit.dashboards.layout import run_page
+    page = run_page("/", perfkit.load(run_folder), 0)
+    assert f"op-level numbers (op types, memory, Cells): ranks {covered}" in page[0].children
 
 
 def test_a_run_of_at_most_16_ranks_is_read_whole(run_folder, tmp_path):
@@ -203,3 +208,24 @@ def test_a_run_of_at_most_16_ranks_is_read_whole(run_folder, tmp_path):
     assert run.meta.op_ranks is None and sorted(run.op_types["rank"].unique()) == list(range(16))
     code, output = invoke("summary", "--format", "json", str(small))
     assert code == 0 and "op_ranks" not in json.loads(output)
+
+
+def assert_same_run(expected, got) -> None:
+    assert got.meta == expected.meta and got.warnings == expected.warnings
+    for name, frame in expected.tables().items():
+        pd.testing.assert_frame_equal(got.tables()[name], frame, check_exact=True, obj=name)
+
+
+def test_through_dask_the_same_ranks_are_read(run_folder, full, first, tmp_path):
+    pytest.importorskip("distributed")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from local_dask import LocalCluster
+
+    cluster = LocalCluster(tmp_path / "cluster")
+    try:
+        target = Target(cluster.address, str(tmp_path / "storage"))
+        assert_same_run(first, perfkit.load(run_folder, dask=target))
+        assert_same_run(perfkit.load(run_folder, ranks=[25]), perfkit.load(run_folder, dask=target, ranks=[25]))
+        assert_same_run(full, perfkit.load(run_folder, dask=target, ranks="all"))
+    finally:
+        cluster.stop()
