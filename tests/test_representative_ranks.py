@@ -173,7 +173,7 @@ def test_rank_and_all_ranks_on_the_command_line(run_folder, full):
     assert code == 0 and "op_ranks" not in json.loads(output)
     assert json.loads(output)["op_types"] == json.loads(json.dumps(summarize(full)["op_types"]))
     code, output = invoke("summary", "--rank", "99", str(run_folder))
-    assert code == 2 and output.strip().count("\n") == 0 and "no rank 99 in this run (its ranks: 0-39)" in output
+    assert code == 2 and output.strip().count("\n") == 0 and "no rank 99 in this run (its 40 ranks: 0 to 39)" in output
     code, output = invoke("summary", "--rank", "3", "--all-ranks", str(run_folder))
     assert code == 2 and "not both" in output
 

@@ -20,6 +20,7 @@ import pandas as pd
 from ..core import plugins
 from ..core.errors import FileFormatError, LayoutError
 from ..core.model import Run
+from ..core.units import BYTES_PER_MB
 from . import cache, dask_ingest
 from .assembly import Piece, assemble, checked, combine, grouped_by_rank, located, skipped, worded
 from .cycles import Cycle, chosen_cycle, of_cycle, runs_by_rank
@@ -47,7 +48,7 @@ SMALL_RUN_RANKS = 16
 # representative ranks of a run of small ranks): forked workers cost more than they save there, and each holds the
 # pages of the cluster-level Run it was forked with (at 4,096 ranks of 230 KB: 0.72 GB peak for the process tree
 # with two workers, 0.32 GB without).
-IN_PROCESS_BYTES = 64 * 1024 * 1024
+IN_PROCESS_BYTES = 64 * BYTES_PER_MB
 
 # Whose op-level tables `load` reads (formats/base.py: OP_LEVEL_TABLES): None, every rank's; those ranks; or a
 # function that chooses them from the Run of every rank's cluster-level tables.
@@ -113,10 +114,11 @@ def _load_op_ranks(root: Path, jobs: list[Job], problems: list, dask: dask_inges
         ranks = ranks(assemble(root, jobs, results, problems, cycle, op_ranks=()))
     shown = {int(rank) for rank in ranks}
     held = _ranks_by_folder(jobs, results)
-    unknown = sorted(shown - set().union(*held.values()))
+    present = set().union(*held.values())
+    unknown = sorted(shown - present)
     if unknown:
-        raise LayoutError(f"no rank {', '.join(map(str, unknown))} in this run (its ranks: "
-                          f"{_ranges(sorted(set().union(*held.values())))})", root)
+        raise LayoutError(f"no rank {', '.join(map(str, unknown))} in this run (its {len(present):,} ranks: "
+                          f"{min(present, default='none')} to {max(present, default='none')})", root)
     near = [_held_near(held, str(folder)) for _, folder in jobs]
     again = [index for index, kind in enumerate(how)
              if kind != "whole" and (near[index] is None or shown & near[index])]
@@ -176,17 +178,6 @@ def _held_near(held: dict[str, set[int]], folder: str) -> set[int] | None:
         if parent == folder:
             return None
         folder = parent
-
-
-def _ranges(ranks: list[int]) -> str:
-    """0-3, 7, 9-12: ranks as a message names them."""
-    spans: list[list[int]] = []
-    for rank in ranks:
-        if spans and rank == spans[-1][1] + 1:
-            spans[-1][1] = rank
-        else:
-            spans.append([rank, rank])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None, in_process: bool = False) -> list:
