@@ -229,3 +229,17 @@ def test_through_dask_the_same_ranks_are_read(run_folder, full, first, tmp_path)
         assert_same_run(full, perfkit.load(run_folder, dask=target, ranks="all"))
     finally:
         cluster.stop()
+
+
+def test_the_cache_keeps_what_was_read(run_folder, cache_dir, monkeypatch):
+    """A second question is the kept answer; the Run's entry holds the representative ranks' tables and says so."""
+    from perfkit.io import cache
+    stored = []
+    original = cache.store_answer
+    monkeypatch.setattr(cache, "store_answer", lambda *args: stored.append(args) or original(*args))
+    first_answer = invoke("summary", "--format", "json", str(run_folder))  # its Run's entry written as it ends
+    assert invoke("summary", "--format", "json", str(run_folder)) == first_answer and len(stored) == 1
+    monkeypatch.setattr(loader, "_load_op_ranks", lambda *args: pytest.fail("read again, not from the cache"))
+    warm = perfkit.load(run_folder)
+    assert warm.meta.op_ranks == expected_representatives(run_folder)
+    assert sorted(warm.op_types["rank"].unique()) == expected_representatives(run_folder)
