@@ -46,8 +46,8 @@ SMALL_RUN_RANKS = 16
 
 # The shown ranks' folders are read whole in this process where their files hold at most this many bytes (the
 # representative ranks of a run of small ranks): forked workers cost more than they save there, and each holds the
-# pages of the cluster-level Run it was forked with (at 4,096 ranks of 230 KB: 0.72 GB peak for the process tree
-# with two workers, 0.32 GB without).
+# pages of the cluster-level Run it was forked with (at 4,096 ranks of 230 KB: 0.72-0.78 GB peak for the process
+# tree with two workers, 0.30-0.31 GB without).
 IN_PROCESS_BYTES = 64 * BYTES_PER_MB
 
 # Whose op-level tables `load` reads (formats/base.py: OP_LEVEL_TABLES): None, every rank's; those ranks; or a
@@ -122,9 +122,10 @@ def _load_op_ranks(root: Path, jobs: list[Job], problems: list, dask: dask_inges
     near = [_held_near(held, str(folder)) for _, folder in jobs]
     again = [index for index, kind in enumerate(how)
              if kind != "whole" and (near[index] is None or shown & near[index])]
-    in_process = _bytes_under([str(jobs[index][1]) for index in again], IN_PROCESS_BYTES)
-    for index, result in zip(again, _read_all(_read_folder, [jobs[index] for index in again], dask, in_process)):
-        results[index] = result
+    if again:
+        in_process = _bytes_under([str(jobs[index][1]) for index in again], IN_PROCESS_BYTES)
+        for index, result in zip(again, _read_all(_read_folder, [jobs[index] for index in again], dask, in_process)):
+            results[index] = result
     return assemble(root, jobs, results, problems, cycle, op_ranks=shown)
 
 
