@@ -86,7 +86,7 @@ def rank_options(command):
                            help="Read every rank's op-level tables (kernels, op types, memory, Cells). Without "
                                 "it or --rank, a run of more than 16 ranks has those of its representative "
                                 "ranks read: per pipeline stage the slowest, fastest and median by step time, "
-                                "and every slow rank found.")(command)
+                                "and the slow ranks found (the 8 farthest out of each finding).")(command)
     return click.option("--rank", "op_ranks", type=click.IntRange(min=0), multiple=True, expose_value=False,
                         callback=keep, metavar="N",
                         help="Read the op-level tables of this rank (repeatable) instead of the representative "
