@@ -11,7 +11,7 @@ from typing import Any
 from ..core.causes import BOUND_PARTS, PART_HEADINGS
 from ..core.errors import PluginError
 from ..views.format import ms
-from ..views.lines import CELL_HEADING, cell_row, ranks_label, utilisation_line
+from ..views.lines import CELL_HEADING, cell_row, op_ranks_line, ranks_label, utilisation_line
 from ..views.panels import panels
 
 
@@ -25,7 +25,8 @@ def summary_text(summary: dict[str, Any]) -> str:
     lines = [_run_line(summary["run"], meta.get("cycle")),
              f"layout   {summary['layout']}   device {summary['device']}   ranks {ranks_label(summary['ranks'])}",
              f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
-             f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}"]
+             f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}",
+             *op_ranks_line(summary.get("op_ranks"))]
     previous = None
     for panel in panels():
         try:
