@@ -546,26 +546,30 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
     from click.core import ParameterSource
 
     from ..profiler import report
-    from ..profiler.script import ScriptRequest, check, profile_script
+    from ..profiler.script import ScriptRequest, profile_script
     given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
     request = ScriptRequest(command=command, output=output, env=env, ranks=ranks, warmup=warmup or 0, steps=steps,
                             profile_memory=profile_memory)
-    check(request)
-    if command:
-        click.echo(f"perfkit: profiling `{shlex.join(command)}` (everything after `--` is the script's); "
-                   f"perfkit's own options: {_options_given(ctx) or 'none, the defaults (they go before `--`)'}",
-                   err=True)
+    # Said once, before profile_script's first line: after the command was checked (a bad one is one line).
+    untold = [f"perfkit: profiling `{shlex.join(command)}` (everything after `--` is the script's); perfkit's own "
+              f"options: {_options_given(ctx) or 'none, the defaults (they go before `--`)'}"]
+
+    def say(text: str) -> None:
+        while untold:
+            click.echo(untold.pop(), err=True)
+        click.echo(text, err=True)
     if repeat > 1:
         from dataclasses import replace
 
         from ..profiler.repeat import profile_repeats, repeats_report
-        folder, outcomes = profile_repeats(lambda out: profile_script(replace(request, output=out)), output, repeat)
+        folder, outcomes = profile_repeats(lambda out: profile_script(replace(request, output=out), say), output,
+                                           repeat)
         outcome = outcomes[-1]
     else:
-        outcome = profile_script(request)
+        outcome = profile_script(request, say)
         outcomes = [outcome]
     for note in dict.fromkeys(note for done in outcomes for note in done.notes):
         click.echo(f"perfkit: warning: {note}", err=True)
