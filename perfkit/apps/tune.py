@@ -493,8 +493,10 @@ class Tuner:
         """`result`, or, where its run has no step times to judge by, the same run marked failed saying so."""
         from ..analysis.statistics import run_mean_ms
 
+        folder = str(result.folder)
         try:
-            mean = run_mean_ms(self.load(str(result.folder)), per_sample=False)
+            self.loaded[folder] = self.load(folder)
+            mean = run_mean_ms(self.loaded[folder], per_sample=False)
         except PerfkitError as exc:
             return RunResult(result.folder, False, error=f"its run folder cannot be read: {exc}", notes=result.notes)
         if mean is None:
