@@ -191,8 +191,8 @@ def read_ledger(path: Path) -> dict[str, Any]:
 
     try:
         if path.stat().st_size > LEDGER_MAX_BYTES:
-            raise PerfkitError(f"is not a tune ledger (over {LEDGER_MAX_BYTES // BYTES_PER_MB:.0f} MB); give another --output "
-                               "or --fresh to start over", path)
+            raise PerfkitError(f"is not a tune ledger (over {LEDGER_MAX_BYTES // BYTES_PER_MB} MB); give another "
+                               "--output or --fresh to start over", path)
         data = boundedjson.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, boundedjson.JSONError) as exc:
         raise PerfkitError(f"is not a tune ledger ({getattr(exc, 'message', None) or exc}); give another --output "
