@@ -533,3 +533,60 @@ def test_msprof_analyze_output_beside_the_ranks_it_summarises_is_not_a_second_ru
     assert summary_only.steps.set_index("rank")["computing_ms"].to_dict() == pytest.approx(computing, abs=1e-6)
     ranks = perfkit.load(tmp_path / "job")
     assert ranks.meta.layout != summary_only.meta.layout
+
+
+def _windows(tmp_path: Path, processes: dict[str, int]) -> list[Path]:
+    """Copies of the real PyNative loop's profiler folder as windows of processes {pid: count}, named as
+    MindSpore names them ({host}_{pid}_{start}_ascend_ms), starts a second apart, in profiling order."""
+    import shutil
+    source = _one("vm_*_ascend_ms", PYNATIVE_LOOP)
+    made, second = [], 0
+    for pid, count in processes.items():
+        for _ in range(count):
+            folder = tmp_path / "run" / f"vm_{pid}_20261124{203000000 + second * 1000}_ascend_ms"
+            shutil.copytree(source, folder)
+            made.append(folder)
+            second += 1
+    return made
+
+
+def test_the_chosen_window_alone_is_read(tmp_path, cache_dir):
+    """40 windows of one process, all but the 7th with a broken op table: --cycle 7 reads the 7th alone (the
+    others' folders are not even opened: 3,000 windows were 3,000 reads before one was chosen) and gives its
+    numbers, as passing its folder does; without --cycle the refusal names all 40; --cycle last reads the 40th
+    (broken: its file is named)."""
+    windows = _windows(tmp_path, {"4242": 40})
+    for number, folder in enumerate(windows, 1):
+        if number != 7:
+            _one("FRAMEWORK/cpu_op_type_info_0.csv", folder).write_text("not,a\ncsv")
+    from perfkit.io.cycles import unread_cycles
+    from perfkit.io.discovery import discover
+    from perfkit.io.formats import readers
+    _, jobs, _ = discover(tmp_path / "run", readers())
+    read, unread = unread_cycles(jobs, 7)
+    assert {folder for _, folder in read} == {folder for _, folder in jobs if windows[6] in (folder, *folder.parents)}
+    assert sorted(unread) == [windows[6]] and sorted(unread[windows[6]]) == sorted(set(windows) - {windows[6]})
+    run = perfkit.load(tmp_path / "run", cycle=7)
+    alone = perfkit.load(windows[6])
+    assert run.meta.cycle == 7 and not any("cpu_op_type_info" in warning for warning in run.warnings)
+    assert run.steps["total_ms"].tolist() == alone.steps["total_ms"].tolist()
+    assert run.op_types["total_ms"].tolist() == alone.op_types["total_ms"].tolist()
+    with pytest.raises(perfkit.LayoutError, match=r"1-40, or last"):
+        perfkit.load(tmp_path / "run")
+    last = perfkit.load(tmp_path / "run", cycle="last")
+    assert any(windows[-1].name in warning for warning in last.warnings)
+
+
+@pytest.mark.parametrize("cycle, index", [(2, 1), (3, 2), (4, 3)])
+def test_one_rank_of_two_processes_numbers_its_runs_across_them(cycle, index, tmp_path, cache_dir):
+    """One rank profiled by two processes (two launches into one folder), two windows each: cycle N is the Nth
+    in profiling order over both, whether or not reading one window per process found it (the 4th is read
+    again in full)."""
+    windows = _windows(tmp_path, {"4242": 2, "4343": 2})
+    for number, folder in enumerate(windows):
+        steps = _one("FRAMEWORK/cpu_op_execute_timestamp_0.txt", folder)
+        if number != index:  # a distinct content per window: its number of lines
+            steps.write_text("\n".join(steps.read_text().splitlines()[:-(number + 1) * 3]) + "\n")
+    run = perfkit.load(tmp_path / "run", cycle=cycle)
+    assert run.meta.cycle == cycle
+    assert run.meta.rank_folders == {"0": windows[index].name}

@@ -20,7 +20,7 @@ from ..core import model, plugins
 from ..core.errors import FileFormatError, LayoutError
 from ..core.model import Meta, Run
 from ..core.scopes import cell_table
-from .cycles import Cycle, Entry, chosen_cycle, of_cycle, runs_by_rank
+from .cycles import Cycle, Entry, check_read, chosen_cycle, of_cycle, runs_by_rank
 from .discovery import Job, Warning, walk
 from .formats import DERIVATIONS, plugin_problems, readers
 from .formats.base import INTERMEDIATE_TABLES, OP_LEVEL_TABLES, RUN_WIDE, Parts, Reader
@@ -37,14 +37,17 @@ Piece = tuple[int, pd.DataFrame, tuple[Path, Reader]]  # (rank, table, where it 
 
 
 def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning] = (), cycle: Cycle = None,
-             op_ranks: Collection[int] | None = None) -> Run:
+             op_ranks: Collection[int] | None = None, unread: dict[Path, list[Path]] | None = None) -> Run:
     """The Run made of every folder's reader results (`results[i]` is jobs[i]'s {rank: Parts} or its error);
     `problems`: what discovery has to say (a plugin's detect that raised); `cycle`: as load's; `op_ranks`: the
-    ranks that keep their op-level tables (base.OP_LEVEL_TABLES; None: every rank), said in meta.op_ranks."""
+    ranks that keep their op-level tables (base.OP_LEVEL_TABLES; None: every rank), said in meta.op_ranks;
+    `unread`: the cycles cycles.unread_cycles left unread (UnreadCycleChosen where one of them is chosen)."""
     failures = [result for result in results if isinstance(result, FileFormatError)]
     by_rank = grouped_by_rank((job, result) for job, result in zip(jobs, results)
                               if not isinstance(result, FileFormatError))
-    left_out, chosen = chosen_cycle(root, runs_by_rank(by_rank), cycle)
+    runs = runs_by_rank(by_rank, unread)
+    left_out, chosen = chosen_cycle(root, runs, cycle)
+    check_read(runs, left_out, unread)
     by_rank = of_cycle(by_rank, left_out)
     run_wide = by_rank.pop(RUN_WIDE, [])
     _require_data(root, by_rank, run_wide, failures)

@@ -14,6 +14,7 @@ from ..core.errors import LayoutError
 from .formats.base import RUN_WIDE
 
 if TYPE_CHECKING:
+    from .discovery import Job
     from .formats.base import Parts, Reader
 
 # `cycle` of load/load_steps/timeline: which of several profiler runs of one rank to read, 1-based in profiling
@@ -24,15 +25,48 @@ LAST_CYCLE = "last"
 Entry = tuple["Reader", Path, "Parts"]
 
 
-def runs_by_rank(by_rank: dict[int, list[Entry]]) -> dict[int, list[Path]]:
+class UnreadCycleChosen(Exception):
+    """The cycle chosen lies in a folder unread_cycles left unread (one rank profiled by several processes, whose
+    runs are numbered across them): the loader reads every folder instead."""
+
+
+def unread_cycles(jobs: list[Job], cycle: Cycle) -> tuple[list[Job], dict[Path, list[Path]]]:
+    """(the jobs to read, per profiler folder read the other folders of its process, left unread). A process
+    profiles one rank, so its folders side by side (MindSpore names them by process: _PROFILER_FOLDER) are that
+    rank's cycles, and which one a command reads is known before any is read: the Nth (`cycle`), the last, or,
+    without a cycle, the first alone, whose rank names the refusal of them all (several_runs). A folder of 3,000
+    windows is then one folder's read, not 3,000. Jobs inside an unread folder are not read either; the unread
+    folders still count as runs (runs_by_rank), so numbers and messages are those of a full read."""
+    by_process: dict[tuple[Path, str], list[Path]] = {}
+    for reader, folder in jobs:
+        if reader.unit and _PROFILER_FOLDER.match(folder.name):
+            # and by folder: a schedule's cycles lie side by side; the same name elsewhere is no proof of one process
+            by_process.setdefault((folder.parent, _process(folder)), []).append(folder)
+    unread: dict[Path, list[Path]] = {}
+    for folders in by_process.values():
+        ordered = sorted(set(folders), key=_profiling_order)
+        if len(ordered) < 2:
+            continue
+        number = len(ordered) if cycle == LAST_CYCLE else cycle if isinstance(cycle, int) else 1
+        kept = ordered[number - 1] if 1 <= number <= len(ordered) else ordered[0]
+        unread[kept] = [folder for folder in ordered if folder != kept]
+    if not unread:
+        return jobs, {}
+    left = {folder for folders in unread.values() for folder in folders}
+    return [(reader, folder) for reader, folder in jobs if not inside(folder, left)], unread
+
+
+def runs_by_rank(by_rank: dict[int, list[Entry]], unread: dict[Path, list[Path]] | None = None
+                 ) -> dict[int, list[Path]]:
     """Per rank, the folders that each hold a whole run of it: its unit folders (or, in a run without unit
-    folders, the folders of one supplementary reader). Two for one rank are two runs side by side: schedule
-    cycles, dynamic-profiler windows."""
+    folders, the folders of one supplementary reader), with the folders of the same process left unread
+    (unread_cycles). Two for one rank are two runs side by side: schedule cycles, dynamic-profiler windows."""
     runs: dict[int, list[Path]] = {}
     for rank, entries in by_rank.items():
         if rank == RUN_WIDE:
             continue
         folders = sorted({folder for reader, folder, _ in entries if reader.unit})
+        folders += [other for folder in folders for other in (unread or {}).get(folder, ())]
         if not folders:
             # a reader that gives no schema table (perfkit's manifest) only adds facts to the folders beside it
             for name in {reader.name for reader, _, _ in entries if reader.gives_run_tables}:
@@ -77,6 +111,12 @@ def chosen_cycle(root: Path, runs: dict[int, list[Path]], cycle: Cycle) -> tuple
     if not any(len(folders) > 1 for folders in ordered.values()):
         return left_out, None
     return left_out, numbers.pop() if len(numbers) == 1 else cycle
+
+
+def check_read(runs: dict[int, list[Path]], left_out: set[Path], unread: dict[Path, list[Path]] | None) -> None:
+    """Raise UnreadCycleChosen where a run chosen (not left out) was left unread."""
+    if unread and any(folder not in left_out for folders in unread.values() for folder in folders):
+        raise UnreadCycleChosen
 
 
 def of_cycle(by_rank: dict[int, list[Entry]], left_out: set[Path]) -> dict[int, list[Entry]]:

@@ -23,7 +23,7 @@ from ..core.model import Run
 from ..core.units import BYTES_PER_MB
 from . import cache, dask_ingest
 from .assembly import Piece, assemble, checked, combine, grouped_by_rank, located, skipped, worded
-from .cycles import Cycle, chosen_cycle, of_cycle, runs_by_rank
+from .cycles import Cycle, UnreadCycleChosen, chosen_cycle, of_cycle, runs_by_rank, unread_cycles
 from .discovery import Job, discover
 from .formats import by_name, readers
 from .formats.base import OP_LEVEL_TABLES, Parts, Reader
@@ -82,16 +82,25 @@ def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle:
     run = (cache.fetch(entry, reload=lambda name: getattr(load(root, dask, cycle, ranks), name))
            if entry is not None else None)
     if run is None:
-        if ranks is None:
-            run = assemble(root, jobs, _read_all(_read_folder, jobs, dask), problems, cycle)
-        else:
-            run = _load_op_ranks(root, jobs, problems, dask, cycle, ranks)
+        try:
+            run = _read_and_assemble(root, *unread_cycles(jobs, cycle), problems, dask, cycle, ranks)
+        except UnreadCycleChosen:
+            run = _read_and_assemble(root, jobs, {}, problems, dask, cycle, ranks)
         if entry is not None:
             cache.store_soon(entry, run)
     return run
 
 
-def _load_op_ranks(root: Path, jobs: list[Job], problems: list, dask: dask_ingest.Target | None, cycle: Cycle,
+def _read_and_assemble(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], problems: list,
+                       dask: dask_ingest.Target | None, cycle: Cycle, ranks: Ranks) -> Run:
+    """The Run of `jobs` (the cycles in `unread` counted, not read: cycles.unread_cycles)."""
+    if ranks is None:
+        return assemble(root, jobs, _read_all(_read_folder, jobs, dask), problems, cycle, unread=unread)
+    return _load_op_ranks(root, jobs, unread, problems, dask, cycle, ranks)
+
+
+def _load_op_ranks(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], problems: list,
+                   dask: dask_ingest.Target | None, cycle: Cycle,
                    ranks: Collection[int] | Callable[[Run], Iterable[int]]) -> Run:
     """The Run of every rank's cluster-level tables and the op-level tables of `ranks` (or of the ranks
     `ranks(run)` chooses from the Run of the cluster-level tables alone): each folder is read as its reader
@@ -111,7 +120,7 @@ def _load_op_ranks(root: Path, jobs: list[Job], problems: list, dask: dask_inges
                                                    in_process)):
             results[index] = result
     if callable(ranks):
-        ranks = ranks(assemble(root, jobs, results, problems, cycle, op_ranks=()))
+        ranks = ranks(assemble(root, jobs, results, problems, cycle, op_ranks=(), unread=unread))
     shown = {int(rank) for rank in ranks}
     held = _ranks_by_folder(jobs, results)
     present = set().union(*held.values())
@@ -126,7 +135,7 @@ def _load_op_ranks(root: Path, jobs: list[Job], problems: list, dask: dask_inges
         in_process = _bytes_under([str(jobs[index][1]) for index in again], IN_PROCESS_BYTES)
         for index, result in zip(again, _read_all(_read_folder, [jobs[index] for index in again], dask, in_process)):
             results[index] = result
-    return assemble(root, jobs, results, problems, cycle, op_ranks=shown)
+    return assemble(root, jobs, results, problems, cycle, op_ranks=shown, unread=unread)
 
 
 def _bytes_under(folders: list[str], limit: int) -> bool:
