@@ -25,6 +25,7 @@ from ...core.units import US_PER_MS
 from ..trace_text import text_traces
 from .base import Parts, Reader, TraceFile
 from .files import guarded, json_object, rank_of, read_csv_table
+from .integers import RANK, whole
 from .stages import stages_from_count, stages_from_pp_groups
 from .tables import string_codes, strings_at
 
@@ -176,13 +177,17 @@ def read_profiler_info(folder: Path, parts: Parts) -> int:
         return named_rank if named_rank is not None else 0
     nested = [value for value in info.values() if isinstance(value, dict)]
     # rank_id is -1 in some single-device runs: that says nothing (and -1 is the run-wide key)
-    rank_id = next((scope["rank_id"] for scope in [info, *nested]
-                    if type(scope.get("rank_id")) is int and scope["rank_id"] >= 0), None)
+    rank_ids = [scope["rank_id"] for scope in [info, *nested] if type(scope.get("rank_id")) is int]
+    rank_id = next((rank for rank in rank_ids if whole(rank, RANK) is not None), None)
+    if rank_id is None and any(rank != -1 for rank in rank_ids):
+        parts.warnings.append(f"{path.name}: rank_id {rank_ids[0]} is not a rank (a whole number 0-{RANK.high:,}): "
+                              "rank 0 assumed")
+    rank = named_rank if named_rank is not None else rank_id if rank_id is not None else 0
     if isinstance(info.get("ms_version"), str) and info["ms_version"]:
         parts.meta["ms_version"] = info["ms_version"]
     stage_num = next((scope["stage_num"] for scope in [info, *nested] if "stage_num" in scope), None)
     rank_size = next((scope["rank_size"] for scope in [info, *nested] if "rank_size" in scope), None)
-    stages = stages_from_count(stage_num, rank_size)
+    stages = stages_from_count(stage_num, rank_size, [rank])
     if stages:
         parts.meta["pipeline_stages"] = stages
     mode = next((scope["context_mode"] for scope in [info, *nested] if "context_mode" in scope), None)
@@ -190,9 +195,7 @@ def read_profiler_info(folder: Path, parts: Parts) -> int:
         mode = mode.strip().lower()
     if type(mode) in (int, str) and CONTEXT_MODES.get(mode):
         parts.meta["mode"] = CONTEXT_MODES[mode]
-    if named_rank is not None:
-        return named_rank
-    return rank_id if rank_id is not None else 0
+    return rank
 
 
 class _Kernels:
