@@ -120,7 +120,7 @@ CASES = {
     # item 4: database values
     "comm_analyzer_op_names_null": (DB, "analysis.db", lambda run: broken.set_cells(
         run / OUT / "analysis.db", "CommAnalyzerTime", "hccl_op_name = NULL")),
-    "enum_data_type_ids_text": (DB, "ascend_pytorch_profiler_0.db", lambda run: _text_ids(
+    "enum_data_type_ids_text": (DB_LEVEL0, "ascend_pytorch_profiler_0.db", lambda run: _text_ids(
         run / OUT / "ascend_pytorch_profiler_0.db", "ENUM_HCCL_DATA_TYPE")),
     "enum_module_ids_text": (DB_LEVEL0, "ascend_pytorch_profiler_0.db", lambda run: _text_ids(
         run / OUT / "ascend_pytorch_profiler_0.db", "ENUM_MODULE")),
@@ -307,3 +307,19 @@ def test_a_long_raw_pipeline_reads_in_linear_time(tmp_path):
     assert time.monotonic() - started < 5
     assert len(pipeline) == len(_read_pipeline_json(FIXTURE_RUNS["minddata_job1"] / "pipeline_profiling_0.json",
                                                     [])) + 30_000
+
+
+def test_the_cache_keeps_only_what_it_gives_back_exactly(tmp_path, monkeypatch):
+    """A Run whose meta holds an integer past int64 (a 30-digit rank in a stage list) is not cached: the cache's
+    bounded decoder would give it back as None, and the warm command crashed on it. One it can hold is cached and
+    comes back equal."""
+    import perfkit
+    from perfkit.io import cache
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+    run = perfkit.load(HCCL)
+    assert run.meta.pipeline_stages == [[0, 1], [2, 3]]
+    assert cache.store(tmp_path / "kept" / "a" / "entry", run)
+    assert cache.fetch(tmp_path / "kept" / "a" / "entry", lambda name: None).meta == run.meta
+    run.meta.pipeline_stages = [[0, 1], [2, 10**30]]
+    assert not cache.store(tmp_path / "refused" / "a" / "entry", run)
+    assert not (tmp_path / "refused" / "a" / "entry").exists()

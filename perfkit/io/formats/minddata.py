@@ -170,14 +170,17 @@ def _read_pipeline_summary(path: Path, warnings: list[str]) -> pd.DataFrame:
     op_ids, counted = wholes(frame["op_id"].tolist(), ID)
     if not counted.all():
         raise FileFormatError("has op_ids that are not whole numbers", path)
+    children = [[_op_id(child) for child in kids] if isinstance(kids, list) else [] for kids in frame["children"]]
+    refused = sum(child is None for kids in children for child in kids)
+    if refused:
+        warnings.append(f"{path.name}: {refused} children_ids value(s) not an op id, left out")
     return pd.DataFrame({
         "op_id": op_ids, "op_type": frame["op_type"].astype("string"),
         "workers": counts("workers").where(lambda w: w > 0),
         "queue_usage": known("queue_usage", 100.0), "queue_empty_pct": known("queue_empty_pct"),
         "queue_length": pd.Series(pd.NA, index=frame.index, dtype="Int64"),
         "parent_id": counts("parent_id"),
-        "children": [[child for child in map(_op_id, kids) if child is not None] if isinstance(kids, list) else []
-                     for kids in frame["children"]]})
+        "children": [[child for child in kids if child is not None] for kids in children]})
 
 
 def _op_id(value) -> int | None:
