@@ -25,7 +25,7 @@ from ...core.units import US_PER_MS
 from ..trace_text import text_traces
 from .base import Parts, Reader, TraceFile
 from .files import guarded, json_object, rank_of, read_csv_table
-from .integers import RANK, whole
+from .integers import RANK, STEP, checked, whole
 from .stages import stages_from_count, stages_from_pp_groups
 from .tables import string_codes, strings_at
 
@@ -138,7 +138,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
                     lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,
                                              parts.warnings))
     if trace is not None:
-        times = step_times(_trace_arrays(trace))
+        times = step_times(_trace_arrays(trace), STEP_TRACE, parts.warnings)
         unknown = np.full(len(times["step"]), np.nan)
         parts.tables["steps"] = pa.table({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
     return {rank: parts}
@@ -351,13 +351,16 @@ def _op_types_from_kernels(kernels: _Kernels) -> pa.Table:
                      "count": np.bincount(kernels.type[typed], minlength=groups)[ids]})
 
 
-def step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """step_trace_time.csv columns ({name: array}) in ms, with the old step trace's total and interval.
+def step_times(trace: dict[str, np.ndarray], file_name: str, warnings: list[str]) -> dict[str, np.ndarray]:
+    """step_trace_time.csv columns ({name: array}) in ms, with the old step trace's total and interval. A row
+    without a step is left out; one whose step is no step (`inf`, `1e300`, -1: formats/integers.py) too, said.
 
     numpy, not pandas: a cluster question runs this once per rank, hundreds of times.
     """
     step = trace["step"].astype(np.float64)
-    has_step = ~np.isnan(step)
+    written = np.flatnonzero(~np.isnan(step))
+    has_step = np.zeros(len(step), bool)
+    has_step[written] = checked(step[written], STEP, file_name, "Step", warnings, rows=written + 2)[1]
     missing = np.full(int(has_step.sum()), np.nan)
     ms = {column: trace[column].astype(np.float64)[has_step] / US_PER_MS if column in trace else missing
           for column in STEP_TRACE_COLUMNS if column != "step"}
@@ -379,7 +382,7 @@ def _trace_arrays(trace: pa.Table) -> dict[str, np.ndarray]:
 
 def _steps(trace: pa.Table, kernels: _Kernels | None, warnings: list[str]) -> pa.Table:
     """Step times with the forward/backward span from kernel scopes where named."""
-    times = step_times(_trace_arrays(trace))
+    times = step_times(_trace_arrays(trace), STEP_TRACE, warnings)
     spans = _forward_backward_spans(kernels, times["step"]) if kernels is not None else None
     if spans is None:
         times["fwd_bwd_ms"] = times["computing_ms"] + np.nan_to_num(times["comm_exposed_ms"], nan=0.0)

@@ -84,7 +84,8 @@ def _steps(trace: pd.DataFrame, warnings: list[str]) -> tuple[dict[int, pd.DataF
     steps = {}
     for rank, frame in rows[keep].groupby(ranks[keep]):
         times = ascend_ms.step_times({column: frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
-                                       for column in ascend_ms.STEP_TRACE_COLUMNS if column in frame})
+                                       for column in ascend_ms.STEP_TRACE_COLUMNS if column in frame}, STEP_FILE,
+                                      warnings)
         unknown = np.full(len(times["step"]), np.nan)
         steps[int(rank)] = pd.DataFrame({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
     stages, refused = set(), []

@@ -386,7 +386,7 @@ def _payload_mb(database: Database, ops: pd.DataFrame) -> pd.Series | float:
 
 def _step_of(database: Database, start_ns: pd.Series) -> pd.Series:
     """The STEP_TIME step each start falls in (start <= t < end), NA outside every step or without STEP_TIME."""
-    bounds = database.frame("STEP_TIME")
+    bounds = database.step_bounds()
     steps = pd.Series(pd.NA, index=start_ns.index, dtype="Int64")
     if bounds is None:
         return steps
@@ -399,20 +399,20 @@ def _steps(profiler: Database | None, analysis: Database | None, parts: Parts,
            scoped: bool = False) -> pd.DataFrame | None:
     """StepTraceTime's split (µs) with STEP_TIME's bounds as the total; either alone where the other is absent.
     `scoped`: kernel names carry MindSpore's Default/ and Gradients/ scopes, so forward+backward is a span."""
-    bounds = profiler.frame("STEP_TIME") if profiler is not None else None
+    bounds = profiler.step_bounds() if profiler is not None else None
     split = analysis.frame("StepTraceTime") if analysis is not None else None
     if split is not None:
         split = split.assign(step=_step_numbers(split["step"]))
         trace = {column: split[column].to_numpy(dtype=np.float64, na_value=np.nan)
                  for column in split.columns if column != "device"}
-        steps = pd.DataFrame(ascend_ms.step_times(trace))
+        steps = pd.DataFrame(ascend_ms.step_times(trace, f"{analysis.path.name}: StepTraceTime", parts.warnings))
     elif bounds is not None:
         steps = pd.DataFrame({"step": bounds["step"], "interval_ms": np.nan})
     else:
         return None
     if bounds is not None and len(bounds):
         wall_ms = pd.Series((bounds["end_ns"] - bounds["start_ns"]).to_numpy() / NS_PER_MS,
-                            index=bounds["step"].astype("int64"))
+                            index=bounds["step"])
         steps["total_ms"] = steps["step"].map(wall_ms).fillna(steps.get("total_ms", np.nan))
     spans = _spans(profiler) if scoped and bounds is not None else None
     if spans:

@@ -18,7 +18,7 @@ from ...core.files import open_regular
 from . import ascend_ms
 from .base import Parts
 from .files import rank_of
-from .integers import ID, RANK, checked, whole
+from .integers import ID, RANK, STEP, checked, whole
 
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
 PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
@@ -178,6 +178,15 @@ class Database:
             return None
         ids, known = checked(names["id"].tolist(), ID, self.path.name, f"{table}.id", self.warnings)
         return dict(zip(ids[known].tolist(), names["name"][known]))
+
+    def step_bounds(self) -> pd.DataFrame | None:
+        """STEP_TIME (step, start_ns, end_ns); a row whose id is no step (formats/integers.py: `inf`, 1e300, -1,
+        text) left out, said once. None where the table is absent or unreadable."""
+        bounds = self.frame("STEP_TIME")
+        if bounds is None:
+            return None
+        steps, known = checked(bounds["step"].tolist(), STEP, self.path.name, "STEP_TIME.id", self.warnings)
+        return bounds[known].assign(step=steps[known]).reset_index(drop=True)
 
     def string_column(self, ids: pa.Array) -> pa.Array:
         """STRING_IDS values of an int64 array of ids, as an Arrow string array (null where none)."""

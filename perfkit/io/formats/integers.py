@@ -24,7 +24,7 @@ class Kind(NamedTuple):
 
 # A rank is below MAX_RANK: the largest training clusters have ~10^5 devices. A larger "rank" (a rank_size of
 # 99,999,999 in a file name) would make every rank-sized loop and allocation unbounded.
-MAX_RANK = 2**20 - 1
+MAX_RANK = 1_048_575  # 2**20 - 1
 # Steps, ids, counts and sizes: whole numbers a float64 holds exactly (a column is often read as floats first).
 MAX_WHOLE = 2**53 - 1
 

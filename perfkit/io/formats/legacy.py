@@ -23,8 +23,17 @@ from ...core.units import TICKS_PER_MS, TICKS_PER_US
 from ..discovery import has_match
 from ..trace_text import LEGACY_ASCEND, text_traces
 from .base import Parts, Reader, TraceFile
-from .files import (csv_header, guarded, is_real_number, rank_of, ranks_in, read_csv, read_json_object, read_text,
-                    with_folder_notes)
+from .files import (
+    csv_header,
+    guarded,
+    is_real_number,
+    rank_of,
+    ranks_in,
+    read_csv,
+    read_json_object,
+    read_text,
+    with_folder_notes,
+)
 from .integers import RANK, STEP, checked, whole
 from .stages import stages_from_cluster_file
 

@@ -22,8 +22,16 @@ from ...core.errors import FileFormatError
 from ...core.units import NS_PER_MS, US_PER_MS
 from ..discovery import has_match
 from .base import Parts, Reader
-from .files import (guarded, is_readable_file, is_real_number, ranks_in, read_csv, read_json_object, read_text,
-                    with_folder_notes)
+from .files import (
+    guarded,
+    is_readable_file,
+    is_real_number,
+    ranks_in,
+    read_csv,
+    read_json_object,
+    read_text,
+    with_folder_notes,
+)
 from .integers import COUNT, ID, checked, whole, wholes
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
@@ -217,15 +225,19 @@ def _read_pipeline_json(path: Path, warnings: list[str]) -> pd.DataFrame:
         _check_op(op, path)
     if 0 not in by_id:
         raise FileFormatError("has no op 0 (the pipeline's root)", path)
-    rows, parent_of, pending, placed = [], {0: None}, deque([0]), {0}
+    rows, parent_of, pending, placed, refused = [], {0: None}, deque([0]), {0}, 0
     while pending:
         op = by_id[pending.popleft()]
+        workers = op.get("num_workers")
+        if workers is not None and whole(workers, COUNT) is None:
+            refused += 1
+            workers = None
         children = _measured_children(op, by_id)
         queue = _output_queue(op)
         sizes = np.asarray(queue.get("size") or [], dtype="float64")
         length = queue.get("length")
         rows.append({
-            "op_id": op["op_id"], "op_type": op.get("op_type"), "workers": op.get("num_workers"),
+            "op_id": op["op_id"], "op_type": op.get("op_type"), "workers": workers,
             "queue_usage": sizes.mean() / length if len(sizes) and length else np.nan,
             "queue_empty_pct": 100.0 * (sizes == 0).mean() if len(sizes) else np.nan,
             "queue_length": length, "children": children, "parent_id": parent_of[op["op_id"]]})
@@ -233,11 +245,15 @@ def _read_pipeline_json(path: Path, warnings: list[str]) -> pd.DataFrame:
             parent_of[child] = op["op_id"]
         pending += [child for child in children if child not in placed]
         placed.update(children)
+    if refused:
+        warnings.append(f"{path.name}: {refused} num_workers value(s) not a count (a whole number 0-{COUNT.high:,}), "
+                        "treated as unknown")
     return pd.DataFrame(rows).sort_values("op_id").reset_index(drop=True)
 
 
 def _is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """An op id as the pipeline files write it: an integer (no float, no bool) within integers.ID."""
+    return type(value) is int and whole(value, ID) is not None
 
 
 def _output_queue(op: dict) -> dict:
