@@ -17,7 +17,7 @@ import pandas as pd
 
 
 class Kind(NamedTuple):
-    """What a whole number counts, as a warning names it, and the largest value it may have (the least is 0)."""
+    """What a whole number is, as a warning names it ("a rank"), and the largest value it may have (the least is 0)."""
     noun: str
     high: int
 
@@ -28,10 +28,10 @@ MAX_RANK = 1_048_575  # 2**20 - 1
 # Steps, ids, counts and sizes: whole numbers a float64 holds exactly (a column is often read as floats first).
 MAX_WHOLE = 2**53 - 1
 
-RANK = Kind("rank", MAX_RANK)
-STEP = Kind("step", MAX_WHOLE)
-ID = Kind("id", MAX_WHOLE)
-COUNT = Kind("count", MAX_WHOLE)
+RANK = Kind("a rank", MAX_RANK)
+STEP = Kind("a step", MAX_WHOLE)
+ID = Kind("an id", MAX_WHOLE)
+COUNT = Kind("a count", MAX_WHOLE)
 # Python's int() refuses text past 4,300 digits (a ValueError of its own); anything past this is out of range.
 _LONGEST_DIGITS = 20
 
@@ -65,10 +65,7 @@ def whole(value: Any, kind: Kind = COUNT) -> int | None:
 def wholes(values: Any, kind: Kind) -> tuple[np.ndarray, np.ndarray]:
     """(the values as int64, 0 where not kept; which are whole numbers of `kind`) for a column (numpy, pandas,
     Arrow or a list)."""
-    if hasattr(values, "to_numpy") and type(values).__module__.startswith("pyarrow"):
-        values = values.to_numpy(zero_copy_only=False)
-    array = values.to_numpy() if isinstance(values, pd.Series) else np.asarray(values, dtype=object
-                                                                                if isinstance(values, list) else None)
+    array = _array(values)
     if array.dtype.kind in "iu":
         keep = (array >= 0) & (array <= kind.high)
         return np.where(keep, array, 0).astype(np.int64), keep
@@ -89,16 +86,25 @@ def checked(values: Any, kind: Kind, file_name: str, column: str, warnings: list
             rows: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """`wholes` of a column of `file_name`, with one warning naming the rows not kept (their 1-based number among
     the data rows, or `rows`' labels) and their values; the caller drops those rows."""
-    numbers, keep = wholes(values, kind)
+    array = _array(values)
+    numbers, keep = wholes(array, kind)
     if not keep.all():
         bad = np.flatnonzero(~keep)
-        original = list(values) if not hasattr(values, "__getitem__") or isinstance(values, pd.Series) else values
         labels = [rows[i] if rows is not None else i + 1 for i in bad[:NAMED_ROWS]]
-        shown = ", ".join(f"{label} ({_shown(original[i])})" for label, i in zip(labels, bad[:NAMED_ROWS]))
+        shown = ", ".join(f"{label} ({_shown(array[i])})" for label, i in zip(labels, bad[:NAMED_ROWS]))
         more = f" and {len(bad) - NAMED_ROWS} more" if len(bad) > NAMED_ROWS else ""
-        warnings.append(f"{file_name}: {column} of row(s) {shown}{more} is not a {kind.noun} (a whole number "
+        warnings.append(f"{file_name}: {column} of row(s) {shown}{more} is not {kind.noun} (a whole number "
                         f"0-{kind.high:,}): {'that row' if len(bad) == 1 else 'those rows'} left out")
     return numbers, keep
+
+
+def _array(values: Any) -> np.ndarray:
+    """A column (numpy, pandas, Arrow or a list) as a numpy array; a list as objects, each value as it was."""
+    if isinstance(values, list):
+        return np.asarray(values, dtype=object) if values else np.zeros(0, object)
+    if type(values).__module__.startswith("pyarrow"):
+        return values.to_numpy(zero_copy_only=False)
+    return values.to_numpy() if isinstance(values, pd.Series) else np.asarray(values)
 
 
 def _shown(value: Any) -> str:

@@ -348,14 +348,16 @@ def _whitespace_rows(path: Path, min_fields: int, warnings: list[str]) -> list[l
 def _read_host_queue(path: Path, warnings: list[str]) -> pd.DataFrame:
     """Queue records (`1 capacity batch size [timestamp]`) -> batch, size, capacity."""
     rows = _whitespace_rows(path, QUEUE_MIN_FIELDS, warnings)
-    columns = ["type", "capacity", "batch", "size"]
-    fields = [wholes([r[at] for r in rows], COUNT) for at in range(QUEUE_MIN_FIELDS)]
-    counted = np.logical_and.reduce([keep for _, keep in fields]) if rows else np.zeros(0, bool)
-    if not counted.all():
-        warnings.append(f"{path.name}: skipped {int((~counted).sum())} line(s) with a field that is not a count "
-                        f"(a whole number 0-{COUNT.high:,})")
-    frame = pd.DataFrame({column: numbers[counted] for column, (numbers, _) in zip(columns, fields)})
-    queue = frame[frame["type"] == QUEUE_RECORD]
+    kinds, typed = wholes([r[0] for r in rows], COUNT)
+    records = [r for r, kind in zip(rows, kinds * typed) if kind == QUEUE_RECORD]  # other records' fields are not read
+    columns = ["capacity", "batch", "size"]
+    fields = [wholes([r[at] for r in records], COUNT) for at in range(1, QUEUE_MIN_FIELDS)]
+    counted = np.logical_and.reduce([keep for _, keep in fields]) if records else np.zeros(0, bool)
+    bad = int((~typed).sum() + (~counted).sum())
+    if bad:
+        warnings.append(f"{path.name}: skipped {bad} line(s) with a field that is not a count (a whole number "
+                        f"0-{COUNT.high:,})")
+    queue = pd.DataFrame({column: numbers[counted] for column, (numbers, _) in zip(columns, fields)})
     if not len(queue):
         raise FileFormatError("has no queue records (lines starting with 1)", path)
     return queue[["batch", "size", "capacity"]].reset_index(drop=True)
