@@ -33,9 +33,17 @@ BATCHNORM_FLOPS_PER_ELEMENT = {"BatchNorm": 8, "BatchNormGrad": 10}
 OP_FLOPS_COLUMNS = ["name", "type", "group", "family", "flops", "total_ms", "layer", "reduction", "calls"]
 
 
+# A shape with a dimension past MAX_DIM (`1e400`, `inf` in a damaged file) or with more dimensions than MindSpore's
+# tensors have is no tensor's: it reads as unknown, so that every FLOP count stays a finite float (at most
+# MAX_DIM ** MAX_DIMS = 2**320; a product of such shapes as Python ints would overflow float()).
+MAX_DIM = 2**40
+MAX_DIMS = 8
+
+
 def parse_shapes(text) -> tuple[tuple[int, ...], ...]:
     """An op's input shapes from the files' text (`32,3,224,224;64,3,7,7` -> ((32, 3, 224, 224), (64, 3, 7, 7)));
-    () where there is no text. A shape that is not a list of numbers reads as ()."""
+    () where there is no text. A shape that is not a list of whole numbers within MAX_DIM, or of more than MAX_DIMS,
+    reads as ()."""
     return _parse_shape_text(text) if isinstance(text, str) else ()
 
 
@@ -46,10 +54,31 @@ def _parse_shape_text(text: str) -> tuple[tuple[int, ...], ...]:
     for part in text.split(";"):
         dims = [d for d in part.replace("[", "").replace("]", "").split(",") if d.strip()]
         try:
-            shapes.append(tuple(int(float(d)) for d in dims))
+            numbers = [float(d) for d in dims]
         except ValueError:
-            shapes.append(())
+            numbers = None
+        if numbers is None or len(numbers) > MAX_DIMS or not all(abs(n) <= MAX_DIM for n in numbers):
+            shapes.append(())  # abs(nan) <= MAX_DIM is False too
+        else:
+            shapes.append(tuple(int(n) for n in numbers))
     return tuple(shapes)
+
+
+def unbounded_shapes(texts) -> int:
+    """How many of the distinct shape texts `texts` hold a list of numbers that parse_shapes refuses for its size
+    (a dimension not finite or past MAX_DIM, more than MAX_DIMS dimensions): what a reader's screening says."""
+    return sum(isinstance(text, str) and any(
+        not shape and _numbers(part) for part, shape in zip(text.split(";"), _parse_shape_text(text)))
+        for text in set(texts))
+
+
+def _numbers(part: str) -> bool:
+    """Whether a shape's text is a non-empty list of numbers (NaN is none)."""
+    dims = [d for d in part.replace("[", "").replace("]", "").split(",") if d.strip()]
+    try:
+        return bool(dims) and all(float(d) == float(d) for d in dims)
+    except ValueError:
+        return False
 
 
 def cell_name(op_name: str) -> str:

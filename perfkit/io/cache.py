@@ -320,8 +320,10 @@ def store(entry: Path, run) -> bool:
 
     described = {"format": ENTRY_FORMAT, "run": run.path, "meta": run.meta.to_dict(), "warnings": run.warnings}
     try:
-        if json.loads(json.dumps(described, default=jsonable)) != described:
-            return False  # e.g. tuples would come back as lists: the cold read wins
+        # read back as fetch reads it: tuples would come back as lists, an integer past int64 (a 30-digit rank) as
+        # None, a non-finite float as None; the cold read wins
+        if boundedjson.loads(json.dumps(described, default=jsonable)) != described:
+            return False
     except (TypeError, ValueError):
         return False
     staging = staging_name(entry)

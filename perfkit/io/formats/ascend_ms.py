@@ -25,6 +25,7 @@ from ...core.units import US_PER_MS
 from ..trace_text import text_traces
 from .base import Parts, Reader, TraceFile
 from .files import guarded, json_object, rank_of, read_csv_table
+from .integers import RANK, STEP, checked, whole
 from .stages import stages_from_count, stages_from_pp_groups
 from .tables import string_codes, strings_at
 
@@ -138,7 +139,7 @@ def read_steps(folder: Path) -> dict[int, Parts]:
                     lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,
                                              parts.warnings))
     if trace is not None:
-        times = step_times(_trace_arrays(trace))
+        times = step_times(_trace_arrays(trace), STEP_TRACE, parts.warnings)
         unknown = np.full(len(times["step"]), np.nan)
         parts.tables["steps"] = pa.table({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
     return {rank: parts}
@@ -177,13 +178,17 @@ def read_profiler_info(folder: Path, parts: Parts) -> int:
         return named_rank if named_rank is not None else 0
     nested = [value for value in info.values() if isinstance(value, dict)]
     # rank_id is -1 in some single-device runs: that says nothing (and -1 is the run-wide key)
-    rank_id = next((scope["rank_id"] for scope in [info, *nested]
-                    if type(scope.get("rank_id")) is int and scope["rank_id"] >= 0), None)
+    rank_ids = [scope["rank_id"] for scope in [info, *nested] if type(scope.get("rank_id")) is int]
+    rank_id = next((rank for rank in rank_ids if whole(rank, RANK) is not None), None)
+    if rank_id is None and any(rank != -1 for rank in rank_ids):
+        parts.warnings.append(f"{path.name}: rank_id {rank_ids[0]} is not a rank (a whole number 0-{RANK.high:,}): "
+                              "rank 0 assumed")
+    rank = named_rank if named_rank is not None else rank_id if rank_id is not None else 0
     if isinstance(info.get("ms_version"), str) and info["ms_version"]:
         parts.meta["ms_version"] = info["ms_version"]
     stage_num = next((scope["stage_num"] for scope in [info, *nested] if "stage_num" in scope), None)
     rank_size = next((scope["rank_size"] for scope in [info, *nested] if "rank_size" in scope), None)
-    stages = stages_from_count(stage_num, rank_size)
+    stages = stages_from_count(stage_num, rank_size, [rank])
     if stages:
         parts.meta["pipeline_stages"] = stages
     mode = next((scope["context_mode"] for scope in [info, *nested] if "context_mode" in scope), None)
@@ -191,9 +196,7 @@ def read_profiler_info(folder: Path, parts: Parts) -> int:
         mode = mode.strip().lower()
     if type(mode) in (int, str) and CONTEXT_MODES.get(mode):
         parts.meta["mode"] = CONTEXT_MODES[mode]
-    if named_rank is not None:
-        return named_rank
-    return rank_id if rank_id is not None else 0
+    return rank
 
 
 class _Kernels:
@@ -349,13 +352,16 @@ def _op_types_from_kernels(kernels: _Kernels) -> pa.Table:
                      "count": np.bincount(kernels.type[typed], minlength=groups)[ids]})
 
 
-def step_times(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """step_trace_time.csv columns ({name: array}) in ms, with the old step trace's total and interval.
+def step_times(trace: dict[str, np.ndarray], file_name: str, warnings: list[str]) -> dict[str, np.ndarray]:
+    """step_trace_time.csv columns ({name: array}) in ms, with the old step trace's total and interval. A row
+    without a step is left out; one whose step is no step (`inf`, `1e300`, -1: formats/integers.py) too, said.
 
     numpy, not pandas: a cluster question runs this once per rank, hundreds of times.
     """
     step = trace["step"].astype(np.float64)
-    has_step = ~np.isnan(step)
+    written = np.flatnonzero(~np.isnan(step))
+    has_step = np.zeros(len(step), bool)
+    has_step[written] = checked(step[written], STEP, file_name, "Step", warnings, rows=written + 2)[1]
     missing = np.full(int(has_step.sum()), np.nan)
     ms = {column: trace[column].astype(np.float64)[has_step] / US_PER_MS if column in trace else missing
           for column in STEP_TRACE_COLUMNS if column != "step"}
@@ -377,7 +383,7 @@ def _trace_arrays(trace: pa.Table) -> dict[str, np.ndarray]:
 
 def _steps(trace: pa.Table, kernels: _Kernels | None, warnings: list[str]) -> pa.Table:
     """Step times with the forward/backward span from kernel scopes where named."""
-    times = step_times(_trace_arrays(trace))
+    times = step_times(_trace_arrays(trace), STEP_TRACE, warnings)
     spans = _forward_backward_spans(kernels, times["step"]) if kernels is not None else None
     if spans is None:
         times["fwd_bwd_ms"] = times["computing_ms"] + np.nan_to_num(times["comm_exposed_ms"], nan=0.0)

@@ -30,7 +30,8 @@ import pyarrow as pa
 from ..discovery import has_match
 from . import ascend_ms, communication
 from .base import Parts, Reader
-from .files import guarded, json_object, read_csv_table
+from .files import guarded, json_object, read_csv_table, with_folder_notes
+from .integers import RANK, STEP, checked, whole
 
 LAYOUT = "cluster_analysis"
 STEP_FILE = "cluster_step_trace_time.csv"
@@ -52,11 +53,11 @@ def read(folder: Path) -> dict[int, Parts]:
     trace = guarded(notes, folder / STEP_FILE, lambda p: read_csv_table(p, STEP_COLUMNS, ("step", "type", "index",
                                                                                           "computing", "free"),
                                                                          STEP_TYPES, notes.warnings))
-    steps, stages = _steps(trace.to_pandas()) if trace is not None else ({}, None)
+    steps, stages = _steps(trace.to_pandas(), notes.warnings) if trace is not None else ({}, None)
     if trace is None and not (folder / STEP_FILE).exists():
         notes.warnings.append(f"no {STEP_FILE} in {folder.name}: the ranks' step times are unknown")
-    ops = _per_rank(json_object(notes, folder / COMMUNICATION_FILE), by_source=False)
-    links = _per_rank(json_object(notes, folder / MATRIX_FILE), by_source=True)
+    ops = _per_rank(json_object(notes, folder / COMMUNICATION_FILE), False, COMMUNICATION_FILE, notes.warnings)
+    links = _per_rank(json_object(notes, folder / MATRIX_FILE), True, MATRIX_FILE, notes.warnings)
     ranks = sorted(set(steps) | set(ops) | set(links))
     result = {}
     for rank in ranks:
@@ -69,45 +70,60 @@ def read(folder: Path) -> dict[int, Parts]:
         if rank in links:
             parts.tables["comm_links"] = communication.comm_links_table(links[rank], parts.warnings, MATRIX_FILE)
         result[rank] = parts
-    if result:  # the file-wide notes once, on the first rank
-        result[ranks[0]].warnings[:0] = notes.warnings
-    return result
+    return with_folder_notes(result, notes.warnings)
 
 
-def _steps(trace: pd.DataFrame) -> tuple[dict[int, pd.DataFrame], list[list[int]] | None]:
-    """Per rank, its steps (step_trace_time.csv's split in ms, as the text export reads it); the stages' ranks."""
+def _steps(trace: pd.DataFrame, warnings: list[str]) -> tuple[dict[int, pd.DataFrame], list[list[int]] | None]:
+    """Per rank, its steps (step_trace_time.csv's split in ms, as the text export reads it); the stages' ranks.
+    A row whose Index is no rank or whose Step is no step is left out, said once (formats/integers.py)."""
     kinds = trace["type"].str.strip().str.lower()
     rows = trace[kinds == "rank"]
-    ranks = pd.to_numeric(rows["index"].str.strip(), errors="coerce")
+    ranks, known = checked(rows["index"], RANK, STEP_FILE, "Index", warnings, rows=rows.index + 2)
+    _, stepped = checked(rows["step"], STEP, STEP_FILE, "Step", warnings, rows=rows.index + 2)
+    keep = known & stepped
     steps = {}
-    for rank, frame in rows[ranks.notna()].groupby(ranks[ranks.notna()].astype("int64")):
+    for rank, frame in rows[keep].groupby(ranks[keep]):
         times = ascend_ms.step_times({column: frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
-                                       for column in ascend_ms.STEP_TRACE_COLUMNS if column in frame})
+                                       for column in ascend_ms.STEP_TRACE_COLUMNS if column in frame}, STEP_FILE,
+                                      warnings)
         unknown = np.full(len(times["step"]), np.nan)
         steps[int(rank)] = pd.DataFrame({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
-    stage_rows = trace[kinds == "stage"]
-    stages = sorted({tuple(int(r) for r in RANK_LIST.findall(str(index))) for index in stage_rows["index"]} - {()})
-    return steps, [list(stage) for stage in stages] or None
+    stages, refused = set(), []
+    for line, index in zip(trace.index[kinds == "stage"] + 2, trace["index"][kinds == "stage"]):
+        members = [whole(rank, RANK) for rank in RANK_LIST.findall(str(index))]
+        if None in members:
+            refused.append(str(line))
+        elif members:
+            stages.add(tuple(members))
+    if refused:
+        warnings.append(f"{STEP_FILE}: the Index of stage row(s) {', '.join(refused[:5])} lists a number that is "
+                        "not a rank: the stage left out")
+    return steps, [list(stage) for stage in sorted(stages)] or None
 
 
-def _per_rank(data: dict | None, by_source: bool) -> dict[int, dict]:
+def _per_rank(data: dict | None, by_source: bool, file_name: str, warnings: list[str]) -> dict[int, dict]:
     """The cluster file regrouped as one communication.json / communication_matrix.json per rank:
     {rank: {"step{N}": {kind: {op: value}}}}; the ops' per-rank entries (by_source False), or each link under
-    its source rank (by_source True)."""
+    its source rank (by_source True). An entry under a key that is no rank is left out, counted in a warning."""
     per_rank: dict[int, dict] = {}
+    refused = []
     for group, steps in (data or {}).items():
         kind = "p2p" if group == P2P_GROUP else "collective"
         for step, entries in (steps.items() if isinstance(steps, dict) else ()):
             for op, values in (entries.items() if isinstance(entries, dict) else ()):
                 for key, value in (values.items() if isinstance(values, dict) else ()):
-                    rank = str(key).partition("-")[0] if by_source else str(key)
-                    if not rank.isdecimal():
+                    rank = whole(str(key).partition("-")[0] if by_source else str(key), RANK)
+                    if rank is None:
+                        refused.append(str(key))
                         continue
-                    ops = per_rank.setdefault(int(rank), {}).setdefault(step, {}).setdefault(kind, {})
+                    ops = per_rank.setdefault(rank, {}).setdefault(step, {}).setdefault(kind, {})
                     if by_source:
                         ops.setdefault(op, {})[key] = value
                     else:
                         ops[op] = value
+    if refused:
+        warnings.append(f"{file_name}: {len(refused)} entr{'y' if len(refused) == 1 else 'ies'} under a key that is "
+                        f"not a rank (a whole number 0-{RANK.high:,}), such as {refused[0][:40]!r}: left out")
     return per_rank
 
 

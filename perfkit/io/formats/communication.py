@@ -34,6 +34,7 @@ from ..discovery import has_match
 from .ascend_ms import OUTPUT_DIR, read_profiler_info
 from .base import Parts, Reader
 from .files import is_real_number, json_object
+from .integers import RANK, whole
 
 COMMUNICATION = "communication.json"
 MATRIX = "communication_matrix.json"
@@ -261,8 +262,9 @@ def comm_links_table(data: dict, warnings: list[str], file_name: str = MATRIX) -
 def _link(pair: str, link: object, skipped: _Skipped) -> tuple | None:
     """(src, dst, link_type, size_mb, transit_ms, bandwidth_gb_s) of one "src-dst" entry; None when skipped."""
     src, dash, dst = str(pair).partition("-")
-    if not (dash and src.isdecimal() and dst.isdecimal()) or not isinstance(link, dict):
-        skipped.add("link(s) not written as \"src-dst\": {...}, skipped")
+    src, dst = whole(src, RANK), whole(dst, RANK)
+    if not (dash and src is not None and dst is not None) or not isinstance(link, dict):
+        skipped.add("link(s) not written as \"src-dst\" of two ranks: {...}, skipped")
         return None
     link_type = link.get("Transport Type")
     if link_type not in LINK_TYPES:
@@ -273,7 +275,7 @@ def _link(pair: str, link: object, skipped: _Skipped) -> tuple | None:
     bandwidth = _number(link.get("Bandwidth(GB/s)"), skipped, "Bandwidth(GB/s)")
     if math.isnan(bandwidth) and transit_ms > 0:
         bandwidth = size_mb / transit_ms  # MB per ms is GB per s
-    return int(src), int(dst), link_type, size_mb, transit_ms, bandwidth
+    return src, dst, link_type, size_mb, transit_ms, bandwidth
 
 
 # Not a unit: communication files add to the rank whose profiler folder they sit in.

@@ -18,7 +18,7 @@ from ...core.opnames import op_passes
 from ..discovery import has_match
 from . import ascend_ms
 from .base import Parts, Reader, TraceFile
-from .files import guarded, ranks_in, read_csv, read_text
+from .files import guarded, ranks_in, read_csv, read_text, with_folder_notes
 from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms
 
 FRAMEWORK_DIR = "FRAMEWORK"
@@ -57,16 +57,18 @@ def detect(folder: Path) -> bool:
 def folder_rank(folder: Path) -> int | None:
     """The rank a CPU profiler folder's FRAMEWORK/cpu_op_type_info_{r}.csv names (CPU folders have no
     profiler_info); None unless it names exactly one."""
-    ranks = ranks_in(folder / FRAMEWORK_DIR, (TYPE_FILE.format("*"),))
+    ranks = ranks_in(folder / FRAMEWORK_DIR, (TYPE_FILE.format("*"),), [])  # read() says what is refused
     return ranks[0] if len(ranks) == 1 else None
 
 
 def read(folder: Path) -> dict[int, Parts]:
     framework = folder / FRAMEWORK_DIR
-    ranks = ranks_in(framework, (TYPE_FILE.format("*"),))
+    notes: list[str] = []
+    ranks = ranks_in(framework, (TYPE_FILE.format("*"),), notes)
     if not ranks:
-        raise FileFormatError("holds cpu_op_type_info files without a rank in their names", framework)
-    return {rank: _read_rank(framework, rank) for rank in ranks}
+        raise FileFormatError(notes[0] if notes else "holds cpu_op_type_info files without a rank in their names",
+                              framework)
+    return with_folder_notes({rank: _read_rank(framework, rank) for rank in ranks}, notes)
 
 
 def _read_rank(framework: Path, rank: int) -> Parts:

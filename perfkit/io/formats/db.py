@@ -78,6 +78,7 @@ from .db_files import (
     unreadable,
 )
 from .files import guarded, read_csv_table
+from .integers import RANK, checked
 
 LAYOUT = "ascend_db"
 
@@ -374,18 +375,18 @@ def _comm_ops_from_op_table(database: Database) -> pd.DataFrame | None:
 def _payload_mb(database: Database, ops: pd.DataFrame) -> pd.Series | float:
     """Each op's payload in MB: its element count times its data type's bytes (ENUM_HCCL_DATA_TYPE); NaN where
     either is unknown or not positive."""
-    types = database.frame("ENUM_HCCL_DATA_TYPE")
+    types = database.enum("ENUM_HCCL_DATA_TYPE")
     if "count" not in ops or "data_type" not in ops or types is None:
         return np.nan
     width = pd.to_numeric(ops["data_type"], errors="coerce").map(
-        dict(zip(pd.to_numeric(types["id"], errors="coerce"), types["name"].map(HCCL_DATA_TYPE_BYTES))))
+        {key: HCCL_DATA_TYPE_BYTES.get(name) for key, name in types.items()})
     count = pd.to_numeric(ops["count"], errors="coerce")
     return (count * pd.to_numeric(width, errors="coerce") / COMM_BYTES_PER_MB).where(count > 0)
 
 
 def _step_of(database: Database, start_ns: pd.Series) -> pd.Series:
     """The STEP_TIME step each start falls in (start <= t < end), NA outside every step or without STEP_TIME."""
-    bounds = database.frame("STEP_TIME")
+    bounds = database.step_bounds()
     steps = pd.Series(pd.NA, index=start_ns.index, dtype="Int64")
     if bounds is None:
         return steps
@@ -398,20 +399,20 @@ def _steps(profiler: Database | None, analysis: Database | None, parts: Parts,
            scoped: bool = False) -> pd.DataFrame | None:
     """StepTraceTime's split (µs) with STEP_TIME's bounds as the total; either alone where the other is absent.
     `scoped`: kernel names carry MindSpore's Default/ and Gradients/ scopes, so forward+backward is a span."""
-    bounds = profiler.frame("STEP_TIME") if profiler is not None else None
+    bounds = profiler.step_bounds() if profiler is not None else None
     split = analysis.frame("StepTraceTime") if analysis is not None else None
     if split is not None:
         split = split.assign(step=_step_numbers(split["step"]))
         trace = {column: split[column].to_numpy(dtype=np.float64, na_value=np.nan)
                  for column in split.columns if column != "device"}
-        steps = pd.DataFrame(ascend_ms.step_times(trace))
+        steps = pd.DataFrame(ascend_ms.step_times(trace, f"{analysis.path.name}: StepTraceTime", parts.warnings))
     elif bounds is not None:
         steps = pd.DataFrame({"step": bounds["step"], "interval_ms": np.nan})
     else:
         return None
     if bounds is not None and len(bounds):
         wall_ms = pd.Series((bounds["end_ns"] - bounds["start_ns"]).to_numpy() / NS_PER_MS,
-                            index=bounds["step"].astype("int64"))
+                            index=bounds["step"])
         steps["total_ms"] = steps["step"].map(wall_ms).fillna(steps.get("total_ms", np.nan))
     spans = _spans(profiler) if scoped and bounds is not None else None
     if spans:
@@ -478,8 +479,7 @@ def _memory(database: Database) -> dict[str, pd.DataFrame]:
             "component": database.strings(record["component"]) if "component" in record else None,
             "device": _devices(record.get("device"))}))
     if module is not None:
-        names = database.frame("ENUM_MODULE")
-        by_id = dict(zip(names["id"], names["name"])) if names is not None else {}
+        by_id = database.enum("ENUM_MODULE") or {}
         frames.append(pd.DataFrame({
             "time_ms": _ms(module["time_ns"]), "allocated_mb": np.nan, "reserved_mb": _mb(module["reserved_bytes"]),
             "active_mb": np.nan, "component": memory.MODULE_PREFIX + module["module"].map(by_id).astype("string"),
@@ -522,6 +522,12 @@ def _communication(analysis: Database) -> dict[str, pd.DataFrame]:
     result = {}
     times = analysis.frame("CommAnalyzerTime")
     if times is not None:
+        named = times["name"].notna().to_numpy()
+        if not named.all():  # an op without a name is no op a view or a rule can name
+            analysis.warnings.append(f"{analysis.path.name}: CommAnalyzerTime: {int((~named).sum())} row(s) without "
+                                     "an op name (hccl_op_name NULL) left out")
+            times = times[named].reset_index(drop=True)
+    if times is not None and len(times):
         sizes = analysis.frame("CommAnalyzerBandwidth", ("name", "step", "link_type", "size_mb"))
         if sizes is not None and "link_type" in sizes:
             counted = sizes[sizes["link_type"].isin(communication.LINK_TYPES)
@@ -542,9 +548,13 @@ def _communication(analysis: Database) -> dict[str, pd.DataFrame]:
             links = links[totals]
         elif "op_name" in links:
             links = links.assign(name=links["op_name"].where(links["op_name"].astype("string") != "", links["name"]))
-        result["comm_links"] = links.assign(step=_step_numbers(links.get("step")),
-                                            src=pd.to_numeric(links["src"], errors="coerce"),
-                                            dst=pd.to_numeric(links["dst"], errors="coerce"))
+        src, known_src = checked(links["src"].tolist(), RANK, analysis.path.name, "CommAnalyzerMatrix.src_rank",
+                                 analysis.warnings)
+        dst, known_dst = checked(links["dst"].tolist(), RANK, analysis.path.name, "CommAnalyzerMatrix.dst_rank",
+                                 analysis.warnings)
+        known = known_src & known_dst
+        result["comm_links"] = links[known].assign(step=_step_numbers(links.get("step")), src=src[known],
+                                                   dst=dst[known])
     return result
 
 

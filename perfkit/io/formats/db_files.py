@@ -18,6 +18,7 @@ from ...core.files import open_regular
 from . import ascend_ms
 from .base import Parts
 from .files import rank_of
+from .integers import ID, RANK, STEP, checked, whole
 
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
 PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
@@ -169,6 +170,24 @@ class Database:
         rows = self.query(table, f'SELECT {", ".join(quoted(found[c]) for c in names)} FROM "{table}"')
         return None if rows is None else pd.DataFrame.from_records(rows, columns=names)
 
+    def enum(self, table: str) -> dict[int, str] | None:
+        """{id: name} of an ENUM_* table; a row whose id is no whole number is left out, said once naming the table
+        (pandas cannot look names up by ids that are not numbers). None where the table is absent or unreadable."""
+        names = self.frame(table)
+        if names is None:
+            return None
+        ids, known = checked(names["id"].tolist(), ID, self.path.name, f"{table}.id", self.warnings)
+        return dict(zip(ids[known].tolist(), names["name"][known]))
+
+    def step_bounds(self) -> pd.DataFrame | None:
+        """STEP_TIME (step, start_ns, end_ns); a row whose id is no step (formats/integers.py: `inf`, 1e300, -1,
+        text) left out, said once. None where the table is absent or unreadable."""
+        bounds = self.frame("STEP_TIME")
+        if bounds is None:
+            return None
+        steps, known = checked(bounds["step"].tolist(), STEP, self.path.name, "STEP_TIME.id", self.warnings)
+        return bounds[known].assign(step=steps[known]).reset_index(drop=True)
+
     def string_column(self, ids: pa.Array) -> pa.Array:
         """STRING_IDS values of an int64 array of ids, as an Arrow string array (null where none)."""
         import pyarrow.compute as pc
@@ -258,7 +277,11 @@ def database_rank(folder: Path, profiler: Path | None, database: Database | None
     if named is not None:
         return named
     mapped = database.frame("RANK_DEVICE_MAP") if database else None
-    ranks = pd.to_numeric(mapped["rank"], errors="coerce") if mapped is not None and "rank" in mapped else None
-    if ranks is not None and len(ranks) and ranks.iloc[0] >= 0:  # -1: not set
-        return int(ranks.iloc[0])
-    return 0
+    if mapped is None or "rank" not in mapped or not len(mapped):
+        return 0
+    value = mapped["rank"].iloc[0]
+    rank = whole(value, RANK)
+    if rank is None and not (isinstance(value, (int, float)) and value == -1):  # -1: not set
+        parts.warnings.append(f"{profiler.name}: RANK_DEVICE_MAP's rankId {value!r:.40} is not a rank (a whole number "
+                              f"0-{RANK.high:,}): rank 0 assumed")
+    return rank if rank is not None else 0

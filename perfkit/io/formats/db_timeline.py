@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-import pandas as pd
 import pyarrow as pa
 
 from ...core.errors import FileFormatError
@@ -33,7 +32,7 @@ def step_bounds_us(path: Path) -> dict[int, list[float]]:
     """Per step, [start, end] in µs from STEP_TIME (the timeline's steps where no ProfilerStep event marks them)."""
     database = Database(path, [])
     try:
-        bounds = database.frame("STEP_TIME")
+        bounds = database.step_bounds()
     finally:
         database.close()
     if bounds is None:
@@ -41,7 +40,7 @@ def step_bounds_us(path: Path) -> dict[int, list[float]]:
     # int(): an int64 ns near 1.7e18 is not exact as a float; Python's int / int rounds once, correctly
     return {int(step): [int(start) / NS_PER_US, int(end) / NS_PER_US]
             for step, start, end in zip(bounds["step"], bounds["start_ns"], bounds["end_ns"])
-            if pd.notna(start) and pd.notna(end) and end >= start}
+            if type(start) is int and type(end) is int and end >= start}  # a REAL inf or a text is no time
 
 
 def traces(folder: Path) -> list[TraceFile]:

@@ -18,20 +18,39 @@ from ...core.errors import FileFormatError
 from ...core.files import open_regular
 from ...core.units import BYTES_PER_MB
 from .base import Parts
+from .integers import RANK, whole
 
 RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
 
 
 def rank_of(file_name: str) -> int | None:
-    """The rank in a file name such as `aicore_intermediate_3_type.csv` or `framework_raw_0.csv`."""
+    """The rank in a file name such as `aicore_intermediate_3_type.csv` or `framework_raw_0.csv`; None where the
+    name has none or its number is no rank (formats/integers.py: a 20-digit "rank" is not one)."""
     match = RANK_SUFFIX.search(file_name)
-    return int(match.group(1)) if match else None
+    return whole(match.group(1), RANK) if match else None
 
 
-def ranks_in(folder: Path, patterns: Iterable[str]) -> list[int]:
-    """The ranks named by the files of `folder` that match any of the glob `patterns`, sorted."""
-    return sorted({rank for pattern in patterns for path in folder.glob(pattern)
-                   if (rank := rank_of(path.name)) is not None})
+def ranks_in(folder: Path, patterns: Iterable[str], warnings: list[str]) -> list[int]:
+    """The ranks named by the files of `folder` that match any of the glob `patterns`, sorted; a file whose name's
+    number is no rank is said in `warnings` and not read."""
+    ranks, refused = set(), []
+    for path in sorted({path for pattern in patterns for path in folder.glob(pattern)}):
+        rank = rank_of(path.name)
+        if rank is not None:
+            ranks.add(rank)
+        elif RANK_SUFFIX.search(path.name):
+            refused.append(path.name)
+    if refused:
+        warnings.append(f"skipped {', '.join(refused[:5])}{' and more' if len(refused) > 5 else ''}: the number in "
+                        f"the name is not a rank (a whole number 0-{RANK.high:,})")
+    return sorted(ranks)
+
+
+def with_folder_notes(result: dict[int, Parts], warnings: list[str]) -> dict[int, Parts]:
+    """`result` with what was said of the whole folder (`warnings`) once, first on its first rank."""
+    if result and warnings:
+        result[min(result)].warnings[:0] = warnings
+    return result
 
 
 def is_real_number(value: Any) -> bool:

@@ -27,7 +27,7 @@ from ...core.units import NS_PER_MS, TICKS_PER_MS, US_PER_MS
 from ..discovery import has_match
 from . import legacy
 from .base import Parts, Reader
-from .files import guarded, ranks_in, read_csv, read_text
+from .files import guarded, ranks_in, read_csv, read_text, with_folder_notes
 from .legacy import read_profiler_info
 from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms
 
@@ -70,10 +70,11 @@ def detect(folder: Path) -> bool:
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    ranks = ranks_in(folder, RANK_PATTERNS)
+    notes: list[str] = []
+    ranks = ranks_in(folder, RANK_PATTERNS, notes)
     if not ranks:
-        raise FileFormatError("holds GPU profiler files without a rank in their names", folder)
-    return {rank: _read_rank(folder, rank) for rank in ranks}
+        raise FileFormatError(notes[0] if notes else "holds GPU profiler files without a rank in their names", folder)
+    return with_folder_notes({rank: _read_rank(folder, rank) for rank in ranks}, notes)
 
 
 def _read_rank(folder: Path, rank: int) -> Parts:

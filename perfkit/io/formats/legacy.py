@@ -23,7 +23,18 @@ from ...core.units import TICKS_PER_MS, TICKS_PER_US
 from ..discovery import has_match
 from ..trace_text import LEGACY_ASCEND, text_traces
 from .base import Parts, Reader, TraceFile
-from .files import csv_header, guarded, is_real_number, rank_of, ranks_in, read_csv, read_json_object, read_text
+from .files import (
+    csv_header,
+    guarded,
+    is_real_number,
+    rank_of,
+    ranks_in,
+    read_csv,
+    read_json_object,
+    read_text,
+    with_folder_notes,
+)
+from .integers import RANK, STEP, checked, whole
 from .stages import stages_from_cluster_file
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
@@ -137,11 +148,14 @@ def detect(folder: Path) -> bool:
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    ranks = ranks_in(folder, RANK_PATTERNS)
+    notes: list[str] = []
+    ranks = ranks_in(folder, RANK_PATTERNS, notes)
+    if not ranks and notes:
+        raise FileFormatError(notes[0], folder)
     if not ranks:
         return {}  # only a timeline: nothing in the model comes from it
-    data_mode = _data_mode(folder)
-    return {rank: _read_rank(folder, rank, data_mode) for rank in ranks}
+    data_mode, stages = _data_mode(folder), stages_from_cluster_file(folder, ranks)
+    return with_folder_notes({rank: _read_rank(folder, rank, data_mode, stages) for rank in ranks}, notes)
 
 
 def read_steps(folder: Path) -> dict[int, Parts]:
@@ -168,9 +182,9 @@ def _data_mode(folder: Path) -> str | None:
     return None
 
 
-def _read_rank(folder: Path, rank: int, data_mode: str | None) -> Parts:
+def _read_rank(folder: Path, rank: int, data_mode: str | None, stages: list[list[int]] | None) -> Parts:
     parts = Parts(meta={"device": "Ascend", "layout": "legacy", "data_mode": data_mode, "framework": "mindspore",
-                        "pipeline_stages": stages_from_cluster_file(folder)})
+                        "pipeline_stages": stages})
 
     def load(pattern, reader):
         return guarded(parts, folder / pattern.format(rank), reader)
@@ -287,9 +301,9 @@ def _ops(details: pd.DataFrame, framework: pd.DataFrame | None) -> pd.DataFrame:
     return ops
 
 
-def _step_rows(path: Path) -> tuple[pd.DataFrame, dict[str, str | None], pd.Series]:
+def _step_rows(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, dict[str, str | None], pd.Series]:
     """(the step rows as text, STEP_COLUMNS -> the file's header, step numbers): the average row at the end
-    and rows that are not a positive step dropped."""
+    and step 0 dropped, a row whose step is no step (formats/integers.py) left out with a warning."""
     text = read_text(path)
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, skip_blank_lines=True, on_bad_lines="skip")
@@ -306,8 +320,9 @@ def _step_rows(path: Path) -> tuple[pd.DataFrame, dict[str, str | None], pd.Seri
     marks = frame[found["step"]].fillna("").str.strip()
     if len(frame) and marks.iloc[-1] in AVERAGE_STEP_MARKS:
         frame, marks = frame.iloc[:-1], marks.iloc[:-1]
-    step = pd.to_numeric(marks, errors="coerce")
-    frame = frame[step.notna() & (step > 0)]
+    numbers, known = checked(marks, STEP, path.name, found["step"], warnings, rows=frame.index + 2)
+    step = pd.Series(numbers, index=frame.index)
+    frame = frame[known & (numbers > 0)]
     if not len(frame):
         raise FileFormatError("has no step rows (only a header or the average row)", path)
     return frame, found, step
@@ -316,7 +331,7 @@ def _step_rows(path: Path) -> tuple[pd.DataFrame, dict[str, str | None], pd.Seri
 def step_bounds_us(path: Path) -> dict[int, list[float]]:
     """Per step, [start_point, end_point] in µs: the device clock output_timeline_data_{r}.txt's op times are
     on (the timeline of a legacy run without its JSON timeline, perfkit/io/timeline.py)."""
-    frame, found, step = _step_rows(path)
+    frame, found, step = _step_rows(path, [])  # the load has said what the rows lack
     if found["start"] is None or found["end"] is None:
         return {}
     start = pd.to_numeric(frame[found["start"]].str.strip(), errors="coerce") / TICKS_PER_US
@@ -328,7 +343,7 @@ def step_bounds_us(path: Path) -> dict[int, list[float]]:
 
 def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     """One row per step in ms; the average row at the end is dropped."""
-    frame, found, step = _step_rows(path)
+    frame, found, step = _step_rows(path, warnings)
 
     def ticks(column: str | None) -> pd.Series:  # step trace times are 10 ns ticks
         if column is None:
@@ -367,7 +382,7 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
 def _comm_spans(path: Path) -> dict[tuple[int, str], tuple[float, float]]:
     """{(step, communication op column): (its start, its ms) in that step} of a step trace, ms on the device's
     10 ns tick counter."""
-    frame, _, step = _step_rows(path)
+    frame, _, step = _step_rows(path, [])  # the same file as _read_steps, which says what its rows lack
     spans = {}
     for start in (c for c in frame.columns if c.startswith(COMM_PREFIX) and c.endswith(START_SUFFIX)):
         name = start[:-len(START_SUFFIX)]
@@ -401,8 +416,12 @@ def _read_hccl(path: Path, spans: dict[tuple[int, str], tuple[float, float]], wa
     average row is left out, a step written twice is read once; a value that is no non-negative number, or a
     cell or entry that is not what hccl_parser writes, is unknown or skipped, counted in one warning per problem."""
     frame = read_csv(path, HCCL_COLUMNS, ("step", "transit_ms", "wait_ms"), HCCL_TYPES, warnings)
-    steps = pd.to_numeric(frame["step"].str.strip(), errors="coerce")
-    frame, steps = frame[steps > 0], steps[steps > 0]
+    average = frame["step"].str.strip().isin(AVERAGE_STEP_MARKS)
+    frame = frame[~average]
+    numbers, known = checked(frame["step"], STEP, path.name, HCCL_COLUMNS["step"][0], warnings,
+                             rows=frame.index + 2)
+    steps = pd.Series(numbers, index=frame.index)
+    frame, steps = frame[known & (numbers > 0)], steps[known & (numbers > 0)]
     if not len(frame):
         raise FileFormatError("has no step rows (only a header or the average row)", path)
     problems: Counter = Counter()
@@ -419,7 +438,7 @@ def _read_hccl(path: Path, spans: dict[tuple[int, str], tuple[float, float]], wa
 
     rows, links = [], []
     cells = (frame[column] if column in frame else [None] * len(frame) for column in ("ops", "links"))
-    for step, transit, wait, cell, link_cell in zip(steps.astype("int64"), frame["transit_ms"], frame["wait_ms"],
+    for step, transit, wait, cell, link_cell in zip(steps, frame["transit_ms"], frame["wait_ms"],
                                                     *cells):
         ops = _json_cell(cell) if cell is not None else None
         if cell is not None and not isinstance(ops, dict):
@@ -453,7 +472,8 @@ def _hccl_links(step: int, name: str, info: object, measured, problems: Counter)
     rows = []
     for pair, by_type in info.items():
         src, dash, dst = str(pair).partition("-")
-        if not (dash and src.isdecimal() and dst.isdecimal()) or not isinstance(by_type, dict):
+        src, dst = whole(src, RANK), whole(dst, RANK)
+        if not (dash and src is not None and dst is not None) or not isinstance(by_type, dict):
             problems["link_info entries not written as \"src-dst\": {type: [...]}, skipped"] += 1
             continue
         for link_type, values in by_type.items():
@@ -462,7 +482,7 @@ def _hccl_links(step: int, name: str, info: object, measured, problems: Counter)
                 continue
             transit_ms, size_mb = measured(values[0], "link time"), measured(values[1], "link size") / HCCL_KB_PER_MB
             bandwidth = size_mb / transit_ms if transit_ms > 0 else np.nan  # MB per ms is GB per s
-            rows.append((step, name, int(src), int(dst), "LOCAL" if src == dst else link_type, size_mb, transit_ms,
+            rows.append((step, name, src, dst, "LOCAL" if src == dst else link_type, size_mb, transit_ms,
                          bandwidth))
     return rows
 

@@ -10,6 +10,7 @@ cpu_util <- minddata_cpu_utilization_{r}.json.
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,17 @@ from ...core.errors import FileFormatError
 from ...core.units import NS_PER_MS, US_PER_MS
 from ..discovery import has_match
 from .base import Parts, Reader
-from .files import guarded, is_readable_file, is_real_number, ranks_in, read_csv, read_json_object, read_text
+from .files import (
+    guarded,
+    is_readable_file,
+    is_real_number,
+    ranks_in,
+    read_csv,
+    read_json_object,
+    read_text,
+    with_folder_notes,
+)
+from .integers import COUNT, ID, checked, whole, wholes
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
@@ -67,8 +78,11 @@ def detect(folder: Path) -> bool:
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    ranks = ranks_in(folder, PATTERNS)
-    return {rank: _read_rank(folder, rank) for rank in ranks}
+    notes: list[str] = []
+    ranks = ranks_in(folder, PATTERNS, notes)
+    if not ranks and notes:
+        raise FileFormatError(notes[0], folder)
+    return with_folder_notes({rank: _read_rank(folder, rank) for rank in ranks}, notes)
 
 
 def _read_rank(folder: Path, rank: int) -> Parts:
@@ -151,17 +165,35 @@ def _read_pipeline_summary(path: Path, warnings: list[str]) -> pd.DataFrame:
         values = pd.to_numeric(frame[column], errors="coerce")
         return values.where(values >= 0) / scale
 
-    op_ids = pd.to_numeric(frame["op_id"], errors="coerce")
-    if op_ids.isna().any():
-        raise FileFormatError("has op_ids that are not numbers", path)
+    def counts(column: str) -> pd.Series:
+        """A column of whole numbers, NA where -1 (none) or, said once, where the value is no whole number."""
+        numbers, counted = wholes(frame[column].tolist(), ID)
+        written = [value is not None and value != -1 for value in frame[column]]
+        refused = int((~counted & written).sum())
+        if refused:
+            warnings.append(f"{path.name}: {refused} {SUMMARY_FIELDS[column]} value(s) not a whole number "
+                            f"0-{ID.high:,}, treated as unknown")
+        return pd.Series(pd.array(numbers, dtype="Int64")).where(counted)
+
+    op_ids, counted = wholes(frame["op_id"].tolist(), ID)
+    if not counted.all():
+        raise FileFormatError("has op_ids that are not whole numbers", path)
+    children = [[_op_id(child) for child in kids] if isinstance(kids, list) else [] for kids in frame["children"]]
+    refused = sum(child is None for kids in children for child in kids)
+    if refused:
+        warnings.append(f"{path.name}: {refused} children_ids value(s) not an op id, left out")
     return pd.DataFrame({
-        "op_id": op_ids.astype("int64"), "op_type": frame["op_type"].astype("string"),
-        "workers": known("workers").where(lambda w: w > 0).astype("Int64"),
+        "op_id": op_ids, "op_type": frame["op_type"].astype("string"),
+        "workers": counts("workers").where(lambda w: w > 0),
         "queue_usage": known("queue_usage", 100.0), "queue_empty_pct": known("queue_empty_pct"),
         "queue_length": pd.Series(pd.NA, index=frame.index, dtype="Int64"),
-        "parent_id": known("parent_id").astype("Int64"),
-        "children": [[int(c) for c in kids if isinstance(c, int)] if isinstance(kids, list) else []
-                     for kids in frame["children"]]})
+        "parent_id": counts("parent_id"),
+        "children": [[child for child in kids if child is not None] for kids in children]})
+
+
+def _op_id(value) -> int | None:
+    """An op id of a JSON list: an integer that is a whole number of integers.ID (no float, no bool)."""
+    return whole(value, ID) if type(value) is int else None
 
 
 def _topology(pipeline: pd.DataFrame) -> list[tuple[int, str, tuple[int, ...]]]:
@@ -193,26 +225,35 @@ def _read_pipeline_json(path: Path, warnings: list[str]) -> pd.DataFrame:
         _check_op(op, path)
     if 0 not in by_id:
         raise FileFormatError("has no op 0 (the pipeline's root)", path)
-    rows, parent_of, pending = [], {0: None}, [0]
+    rows, parent_of, pending, placed, refused = [], {0: None}, deque([0]), {0}, 0
     while pending:
-        op = by_id[pending.pop(0)]
+        op = by_id[pending.popleft()]
+        workers = op.get("num_workers")
+        if workers is not None and whole(workers, COUNT) is None:
+            refused += 1
+            workers = None
         children = _measured_children(op, by_id)
         queue = _output_queue(op)
         sizes = np.asarray(queue.get("size") or [], dtype="float64")
         length = queue.get("length")
         rows.append({
-            "op_id": op["op_id"], "op_type": op.get("op_type"), "workers": op.get("num_workers"),
+            "op_id": op["op_id"], "op_type": op.get("op_type"), "workers": workers,
             "queue_usage": sizes.mean() / length if len(sizes) and length else np.nan,
             "queue_empty_pct": 100.0 * (sizes == 0).mean() if len(sizes) else np.nan,
             "queue_length": length, "children": children, "parent_id": parent_of[op["op_id"]]})
         for child in children:
             parent_of[child] = op["op_id"]
-        pending += [child for child in children if child not in {row["op_id"] for row in rows}]
+        pending += [child for child in children if child not in placed]
+        placed.update(children)
+    if refused:
+        warnings.append(f"{path.name}: {refused} num_workers value(s) not a count (a whole number 0-{COUNT.high:,}), "
+                        "treated as unknown")
     return pd.DataFrame(rows).sort_values("op_id").reset_index(drop=True)
 
 
 def _is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """An op id as the pipeline files write it: an integer (no float, no bool) within integers.ID."""
+    return type(value) is int and whole(value, ID) is not None
 
 
 def _output_queue(op: dict) -> dict:
@@ -246,9 +287,9 @@ def _check_op(op: dict, path: Path) -> None:
 
 def _measured_children(op: dict, by_id: dict) -> list[int]:
     """An op's children, each one without output-queue metrics replaced by its own children, recursively."""
-    children, pending, seen = [], list(op.get("children") or []), set()
+    children, pending, seen = [], deque(op.get("children") or []), set()
     while pending:
-        child_id = pending.pop(0)
+        child_id = pending.popleft()
         child = by_id.get(child_id)
         if child is None or child_id in seen:
             continue  # a dangling id, or a cycle in a corrupt file
@@ -307,27 +348,33 @@ def _whitespace_rows(path: Path, min_fields: int, warnings: list[str]) -> list[l
 def _read_host_queue(path: Path, warnings: list[str]) -> pd.DataFrame:
     """Queue records (`1 capacity batch size [timestamp]`) -> batch, size, capacity."""
     rows = _whitespace_rows(path, QUEUE_MIN_FIELDS, warnings)
-    frame = pd.DataFrame([r[:QUEUE_MIN_FIELDS] for r in rows], columns=["type", "capacity", "batch", "size"])
-    frame = frame.apply(pd.to_numeric, errors="coerce")
-    bad = int(frame.isna().any(axis=1).sum())
+    kinds, typed = wholes([r[0] for r in rows], COUNT)
+    records = [r for r, kind in zip(rows, kinds * typed) if kind == QUEUE_RECORD]  # other records' fields are not read
+    columns = ["capacity", "batch", "size"]
+    fields = [wholes([r[at] for r in records], COUNT) for at in range(1, QUEUE_MIN_FIELDS)]
+    counted = np.logical_and.reduce([keep for _, keep in fields]) if records else np.zeros(0, bool)
+    bad = int((~typed).sum() + (~counted).sum())
     if bad:
-        warnings.append(f"{path.name}: skipped {bad} line(s) with a field that is not a number")
-    frame = frame.dropna()
-    queue = frame[frame["type"] == QUEUE_RECORD]
+        warnings.append(f"{path.name}: skipped {bad} line(s) with a field that is not a count (a whole number "
+                        f"0-{COUNT.high:,})")
+    queue = pd.DataFrame({column: numbers[counted] for column, (numbers, _) in zip(columns, fields)})
     if not len(queue):
         raise FileFormatError("has no queue records (lines starting with 1)", path)
-    return queue[["batch", "size", "capacity"]].astype("int64").reset_index(drop=True)
+    return queue[["batch", "size", "capacity"]].reset_index(drop=True)
 
 
 def _read_getnext(path: Path, ticks_per_ms: float, warnings: list[str]) -> pd.DataFrame:
     """`GetNext[_dequeue_wait] start end queue_size` -> one row per dequeue."""
     rows = [r for r in _whitespace_rows(path, GETNEXT_FIELDS, warnings) if r[0].startswith("GetNext")]
     frame = pd.DataFrame([r[1:GETNEXT_FIELDS] for r in rows], columns=["start", "end", "size"])
-    frame = frame.apply(pd.to_numeric, errors="coerce").dropna()
+    times = frame[["start", "end"]].apply(pd.to_numeric, errors="coerce")
+    sizes, counted = checked(frame["size"], COUNT, path.name, "queue size", warnings)
+    timed = times.notna().all(axis=1).to_numpy()
+    frame, sizes = times[timed & counted], sizes[timed & counted]
     if not len(frame):
         raise FileFormatError("has no GetNext records", path)
-    return pd.DataFrame({"batch": np.arange(1, len(frame) + 1), "size": frame["size"].astype("int64"),
-                         "capacity": pd.NA, "wait_ms": (frame["end"] - frame["start"]) / ticks_per_ms})
+    return pd.DataFrame({"batch": np.arange(1, len(frame) + 1), "size": sizes,
+                         "capacity": pd.NA, "wait_ms": ((frame["end"] - frame["start"]) / ticks_per_ms).to_numpy()})
 
 
 def _read_cpu(path: Path, warnings: list[str]) -> pd.DataFrame:

@@ -43,6 +43,8 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
                     parts.warnings.append(f"rank {rank}: op_types: dropped {int((~timed).sum())} op type(s) "
                                           "without a total time")
                     frame = rows_where(frame, timed)
+            if "input_shapes" in names:
+                _say_unbounded_shapes(frame, name, rank, parts.warnings)
             if name in REPEATABLE and REPEATABLE[name].key in names and _repeats(frame, REPEATABLE[name].key):
                 frame = _without_repeated_rows(frame, name, rank, parts.warnings)
             if name == "steps" and "step" in names:
@@ -55,10 +57,10 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
 
 
 def _representable(frame: Table, name: str, rank: int, warnings: list[str]) -> Table:
-    """`frame` with each value of its schema's numeric columns that the column's type cannot hold made
-    unknown (NA), counted in a warning per column; `*_ms` columns are left to screened's duration check
-    (which also refuses negatives). Object columns (tables built from JSON) are checked value by value,
-    numeric ones with numpy; an Arrow table's columns are typed, and only its floats can hold such values."""
+    """`frame` with each value of its schema's numeric columns that the column's type cannot hold (past int64, a
+    fraction in an integer column, not finite) made unknown (NA), counted in a warning per column; `*_ms` columns
+    are left to screened's duration check (which also refuses negatives). Object columns (tables built from JSON)
+    are checked value by value, numeric ones with numpy; an Arrow table's columns are typed, and only its floats can hold such values."""
     from ...core.model import SCHEMA
     arrow = is_arrow(frame)
     names = column_names(frame)
@@ -79,15 +81,34 @@ def _representable(frame: Table, name: str, rank: int, warnings: list[str]) -> T
             bad = np.fromiter((not _holds(value, integer) for value in values), bool, len(values))
         elif pd.api.types.is_float_dtype(values.dtype):
             numbers = values if arrow else values.to_numpy(dtype=np.float64, na_value=np.nan)
-            bad = np.isinf(numbers) | ((np.abs(numbers) >= 2.0**63) if integer else False)
+            with np.errstate(invalid="ignore"):
+                past = (np.abs(numbers) >= 2.0**63) | (np.floor(numbers) != numbers) if integer else False
+                bad = np.isinf(numbers) | (past & ~np.isnan(numbers))
         else:
             continue
         if bad.any():
             warnings.append(f"rank {rank}: {name}.{column}: {int(bad.sum())} value(s) "
-                            f"{'out of the int64 range' if integer else 'not finite'} treated as unknown")
+                            f"{'not whole numbers in the int64 range' if integer else 'not finite'} treated as unknown")
             frame = (with_column(frame, column, np.where(bad, np.nan, values)) if arrow else
                      frame.assign(**{column: values.where(~bad, None if values.dtype == object else np.nan)}))
     return frame
+
+
+def _say_unbounded_shapes(frame: Table, name: str, rank: int, warnings: list[str]) -> None:
+    """Shapes whose dimensions no tensor has (`1e400`, `inf`) are read as unknown by op_work.parse_shapes; said here,
+    once per table, since their op's work (FLOPs) is then unknown."""
+    from ...core.op_work import MAX_DIM, unbounded_shapes
+    if is_arrow(frame):
+        import pyarrow.compute as pc
+        column = frame.column("input_shapes")
+        distinct = pc.unique(column.combine_chunks().dictionary if hasattr(column.type, "value_type")
+                             else column).to_pylist()
+    else:
+        distinct = frame["input_shapes"].dropna().unique().tolist()
+    count = unbounded_shapes(distinct)
+    if count:
+        warnings.append(f"rank {rank}: {name}.input_shapes: {count} shape(s) with a dimension that is not a number "
+                        f"up to {MAX_DIM:,} read as unknown (the op's work is unknown)")
 
 
 def _text_column(frame: pd.DataFrame, column: str, name: str, rank: int, warnings: list[str]) -> pd.DataFrame:
@@ -110,7 +131,8 @@ def _holds(value: Any, integer: bool) -> bool:
         return True
     if isinstance(value, (int, np.integer)):
         return -2**63 <= int(value) < 2**63 if integer else abs(int(value)) < 2**1023
-    return np.isnan(value) or (np.isfinite(value) and (not integer or abs(value) < 2.0**63))
+    return np.isnan(value) or (np.isfinite(value) and (not integer or abs(value) < 2.0**63
+                                                       and float(value).is_integer()))
 
 
 class Keyed(NamedTuple):
