@@ -31,7 +31,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
             "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64",
-            "min_ms": "float64"},
+            "min_ms": "float64", "first_step_ms": "float64", "first_step_calls": "Int64"},
     # One row per profiled step. interval = waiting for data/host before forward starts, fwd_bwd = forward+backward
     # compute, tail = after backward (optimizer, all-reduce tail); a layout that knows only each step's total (a
     # training log, recorded step times) leaves the three NA. comm_ms = time inside the step covered by communication
@@ -64,7 +64,8 @@ SCHEMA: dict[str, dict[str, str]] = {
     "cells": {"rank": "int64", "path": "string", "forward_ms": "float64", "backward_ms": "float64",
               "other_ms": "float64", "calls": "float64", "flops": "float64", "flops_ms": "float64",
               "ops": "int64", "moved_ops": "int64", "shared_ops": "int64", "dense_unknown_ops": "int64",
-              "dense_unknown_ms": "float64"},
+              "dense_unknown_ms": "float64", "first_forward_ms": "float64", "first_backward_ms": "float64",
+              "first_other_ms": "float64", "first_calls": "float64", "first_flops_ms": "float64"},
     # Host-side data queue (MindData -> device/iterator), one sample per batch.
     "host_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "int64"},
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
@@ -110,8 +111,11 @@ SCHEMA: dict[str, dict[str, str]] = {
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "op_types": {"share", "file_share"},
-    # max_ms / min_ms: longest / shortest single call, where calls are timed
-    "ops": {"input_shapes", "input_dtypes", "max_ms", "min_ms"},
+    # max_ms / min_ms: longest / shortest single call, where calls are timed; first_step_ms / first_step_calls:
+    # the op's runs in the rank's first step or outside every step, where runs are timed (formats/steps.py)
+    "ops": {"input_shapes", "input_dtypes", "max_ms", "min_ms", "first_step_ms", "first_step_calls"},
+    # first_*: the Cell's op time and calls in the first step or outside every step, where op runs are timed
+    "cells": {"first_forward_ms", "first_backward_ms", "first_other_ms", "first_calls", "first_flops_ms"},
     "steps": {"interval_ms", "fwd_bwd_ms", "tail_ms", "computing_ms", "comm_ms", "comm_exposed_ms",
               "comm_overlapped_ms", "comm_receive_ms", "comm_collective_ms", "comm_tail_ms", "busy_ms", "free_ms",
               "preparing_ms", "bubble_ms", "warmup"},

@@ -19,7 +19,7 @@ from ..discovery import has_match
 from . import ascend_ms
 from .base import Parts, Reader, TraceFile
 from .files import guarded, ranks_in, read_csv, read_text
-from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms
+from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms, with_first_step_time
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -194,4 +194,4 @@ def traces(folder: Path) -> list[TraceFile]:
 
 # CPU steps come from the op timestamps (formats/steps.py): no step file to read alone.
 READER = Reader(name="cpu", provides=frozenset({"op_types", "ops", "op_events"}), detect=detect, read=read,
-                looks_for="FRAMEWORK/cpu_op_*", ops_cover_device=True, traces=traces)
+                looks_for="FRAMEWORK/cpu_op_*", ops_cover_device=True, traces=traces, finish=with_first_step_time)

@@ -36,6 +36,8 @@ TIMELINE_LANE_PX = 22
 # ("Thread 0" the outermost: Default, Gradients); the rows are named for what they hold.
 SCOPE_PROCESS = "Scope Layer"
 SCOPE_ROWS = "Cell scopes"
+# A merged bar's opacity is its busy share, but never so faint that it cannot be seen.
+MIN_OPACITY = 0.2
 # The step ledger's split of the step, drawn as a lane of its own above the trace's (never merged, never cut).
 BAND_PROCESS = "step ledger"
 BAND_LANE = "where the step's time goes"
@@ -196,8 +198,8 @@ def _band_parts(split: pd.Series, causes: pd.DataFrame, pynative: bool) -> list[
     if len(known) == 3:
         waits = causes[causes["cause"].isin(list(INTERVAL_CATEGORY))]
         cause = waits.loc[waits["ms"].idxmax(), "cause"] if len(waits) else "unknown"
-        return [(f"{CAUSES[cause].label} {ms(interval)}" if cause != "unknown" else f"before the first op {ms(interval)}",
-                 INTERVAL_CATEGORY[cause], float(interval)),
+        named = CAUSES[cause].label if cause != "unknown" else "before the first op"
+        return [(f"{named} {ms(interval)}", INTERVAL_CATEGORY[cause], float(interval)),
                 (f"forward+backward {ms(fwd_bwd)}", "compute", float(fwd_bwd)),
                 (f"tail (optimizer, sync) {ms(tail)}", "compute", float(tail))]
     total = split.get("total_ms")
@@ -238,7 +240,8 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
                                       f"<br>cut at the window's edge: runs {us / US_PER_MS:,.3f} ms in all")
         fig.add_bar(y=part["label"], x=part["dur_us"] / US_PER_MS, base=(part["start_us"] - zero) / US_PER_MS,
                     orientation="h", name=category, marker_color=TIMELINE_COLORS.get(category, "#9c755f"),
-                    marker_opacity=np.maximum(part["busy"].to_numpy(), 0.2), marker_line_width=0, customdata=np.stack([part["name"].astype(str), shapes, cut], axis=1),
+                    marker_opacity=np.maximum(part["busy"].to_numpy(), MIN_OPACITY), marker_line_width=0,
+                    customdata=np.stack([part["name"].astype(str), shapes, cut], axis=1),
                     hovertemplate="%{customdata[0]}<br>%{x:.3f} ms at %{base:.3f} ms<br>%{customdata[1]}"
                                   "%{customdata[2]}<extra>" + category + "</extra>")
     note = f" · {merged_away:,} tiny events merged into neighbours" if merged_away else ""
