@@ -47,7 +47,9 @@ def raw_executions() -> list[tuple[int, int, str]]:
 def pass_of(name: str) -> str:
     if name.startswith("Gradients/"):
         return "backward"
-    return "other" if "optimizer" in name or not name.startswith("Default/") else "forward"
+    if "/optimizer" in name:
+        return "optimizer"
+    return "forward" if name.startswith("Default/") else "other"
 
 
 def steps_by_occurrence() -> dict[int, list[tuple[int, int, str]]]:

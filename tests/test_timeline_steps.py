@@ -160,3 +160,15 @@ def test_a_merged_bar_shows_how_busy_it_is():
         assert bar["busy"] * bar["dur_us"] <= inside["dur_us"].sum() + 1
     compute = [trace for trace in figures.timeline_figure(events, max_bars=50).data if trace.name == "compute"][0]
     assert min(compute.marker.opacity) < 0.9
+
+
+def test_a_scope_span_cut_at_the_step_does_not_cover_its_data_wait():
+    """MindSpore joins the last ops of step 4 and the first of step 5 (both `Default`) into one Scope Layer span
+    that covers step 5's 138 ms data wait: cut at the step, it starts with the step's first op."""
+    events = perfkit.timeline(DATA_BOUND, step=DATA_BOUND_STEP)
+    begin_ns, end_ns = recorded_ns(DATA_BOUND)[DATA_BOUND_STEP]
+    first_op_us = min(start for _, start, _ in executions(DATA_BOUND) if begin_ns <= start < end_ns) / 1000
+    bars = figures.complete_events(events)
+    scopes = bars[bars["category"] == "scope"]
+    assert scopes["full_dur_us"].notna().any()  # the joined span is there, and cut
+    assert scopes["start_us"].min() == pytest.approx(first_op_us, abs=0.5)

@@ -27,7 +27,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     # CPU/GPU type files' percent divide by the sum of their own rows (= share, up to rounding).
     "op_types": {"rank": "int64", "type": "string", "total_ms": "float64",
                  "count": "int64", "share": "float64", "file_share": "float64"},
-    # One row per operator instance (full scope name); pass is forward/backward/other.
+    # One row per operator instance (full scope name); pass is forward/backward/optimizer/other (PASSES).
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
             "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64",
@@ -125,7 +125,8 @@ OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "comm_links": {"step", "name", "group"},
 }
 
-PASSES = ("forward", "backward", "other")
+# An op's pass (core/opnames.op_passes): the optimizer's updates apart from the other ops outside the network.
+PASSES = ("forward", "backward", "optimizer", "other")
 
 
 def empty(name: str) -> pd.DataFrame:
@@ -175,6 +176,8 @@ def table(name: str, data: pd.DataFrame | dict | list, rank: int | None = None, 
     if name == "op_types":
         rank_total = frame.groupby("rank")["total_ms"].transform("sum")
         frame["share"] = (frame["total_ms"] / rank_total.where(rank_total > 0)).astype("float64")
+        # largest first within each rank, as every op-type table perfkit shows (views: analysis.op_type_shares)
+        frame = frame.sort_values(["rank", "total_ms"], ascending=[True, False], kind="stable")
     return frame.reset_index(drop=True)
 
 

@@ -95,8 +95,9 @@ def _read_rank(framework: Path, rank: int) -> Parts:
     if details is not None:
         ops = _ops(details, events, shapes, SHAPE_FILE.format(rank), parts.warnings)
         if mode == "pynative":
-            # `Default/ApplyMomentum-op2` and a bare `ReluGrad`: the names say nothing about the pass
-            ops["pass"] = "other"
+            # `Default/BiasAdd-op0` and a bare `ReluGrad`: the names say nothing about the pass, but an optimizer
+            # update's type (`Default/SGD-op3`, `Default/ApplyMomentum-op2`) says it is the optimizer's
+            ops["pass"] = ops["pass"].where(ops["pass"] == "optimizer", "other")
             parts.warnings.append("op names carry no cell scopes (PyNative mode): forward/backward split unknown")
         parts.tables["ops"] = ops
     if events is not None:

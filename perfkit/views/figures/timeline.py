@@ -85,7 +85,8 @@ def complete_events(events: pd.DataFrame) -> pd.DataFrame:
     An event reaching past its rank's window (`events.attrs["window_us"]`, perfkit.io.timeline's) is cut at the
     window's edges, its whole duration kept in `full_dur_us` (NaN where it was not cut): a cell-scope span of a
     CPU run runs on into the next step when that step's first ops share its scope (the profiler joins
-    consecutive ops of one scope into one span), and a step's window must not show more than the step. Depths
+    consecutive ops of one scope into one span), and a step's window must not show more than the step; such a cut
+    scope span reaches no further than the window's other events (it does not cover a data wait). Depths
     are those of the whole events: a cut changes where a bar ends, not which row it is in."""
     bars = events[events["dur_us"].notna() & (events["ph"] == "X")].copy()
     bars["end_us"] = bars["start_us"] + bars["dur_us"]
@@ -101,8 +102,16 @@ def complete_events(events: pd.DataFrame) -> pd.DataFrame:
         mine = bars["rank"] == rank
         cut = mine & ((bars["start_us"] < low) | (bars["end_us"] > high))
         bars.loc[cut, "full_dur_us"] = bars.loc[cut, "dur_us"]
+        # A scope span joined across steps covers the gap between them (a data wait) though no op of it runs
+        # there: cut, it starts at the window's first other event and ends at its last.
+        work = bars[mine & (bars["category"] != "scope")]
+        scope_low = max(low, work["start_us"].min()) if len(work) else low
+        scope_high = min(high, work["end_us"].max()) if len(work) else high
+        scope = mine & cut & (bars["category"] == "scope")
         bars.loc[mine, "start_us"] = bars.loc[mine, "start_us"].clip(lower=low)
         bars.loc[mine, "end_us"] = bars.loc[mine, "end_us"].clip(upper=high)
+        bars.loc[scope, "start_us"] = bars.loc[scope, "start_us"].clip(lower=scope_low)
+        bars.loc[scope, "end_us"] = bars.loc[scope, "end_us"].clip(upper=scope_high)
     bars["dur_us"] = bars.pop("end_us") - bars["start_us"]
     return bars
 
