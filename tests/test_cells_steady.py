@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO
 
 import perfkit
+import perfkit.analysis.cells
 from perfkit.core import scopes
 
 RUNS = REPO / "tests" / "runs"
@@ -114,3 +115,19 @@ def test_matmul_gradient_pairs_of_a_dense_layer():
     pairs = scopes.matmul_gradient_pairs((8, 32), (4, 32))
     assert ((4, 32), (8, 4)) in pairs and ((8, 4), (8, 32)) in pairs
     assert ((8, 32), (8, 32)) not in pairs
+
+
+def test_an_expanded_softmax_gradient_is_placed_by_its_shapes():
+    """MindSpore names the expanded softmax gradient `Expand/_SoftmaxBackward/Mul-op0`, outside every Cell: it is
+    backward work, placed with the encoder's softmaxes (both layers' read its [8, 16, 16] shape), not a top-level
+    `Expand` Cell."""
+    with open(next(TRANSFORMER.rglob("cpu_op_detail_info_0.csv")), newline="") as file:
+        expanded = [row for row in csv.DictReader(file) if row["full_op_name"].startswith("Expand/_SoftmaxBackward/")]
+    assert len(expanded) == 8
+    run = perfkit.load(TRANSFORMER)
+    placed = perfkit.analysis.cells.placed_ops(run).set_index("name")
+    for row in expanded:
+        assert placed.loc[row["full_op_name"], "pass"] == "backward"
+        assert placed.loc[row["full_op_name"], "path"] == \
+            "Default/network-WithLossCell/_backbone-Classifier/encoder-SequentialCell"
+    assert not (perfkit.cells(run)["path"] == "Expand/_SoftmaxBackward").any()

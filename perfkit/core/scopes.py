@@ -41,6 +41,12 @@ GRADIENTS = "Gradients"
 GRAD_COMPONENT = re.compile(r"^(?:Grad_|grad(?=[A-Z]))(.+)$")
 
 
+# An expanded composite gradient (core/opnames.EXPANDED_BACKWARD): `Expand/_SoftmaxBackward/Mul-op0` is backward
+# work of the Softmax it names, outside every Cell scope: placed by its shapes as a `Grad_Softmax` kernel is.
+EXPANDED_GRADIENT = re.compile(r"^_(\w+)Backward$")
+EXPANDED = "Expand"
+
+
 # Cell attribute names that only wrap the network (TrainOneStepCell.network, WithLossCell._backbone):
 # left out of a Cell's short label (`layer4.0.conv3`), kept in its path.
 WRAPPER_NAMES = {"Default", "network", "_backbone"}
@@ -60,6 +66,9 @@ def _scope(text: str) -> tuple[tuple[str, ...], str | None]:
     parts = text.split("/") if text else []
     if parts and parts[0] == GRADIENTS:
         parts = parts[1:]
+    expanded = EXPANDED_GRADIENT.match(parts[1]) if len(parts) == 2 and parts[0] == EXPANDED else None
+    if expanded:
+        return (), expanded.group(1)
     scope, grad_of = [], None
     for part in parts:
         match = GRAD_COMPONENT.match(part)
