@@ -38,6 +38,8 @@ SCOPE_PROCESS = "Scope Layer"
 SCOPE_ROWS = "Cell scopes"
 # A merged bar's opacity is its busy share, but never so faint that it cannot be seen.
 MIN_OPACITY = 0.2
+# A step ledger bar wider than this share of the window says what it is on the bar (narrower ones: in the hover).
+BAND_TEXT_SHARE = 0.2
 # The step ledger's split of the step, drawn as a lane of its own above the trace's (never merged, never cut).
 BAND_PROCESS = "step ledger"
 BAND_LANE = "where the step's time goes"
@@ -240,6 +242,7 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
     windows = events.attrs.get("window_us", {})
     starts = [start for start, end in windows.values() if end != float("inf")]
     zero = min(starts) if starts else bars["start_us"].min()
+    span = (bars["start_us"] + bars["dur_us"]).max() - zero
     bars["label"] = _row_labels(bars)
     order = bars.sort_values(["rank", "lane_order", "depth"]).drop_duplicates("label")["label"].tolist()
     fig = new_figure()
@@ -250,6 +253,10 @@ def timeline_figure(events: pd.DataFrame, title: str = "", max_bars: int = MAX_T
         fig.add_bar(y=part["label"], x=part["dur_us"] / US_PER_MS, base=(part["start_us"] - zero) / US_PER_MS,
                     orientation="h", name=category, marker_color=TIMELINE_COLORS.get(category, "#9c755f"),
                     marker_opacity=np.maximum(part["busy"].to_numpy(), MIN_OPACITY), marker_line_width=0,
+                    text=part["name"].astype(str).where((part["process"] == BAND_PROCESS)
+                                                        & (part["dur_us"] >= BAND_TEXT_SHARE * span), "").tolist(),
+                    textposition="inside", insidetextanchor="start", textfont=dict(color="#111", size=11),
+                    constraintext="none",
                     customdata=np.stack([part["name"].astype(str), shapes, cut], axis=1),
                     hovertemplate="%{customdata[0]}<br>%{x:.3f} ms at %{base:.3f} ms<br>%{customdata[1]}"
                                   "%{customdata[2]}<extra>" + category + "</extra>")
