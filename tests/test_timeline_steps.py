@@ -172,3 +172,23 @@ def test_a_scope_span_cut_at_the_step_does_not_cover_its_data_wait():
     scopes = bars[bars["category"] == "scope"]
     assert scopes["full_dur_us"].notna().any()  # the joined span is there, and cut
     assert scopes["start_us"].min() == pytest.approx(first_op_us, abs=0.5)
+
+
+def test_recorded_steps_of_another_clock_are_not_used(tmp_path):
+    """A recording whose steps meet none of the trace's events (another clock, another process's run) is not the
+    timeline's: the steps come from the op runs, as without one."""
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(DATA_BOUND, run)
+    manifest = json.loads((run / "perfkit_run.json").read_text())
+    for step in manifest["steps"]:
+        step["begin_ns"] += 86_400 * 10**9
+        step["end_ns"] += 86_400 * 10**9
+    (run / "perfkit_run.json").write_text(json.dumps(manifest))
+    steps = tl.index(run).ranks[0]["steps"]
+    day_later = min(begin for begin, _ in recorded(run).values())
+    assert steps and all(end < day_later for _, _, end in steps)
+    runs: dict[str, int] = {}
+    for name, _, _ in executions(run):
+        runs[name] = runs.get(name, 0) + 1
+    assert len(set(runs.values())) == 1 and len(steps) == next(iter(runs.values()))  # graph mode: k-th run, step k

@@ -111,14 +111,10 @@ def trace_files(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, lis
     return trace_sources(path, cycle)[:2]
 
 
-# Recorded step bounds of the ranks a run-wide record (a top-level perfkit_run.json) speaks for.
-ALL_RANKS = -1
-
-
 def trace_sources(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, list[TraceFile], dict]:
-    """trace_files, and the step bounds recorded beside the traces ({rank or ALL_RANKS: {step: [start_us,
-    end_us]}}): what readers that give `step_times` (perfkit profile's manifest) read, the loader's first source
-    of steps."""
+    """trace_files, and the step bounds recorded beside the traces ({rank: {step: [start_us, end_us]}}, RUN_WIDE
+    for a run-wide record): what readers that give `step_times` (perfkit profile's manifest) read, the loader's
+    first source of steps."""
     from .cycles import chosen_cycle, inside
     from .discovery import discover
     from .formats import readers
@@ -158,10 +154,9 @@ def trace_sources(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, l
 
 
 def _recorded_bounds(reader, folder: Path) -> dict[int, dict[int, list[float]]]:
-    """{rank (ALL_RANKS for a run-wide record): {step: [start_us, end_us]}} of the step times a reader reads
+    """{rank (RUN_WIDE for a run-wide record): {step: [start_us, end_us]}} of the step times a reader reads
     (epoch ns, the clock MindSpore's traces stamp in µs); {} where it has none or its files are unreadable (the
     loader says why)."""
-    from .formats import RUN_WIDE
     try:
         parts = reader.read(folder)
     except Exception:  # noqa: BLE001 - a broken record costs its steps here; `load` reports it
@@ -172,7 +167,7 @@ def _recorded_bounds(reader, folder: Path) -> dict[int, dict[int, list[float]]]:
         if times is None or not len(times):
             continue
         rows = times.to_pylist() if hasattr(times, "to_pylist") else times.to_dict(orient="records")
-        bounds[ALL_RANKS if rank == RUN_WIDE else int(rank)] = {
+        bounds[int(rank)] = {
             int(row["step"]): [int(row["begin_ns"]) / NS_PER_US, int(row["end_ns"]) / NS_PER_US] for row in rows}
     return bounds
 
@@ -298,6 +293,7 @@ def _fetch(entry: Path) -> Index | None:
 
 
 def _build(entry: Path, files: list[TraceFile], recorded: dict, progress: Callable[[str, float], None]) -> Index:
+    from .formats import RUN_WIDE
     staging = cache.staging_name(entry)
     total_bytes = sum(file.path.stat().st_size for file in files) or 1
     done_bytes = 0
@@ -307,7 +303,7 @@ def _build(entry: Path, files: list[TraceFile], recorded: dict, progress: Callab
         for file in files:
             def advance(read_bytes: int, file=file, before=done_bytes):
                 progress(f"indexing {file.path.name} of rank {file.rank}", (before + read_bytes) / total_bytes)
-            ranks[file.rank] = _index_file(file, staging, advance, recorded.get(file.rank, recorded.get(ALL_RANKS)))
+            ranks[file.rank] = _index_file(file, staging, advance, recorded.get(file.rank, recorded.get(RUN_WIDE)))
             done_bytes += file.path.stat().st_size
         (staging / INDEX_FILE).write_text(json.dumps({"format": INDEX_FORMAT, "ranks": ranks}))
         try:
