@@ -17,7 +17,7 @@ import perfkit.analysis.cells
 from perfkit.core import scopes
 
 RUNS = REPO / "tests" / "runs"
-DATA_BOUND = RUNS / "cpu_2_10_data_bound"
+DATA_BOUND = RUNS / "cpu_2_10_data_wait"
 TRANSFORMER = RUNS / "cpu_2_10_transformer"
 
 

@@ -26,7 +26,7 @@ from perfkit.views.figures import timeline as timeline_figures
 pytestmark = pytest.mark.browser
 STEPS = 3
 REPEAT2 = REPO / "tests" / "runs" / "cpu_2_10_repeat2"
-DATA_BOUND = REPO / "tests" / "runs" / "cpu_2_10_data_bound"
+DATA_BOUND = REPO / "tests" / "runs" / "cpu_2_10_data_wait"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from perfkit.core.opnames import op_passes
 from perfkit.views.figures import operators
 
 RUNS = REPO / "tests" / "runs"
-DATA_BOUND = RUNS / "cpu_2_10_data_bound"
+DATA_BOUND = RUNS / "cpu_2_10_data_wait"
 PYNATIVE = RUNS / "cpu_2_10_pynative_steps"
 
 

@@ -21,7 +21,7 @@ from perfkit.io import timeline as tl
 from perfkit.views.figures import timeline as figures
 
 RUNS = REPO / "tests" / "runs"
-DATA_BOUND = RUNS / "cpu_2_10_data_bound"
+DATA_BOUND = RUNS / "cpu_2_10_data_wait"
 PYNATIVE = RUNS / "cpu_2_10_pynative_steps"
 DATA_BOUND_STEP = 5
 

@@ -1,8 +1,8 @@
 """A data-bound MLP under Model.train in graph mode: the dataset's map sleeps ~4 ms a sample, so each step of 32
 samples waits ~130 ms for data while its compute takes ~1 ms (issue 37, item 7: the Timeline of such a step must
-show the wait). Made for tests/runs/cpu_2_10_data_bound:
+show the wait). Made for tests/runs/cpu_2_10_data_wait:
 
-    perfkit profile --output OUT -- python tests/scripts/run_data_bound.py
+    perfkit profile --output OUT -- python tests/scripts/run_data_wait.py
 """
 
 import time
