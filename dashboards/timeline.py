@@ -1,7 +1,8 @@
 """The Timeline page: one step of a run's trace, lanes as rows, ops as bars (perfkit.io.timeline + figures).
 
 The trace index is built on the first visit, in a thread, while the page polls its progress; later
-visits (and the CLI's `perfkit trace`) reuse it from the cache. `?run=N&step=S&op=NAME` opens a step
+visits (and the CLI's `perfkit trace`) reuse it from the cache. It opens on the first steady step (not the compile
+step), with the step ledger's split of the step as the top lane. `?run=N&step=S&op=NAME` opens a step
 with the occurrences of NAME outlined (an op name, op type or family: views.numbers.op_target): the
 Operators page links here when an op's name is clicked, a finding about ops from the Overview's findings.
 """
@@ -20,7 +21,7 @@ from ..core.model import Run
 from ..io import timeline
 from ..views import ids as panel_ids
 from ..views import numbers
-from ..views.figures.timeline import timeline_figure
+from ..views.figures.timeline import opening_step, step_band, timeline_figure
 from . import ids, layout
 from .inputs import integer, query_value, text
 
@@ -95,7 +96,7 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index) -> None:
             return f"{state['message']}: {state['fraction']:.0%}", False, [], None, [], []
         steps = found.steps()
         wanted = integer(query_value(search, "step", ""))
-        step = wanted if wanted in steps else (steps[0] if steps else None)
+        step = wanted if wanted in steps else opening_step(runs[index], steps)
         ranks = sorted(found.ranks)
         note = "; ".join(found.warnings)
         if not steps:
@@ -117,8 +118,10 @@ def register(app: dash.Dash, runs: Sequence[Run], run_index) -> None:
         except PerfkitError as exc:
             return layout.empty(str(exc))
         op = query_value(search, "op", "")
+        chosen = integer(step) if state["index"].steps() else None
         fig = timeline_figure(events, title=f"step {step} · " if step is not None else "",
-                              highlight=numbers.op_target(runs[index], op) if op else None)
+                              highlight=numbers.op_target(runs[index], op) if op else None,
+                              band=step_band(runs[index], events, chosen))
         return layout.graph(fig, GRAPH)
 
     @app.callback(Output(ids.URL, "pathname", allow_duplicate=True), Output(ids.URL, "search", allow_duplicate=True),

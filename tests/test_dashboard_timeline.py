@@ -26,6 +26,7 @@ from perfkit.views.figures import timeline as timeline_figures
 pytestmark = pytest.mark.browser
 STEPS = 3
 REPEAT2 = REPO / "tests" / "runs" / "cpu_2_10_repeat2"
+DATA_BOUND = REPO / "tests" / "runs" / "cpu_2_10_data_wait"
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +50,10 @@ def page(run_folder, tmp_path_factory):
     patch.delenv("PERFKIT_NO_CACHE", raising=False)
     from perfkit.dashboards import create_app
     # run 1: the CPU run, whose compute_bound finding names an op type; run 2: the database export (no JSON trace);
-    # run 3: the second of two profiler cycles (perfkit dash --cycle 2)
+    # run 3: the second of two profiler cycles (perfkit dash --cycle 2); run 4: a data-bound run under perfkit profile
     url, stop = start_server(create_app([perfkit.load(run_folder), perfkit.load(FIXTURE_RUNS["cpu_2_10"]),
                                          perfkit.load(FIXTURE_RUNS["new_db_level1"]),
-                                         perfkit.load(REPEAT2, cycle=2)]))
+                                         perfkit.load(REPEAT2, cycle=2), perfkit.load(DATA_BOUND)]))
     driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
     yield driver, url
     driver.quit()
@@ -193,7 +194,9 @@ def test_a_database_export_has_its_timeline(page, tmp_path_factory):
     driver.get(f"{url}/timeline?run=2&step=50")
     wait_for(driver, lambda d: title(d).startswith(f"step 50 · {len(events):,} events"), "the database's step 50")
     drawn, _ = timeline_figures.timeline_bars(events)
-    wait_for(driver, lambda d: bars(d) == len(drawn), f"{len(drawn)} bars")
+    band = timeline_figures.step_band(perfkit.load(FIXTURE_RUNS["new_db_level1"]), events, 50)
+    assert set(band["rank"]) == {0, 1}  # the step's split for both ranks, above their lanes
+    wait_for(driver, lambda d: bars(d) == len(drawn) + len(band), f"{len(drawn) + len(band)} bars")
     labels = row_labels(driver)
     for rank in (0, 1):
         for process in ("Python", "CANN", "Ascend Hardware", "HCCL"):
@@ -240,8 +243,11 @@ def test_cpu_lanes_are_coloured_by_what_runs_on_them(page, tmp_path_factory):
     wait_for(driver, lambda d: bars(d) > 0, "timeline bars")
     window = timeline.timeline(FIXTURE_RUNS["cpu_2_10"], step=2)
     (start, end), = window.attrs["window_us"].values()
-    expected = len(timeline_figures.timeline_bars(window)[0])
+    band = timeline_figures.step_band(perfkit.load(FIXTURE_RUNS["cpu_2_10"]), window, 2)
+    expected = len(timeline_figures.timeline_bars(window)[0]) + len(band)
     drawn = wait_for(driver, lambda d: drawn_bars(d) if len(drawn_bars(d)) == expected else None, "every bar")
+    assert sorted(bar["name"] for bar in drawn if " · step ledger · " in bar["row"]) == sorted(band["name"])
+    drawn = [bar for bar in drawn if " · step ledger · " not in bar["row"]]
     assert {bar["category"] for bar in drawn} == {"compute", "scope"}
     for bar in drawn:
         (kind,) = kinds[bar["name"]]
@@ -251,3 +257,23 @@ def test_cpu_lanes_are_coloured_by_what_runs_on_them(page, tmp_path_factory):
     assert sum(" · CPU OP · " in bar["row"] for bar in drawn) == \
         sum(1 for (name, ts), kind in raw_lane_kinds(trace).items() if kind == "compute" and start <= ts < end)
     screenshot(driver, "dash_timeline_cpu", tmp_path_factory.mktemp("shots"))
+
+
+def test_a_data_bound_step_shows_its_data_wait(page, tmp_path_factory):
+    """The data-bound run: the page opens on its first steady step (2: step 1 compiles), and its step 5 is the
+    recorded 139 ms step, whose top lane draws the data wait before the step's first op in the data colour.
+    Screenshot: docs/img/dash_timeline_data_wait.png with PERFKIT_SCREENSHOT_DIR=docs/img."""
+    driver, url = page
+    driver.get(f"{url}/timeline?run=4")
+    wait_for(driver, lambda d: title(d).startswith("step 2 · "), "the first steady step")
+    steps = {s["step"]: s for s in json.loads((DATA_BOUND / "perfkit_run.json").read_text())["steps"]}
+    length_ms = (steps[5]["end_ns"] - steps[5]["begin_ns"]) / 1e6
+    driver.get(f"{url}/timeline?run=4&step=5")
+    wait_for(driver, lambda d: title(d).startswith("step 5 · "), "step 5")
+    drawn = wait_for(driver, lambda d: [bar for bar in drawn_bars(d) if " · step ledger · " in bar["row"]] or None,
+                     "the step ledger's lane")
+    wait = next(bar for bar in drawn if bar["name"].startswith("data wait"))
+    assert wait["category"] == "data" and wait["color"] == timeline_figures.TIMELINE_COLORS["data"]
+    assert max(bar["end"] for bar in drawn) == pytest.approx(length_ms, abs=1e-3)
+    assert wait["end"] > 0.9 * length_ms
+    screenshot(driver, "dash_timeline_data_wait", tmp_path_factory.mktemp("shots"))

@@ -222,7 +222,7 @@ def test_mindspore_scopes_give_forward_backward_span(tmp_path, step_header):
     passes = run.ops.set_index("name")["pass"]
     assert passes["Default/network/conv1-Conv2d/Conv2D-op1"] == "forward"
     assert passes["Gradients/Default/network/conv1-Conv2d/Conv2DBackpropFilter-op3"] == "backward"
-    assert passes["Default/optimizer-Momentum/ApplyMomentum-op4"] == "other"
+    assert passes["Default/optimizer-Momentum/ApplyMomentum-op4"] == "optimizer"
     conv = run.op_types.set_index("type").loc["Conv2D"]  # two core types, one row
     assert conv["total_ms"] == pytest.approx(0.03025) and conv["count"] == 2
     # Ratio(%) written above (60 + 30) is the file's; share is of the types' summed time (30.25 of 35.25 us)

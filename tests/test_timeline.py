@@ -213,8 +213,8 @@ def test_a_warm_index_is_found_without_walking_the_readers(tmp_path, monkeypatch
     run = broken.copy_run(NEW_RANK0, tmp_path / "run")
     first = tl.index(run)
     walks = []
-    real = tl.trace_files
-    monkeypatch.setattr(tl, "trace_files", lambda path, cycle=None: walks.append(path) or real(path, cycle))
+    real = tl.trace_sources
+    monkeypatch.setattr(tl, "trace_sources", lambda path, cycle=None: walks.append(path) or real(path, cycle))
     assert tl.index(run).folder == first.folder and not walks
     other = run / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv"  # not a file the index depends on
     os.utime(other, ns=(other.stat().st_atime_ns, other.stat().st_mtime_ns + 10**9))

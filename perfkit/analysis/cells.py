@@ -26,6 +26,7 @@ import pandas as pd
 from ..core.model import Run, kept_on_run
 from ..core.scopes import NO_CELL, WRAPPER_NAMES, label_of, place
 from .flops import Peak, chip_peak, cpu_peak_of, tflops_per_s
+from .steady import first_step_verdicts
 
 # A Cell's ops outside all of its child Cells, where the summary lists its children in its place.
 OWN_OPS = "(own ops)"
@@ -40,13 +41,15 @@ COLUMNS = ["rank", "path", "parent", "label", "cell_type", "depth", "forward_ms"
 
 
 def cells(run: Run) -> pd.DataFrame:
-    """The Cell tree of a run, one row per Cell and ancestor (COLUMNS), in ms per profiled step.
+    """The Cell tree of a run, one row per Cell and ancestor (COLUMNS), in ms per steady step: where op runs are
+    timed (CPU), over the steps the step means cover (a first step that compiles, or whose start is unknown, left
+    out as the ledger leaves it out); elsewhere per profiled step (the op tables hold totals only).
 
     rank: NA where the ranks hold the same Cells and the rows are their mean (data parallel), else one set of
     rows per rank (pipeline stages run different Cells). path: the scope (`Default/network-.../layer4-
     SequentialCell`), `(no cell)` for ops without one; parent: the enclosing path ("" at the top); label:
-    `layer4`; depth: 1 at the top. forward/backward/other_ms: op time per profiled step by the op's pass
-    (the op tables are totals over the profiled steps, divided by their number as the ledger does); calls per
+    `layer4`; depth: 1 at the top. forward/backward/other_ms: op time per step by the op's pass (the op
+    tables' totals over the profiled steps, less a left-out first step's, divided by the steps left); calls per
     step; flops per step of the ops whose work their shapes give (op_work.op_flops; 0 where none), flops_ms the
     time of those ops, tflops_per_s = flops / flops_ms; share: total_ms over the rank's mean steady step
     (perfkit.analysis.ledger), or over its op time where steps are unknown. `attrs["warnings"]`: what could not be placed.
@@ -70,12 +73,31 @@ def _build(run: Run) -> pd.DataFrame:
         frame.attrs["warnings"] = warnings
         return frame
     steps = run.steps.groupby("rank")["step"].nunique() if len(run.steps) else pd.Series(dtype="int64")
-    tree = _pool(_tree(leaves, steps), warnings)
+    tree = _pool(_tree(_steady(leaves, run), steps), warnings)
     tree["tflops_per_s"] = tflops_per_s(tree["flops"], tree["flops_ms"].where(tree["flops_ms"] > 0))
     tree["share"] = tree["total_ms"] / _step_ms(run, tree)
     frame = tree[COLUMNS].sort_values(["rank", "path"], kind="stable", na_position="first").reset_index(drop=True)
     frame.attrs["warnings"] = warnings
     return frame
+
+
+def _steady(leaves: pd.DataFrame, run: Run) -> pd.DataFrame:
+    """The cells table's rows over the steps the step means cover (analysis.steady, as the ledger): on a rank
+    whose first step is left out (compile, warm-up, unknown start) and whose op runs are timed, each Cell less
+    its time and calls in that step (the `first_*` columns), `steps` then one fewer. FLOPs per step stay the
+    run's: a step's work does not change, its time does."""
+    if not len(run.steps) or "first_forward_ms" not in leaves:
+        return leaves.assign(left_out=False)
+    _, first = first_step_verdicts(run.steps)
+    left_out_ranks = set(first.loc[first["reason"].notna(), "rank"].astype("int64"))
+    known = leaves.groupby("rank")["first_forward_ms"].transform(lambda column: column.notna().all())
+    left_out = leaves["rank"].isin(left_out_ranks) & known
+    steady = leaves.copy()
+    for column, first_column in (("forward_ms", "first_forward_ms"), ("backward_ms", "first_backward_ms"),
+                                 ("other_ms", "first_other_ms"), ("calls", "first_calls"),
+                                 ("flops_ms", "first_flops_ms")):
+        steady[column] = np.where(left_out, (leaves[column] - leaves[first_column]).clip(lower=0.0), leaves[column])
+    return steady.assign(left_out=left_out)
 
 
 def _tree(leaves: pd.DataFrame, steps: pd.Series) -> pd.DataFrame:
@@ -94,7 +116,11 @@ def _tree(leaves: pd.DataFrame, steps: pd.Series) -> pd.DataFrame:
         expanded[column] = leaves[column].to_numpy()[rows]
     tree = expanded.groupby(["rank", "path"], sort=False).sum().reset_index()
     per_step = tree["rank"].map(steps).fillna(1).astype("int64").clip(lower=1)
-    tree[values] = tree[values].div(per_step, axis=0)
+    left_out = leaves.groupby("rank")["left_out"].any() if "left_out" in leaves else pd.Series(dtype=bool)
+    steady = (per_step - tree["rank"].map(left_out).fillna(False).astype("int64")).clip(lower=1)
+    timed = [column for column in values if column != "flops"]
+    tree[timed] = tree[timed].div(steady, axis=0)
+    tree["flops"] = tree["flops"] / per_step
     tree["total_ms"] = tree["forward_ms"] + tree["backward_ms"] + tree["other_ms"]
     described = {path: _described(path) for path in pd.unique(tree["path"])}
     for index, column in enumerate(["depth", "parent", "label", "cell_type"]):

@@ -65,6 +65,7 @@ def _op_ms_by_pass(run: Run) -> pd.DataFrame:
     passes = run.op_passes
     if not len(passes):
         return pd.DataFrame(columns=["forward", "backward", "other"], dtype="float64")
+    passes = passes.replace({"pass": {"optimizer": "other"}})  # the optimizer's ops are outside the network
     return (passes.pivot_table(index="rank", columns="pass", values="total_ms", aggfunc="sum", fill_value=0.0,
                                observed=True)
             .reindex(columns=["forward", "backward", "other"], fill_value=0.0))

@@ -152,6 +152,27 @@ def steady_op_types(run: Run) -> pd.DataFrame:
     return pd.concat([rest[["rank", "type", "total_ms", "count"]], summed], ignore_index=True)
 
 
+def steady_ops(run: Run) -> pd.DataFrame:
+    """The op instances (run.ops) over the steps the step means cover, as steady_op_types sums the op types: where
+    op runs are timed and a rank's first step is left out of the means, each op less its runs in that step or
+    outside every step (`first_step_ms`, `first_step_calls`: perfkit/io/formats/steps.py), its mean call over the
+    rest; elsewhere the op tables' totals over every profiled step. max_ms / min_ms stay those of every call."""
+    ops = run.ops
+    if not len(ops) or not len(run.steps) or ops["first_step_ms"].isna().all():
+        return ops
+    _, first = first_step_verdicts(run.steps)
+    left_out = (ops["rank"].isin(first.loc[first["reason"].notna(), "rank"]) & ops["first_step_ms"].notna()).to_numpy()
+    if not left_out.any():
+        return ops
+    steady = ops.copy()
+    total = (ops["total_ms"] - ops["first_step_ms"]).clip(lower=0.0)
+    count = (ops["count"] - ops["first_step_calls"].fillna(0).astype("int64")).clip(lower=0)
+    steady["total_ms"] = np.where(left_out, total, ops["total_ms"])
+    steady["count"] = np.where(left_out, count, ops["count"]).astype("int64")
+    steady["avg_ms"] = np.where(left_out, (total / count.where(count > 0)).to_numpy(dtype=np.float64), ops["avg_ms"])
+    return steady
+
+
 def op_type_shares(run: Run) -> pd.DataFrame:
     """Op types over all ranks in the steps the means cover (steady_op_types), largest first: type, total_ms, count,
     share (of summed op time)."""

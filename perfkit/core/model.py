@@ -27,11 +27,11 @@ SCHEMA: dict[str, dict[str, str]] = {
     # CPU/GPU type files' percent divide by the sum of their own rows (= share, up to rounding).
     "op_types": {"rank": "int64", "type": "string", "total_ms": "float64",
                  "count": "int64", "share": "float64", "file_share": "float64"},
-    # One row per operator instance (full scope name); pass is forward/backward/other.
+    # One row per operator instance (full scope name); pass is forward/backward/optimizer/other (PASSES).
     "ops": {"rank": "int64", "name": "string", "type": "string", "avg_ms": "float64",
             "count": "int64", "total_ms": "float64", "pass": "string",
             "input_shapes": "string", "input_dtypes": "string", "max_ms": "float64",
-            "min_ms": "float64"},
+            "min_ms": "float64", "first_step_ms": "float64", "first_step_calls": "Int64"},
     # One row per profiled step. interval = waiting for data/host before forward starts, fwd_bwd = forward+backward
     # compute, tail = after backward (optimizer, all-reduce tail); a layout that knows only each step's total (a
     # training log, recorded step times) leaves the three NA. comm_ms = time inside the step covered by communication
@@ -64,7 +64,8 @@ SCHEMA: dict[str, dict[str, str]] = {
     "cells": {"rank": "int64", "path": "string", "forward_ms": "float64", "backward_ms": "float64",
               "other_ms": "float64", "calls": "float64", "flops": "float64", "flops_ms": "float64",
               "ops": "int64", "moved_ops": "int64", "shared_ops": "int64", "dense_unknown_ops": "int64",
-              "dense_unknown_ms": "float64"},
+              "dense_unknown_ms": "float64", "first_forward_ms": "float64", "first_backward_ms": "float64",
+              "first_other_ms": "float64", "first_calls": "float64", "first_flops_ms": "float64"},
     # Host-side data queue (MindData -> device/iterator), one sample per batch.
     "host_queue": {"rank": "int64", "batch": "int64", "size": "int64", "capacity": "int64"},
     # Device-side data queue (Ascend GetNext on chip, GPU getnext), one sample per dequeue.
@@ -110,8 +111,11 @@ SCHEMA: dict[str, dict[str, str]] = {
 
 OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "op_types": {"share", "file_share"},
-    # max_ms / min_ms: longest / shortest single call, where calls are timed
-    "ops": {"input_shapes", "input_dtypes", "max_ms", "min_ms"},
+    # max_ms / min_ms: longest / shortest single call, where calls are timed; first_step_ms / first_step_calls:
+    # the op's runs in the rank's first step or outside every step, where runs are timed (formats/steps.py)
+    "ops": {"input_shapes", "input_dtypes", "max_ms", "min_ms", "first_step_ms", "first_step_calls"},
+    # first_*: the Cell's op time and calls in the first step or outside every step, where op runs are timed
+    "cells": {"first_forward_ms", "first_backward_ms", "first_other_ms", "first_calls", "first_flops_ms"},
     "steps": {"interval_ms", "fwd_bwd_ms", "tail_ms", "computing_ms", "comm_ms", "comm_exposed_ms",
               "comm_overlapped_ms", "comm_receive_ms", "comm_collective_ms", "comm_tail_ms", "busy_ms", "free_ms",
               "preparing_ms", "bubble_ms", "warmup"},
@@ -121,7 +125,8 @@ OPTIONAL_COLUMNS: dict[str, set[str]] = {
     "comm_links": {"step", "name", "group"},
 }
 
-PASSES = ("forward", "backward", "other")
+# An op's pass (core/opnames.op_passes): the optimizer's updates apart from the other ops outside the network.
+PASSES = ("forward", "backward", "optimizer", "other")
 
 
 def empty(name: str) -> pd.DataFrame:
@@ -171,6 +176,8 @@ def table(name: str, data: pd.DataFrame | dict | list, rank: int | None = None, 
     if name == "op_types":
         rank_total = frame.groupby("rank")["total_ms"].transform("sum")
         frame["share"] = (frame["total_ms"] / rank_total.where(rank_total > 0)).astype("float64")
+        # largest first within each rank, as every op-type table perfkit shows (views: analysis.op_type_shares)
+        frame = frame.sort_values(["rank", "total_ms"], ascending=[True, False], kind="stable")
     return frame.reset_index(drop=True)
 
 

@@ -35,23 +35,44 @@ def trim_type_separator(types):
     return pc.utf8_rtrim(types, characters="_")
 
 
-def op_passes(full_names: Sequence[str] | pd.Series | pd.Index) -> np.ndarray:
-    """forward / backward / other for each op full scope name.
+# MindSpore's optimizer update primitives (mindspore.ops: the nn optimizers' kernels). Under a custom loop (a
+# train step function under ms.jit, PyNative) the optimizer is no Cell scope of the graph: its kernels are named
+# `Default/SGD-op3`, and only their type says they update the weights.
+OPTIMIZER_TYPES = re.compile(
+    r"^(?:SGD|Momentum|Adam|AdamWeightDecay|AdamNoUpdateParam|Fused\w*Adam\w*|FusedSparse\w+|Lamb\w*|LARSUpdate|"
+    r"LarsUpdate|SparseApply\w+|Apply(?:Momentum|KerasMomentum|Adam|AdamWithAmsgrad\w*|AdaMax|Adadelta|Adagrad|"
+    r"AdagradV2|AdagradDA|AddSign|PowerSign|CenteredRMSProp|RMSProp|Ftrl|GradientDescent|ProximalAdagrad|"
+    r"ProximalGradientDescent))$")
+# MindSpore's graph-kernel expander names the kernels of an expanded composite op `Expand/_<Primitive>/...`, outside
+# the network's scopes; an expanded gradient (`Expand/_SoftmaxBackward/Mul-op0`) is backward work.
+EXPANDED_BACKWARD = r"^Expand/_\w+Backward/"
+# An op name's type, as op_types_of reads it: the last scope segment less its `-opN` id.
+_TYPE_OF_NAME = r"^(?:.*/)?(.*?)(?:-op\d+)?$"
 
-    MindSpore puts backward kernels under `Gradients/` and forward ones under `Default/`;
-    optimizer updates live under `Default/optimizer-*` and are neither. Arrow's string kernels:
-    a legacy or GPU detail table holds a million distinct names, a cluster run hundreds of small
-    tables, where pandas' str accessor costs more per call than the names.
+
+def op_passes(full_names: Sequence[str] | pd.Series | pd.Index) -> np.ndarray:
+    """forward / backward / optimizer / other for each op full scope name (core/model.PASSES).
+
+    MindSpore puts backward kernels under `Gradients/` (and an expanded gradient under `Expand/_XBackward/`) and
+    forward ones under `Default/`; optimizer updates live
+    under `Default/optimizer-*` (a network trained as a Cell) or are named by their type alone (`Default/SGD-op3`
+    of a custom loop: OPTIMIZER_TYPES). Arrow's string kernels: a legacy or GPU detail table holds a million
+    distinct names, a cluster run hundreds of small tables, where pandas' str accessor costs more per call than
+    the names.
     """
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     names = pc.fill_null(pa.array(full_names, type=pa.string(), from_pandas=True), "")
-    backward = pc.starts_with(names, "Gradients/").to_numpy(zero_copy_only=False)
-    forward = pc.and_(pc.starts_with(names, "Default/"),
-                      pc.invert(pc.match_substring(names, "/optimizer"))).to_numpy(zero_copy_only=False)
-    return np.select([backward, forward], ["backward", "forward"], "other").astype(object)
+    backward = pc.or_(pc.starts_with(names, "Gradients/"),
+                      pc.match_substring_regex(names, EXPANDED_BACKWARD)).to_numpy(zero_copy_only=False)
+    types = pc.replace_substring_regex(names, _TYPE_OF_NAME, r"\1")
+    optimizer = pc.and_(pc.invert(pa.array(backward)),
+                        pc.or_(pc.match_substring(names, "/optimizer"),
+                               pc.match_substring_regex(types, OPTIMIZER_TYPES.pattern))).to_numpy(zero_copy_only=False)
+    forward = pc.starts_with(names, "Default/").to_numpy(zero_copy_only=False) & ~optimizer
+    return np.select([backward, optimizer, forward], ["backward", "optimizer", "forward"], "other").astype(object)
 
 
 def op_types_of(full_names: Iterable[str]) -> list[str]:

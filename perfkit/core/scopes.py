@@ -6,7 +6,12 @@ all 53 BatchNormGrad kernels sit under the stem's `bn1-BatchNorm2d`, 49 ReluGrad
 `relu-ReLU`, and layer3's 1x1 Conv2DBackpropInput under `layer1/0-Bottleneck/conv3`. Taken at their word, those
 names would make the stem the slowest backward Cell. So a backward kernel is placed by its shapes: among the
 forward kernels of the primitive its `Grad_X` scope names, those with the same tensors (a conv: the same
-layer identity, op_work.conv_flops' `dout|weight`; others: a shared input shape) are its candidates. It stays
+layer identity, op_work.conv_flops' `dout|weight`; a MatMul or BatchMatMul: the pair of tensors one of its two
+gradients reads, the forward output's shape with its weight or with its input, `matmul_gradient_pairs`; others:
+a shared input shape) are its candidates. On a small transformer MindSpore 2.10 names all 22 backward MatMuls of
+the encoder after the classifier head (`head-Dense/Grad_MatMul/MatMul-op0..21`): by their shapes two stay there,
+the others go to the encoder's Dense layers (or, where layers of one shape cannot be told apart, their
+shared ancestor). It stays
 under its named Cell when that Cell is a candidate and has as many forward kernels of that primitive as
 backward ones are named there, goes to the one candidate Cell when there is one, and otherwise to the
 deepest Cell all candidates share (layer3, for a 1x1 gradient that any of layer3's blocks could own): never
@@ -36,6 +41,12 @@ GRADIENTS = "Gradients"
 GRAD_COMPONENT = re.compile(r"^(?:Grad_|grad(?=[A-Z]))(.+)$")
 
 
+# An expanded composite gradient (core/opnames.EXPANDED_BACKWARD): `Expand/_SoftmaxBackward/Mul-op0` is backward
+# work of the Softmax it names, outside every Cell scope: placed by its shapes as a `Grad_Softmax` kernel is.
+EXPANDED_GRADIENT = re.compile(r"^_(\w+)Backward$")
+EXPANDED = "Expand"
+
+
 # Cell attribute names that only wrap the network (TrainOneStepCell.network, WithLossCell._backbone):
 # left out of a Cell's short label (`layer4.0.conv3`), kept in its path.
 WRAPPER_NAMES = {"Default", "network", "_backbone"}
@@ -55,6 +66,9 @@ def _scope(text: str) -> tuple[tuple[str, ...], str | None]:
     parts = text.split("/") if text else []
     if parts and parts[0] == GRADIENTS:
         parts = parts[1:]
+    expanded = EXPANDED_GRADIENT.match(parts[1]) if len(parts) == 2 and parts[0] == EXPANDED else None
+    if expanded:
+        return (), expanded.group(1)
     scope, grad_of = [], None
     for part in parts:
         match = GRAD_COMPONENT.match(part)
@@ -80,6 +94,13 @@ def cell_label(op_name: str) -> str | None:
     A backward kernel's own scope may name a reused Cell (module docstring): `cells(run)` places it by shapes."""
     scope, _ = scope_of(op_name)
     return label_of("/".join(scope)) if scope else None
+
+
+# Matrix products: a forward call has two gradient calls (input and weight), each of the same type, that read
+# the forward output's gradient with one of the forward inputs (matched by `matmul_gradient_pairs`).
+MATMUL_TYPES = ("MatMul", "BatchMatMul")
+MATMUL_GRADIENTS_PER_CALL = 2
+MATMUL_TENSORS = "matmul "
 
 
 # Op types whose FLOPs the shapes should give (op_work.op_flops): where they do not, the Cells say so.
@@ -166,7 +187,20 @@ def cell_table(ops: pd.DataFrame) -> pd.DataFrame:
         "shared_ops": (placed["placed"] == "shared").astype("int64"),
         "dense_unknown_ops": unknown.astype("int64"), "dense_unknown_ms": placed["total_ms"].where(unknown, 0.0),
     }).groupby(["rank", "path"], sort=True).sum().reset_index()
-    return table("cells", summed)
+    # The first step's share of each Cell (where op runs are timed; NaN elsewhere): what Cells per steady step
+    # leave out with the step means' first step (perfkit/analysis/cells.py).
+    first = placed["first_step_ms"] if "first_step_ms" in placed else pd.Series(np.nan, index=placed.index)
+    first_calls = (placed["first_step_calls"] if "first_step_calls" in placed
+                   else pd.Series(np.nan, index=placed.index)).astype("float64")
+    firsts = pd.DataFrame({
+        "rank": placed["rank"], "path": placed["path"],
+        "first_forward_ms": first.where(passes == "forward", 0.0).where(first.notna()),
+        "first_backward_ms": first.where(passes == "backward", 0.0).where(first.notna()),
+        "first_other_ms": first.where(~passes.isin(["forward", "backward"]), 0.0).where(first.notna()),
+        "first_calls": first_calls.where(first.notna()),
+        "first_flops_ms": first.where(known, 0.0).where(first.notna()),
+    }).groupby(["rank", "path"], sort=True).sum(min_count=1).reset_index()
+    return table("cells", summed.merge(firsts, on=["rank", "path"], how="left"))
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -184,10 +218,12 @@ def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
     shapes (module docstring). How: "named" (by its scope), "moved" (to the one Cell its shapes name),
     "shared" (to the Cell all the Cells its shapes could belong to share). Forward Cells are indexed by (type,
     layer) and (type, shape); kernels asking the same question (primitive, named Cell, tensors) share one answer."""
-    frame = pd.DataFrame({"path": paths, "grad_of": grad_of, "type": ops["type"].astype(str).to_numpy(),
+    types = ops["type"].astype(str).to_numpy()
+    shapes = ops["input_shapes"].astype(object).fillna("").astype(str)
+    frame = pd.DataFrame({"path": paths, "grad_of": grad_of, "type": types,
                           "pass": ops["pass"].astype(str).to_numpy(),
-                          "tensors": np.where(layers.notna(), "layer " + layers.astype(str),
-                                              ops["input_shapes"].astype(object).fillna("").astype(str))})
+                          "tensors": np.where(np.isin(types, MATMUL_TYPES), MATMUL_TENSORS + shapes,
+                                              np.where(layers.notna(), "layer " + layers.astype(str), shapes))})
     out_paths, placed = frame["path"].to_numpy(dtype=object).copy(), np.full(len(frame), "named", dtype=object)
     forward = frame[frame["pass"] == "forward"]
     backward = frame[(frame["pass"] == "backward") & frame["grad_of"].notna()]
@@ -197,7 +233,7 @@ def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
     forward_count = forward.groupby(["path", "type"]).size().to_dict()
     cells_by_key: dict[tuple, set] = {}   # (type, layer) or (type, shape) -> forward Cells
     for path, op_type, tensors in forward[["path", "type", "tensors"]].drop_duplicates().itertuples(index=False):
-        for key in _tensor_keys(tensors):
+        for key in _tensor_keys(tensors, forward=True):
             cells_by_key.setdefault((op_type, key), set()).add(path)
     forward_types = sorted(forward["type"].unique())
     questions = backward[["grad_of", "path", "tensors"]].drop_duplicates()
@@ -213,9 +249,35 @@ def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
     return out_paths, placed
 
 
-def _tensor_keys(tensors: str) -> tuple:
-    """What a kernel's tensors are matched by: its conv layer identity (`layer ...`), else its shapes."""
-    return (tensors,) if tensors.startswith("layer ") else _shapes_key(tensors)
+def _tensor_keys(tensors: str, forward: bool = False) -> tuple:
+    """What a kernel's tensors are matched by: its conv layer identity (`layer ...`); a matrix product's pair of
+    tensors (a gradient's own inputs; a forward call's, the pairs its gradients read: matmul_gradient_pairs);
+    else its shapes."""
+    if tensors.startswith("layer "):
+        return (tensors,)
+    if tensors.startswith(MATMUL_TENSORS):
+        shapes = tuple(shape for shape in parse_shapes(tensors[len(MATMUL_TENSORS):]) if len(shape) >= 2)[:2]
+        if len(shapes) < 2:
+            return ()
+        return matmul_gradient_pairs(*shapes) if forward else (tuple(sorted(shapes)),)
+    return _shapes_key(tensors)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def matmul_gradient_pairs(first: tuple[int, ...], second: tuple[int, ...]) -> tuple:
+    """The input pairs (each sorted) that the two gradient calls of a matrix product of `first` and `second` read:
+    the output's gradient with the second input (the first's gradient) and with the first (the second's). The
+    output is [..., M, N] for every transposition of the two inputs whose inner sizes agree (the files do not say
+    which was used); leading (batch) dimensions are the longer input's."""
+    batch = first[:-2] if len(first) >= len(second) else second[:-2]
+    pairs = set()
+    for m, k in ((first[-2], first[-1]), (first[-1], first[-2])):
+        for k_other, n in ((second[-2], second[-1]), (second[-1], second[-2])):
+            if k == k_other:
+                output = (*batch, m, n)
+                pairs.add(tuple(sorted((output, second))))
+                pairs.add(tuple(sorted((output, first))))
+    return tuple(sorted(pairs))
 
 
 def _placement(primitive: str, named: str, tensors: tuple, types: list[str], cells_by_key: dict,
@@ -226,6 +288,8 @@ def _placement(primitive: str, named: str, tensors: tuple, types: list[str], cel
     if not cells_of:
         return named, "named"
     forward_here = sum(forward_count.get((named, t), 0) for t in types)
+    if primitive in MATMUL_TYPES:
+        forward_here *= MATMUL_GRADIENTS_PER_CALL
     if named in cells_of and named_count[(named, primitive)] <= forward_here:
         return named, "named"
     if len(cells_of) == 1:

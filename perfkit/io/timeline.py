@@ -16,10 +16,12 @@ be read back is deleted and rebuilt; one that cannot be written in the cache (fu
 the cache off (one warning) and is built in the temporary folder; failing there too is an error naming
 it, with nothing left behind.
 
-Steps: the trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the bounds its
-reader reads from a step file (TraceFile.step_bounds: kernel_details.csv's Step IDs, the legacy step trace's
-points, the database's STEP_TIME), else the op runs by the loader's rules (formats/steps.py); times are µs as the
-trace writes them.
+Steps: the loader's steps (one step definition for every view): the step bounds `perfkit profile` recorded
+(perfkit_run.json, read by the readers that give `step_times`) where they fall on the trace's clock, else the
+trace's own step markers (`ProfilerStep#N`, written by the profiler's `step()`), else the bounds its reader reads
+from a step file (TraceFile.step_bounds: kernel_details.csv's Step IDs, the legacy step trace's points, the
+database's STEP_TIME), else the op runs by the loader's rules (formats/steps.py: a step begins where the one
+before it ended); times are µs as the trace writes them.
 
 A warm call finds the index through a kept answer (cache.answer_entry) and cuts the window in Arrow
 alone: `perfkit trace` on an indexed run never imports pandas (pyarrow_without_pandas).
@@ -47,7 +49,7 @@ import pyarrow.parquet as pq
 from ..core import plugins
 from ..core.errors import FileFormatError, PerfkitError
 from ..core.opnames import comm_kind, op_types_of
-from ..core.units import US_PER_MS
+from ..core.units import NS_PER_US, US_PER_MS
 from ..core.version import __version__
 from . import cache
 from .trace_json import MAX_WORKERS, Stats, map_blocks
@@ -106,11 +108,19 @@ EVENT_COLUMNS = ["rank", "process", "lane", "lane_order", "pid", "tid", "ph", "n
 def trace_files(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, list[TraceFile]]:
     """The run's root and its trace files, one per rank, as its readers list them (Reader.traces). `cycle`: as
     loader.load's (several profiler runs of one rank are refused without one)."""
+    return trace_sources(path, cycle)[:2]
+
+
+def trace_sources(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, list[TraceFile], dict]:
+    """trace_files, and the step bounds recorded beside the traces ({rank: {step: [start_us, end_us]}}, RUN_WIDE
+    for a run-wide record): what readers that give `step_times` (perfkit profile's manifest) read, the loader's
+    first source of steps."""
     from .cycles import chosen_cycle, inside
     from .discovery import discover
     from .formats import readers
     root, jobs, _ = discover(path, readers())
     listed = []
+    recording = [(reader, folder) for reader, folder in jobs if "step_times" in reader.provides]
     for reader, folder in jobs:
         if reader.traces is None:
             continue
@@ -131,11 +141,35 @@ def trace_files(path: str | os.PathLike, cycle: Cycle = None) -> tuple[Path, lis
         if not inside(folder, left_out):
             for file in files:
                 found.setdefault(file.rank, file)
+    recorded = {}
+    for reader, folder in recording:
+        if not inside(folder, left_out):
+            for rank, bounds in _recorded_bounds(reader, folder).items():
+                recorded.setdefault(rank, bounds)
     if not found:
         raise FileFormatError("holds no trace file (trace_view.json, *_timeline_display_*.json, a profiler database, "
                               "or the op times as text: " + ", ".join(TEXT_TRACES) + "): profile with the timeline on "
                               "to see one", root)
-    return root, [found[rank] for rank in sorted(found)]
+    return root, [found[rank] for rank in sorted(found)], recorded
+
+
+def _recorded_bounds(reader, folder: Path) -> dict[int, dict[int, list[float]]]:
+    """{rank (RUN_WIDE for a run-wide record): {step: [start_us, end_us]}} of the step times a reader reads
+    (epoch ns, the clock MindSpore's traces stamp in µs); {} where it has none or its files are unreadable (the
+    loader says why)."""
+    try:
+        parts = reader.read(folder)
+    except Exception:  # noqa: BLE001 - a broken record costs its steps here; `load` reports it
+        return {}
+    bounds = {}
+    for rank, part in parts.items():
+        times = part.tables.get("step_times")
+        if times is None or not len(times):
+            continue
+        rows = times.to_pylist() if hasattr(times, "to_pylist") else times.to_dict(orient="records")
+        bounds[int(rank)] = {
+            int(row["step"]): [int(row["begin_ns"]) / NS_PER_US, int(row["end_ns"]) / NS_PER_US] for row in rows}
+    return bounds
 
 
 def run_trace_files(run: Run) -> list[TraceFile]:
@@ -161,12 +195,13 @@ def _fingerprint(path: Path) -> str:
     return f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}"
 
 
-def index_path(root: Path, files: list[TraceFile]) -> Path:
-    """Where the index of these trace files lives: in the cache, else (no cache, a faulty one, one inside the
-    run) in a folder of this process's own, removed when it exits."""
+def index_path(root: Path, files: list[TraceFile], recorded: dict | None = None) -> Path:
+    """Where the index of these trace files (and these recorded step bounds) lives: in the cache, else (no cache,
+    a faulty one, one inside the run) in a folder of this process's own, removed when it exits."""
     base = cache.usable_root(root) or _scratch_root()
     code = cache.code_digest(CODE + plugins.code_paths())
     digest = hashlib.sha256(f"{INDEX_FORMAT}\0{__version__}\0{code}\0{root}\0".encode())
+    digest.update(json.dumps(recorded or {}, sort_keys=True).encode())
     for file in files:
         steps = _fingerprint(file.step_file) if file.step_file is not None else "-"
         digest.update(f"{file.rank}\0{_fingerprint(file.path)}\0{steps}\0".encode())
@@ -222,16 +257,16 @@ def index(path: str | os.PathLike, progress: Callable[[str, float], None] | None
     found = _fetch(Path(kept[0])) if kept is not None else None
     if found is not None:
         return found
-    root, files = trace_files(path, cycle)
-    entry = index_path(root, files)
+    root, files, recorded = trace_sources(path, cycle)
+    entry = index_path(root, files, recorded)
     progress = progress or (lambda message, fraction: None)
     try:
-        found = _fetch(entry) or _build(entry, files, progress)
+        found = _fetch(entry) or _build(entry, files, recorded, progress)
     except _NotWritten as exc:
         if entry.is_relative_to(_scratch_root()):
             raise
         cache.turn_off(exc.cause)  # the cache is optional: build in this process's own folder instead
-        found = _build(index_path(root, files), files, progress)
+        found = _build(index_path(root, files, recorded), files, recorded, progress)
     if location is not None:
         cache.store_answer(location, str(found.folder), 0)
     return found
@@ -257,7 +292,8 @@ def _fetch(entry: Path) -> Index | None:
         return None
 
 
-def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float], None]) -> Index:
+def _build(entry: Path, files: list[TraceFile], recorded: dict, progress: Callable[[str, float], None]) -> Index:
+    from .formats import RUN_WIDE
     staging = cache.staging_name(entry)
     total_bytes = sum(file.path.stat().st_size for file in files) or 1
     done_bytes = 0
@@ -267,7 +303,7 @@ def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float],
         for file in files:
             def advance(read_bytes: int, file=file, before=done_bytes):
                 progress(f"indexing {file.path.name} of rank {file.rank}", (before + read_bytes) / total_bytes)
-            ranks[file.rank] = _index_file(file, staging, advance)
+            ranks[file.rank] = _index_file(file, staging, advance, recorded.get(file.rank, recorded.get(RUN_WIDE)))
             done_bytes += file.path.stat().st_size
         (staging / INDEX_FILE).write_text(json.dumps({"format": INDEX_FORMAT, "ranks": ranks}))
         try:
@@ -291,8 +327,10 @@ def _build(entry: Path, files: list[TraceFile], progress: Callable[[str, float],
     return found
 
 
-def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) -> dict:
-    """Parse one trace into Parquet parts under `staging`; what index.json says about its rank."""
+def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None],
+                recorded: dict[int, list[float]] | None = None) -> dict:
+    """Parse one trace into Parquet parts under `staging`; what index.json says about its rank. `recorded`: the
+    rank's recorded step bounds (µs), its steps where they fall on the trace's clock."""
     stats = Stats()
     parts, metadata, markers = [], [], []
     missing_ts = missing_dur = 0
@@ -331,7 +369,15 @@ def _index_file(file: TraceFile, staging: Path, advance: Callable[[int], None]) 
         warnings.append(f"{file.path}: {missing_dur:,} complete events without a duration and "
                         f"{stats.bad_values:,} times that are not numbers (shown as unknown)")
     return {"source": str(file.path), "parts": parts, "lanes": _lanes(metadata),
-            "steps": _steps(markers, file, [staging / part["file"] for part in parts]), "warnings": warnings}
+            "steps": _steps(markers, file, [staging / part["file"] for part in parts], recorded or {},
+                            _span(parts)),
+            "warnings": warnings}
+
+
+def _span(parts: list[dict]) -> tuple[float, float]:
+    """[first start, last end] (µs) of the events of a trace's parts."""
+    return (min((part["min_start"] for part in parts), default=0.0),
+            max((part["max_end"] for part in parts), default=0.0))
 
 
 def index_workers() -> int:
@@ -400,9 +446,15 @@ def _lanes(metadata: list[dict]) -> dict:
     return {"processes": processes, "threads": threads}
 
 
-def _steps(markers: list[dict], file: TraceFile, parts: list[Path]) -> list[list]:
-    """[[step, start_us, end_us], ...]: from the trace's step markers, else its step file (TraceFile.step_bounds),
-    else the op runs (the loader's rules, formats/steps.py)."""
+def _steps(markers: list[dict], file: TraceFile, parts: list[Path], recorded: dict[int, list[float]],
+           span: tuple[float, float]) -> list[list]:
+    """[[step, start_us, end_us], ...]: the loader's steps. The step bounds perfkit profile recorded (as the
+    loader's steps take them first) where they fall on the trace's clock (the recorded steps that meet its
+    events' span: a recording of another clock or process meets none), else the trace's step markers, else its
+    step file (TraceFile.step_bounds), else the op runs (the loader's rules, formats/steps.py)."""
+    meeting = {step: bounds for step, bounds in recorded.items() if bounds[0] < span[1] and bounds[1] > span[0]}
+    if meeting:
+        return sorted([step, start, end] for step, (start, end) in meeting.items())
     bounds: dict[int, list[float]] = {}
     for marker in markers:
         step = int(STEP_MARKER.fullmatch(marker["name"]).group(1)) if STEP_MARKER.fullmatch(marker["name"]) else None
@@ -430,7 +482,8 @@ def _step_file_bounds(file: TraceFile) -> dict[int, list[float]]:
 
 def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
     """Per step [start, end] in µs from the op runs, by the loader's rules (formats/steps.py): step k = the
-    k-th run of every op when every op ran equally often (graph mode), [its first start, last end]; else
+    k-th run of every op when every op ran equally often (graph mode), from step k-1's last end (step 1: its
+    first start) to its last end; else
     (PyNative: GPU op launches) the k-th run of the loop's marker op (steps.loop_marker) starts step k, and the
     last step ends with the last op."""
     from .formats.steps import loop_marker, marker_starts
@@ -458,7 +511,10 @@ def _occurrence_step_bounds(parts: list[Path]) -> dict[int, list[float]]:
     events = events.sort_values("start_us", kind="stable")
     events["step"] = events.groupby("name").cumcount() + 1
     grouped = events.groupby("step").agg(start=("start_us", "min"), end=("end_us", "max"))
-    return {int(step): [float(row.start), float(row.end)] for step, row in grouped.iterrows()}
+    # as the loader's steps (formats/steps.py): a step begins where the one before it ended, so the gap before
+    # its first op (its interval: data wait, host work) is inside it; the first begins at its first op
+    starts = grouped["end"].shift(1).fillna(grouped["start"])
+    return {int(step): [float(start), float(end)] for step, start, end in zip(grouped.index, starts, grouped["end"])}
 
 
 # ---------------------------------------------------------------- windows
@@ -535,8 +591,8 @@ def _bounds(found: Index, rank: int, step: int | None, start_ms: float | None,
                 return start, end
         has = found.steps(rank)
         listing = (f"it has steps {_ranges(has)}" if has else
-                   "its trace has no step markers, no kernel_details.csv, and its ops ran unequally often: "
-                   "use start/end times instead")
+                   "no recorded step times, no step markers in its trace, no kernel_details.csv, and its ops ran "
+                   "unequally often: use start/end times instead, or mark steps (perfkit.profiling, prof.step())")
         raise PerfkitError(f"rank {rank} has no step {step}: {listing}", found.ranks[rank]["source"])
     zero = origin_us(found)
     return (zero + (start_ms or 0.0) * US_PER_MS, zero + end_ms * US_PER_MS if end_ms is not None else float("inf"))

@@ -19,7 +19,7 @@ from ..discovery import has_match
 from . import ascend_ms
 from .base import Parts, Reader, TraceFile
 from .files import guarded, ranks_in, read_csv, read_text, with_folder_notes
-from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms
+from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms, with_first_step_time
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -97,8 +97,9 @@ def _read_rank(framework: Path, rank: int) -> Parts:
     if details is not None:
         ops = _ops(details, events, shapes, SHAPE_FILE.format(rank), parts.warnings)
         if mode == "pynative":
-            # `Default/ApplyMomentum-op2` and a bare `ReluGrad`: the names say nothing about the pass
-            ops["pass"] = "other"
+            # `Default/BiasAdd-op0` and a bare `ReluGrad`: the names say nothing about the pass, but an optimizer
+            # update's type (`Default/SGD-op3`, `Default/ApplyMomentum-op2`) says it is the optimizer's
+            ops["pass"] = ops["pass"].where(ops["pass"] == "optimizer", "other")
             parts.warnings.append("op names carry no cell scopes (PyNative mode): forward/backward split unknown")
         parts.tables["ops"] = ops
     if events is not None:
@@ -196,4 +197,4 @@ def traces(folder: Path) -> list[TraceFile]:
 
 # CPU steps come from the op timestamps (formats/steps.py): no step file to read alone.
 READER = Reader(name="cpu", provides=frozenset({"op_types", "ops", "op_events"}), detect=detect, read=read,
-                looks_for="FRAMEWORK/cpu_op_*", ops_cover_device=True, traces=traces)
+                looks_for="FRAMEWORK/cpu_op_*", ops_cover_device=True, traces=traces, finish=with_first_step_time)

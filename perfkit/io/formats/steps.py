@@ -22,6 +22,7 @@ from ...core.opnames import op_passes, op_types_of
 from ...core.units import NS_PER_MS, US_PER_MS
 from .base import Derivation
 from .files import read_text
+from .tables import as_pandas
 
 STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms", "busy_ms"]
 
@@ -98,6 +99,27 @@ def derived_op_type_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[p
 
 
 OP_TYPE_STEPS = Derivation(table="op_type_steps", needs=("op_events",), derive=derived_op_type_steps)
+
+
+def with_first_step_time(tables: dict) -> None:
+    """A rank's ops, in place, with the time and calls of each op's runs in its first step or outside every step
+    (`first_step_ms`, `first_step_calls`; Reader.finish of the layouts whose op runs are timed): the op time the
+    steady steps leave out where the first step is left out of the step means (a compile, a first call), which the
+    op tables' totals over every profiled step hold (perfkit/analysis/cells.py: Cells per steady step)."""
+    ops, op_events = tables.get("ops"), tables.get("op_events")
+    if ops is None or op_events is None or not len(ops):
+        return
+    steps, _, _, events = _derive(as_pandas(op_events), as_pandas(tables["step_times"])
+                                  if tables.get("step_times") is not None else None)
+    if not len(steps):
+        return
+    events = events[events["step"].to_numpy() <= int(steps["step"].min())]  # 0: outside every step
+    names = np.asarray(events.attrs.get("names", []), dtype=object)[events["name"].to_numpy()]
+    left_out = pd.DataFrame({"name": names, "ms": (events["end"] - events["start"]).to_numpy() / NS_PER_MS})
+    summed = left_out.groupby("name", sort=False)["ms"].agg(["sum", "size"])
+    ops = as_pandas(ops)
+    tables["ops"] = ops.assign(first_step_ms=ops["name"].map(summed["sum"]).fillna(0.0).astype("float64"),
+                               first_step_calls=ops["name"].map(summed["size"]).fillna(0).astype("Int64"))
 
 
 def derived_comm_ops(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame | None, dict, list[str]]:

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ...analysis.measures import op_type_shares
+from ...analysis.measures import op_type_shares, steady_ops
 from ...core.model import Run
 from ..format import short_op_names
 from ..numbers import op_family, op_mix_columns
@@ -45,11 +45,12 @@ def _short_op_names(run: Run) -> dict[str, str]:
 
 def op_instance_rows(run: Run, passes: Sequence[str] | None = None, search: str = "",
                      limit: int = MAX_TABLE_ROWS) -> tuple[pd.DataFrame, int]:
-    """Op instances (largest total time first) of the given passes whose name or type contains `search`.
+    """Op instances (largest total time first) of the given passes whose name or type contains `search`, over
+    the steps the op-type table covers (analysis.steady_ops: the two tables of the page add up alike).
 
     Returns at most `limit` rows and the number that matched; `short_name` is how the table shows `name`.
     """
-    ops = run.ops
+    ops = steady_ops(run)
     if passes:
         ops = ops[ops["pass"].isin(list(passes))]
     needle = search.strip().lower()
