@@ -134,3 +134,14 @@ def test_another_script_is_not_like_with_like_and_the_gate_refuses_it():
     # the same script with other options is one setup: no banner
     same = compare(perfkit.load(PAIR / "layers4" / "repeat_1"), speedpair)
     assert same["incomparable"] == [] and "NOT LIKE WITH LIKE" not in compare_text(same)
+
+
+def test_a_quiet_run_with_too_few_steps_for_a_spread_keeps_the_measured_floor():
+    """The seed's legacy runs hold 2 steady steps each (steps 2-3): too few to estimate a run's own noise."""
+    runs = [perfkit.load(RUNS / name) for name in ("seed_1_feed_fp32", "seed_2_sink_fp32")]
+    assert [len(statistics.step_totals(run.steps)) for run in runs] == [2, 2]
+    for run in runs:  # a quiet machine, faked explicitly: these layouts record no load
+        run.meta.host = {"load_average": [0.2, 0.2, 0.2], "logical_cpus": 2}
+    judged = statistics.verdict(runs[:1], runs[1:])
+    assert judged.noise_floor_pct == statistics.NOISE_FLOOR_PCT
+    assert "started at load 0.10 and 0.10 per CPU" in judged.noise_floor_source

@@ -49,6 +49,9 @@ NOISE_FLOOR_PCT = 215.0
 MEASURED_LOAD_PER_CPU = (0.95, 3.35)
 QUIET_LOAD_PER_CPU = 0.5
 QUIET_FLOOR_MIN_PCT = 10.0
+# A run's step spread is its own noise estimate only over this many steady steps (t with 4 degrees of freedom or
+# more for two runs); with fewer the measured floor stays.
+MIN_SPREAD_STEPS = 3
 # What decides a change that one run a side cannot: repeats of each side, judged over their run means.
 REPEAT_ADVICE = "perfkit profile --repeat 3"
 NO_CHANGE = "no significant change"
@@ -148,10 +151,11 @@ def load_per_cpu(run: Run) -> float | None:
 def step_spread_floor_pct(run_a: Run, run_b: Run) -> float | None:
     """The change two single runs' means show by chance if runs differ as much as their steps do: the 95 % t
     half-width of a difference of one step of each (t(df) x sqrt(s_a² + s_b²) on the log scale, s each run's
-    standard deviation of its log steady step totals, df = their steps - 2), in %; None with under 2 steps in
-    either. Not divided by the steps' count: steps of one run are no independent draws of the run-to-run noise."""
+    standard deviation of its log steady step totals, df = their steps - 2), in %; None with under
+    MIN_SPREAD_STEPS steps in either. Not divided by the steps' count: steps of one run are no independent draws of
+    the run-to-run noise."""
     logs = [np.log(totals[totals > 0]) for totals in (step_totals(run_a.steps), step_totals(run_b.steps))]
-    if any(len(values) < 2 for values in logs):
+    if any(len(values) < MIN_SPREAD_STEPS for values in logs):
         return None
     half = t_quantile(len(logs[0]) + len(logs[1]) - 2) * math.sqrt(sum(np.var(values, ddof=1) for values in logs))
     return 100 * math.expm1(half)
@@ -166,7 +170,7 @@ class NoiseFloor:
 
 def noise_floor(run_a: Run, run_b: Run, given_pct: float | None = None) -> NoiseFloor:
     """The floor for one run a side: the user's (`given_pct`: --noise-floor); where both runs record a quiet start
-    (load under QUIET_LOAD_PER_CPU) the runs' own step spread (`step_spread_floor_pct`, at least
+    (load under QUIET_LOAD_PER_CPU) and enough steps, the runs' own step spread (`step_spread_floor_pct`, at least
     QUIET_FLOOR_MIN_PCT); else the measured NOISE_FLOOR_PCT, or the step spread where that is wider."""
     if given_pct is not None:
         return NoiseFloor(given_pct, "given")
@@ -176,8 +180,8 @@ def noise_floor(run_a: Run, run_b: Run, given_pct: float | None = None) -> Noise
                f"the runs started at load {' and '.join(f'{load:.2f}' for load in known)} per CPU"
                + ("" if len(known) == 2 else " (the other's not recorded)"))
     spread_pct = step_spread_floor_pct(run_a, run_b)
-    if len(known) == 2 and max(known) < QUIET_LOAD_PER_CPU:
-        pct = max(spread_pct or 0.0, QUIET_FLOOR_MIN_PCT)
+    if len(known) == 2 and max(known) < QUIET_LOAD_PER_CPU and spread_pct is not None:
+        pct = max(spread_pct, QUIET_FLOOR_MIN_PCT)
         return NoiseFloor(pct, f"from the runs' step spread: {started}" if pct > QUIET_FLOOR_MIN_PCT else
                           f"a quiet machine's minimum: {started}")
     low, high = MEASURED_LOAD_PER_CPU
