@@ -241,4 +241,17 @@ def compare_body(runs: Sequence[Run]) -> list:
     """The compare section (views.panels.COMPARE_PANELS, as the report shows it) over the chosen runs."""
     if len(runs) < 2:
         return [card("Compare", empty("pick two or more runs to compare"))]
-    return _panels_body(COMPARE_PANELS, runs, RENDERERS)
+    return _migration_card(runs) + _panels_body(COMPARE_PANELS, runs, RENDERERS)
+
+
+def _migration_card(runs: Sequence[Run]) -> list:
+    """Two runs of different frameworks, a PyTorch reference and its MindSpore port: the cross-framework comparison
+    (docs/migration.md) above the panels, as `perfkit compare` words it."""
+    from ..analysis.migration import TORCH, framework_of
+    from ..render.migration import migration_markdown
+    from ..views.migration import compare_frameworks, is_cross_framework
+    if len(runs) != 2 or not is_cross_framework(*runs):
+        return []
+    reference, port = runs if framework_of(runs[0]) == TORCH else runs[::-1]
+    return [card("PyTorch reference and MindSpore port", dcc.Markdown(migration_markdown(
+        compare_frameworks([reference], [port]))))]

@@ -2,7 +2,7 @@
 series of repeats (one card per series, the verdict as its value); the Ranks link only for runs of several ranks.
 
 Screenshots go to $PERFKIT_SCREENSHOT_DIR when set (docs/dashboard.md's: PERFKIT_SCREENSHOT_DIR=docs/img), else to a
-temp folder. Real runs: tests/runs/cpu_2_10_interrupted, sample_runs/cpu_ranks2, tests/runs/cpu_2_10_speedpair."""
+temp folder. Real runs: tests/runs/cpu_2_10_ctrlc, sample_runs/cpu_ranks2, tests/runs/cpu_2_10_speedpair."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from perfkit.views.compare import compare, verdict_headline
 
 pytestmark = pytest.mark.browser
 
-INTERRUPTED = REPO / "tests/runs/cpu_2_10_interrupted"
+INTERRUPTED = REPO / "tests/runs/cpu_2_10_ctrlc"
 RANKS2 = REPO / "sample_runs/cpu_ranks2"
 # the baseline series first: 4 hidden layers, then the 2-layer series judged against it
 SERIES = [REPO / f"tests/runs/cpu_2_10_speedpair/{side}/repeat_{n}"

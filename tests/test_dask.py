@@ -246,6 +246,26 @@ def test_an_unreachable_scheduler_is_one_line_in_bounded_time(tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is no Dask scheduler address" in result.stderr
 
 
+@pytest.mark.parametrize("address, env, message", [
+    ("tls://127.0.0.1:{port}", {}, "is a TLS address, and Dask has no TLS settings here"),
+    ("tcp://" + "a" * 5_000 + ":8786", {}, "a host name of 5,000 characters"),
+    # TLS settings that cannot start a connection: the client fails in its constructor, and is closed here
+    ("tls://127.0.0.1:{port}", {"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": "{garbage}",
+                                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": "{garbage}"}, "cannot reach the Dask"),
+    ("tcp://127.0.0.1:{port}", {"PERFKIT_DASK_TIMEOUT": "inf"}, "PERFKIT_DASK_TIMEOUT='inf': give seconds"),
+    ("tcp://127.0.0.1:{port}", {"PERFKIT_DASK_TIMEOUT": "1e400"}, "PERFKIT_DASK_TIMEOUT='1e400': give seconds"),
+], ids=["tls-unset", "long-host", "tls-broken", "timeout-inf", "timeout-1e400"])
+def test_a_hostile_address_or_timeout_is_one_line_and_nothing_after(address, env, message, tmp_path):
+    """Nothing after the line: a client whose start failed used to print a traceback from its cleanup at exit."""
+    run = generated_run(tmp_path, ranks=2)
+    (tmp_path / "garbage.pem").write_text("not a certificate")
+    env = {key: value.format(garbage=tmp_path / "garbage.pem") for key, value in env.items()}
+    result = perfkit("summary", str(run), "--dask", address.format(port=free_port()), cache=tmp_path / "cache",
+                     env={"PERFKIT_DASK_TIMEOUT": "2", **env})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-3000:]
+    assert message in result.stderr and len(result.stderr) < 1000
+
+
 def test_storage_this_machine_cannot_write_is_one_line(cluster, tmp_path):
     run = generated_run(tmp_path, ranks=2)
     (tmp_path / "a_file").write_text("")

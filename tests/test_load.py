@@ -115,15 +115,40 @@ def test_every_walk_leaves_out_raw_data_logs_and_bytecode(tmp_path):
     assert "found only files perfkit does not read: a/b.csv, a/FRAMEWORK/w.csv" in str(refused.value)
 
 
+def test_a_run_deeper_than_discovery_looks_is_named_not_lost(tmp_path):
+    """A real run six folders down: discovery looks five levels deep (MAX_DEPTH), so the folder is refused in one
+    line naming the depth and a folder below it, not "no profiler files found"; passed nearer, it reads."""
+    from perfkit.io.discovery import MAX_DEPTH
+    deep = tmp_path.joinpath(*"abcdef")
+    shutil.copytree(FIXTURE_RUNS["cpu_2_10"], deep / "run")
+    assert len(deep.relative_to(tmp_path).parts) > MAX_DEPTH
+    result = CliRunner().invoke(main, ["summary", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert (f"{tmp_path}: no profiler files within {MAX_DEPTH} folder levels of it, and it goes deeper "
+            f"(e.g. a/b/c/d/e/f): pass the folder that holds the run") in result.output
+    assert perfkit.load(deep).ranks == [0]
+
+
 def test_parent_of_several_runs_for_one_rank_is_refused():
-    with pytest.raises(LayoutError, match="several runs for rank 0"):
-        perfkit.load(FIXTURES / "minddata_raw/mindspore_ut")
+    """Three unit tests' MindData profiles: rank 0 of JOB1 and JOB2, rank 1 of profiler/. Two runs of rank 0 from
+    separate jobs beside another rank: no cycle number can choose among them, each job's folder is named."""
+    with pytest.raises(LayoutError) as refused:
+        perfkit.load(FIXTURES / "minddata_raw/mindspore_ut", cycle=1)
+    assert str(refused.value).endswith("holds the runs of separate launches: rank 0 has runs of 2 (1) JOB1, 2) JOB2); "
+                                       "a --cycle number would pair one launch's ranks with another's, so none is "
+                                       "read: pass the folder of one run (JOB1, JOB2)")
 
 
 @pytest.mark.parametrize("make, message", [
     (lambda tmp: tmp / "missing", "does not exist"),
     (lambda tmp: (tmp / "file.csv").write_text("a,b\n") and tmp / "file.csv", "is not a folder"),
     (lambda tmp: tmp, "no MindSpore profiler files found"),
+    (lambda tmp: (tmp / "loop").symlink_to(tmp / "loop") or tmp / "loop",
+     "is reached through a symbolic link that loops or whose target is gone"),
+    (lambda tmp: (tmp / "a").symlink_to(tmp / "b") or (tmp / "b").symlink_to(tmp / "a") or tmp / "a" / "run",
+     "is reached through a symbolic link that loops or whose target is gone"),
+    (lambda tmp: (tmp / "gone").symlink_to(tmp / "nothing") or tmp / "gone",
+     "is reached through a symbolic link that loops or whose target is gone"),
 ])
 def test_bad_paths_fail_in_one_line(tmp_path, make, message):
     path = make(tmp_path)

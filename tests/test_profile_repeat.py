@@ -144,3 +144,66 @@ def test_a_real_repeat_2_and_its_a_a_pair_never_fails_the_gate(tmp_path):
     gate = CliRunner().invoke(main, ["compare", str(out / "repeat_1"), str(out / "repeat_2"), "--fail-if-slower", "0"])
     assert gate.exit_code == 0, gate.output
     assert "verdict      no significant change" in gate.stdout
+
+
+def _failed_second_repeat(tmp_path) -> Path:
+    """A --repeat 3 folder whose repeat_2 failed as a script's failure leaves it (manifest status failed)."""
+    out = tmp_path / "base"
+    for index in (1, 2, 3):
+        shutil.copytree(SAMPLE, out / f"repeat_{index}")
+    manifest = json.loads((out / "repeat_2" / "perfkit_run.json").read_text())
+    manifest.update(status="failed", error="the script exited with code 1", steps=[])
+    (out / "repeat_2" / "perfkit_run.json").write_text(json.dumps(manifest))
+    for child in (out / "repeat_2").iterdir():
+        if child.is_dir():
+            shutil.rmtree(child)
+    return out
+
+
+def test_compare_leaves_a_failed_repeat_out_and_names_it(tmp_path):
+    out = _failed_second_repeat(tmp_path)
+    result = CliRunner().invoke(main, ["compare", str(out), str(SAMPLE), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (f"perfkit: warning: {out / 'repeat_2'}: this repeat failed (the script exited with code "
+                             "1): compared without it\n")
+    assert json.loads(result.stdout)["verdict"]["n_a"] == 2  # repeats 1 and 3
+
+
+def test_a_folder_of_repeats_read_as_one_run_points_at_the_repeats_and_compare(tmp_path, fake_resnet):
+    out = tmp_path / "base"
+    assert CliRunner().invoke(main, ["profile", "--repeat", "2", "--output", str(out)]).exit_code == 0
+    for command in (["summary", str(out)], ["report", str(out), "-o", str(tmp_path / "r.html")]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2 and "--cycle" not in result.output, result.output
+        assert result.stderr == (f"perfkit: error: {out}: holds 2 repeats of `perfkit profile --repeat` "
+                                 f"(repeat_1..repeat_2), runs of one setting: compare them with another setting by "
+                                 f"`perfkit compare {out} OTHER`, or read one: {out / 'repeat_1'}\n")
+
+
+@pytest.mark.parametrize("digits", ["３", "٣", "2\u0663"])
+def test_repeat_counts_are_ascii_digits(digits, tmp_path, fake_resnet):
+    result = CliRunner().invoke(main, ["profile", "--repeat", digits, "--output", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "not a whole number in digits 0-9" in result.output
+    assert not fake_resnet.calls and not (tmp_path / "out").exists()
+
+
+@pytest.mark.mindspore
+def test_ctrl_c_while_a_repeat_imports_mindspore_is_quiet_and_keeps_repeat_1(tmp_path):
+    """tests/scripts/run_interrupt_import.py: repeat 2's script is SIGINTed as `import mindspore` reaches the
+    module perfkit's start-up hook waits for. No traceback, no "Fatal Python error" from MindSpore's exit
+    handlers, exit code 130, repeat_1 kept (about 20 s)."""
+    import subprocess
+    import sys
+    scripts = Path(__file__).resolve().parent / "scripts"
+    root = scripts.parents[1]
+    done = subprocess.run([sys.executable, "-m", "perfkit", "profile", "--repeat", "3", "--output",
+                           str(tmp_path / "out"), "--", "python", "run_interrupt_import.py", str(tmp_path / "count")],
+                          cwd=scripts, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    output = done.stdout + done.stderr
+    assert done.returncode == 130, output
+    assert "Traceback" not in output and "Fatal Python error" not in output, output
+    assert "SIGINT while the script imported mindspore" in output
+    statuses = [json.loads((tmp_path / "out" / f"repeat_{i}" / "perfkit_run.json").read_text())["status"]
+                for i in (1, 2)]
+    assert statuses == ["ok", "interrupted"] and not (tmp_path / "out" / "repeat_3").exists()

@@ -130,6 +130,7 @@ def test_the_api_alone_writes_a_run_folder_with_its_schedule(tmp_path):
     recorded = manifest(folder)
     assert recorded["status"] == "ok" and recorded["step_timer"] == "perfkit.profiling"
     assert len(recorded["steps"]) == BATCHES - 1
+    assert recorded["config"]["batch_size"] == 2  # tests/scripts/tiny.py's .batch(2), from the dataset iterated
     # MindSpore's schedule skipped the first step: every op it timed lies in a recorded step, and each step
     # ran the same graph
     steps = recorded["steps"]

@@ -4,7 +4,7 @@ Compare step split of a run with totals only, a short `repr`, `perfkit.show` out
 notebook kernel, and `perfkit dash`/`report` over a tune folder's repeats.
 
 Real runs (tests/runs, each with its SOURCE.txt): cpu_2_10_failed (a script that failed before its first step),
-cpu_2_10_interrupted (Ctrl-C after 6 steps), cpu_2_10_slowdata (data-bound), cpu_2_10_pynative (steps with
+cpu_2_10_ctrlc (Ctrl-C after 6 steps), cpu_2_10_slowdata (data-bound), cpu_2_10_pynative (steps with
 totals only), cpu_2_10_speedpair (two settings, three repeats each). Expected values are read from perfkit_run.json."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from perfkit.views.figures.compare import compare_speedup_cards, compare_steps_f
 from perfkit.views.figures.overview import step_trace_figure
 
 RUNS = Path(__file__).resolve().parent / "runs"
-FAILED, INTERRUPTED, SLOWDATA = RUNS / "cpu_2_10_failed", RUNS / "cpu_2_10_interrupted", RUNS / "cpu_2_10_slowdata"
+FAILED, INTERRUPTED, SLOWDATA = RUNS / "cpu_2_10_failed", RUNS / "cpu_2_10_ctrlc", RUNS / "cpu_2_10_slowdata"
 PAIR = RUNS / "cpu_2_10_speedpair"
 
 
@@ -48,11 +48,11 @@ def test_summary_of_a_run_that_failed_before_profiling_says_its_recorded_failure
 def test_the_terminal_shows_status_and_warnings_first():
     recorded = manifest(INTERRUPTED)
     text = CliRunner().invoke(main, ["summary", str(INTERRUPTED)]).output.splitlines()
-    assert text[:5] == [f"run      {INTERRUPTED}", "layout   cpu   device CPU   ranks [0]",
-                        f"mode     {recorded['used']['mode']}   data feed   amp unknown   "
-                        f"mindspore {recorded['mindspore_version']}",
-                        f"status   {recorded['status']}",
-                        f"warning: run was interrupted: data up to step {len(recorded['steps'])}"]
+    assert text[:2] == [f"run      {INTERRUPTED}", "layout   cpu   device CPU   ranks [0]"]
+    assert text[2].startswith(f"mode     {recorded['used']['mode']}   data feed   amp ")
+    assert text[2].endswith(f"   mindspore {recorded['mindspore_version']}")
+    assert text[3:5] == [f"status   {recorded['status']}",
+                         f"warning: run was interrupted: data up to step {len(recorded['steps'])}"]
     assert sum(line.startswith("warning: ") for line in text) == len(perfkit.summarize(perfkit.load(INTERRUPTED))
                                                                    ["warnings"])  # said once, in that one place
 
@@ -181,3 +181,19 @@ def test_report_over_a_folder_of_repeats_and_a_broken_run_leaves_that_one_out(tm
                                              f"({manifest(FAILED)['error']}): no profiled step was completed")
     page = output.read_text()
     assert "layers4 (3 repeats)" in page and "layers2 (3 repeats)" in page
+
+
+def test_a_failed_repeat_is_left_out_of_its_series_as_perfkit_compare_leaves_it_out(tmp_path, uncached):
+    for side, source in (("a", "layers4"), ("b", "layers2")):
+        for number in (1, 2, 3):
+            shutil.copytree(PAIR / source / f"repeat_{number}", tmp_path / side / f"repeat_{number}")
+    failed = tmp_path / "b" / "repeat_2" / "perfkit_run.json"  # marked failed, explicitly: its data still loads
+    failed.write_text(json.dumps({**manifest(failed.parent), "status": "failed", "error": "RuntimeError: boom"}))
+    given = sorted(str(path) for path in tmp_path.glob("*/repeat_*"))
+    runs = [perfkit.load(path) for path in given]
+    assert runs[4].meta.status == "failed"
+    result = CliRunner().invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "json"])
+    judged = json.loads(result.stdout)
+    assert judged["verdict"]["n_b"] == 2
+    candidate = compare_speedup_cards(runs)[1]
+    assert candidate.label == "b (2 repeats)" and candidate.value == verdict_headline(judged)

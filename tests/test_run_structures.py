@@ -4,6 +4,7 @@ Expected numbers are computed here from the raw files with plain csv/json."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import socket
@@ -48,19 +49,26 @@ COMMANDS = {
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-@pytest.mark.parametrize("run, first, second", [
-    (REPEAT2, "vm_5942_20261124202935871_ascend_ms", "vm_5942_20261124202937099_ascend_ms"),
-    # the later window sorts first as text ("start12" < "start3"): the order named is the profiling order
+@pytest.mark.parametrize("run, first, second, own", [
+    # the cycles lie side by side beside SOURCE.txt (as beside perfkit_run.json): passing one would leave that out
+    (REPEAT2, "vm_5942_20261124202935871_ascend_ms", "vm_5942_20261124202937099_ascend_ms", None),
+    # the later window sorts first as text ("start12" < "start3"): the order named is the profiling order; each
+    # window has a folder of its own, which is the one to pass
     (DYNAMIC, "rank0_start3_stop4/vm_6077_20261124202944069_ascend_ms",
-     "rank0_start12_stop13/vm_6077_20261124202948979_ascend_ms"),
+     "rank0_start12_stop13/vm_6077_20261124202948979_ascend_ms", "rank0_start12_stop13"),
 ], ids=["repeat2", "dynamic"])
-def test_every_command_refuses_several_cycles_of_one_rank_alike(command, run, first, second, tmp_path, cache_dir):
+def test_every_command_refuses_several_cycles_of_one_rank_alike(command, run, first, second, own, tmp_path,
+                                                               cache_dir):
     result = CliRunner().invoke(main, COMMANDS[command](run, tmp_path))
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     message = result.output.strip().splitlines()[-1]
     assert (f"holds several runs for rank 0, in profiling order: 1) {first}, 2) {second}; choose one with --cycle N "
-            "(1-2, or last) or pass its folder") in message
+            "(1-2, or last)") in message
+    if own is None:
+        assert "pass its folder" not in message
+    else:
+        assert message.endswith(f"or pass its folder (e.g. {run / own})")
     assert not (tmp_path / "t.json").exists() and not (tmp_path / "r.html").exists()
 
 
@@ -155,6 +163,14 @@ def test_every_command_takes_cycle_and_names_the_runs_when_out_of_range(command,
     if command != "dash":  # dash serves until stopped
         result = CliRunner().invoke(main, COMMANDS[command](REPEAT2, tmp_path) + ["--cycle", "last"])
         assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("choice", ["\u0661", "\uff12", " 1", "1_0", "-1", "1.0", "inf"])
+def test_a_cycle_is_ascii_digits_or_last(choice, cache_dir):
+    """Python's int() takes Arabic-Indic and full-width digits, spaces and underscores: --cycle does not."""
+    result = CliRunner().invoke(main, ["summary", str(REPEAT2), "--cycle", choice])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{choice!r} is neither a number (1, 2, ... in profiling order) nor 'last'" in result.output
 
 
 @pytest.mark.parametrize("choice", ["0", "2"])
@@ -449,3 +465,73 @@ def test_compare_puts_two_cycles_of_one_folder_side_by_side(cache_dir):
     same = json.loads(CliRunner().invoke(main, ["compare", str(REPEAT2), str(REPEAT2), "--cycle", "2",
                                                 "--format", "json"]).output)
     assert same["verdict"]["kind"] == "same run"
+
+
+@pytest.mark.parametrize("cycle", [None, "1", "last"])
+def test_a_cycle_never_pairs_the_ranks_of_two_launches(cycle, tmp_path, cache_dir):
+    """Two real runs side by side: a one-rank PyNative loop (process 6638) and the 2-rank msrun run (processes 7675
+    and 7711). Rank 0 was profiled by two processes: cycle 1 of each rank would be the loop's rank 0 beside msrun's
+    rank 1. Every choice is refused, naming the two runs' own folders; each run reads alone."""
+    import shutil
+    runs = tmp_path / "runs"
+    shutil.copytree(PYNATIVE_LOOP, runs / "loop")
+    shutil.copytree(MSRUN2, runs / "msrun2")
+    before = sorted((p.relative_to(runs), p.stat().st_size) for p in runs.rglob("*"))
+    arguments = ["summary", str(runs)] + ([] if cycle is None else ["--cycle", cycle])
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    message = result.output.strip()
+    assert len(message.splitlines()) == 1, message
+    loop_folder = _one("vm_*_ascend_ms", PYNATIVE_LOOP).name
+    msrun_folder = _one("vm_*_ascend_ms", MSRUN2 / "rank_0").name
+    assert (f"holds the runs of separate launches: rank 0 has runs of 2 (1) loop/{loop_folder}, "
+            f"2) msrun2/rank_0/{msrun_folder}); a --cycle number would pair one launch's ranks with another's, so "
+            "none is read: pass the folder of one run (loop, msrun2)") in message
+    assert sorted((p.relative_to(runs), p.stat().st_size) for p in runs.rglob("*")) == before
+    assert perfkit.load(runs / "msrun2").ranks == [0, 1]
+    assert perfkit.load(runs / "loop").ranks == [0]
+
+
+def test_a_long_list_of_runs_is_named_by_its_ends(tmp_path, cache_dir):
+    """A folder of 40 windows of one process is refused in one short line: the first and last five, and a count."""
+    import shutil
+    source = _one("vm_*_ascend_ms", PYNATIVE_LOOP)
+    for index in range(40):
+        shutil.copytree(source, tmp_path / "run" / source.name.replace("202955811", f"{202955811 + index * 1000}"))
+    result = CliRunner().invoke(main, ["summary", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    message = result.output.strip()
+    assert "holds several runs for rank 0, in profiling order: 1) " in message
+    assert ", ... (30 more), 36) " in message and "40) " in message and ", 6) " not in message
+    assert "choose one with --cycle N (1-40, or last)" in message and len(message) < 1000
+
+
+def test_msprof_analyze_output_beside_the_ranks_it_summarises_is_not_a_second_run(tmp_path, cache_dir):
+    """What `msprof-analyze cluster -d DIR` leaves: DIR/cluster_analysis_output/ beside the rank folders it was
+    made from (tests/raw/msprof_analyze_level1: real msprof-analyze 26.2 output of the real 2-rank fixture). The
+    ranks are read from their own folders, the summary is left out in one warning, and every number is the rank
+    folders' alone; passed itself, the summary still reads."""
+    import shutil
+    fixture = Path(__file__).resolve().parent / "fixtures" / "new_format" / "msinsight_level1"
+    made = Path(__file__).resolve().parent / "raw" / "msprof_analyze_level1" / "cluster_analysis_output"
+    shutil.copytree(fixture, tmp_path / "job")
+    shutil.copytree(made, tmp_path / "job" / "cluster_analysis_output")
+    result = CliRunner().invoke(main, ["summary", str(tmp_path / "job"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    both = json.loads(result.output)
+    alone = json.loads(CliRunner().invoke(main, ["summary", str(fixture), "--format", "json"]).output)
+    assert both["warnings"][0] == ("cluster_analysis_output: not read: msprof-analyze's summary of the rank folders "
+                                   "beside it; the ranks' own folders are")
+    assert both["warnings"][1:] == alone["warnings"]
+    for key in set(both) - {"run", "path", "warnings"}:
+        assert both[key] == alone[key], key
+    # the summary's own numbers, from its csv: the same compute per rank as the rank folders give
+    with open(made / "cluster_step_trace_time.csv", newline="") as handle:
+        computing = {int(row["Index"]): float(row["Computing"]) / 1000 for row in csv.DictReader(handle)
+                     if row["Type"] == "rank"}
+    summary_only = perfkit.load(tmp_path / "job" / "cluster_analysis_output")
+    assert summary_only.ranks == [0, 1]
+    assert summary_only.steps.set_index("rank")["computing_ms"].to_dict() == pytest.approx(computing, abs=1e-6)
+    ranks = perfkit.load(tmp_path / "job")
+    assert ranks.meta.layout != summary_only.meta.layout

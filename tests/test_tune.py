@@ -22,6 +22,7 @@ from perfkit.apps.tune import (
     LEDGER,
     Budget,
     Candidate,
+    DeadlineReached,
     RunResult,
     Tuner,
     propose,
@@ -75,10 +76,13 @@ class FakeTrainer:
     def describe(self):
         return {"kind": "fake"}
 
-    def run(self, changes, out_dir: Path) -> RunResult:
+    def run(self, changes, out_dir: Path, limit_s: float | None = None) -> RunResult:
         label = " + ".join(change.label for change in changes) or "baseline"
         self.calls.append(f"{out_dir.parent.name}/{out_dir.name}")
         if self.clock is not None:
+            if limit_s is not None and self.seconds > limit_s:  # as ProfileRunner: killed at the deadline
+                self.clock.now += limit_s
+                raise DeadlineReached()
             self.clock.now += self.seconds
         if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
             raise KeyboardInterrupt

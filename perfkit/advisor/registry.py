@@ -136,8 +136,16 @@ def device_name(run: Run) -> str:
 
 
 def is_torch(run: Run) -> bool:
-    """A torch_npu run (`*_ascend_pt`): its actions are PyTorch's, not MindSpore's."""
-    return run.meta.framework == "torch_npu"
+    """A PyTorch run, torch_npu (`*_ascend_pt`) or a kineto trace (`*.pt.trace.json`): its actions are PyTorch's,
+    not MindSpore's."""
+    return run.meta.framework in ("torch_npu", "torch")
+
+
+def torch_device(run: Run) -> str:
+    """The device_type a PyTorch action names: "npu" for torch_npu, else "cuda" or "cpu"."""
+    if run.meta.framework == "torch_npu":
+        return "npu"
+    return "cuda" if device_name(run) == "GPU" else "cpu"
 
 
 def percent(share: float) -> float:

@@ -1,8 +1,13 @@
 """Cluster-wide questions over many ranks: which ranks are slow.
 
-Every view that names slow ranks (`perfkit ranks`, `summary`, `advise`'s slow_rank, the Ranks page, the report)
-takes this answer, and it reads the step ledger's per-rank roll-up (ledger.rank_parts): the same compute,
-communication and idle ms per rank that the summary and the Ranks page show.
+Every view that names slow ranks (`perfkit ranks`, `summary`, `advise`'s slow_rank and communication findings, the
+Ranks page, the report) takes this answer, and it reads the step ledger's per-rank roll-up (ledger.rank_parts): the
+same compute, communication and idle ms per rank that the summary and the Ranks page show.
+
+Ranks that meet at collectives (data parallel) end each step together: the ones that arrive early wait for the
+last. A rank's extra compute or idle time that lies inside that wait costs nothing, so a rank is slow there only
+when its own time (the step less its collective communication and pipeline wait, where it waits for its peers:
+`own_ms`) stands out: the culprit the others wait for, never its waiters.
 
 >>> answer = slow_ranks("cluster_run")          # doctest: +SKIP
 >>> answer.slow, answer.per_rank.head()          # doctest: +SKIP
@@ -14,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..core.causes import BOUND_PARTS
@@ -29,8 +35,9 @@ SLOW_RANK_SPREAD = 0.05
 # itself the slow one. Data-parallel ranks meet at every collective, so their step totals agree: a rank that
 # computes longer shows in compute while the others show the wait as communication, so a rank with more
 # communication is reported (as msprof-analyze does, max and min rank) but is not made slow by it.
-# idle_ms: the step's time with the device idle (data wait, host, unknown).
-DIMENSIONS = {"total_ms": True, "idle_ms": True, "compute_ms": True, "communication_ms": False}
+# idle_ms: the step's time with the device idle (data wait, host, unknown). own_ms: the step less the rank's
+# collective communication and pipeline wait (module docstring).
+DIMENSIONS = {"total_ms": True, "own_ms": True, "idle_ms": True, "compute_ms": True, "communication_ms": False}
 # The per-rank columns: the ledger's bound parts per steady step.
 PART_COLUMNS = {part: f"{part}_ms" for part in BOUND_PARTS}
 
@@ -78,12 +85,15 @@ def rank_groups(run: Run) -> list[list[int]]:
 
 
 def per_rank_split(run: Run) -> pd.DataFrame:
-    """rank, steps (every profiled one), total_ms and each bound part's mean ms per steady step, idle_ms."""
+    """rank, steps (every profiled one), total_ms and each bound part's mean ms per steady step, idle_ms and
+    own_ms (the step less its collective communication and pipeline wait: the time the rank does not wait for its
+    peers; the transfer inside a collective ends together on its ranks, so it shifts every rank alike)."""
     from .ledger import rank_parts
     parts = rank_parts(run)
     frame = parts[["rank", "total", *BOUND_PARTS]].rename(columns={"total": "total_ms", **PART_COLUMNS})
     frame = frame.astype({column: "float64" for column in frame.columns if column != "rank"})
     frame["idle_ms"] = frame[["data_ms", "host_ms", "unknown_ms"]].sum(axis=1)
+    frame["own_ms"] = frame["total_ms"] - frame["communication_ms"] - frame["pipeline_ms"]
     counts = run.steps.groupby("rank", sort=True)["step"].nunique().rename("steps")
     return (counts.reset_index().merge(frame, on="rank", how="left")
             .sort_values("rank", kind="stable").reset_index(drop=True))
@@ -114,6 +124,21 @@ def of_run(run: Run) -> SlowRanks:
 
 
 def _findings(per_rank: pd.DataFrame) -> list[dict[str, Any]]:
+    """The spread of each dimension over ranks that should match. Where the ranks wait for each other at
+    collectives, only ranks standing out in own_ms are named slow in any dimension: a rank with more compute or
+    idle time that still waits for a peer is not what the step waits for (its dimension then names none)."""
+    findings = _spreads(per_rank)
+    if float(per_rank["communication_ms"].fillna(0.0).max()) <= 0:
+        return [finding for finding in findings if finding["dimension"] != "own_ms"]
+    culprits = next((set(finding["ranks"]) for finding in findings if finding["dimension"] == "own_ms"), set())
+    for finding in findings:
+        if finding["rank_is_slow"]:
+            finding["ranks"] = [rank for rank in finding["ranks"] if rank in culprits]
+            finding["rank_is_slow"] = bool(finding["ranks"])
+    return findings
+
+
+def _spreads(per_rank: pd.DataFrame) -> list[dict[str, Any]]:
     mean_total = float(per_rank["total_ms"].mean())
     findings = []
     for column, rank_is_slow in DIMENSIONS.items():
@@ -130,3 +155,27 @@ def _findings(per_rank: pd.DataFrame) -> list[dict[str, Any]]:
             "ranks": [int(rank) for rank in standing_out.index],
         })
     return findings
+
+
+def wait_caused(run: Run) -> pd.Series:
+    """Per rank, the share (0-1) of its peers' wait at the steady steps' collectives that lies at collectives it
+    arrived at last (comm_split's arrival estimate: ranks matched on one collective by step, name and occurrence);
+    empty where arrivals were not compared. Each collective's wait is what its last rank cost the others."""
+    from . import comm_split
+    from .ledger import steady_steps
+    rows = comm_split.estimate(run).rows
+    rows = rows[rows["last"].notna()]
+    if not len(rows):
+        return pd.Series(dtype="float64")
+    ops = run.comm_ops.loc[rows.index]
+    rows = rows.assign(name=ops["name"].astype(str).str.replace(comm_split.STREAM_PREFIX, "", regex=True),
+                       start=ops["start_ms"].to_numpy(dtype=np.float64))
+    rows = rows.merge(steady_steps(run), on=["rank", "step"]).sort_values("start", kind="stable")
+    rows["occurrence"] = rows.groupby(["rank", "step", "name"]).cumcount()
+    key = ["step", "name", "occurrence"]
+    rows["instance_wait"] = rows.groupby(key)["wait_ms"].transform("sum")
+    last = rows[rows["last"].astype(bool)]
+    total = float(last.drop_duplicates(key)["instance_wait"].sum())
+    if total <= 0:
+        return pd.Series(dtype="float64")
+    return last.groupby("rank")["instance_wait"].sum() / total

@@ -82,8 +82,9 @@ CPU_FLAGS = ("fma", "avx2", "avx512f")
 
 def cpu_facts(cpuinfo: str) -> dict[str, Any] | None:
     """What a CPU peak follows from, read from the text of /proc/cpuinfo: cpu_model, vendor, cpu_mhz, cores (the
-    host's physical cores: distinct physical id / core id pairs), flags (of CPU_FLAGS); None where the text lacks
-    the clock or the flags. `perfkit profile` records these in its manifest (`host`)."""
+    host's physical cores: distinct physical id / core id pairs), cpus (logical CPUs: what MindSpore's dataset
+    worker limit counts, core/host.py), flags (of CPU_FLAGS); None where the text lacks the clock or the flags.
+    `perfkit profile` records these in its manifest (`host`)."""
     blocks = [block for block in cpuinfo.split("\n\n") if block.strip()]
     fields = [dict((key.strip(), value.strip()) for key, _, value in
                    (line.partition(":") for line in block.splitlines()) if _) for block in blocks]
@@ -97,6 +98,7 @@ def cpu_facts(cpuinfo: str) -> dict[str, Any] | None:
     flags = set(first["flags"].split())
     return {"cpu_model": first.get("model name", "CPU"), "vendor": first.get("vendor_id", ""), "cpu_mhz": mhz,
             "cores": len({(f.get("physical id", "0"), f.get("core id", str(i))) for i, f in enumerate(fields)}),
+            "cpus": len(fields),
             "flags": [flag for flag in CPU_FLAGS if flag in flags]}
 
 

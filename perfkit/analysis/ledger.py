@@ -27,6 +27,11 @@ from . import comm_split
 from . import measures
 from .steady import first_step_verdicts
 
+# Launching a kernel costs the host ~10-50 us (a CPU kernel launch or oneDNN primitive lookup; an Ascend task
+# launch is of the same order): a graph-mode step whose time with no op running comes to more than 1 ms per op
+# call is not waiting for launches but for Python around its graph run: the train loop's callbacks, logging,
+# the loop itself.
+LAUNCH_GAP_MAX_MS = 1.0
 # A step is bound by something other than its compute when that part takes this share of it: TensorFlow's
 # input analysis calls >= 20 % of the step "highly input-bound" (docs/formats.md §4); the same bar for every part.
 BOUND_MIN_SHARE = 0.20
@@ -175,28 +180,51 @@ def _build(run: Run) -> pd.DataFrame:
     idle = np.maximum(total - compute - exposed, 0.0)
     feed = measures.data_evidence(run)
     zeros = np.zeros(len(rows))
-    data = host_dispatch = host_launch = host_transfer = zeros
+    data = host_dispatch = host_launch = host_transfer = host_loop = loop_in_step = zeros
     if run.meta.mode == "pynative":
         host_dispatch = idle
     else:
         before = np.minimum(interval, idle)
-        host_launch = np.minimum(gaps, idle - before)
+        in_step = np.minimum(gaps, idle - before)
+        loop = in_step > LAUNCH_GAP_MAX_MS * _op_calls_per_step(run, rows)
+        host_launch, loop_in_step = np.where(loop, 0.0, in_step), np.where(loop, in_step, 0.0)
+        host_loop = loop_in_step
         if feed is not None and feed["starving"]:
             data = before
         elif feed is not None and run.meta.data_mode == "feed":
-            host_transfer = before  # the batch is ready on the host: the interval is the per-step transfer
-    unknown = np.maximum(idle - data - host_dispatch - host_launch - host_transfer, 0.0)
+            # the batch is ready on the host: the interval is the per-step transfer to the device; a CPU has no
+            # device to copy to, so there it is the loop's own Python between two steps
+            if (run.meta.device or "").upper() == "CPU":
+                host_loop = host_loop + before
+            else:
+                host_transfer = before
+    unknown = np.maximum(idle - data - host_dispatch - host_launch - host_transfer - host_loop, 0.0)
     compile_ = np.where(left_out_first, unknown, 0.0)
     unknown = np.where(left_out_first, 0.0, unknown)
 
     parts = {"comm_transfer": comm_transfer, "comm_wait": comm_wait, "comm": comm_unsplit, "p2p": pipeline,
              "data_wait": data, "host_dispatch": host_dispatch, "host_launch": host_launch,
-             "host_transfer": host_transfer, "compile": compile_}
-    parts.update(_compute_split(run, rows, ranks, compute, exposed, tail))
+             "host_transfer": host_transfer, "host_loop": host_loop, "compile": compile_}
+    # Python around the graph run lies after its last op, in the tail: what the optimizer is not
+    parts.update(_compute_split(run, rows, ranks, compute, exposed, tail - loop_in_step))
     parts["unknown"] = unknown
     sources = _sources(exposed_source, computing, gaps_apply & ~np.isnan(measured_busy), gaps_apply, split_known,
                        split_source, feed)
     return _frame(_long(rows, parts, sources, steady), warnings)
+
+
+def _op_calls_per_step(run: Run, rows: pd.DataFrame) -> np.ndarray:
+    """Per step row, its op calls: the step's own where op executions are timed (op_type_steps), else its rank's
+    calls over the run per profiled step; 0 where the run counts none."""
+    per_step = run.op_type_steps
+    if len(per_step):
+        counts = per_step.groupby(["rank", "step"])["count"].sum()
+        keys = pd.MultiIndex.from_frame(rows[["rank", "step"]].astype("int64"))
+        return counts.reindex(keys).fillna(0.0).to_numpy(dtype=np.float64)
+    if not len(run.op_types):
+        return np.zeros(len(rows))
+    calls = run.op_types.groupby("rank")["count"].sum() / run.steps.groupby("rank")["step"].nunique().clip(lower=1)
+    return _per_rank(calls, rows["rank"].to_numpy())
 
 
 def _estimated_share(run: Run, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -277,6 +305,8 @@ def _sources(exposed_source: np.ndarray, computing: np.ndarray, own_ops: np.ndar
         "host_dispatch": ("idle step time in PyNative mode", False),
         "host_launch": ("step time with no op running (launch / dispatch gaps)", False),
         "host_transfer": (f"step interval in feed mode with the data queue full; {queue}", False),
+        "host_loop": (f"step time with no op running, over {LAUNCH_GAP_MAX_MS:g} ms per op call (not launches); on "
+                      f"CPU the feed-mode step interval with the data queue full; {queue}", False),
         "compile": ("idle time of a first step left out of the means", False),
         "unknown": ("step time no file explains", False),
     }
@@ -364,14 +394,14 @@ def _comm_source(frame: pd.DataFrame) -> pd.Series:
 
 def rank_parts(run: Run) -> pd.DataFrame:
     """Per rank, the mean steady step rolled up into BOUND_PARTS (ms, adding up to `total`), how its
-    communication was measured (`comm_source`), and of its host time the in-step launch gaps (`gaps`) and the
-    feed-mode batch transfer (`transfer`). Kept on the run as steady_means is; each caller gets its own copy."""
+    communication was measured (`comm_source`), and of its host time the in-step launch gaps (`gaps`), the
+    feed-mode batch transfer (`transfer`) and the work between steps (`loop`). Kept on the run as steady_means is; each caller gets its own copy."""
     return _rank_parts(run).copy()
 
 
 @kept_on_run
 def _rank_parts(run: Run) -> pd.DataFrame:
-    columns = ["rank", "total", *BOUND_PARTS, "comm_source", "gaps", "transfer"]
+    columns = ["rank", "total", *BOUND_PARTS, "comm_source", "gaps", "transfer", "loop"]
     groups = steady_means(run, by="group")
     if not len(groups):
         return pd.DataFrame(columns=columns)
@@ -381,6 +411,7 @@ def _rank_parts(run: Run) -> pd.DataFrame:
     parts["comm_source"] = _comm_source(ledger(run)).reindex(parts.index).fillna("exposed")
     parts["gaps"] = causes["host_launch"] if "host_launch" in causes else 0.0
     parts["transfer"] = causes["host_transfer"] if "host_transfer" in causes else 0.0
+    parts["loop"] = causes["host_loop"] if "host_loop" in causes else 0.0
     return parts.rename_axis("rank").reset_index()[columns]
 
 

@@ -365,22 +365,24 @@ def communication_summary(by_rank: dict[int, dict[str, Any]]) -> dict[str, Any] 
 EXAMPLE_MIN_SHARE = 0.01
 
 
-def dispatch_inflation(run: Run) -> dict[str, Any] | None:
+def dispatch_inflation(run: Run, whole_profile: bool = False) -> dict[str, Any] | None:
     """How much of the op time of a PyNative run is each op waiting on the host rather than computing, where op
-    calls are timed (CPU, GPU op launches): per profiled step, the compute ops' time above each op's fastest call
-    (`above_fastest_ms`, of `op_ms`), and the op whose calls spread the most (`op`, its `shapes`, `fastest_ms`,
-    `slowest_ms`). In PyNative every op's duration includes the Python dispatch it waited on (a [16,10] SubExt
-    taking 3.8-8 ms on a real MindSpore 2.10 CPU run), so its fastest call is the nearest to what it computes.
-    None for graph-mode runs and where calls are not timed."""
+    calls are timed (CPU, GPU op launches): per profiled step (`whole_profile`: over the whole profile, for a run
+    without steps), the compute ops' time above each op's fastest call (`above_fastest_ms`, of `op_ms`; `calls`),
+    and the op whose calls spread the most (`op`, its `shapes`, `fastest_ms`, `slowest_ms`). In PyNative every
+    op's duration includes the Python dispatch it waited on (a [16,10] SubExt taking 3.8-8 ms on a real MindSpore
+    2.10 CPU run), so its fastest call is the nearest to what it computes. None for graph-mode runs and where
+    calls are not timed."""
     ops = run.ops
-    if run.meta.mode != "pynative" or not len(ops) or "min_ms" not in ops or not len(run.steps):
+    if run.meta.mode != "pynative" or not len(ops) or "min_ms" not in ops or not (whole_profile or len(run.steps)):
         return None
     types = ops["type"].astype("string").fillna("")
     timed = ops[ops["min_ms"].notna() & (ops["count"] >= 2)
                 & ~types.map({t: comm_kind(t) is not None for t in types.unique()}).astype(bool)]
     if not len(timed):
         return None
-    steps = run.steps.groupby("rank")["step"].nunique()
+    steps = (pd.Series(1, index=timed["rank"].unique()) if whole_profile
+             else run.steps.groupby("rank")["step"].nunique())
     above = (timed["total_ms"] - timed["count"] * timed["min_ms"]).clip(lower=0.0)
     per_rank_above = above.groupby(timed["rank"]).sum() / steps.reindex(timed["rank"].unique()).clip(lower=1)
     per_rank_ops = timed.groupby("rank")["total_ms"].sum() / steps.reindex(timed["rank"].unique()).clip(lower=1)
@@ -389,6 +391,26 @@ def dispatch_inflation(run: Run) -> dict[str, Any] | None:
     spread = (timed["max_ms"] / timed["min_ms"].where(timed["min_ms"] > 0)).where(
         above >= EXAMPLE_MIN_SHARE * timed["total_ms"].sum(), 0.0).fillna(0.0)
     worst = timed.loc[spread.idxmax()]
+    per_rank_calls = timed.groupby("rank")["count"].sum() / steps.reindex(timed["rank"].unique()).clip(lower=1)
     return {"above_fastest_ms": float(per_rank_above.mean()), "op_ms": float(per_rank_ops.mean()),
+            "calls": float(per_rank_calls.mean()),
             "op": str(worst["name"]), "shapes": None if pd.isna(worst.get("input_shapes")) else str(worst["input_shapes"]),
             "fastest_ms": float(worst["min_ms"]), "slowest_ms": float(worst["max_ms"])}
+
+
+
+def amp_from_ops(run: Run) -> dict[str, Any] | None:
+    """A CPU run's precision where it is not recorded, from its Cast ops in the steps the means cover: MindSpore's
+    O0 graph casts nothing on CPU and O1-O3 cast around every float16 op (the real O0/O2/O3 runs in
+    tests/runs/cpu_2_10_amp_*: 0, 54 and 45 Casts a step). {"level": "O0" or "O1-O3", "cast_share": of op time,
+    "cast_calls_per_step"}; None where the precision is recorded, the device is not a CPU or there is no op data."""
+    if run.meta.amp_level or run.meta.compute_dtype or (run.meta.device or "").upper() != "CPU":
+        return None
+    shares = op_type_shares(run)
+    if not len(shares) or not len(run.steps):
+        return None
+    casts = shares[shares["type"] == "Cast"]
+    steps = len(steady_steps(run.steps)[["rank", "step"]].drop_duplicates()) or 1
+    calls = float(casts["count"].sum()) / steps
+    return {"level": "O1-O3" if calls > 0 else "O0", "cast_share": float(casts["share"].sum()),
+            "cast_calls_per_step": calls}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable
@@ -43,6 +44,8 @@ def main() -> None:
     """perfkit: find out why MindSpore training is slow.
 
     \b
+    perfkit profile -- python train.py  profile your own training script -> ./profiler_v1
+                                       (perfkit's options go before `--`)
     perfkit profile --steps 3          train ResNet-50 under the profiler -> ./profiler_v1
     perfkit summary profiler_v1        where each step's time goes
     perfkit advise profiler_v1         tuning hints with evidence
@@ -70,9 +73,26 @@ def progress_printer(stream) -> Callable[[str, float], None]:
 
 
 def _load(path: str, cycle=None):
-    """The run at `path`, of profiler cycle `cycle` (else --cycle's)."""
+    """The run at `path`, of profiler cycle `cycle` (else --cycle's); a folder of repeats is pointed at them."""
+    from ..core.errors import LayoutError
     from ..io.loader import load
-    return load(path, _dask(), cycle if cycle is not None else _cycle())
+    from ..io.repeats import repeats_hint
+    try:
+        return load(path, _dask(), cycle if cycle is not None else _cycle())
+    except LayoutError:
+        hint = repeats_hint(path)
+        if hint is None:
+            raise
+        raise LayoutError(hint, path) from None
+
+
+class Count(click.IntRange):
+    """A whole number in ASCII digits (int() also takes other scripts' digits: `--repeat ３`)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip().isascii():
+            self.fail(f"{value!r} is not a whole number in digits 0-9", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class CycleNumber(click.ParamType):
@@ -83,10 +103,9 @@ class CycleNumber(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, int) or value == "last":
             return value
-        try:
-            return int(value)
-        except ValueError:
+        if not (value.isascii() and value.isdigit()):  # int() also takes "٣", " 1 " and "1_0"
             self.fail(f"{value!r} is neither a number (1, 2, ... in profiling order) nor 'last'", param, ctx)
+        return int(value)
 
 
 def cycle_option(command):
@@ -285,11 +304,16 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare own_v1 own_v2 --batch-size 64 --seq-len 512   # an own script's runs: samples/s, tokens/s
       perfkit compare run run --cycle 1 --cycle-b 2   # two profiler cycles (schedule repeat=2) of one folder
     """
-    from ..io.repeats import repeat_folders
+    from ..io.repeats import usable_repeats
     from ..render.compare import compare_markdown, compare_text
     from ..views.compare import compare as compare_runs
     from ..views.compare import gate
-    group_a, group_b = _load_all(tuple(repeat_folders(run_a))), _load_all(tuple(repeat_folders(run_b)), cycle_b)
+    (side_a, failed_a), (side_b, failed_b) = usable_repeats(run_a), usable_repeats(run_b)
+    for line in failed_a + failed_b:
+        click.echo(f"perfkit: warning: {line}", err=True)
+    group_a, group_b = _load_all(tuple(side_a)), _load_all(tuple(side_b), cycle_b)
+    if _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor):
+        return
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
                           noise_floor, batch_size, seq_len)
     gating = fail_if_slower is not None or fail_on_new is not None
@@ -309,6 +333,24 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
         if verdict["failed"]:
             click.echo(f"perfkit: gate failed: {'; '.join(verdict['reasons'])}", err=True)
             ctx.exit(1)
+
+
+def _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor) -> bool:
+    """A PyTorch reference against its MindSpore port (either order): the migration view (docs/migration.md)."""
+    from ..analysis.statistics import NOISE_FLOOR_PCT
+    from ..views.migration import compare_frameworks, is_cross_framework
+    if not is_cross_framework(group_a[0], group_b[0]):
+        return False
+    if fail_if_slower is not None or fail_on_new is not None:
+        raise PerfkitError("--fail-if-slower/--fail-on-new gate runs of one framework; a PyTorch reference against "
+                           "its MindSpore port is compared without a gate")
+    from ..analysis.migration import TORCH, framework_of
+    from ..render.migration import migration_markdown, migration_text
+    reference, port = (group_a, group_b) if framework_of(group_a[0]) == TORCH else (group_b, group_a)
+    result = compare_frameworks(reference, port, NOISE_FLOOR_PCT if noise_floor is None else noise_floor)
+    click.echo(_json(result) if fmt == "json" else migration_markdown(result) if fmt == "markdown"
+               else migration_text(result))
+    return True
 
 
 class ProfileCommand(click.Command):
@@ -361,21 +403,30 @@ RESNET_STEPS, RESNET_WARMUP = 3, 1
 @click.option("--profile-memory", is_flag=True, default=False,
               help="Also record the allocator's memory (MindSpore's profile_memory=True) and the memory capacity: "
                    "the Memory page, peak memory and the batch size that would fit.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+@click.option("--repeat", type=Count(min=1), default=1, show_default=True, metavar="N",
               help="Make N runs of the same settings, one after another, in OUTPUT/repeat_1..N: `perfkit compare` "
                    "judges such a folder over its run means.")
+@click.option("--reference", is_flag=True, default=False,
+              help="The script after `--` is a PyTorch reference: run it under torch.profiler (torch in the script's "
+                   "Python; docs/migration.md), for `perfkit compare REFERENCE PORT`.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shards, shard_id, sink, amp_level, workers,
-            mode, env_pairs, output, ranks, profile_memory, repeat, command) -> None:
+            mode, env_pairs, output, ranks, profile_memory, repeat, reference, command) -> None:
     """Profile your own training script (after `--`), or train the seed's ResNet-50 on CIFAR-10, under the
     MindSpore profiler and write a run folder.
 
     \b
-    Your script runs unchanged: its output and exit code are its own. MindSpore's profiler is switched on
-    through MS_PROFILER_OPTIONS, MindData's profiling too, and each Model.train step is timed (custom loops:
-    perfkit.profiling, or the steps are taken from the op timestamps). --output, --env, --ranks, --warmup,
-    --steps and --profile-memory apply.
+    Your script runs unchanged: its output and exit code are its own. perfkit's options go before `--`;
+    everything after it is the command, run as given (perfkit says which options it took). MindSpore's
+    profiler is switched on through MS_PROFILER_OPTIONS, MindData's profiling too, and each Model.train step
+    is timed (custom loops: perfkit.profiling's prof.step(), or the steps are read from the op timestamps);
+    the batch size of the dataset it iterates is recorded. --output, --env, --ranks, --warmup, --steps and
+    --profile-memory apply.
+
+    The built-in run prints a line per step when its output is not a terminal, and on a host with AVX-512
+    sets ONEDNN_MAX_CPU_ISA=AVX2 for the CPU (unless --env or the environment set it): oneDNN's AVX-512 3x3
+    convolutions are its slow reference kernel (`perfkit advise`: kernel_efficiency).
 
     The folder holds MindSpore's profiler files, MindData's dataset profile and perfkit_run.json (config,
     versions, step times, status). Ctrl-C (or SIGTERM) stops training after the current step and keeps what
@@ -391,9 +442,13 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
       perfkit profile --profile-memory --batch-size 8  # with the allocator's memory over time
       perfkit profile --repeat 3 --output base          # base/repeat_1..3, for perfkit compare
       perfkit profile --repeat 3 -- python train.py
+      perfkit profile --reference --output ref -- python ref_train.py   # PyTorch, under torch.profiler
     """
     from ..profiler import report
     from ..profiler.launch import parse_env
+    if reference:
+        _profile_reference(ctx, list(command), steps, warmup, parse_env(env_pairs), output)
+        return
     if ctx.meta["script_mode"] or command:
         _profile_script(ctx, list(command), steps, warmup, parse_env(env_pairs), output, ranks, profile_memory,
                         repeat)
@@ -421,17 +476,43 @@ def profile(ctx, device, steps, warmup, batch_size, image_size, data_path, shard
         ctx.exit(outcome.exit_code)
 
 
+def _profile_reference(ctx, command, steps, warmup, env, output) -> None:
+    from click.core import ParameterSource
+
+    from ..profiler import report
+    from ..profiler.reference import ReferenceRequest, profile_reference
+    given = [name for name in RESNET_ONLY + ("ranks", "profile_memory", "repeat")
+             if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    if given:
+        raise PerfkitError(", ".join("--" + name.replace("_", "-") for name in given) + ": not for --reference")
+    output = "./profiler_reference" if ctx.get_parameter_source("output") is ParameterSource.DEFAULT else output
+    outcome = profile_reference(ReferenceRequest(command=command, output=output, env=env,
+                                                 warmup=1 if warmup is None else warmup,
+                                                 steps=RESNET_STEPS if steps is None else steps))
+    if outcome.traced:
+        click.echo(report(outcome))
+    else:
+        click.echo(f"perfkit: {outcome.folder} holds no torch.profiler trace: the script ended before its profiled "
+                   "steps (it must call an optimizer's step() once per step)", err=True)
+    ctx.exit(outcome.exit_code or (0 if outcome.traced else 2))
+
+
 def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_memory, repeat) -> None:
     from click.core import ParameterSource
 
     from ..profiler import report
-    from ..profiler.script import ScriptRequest, profile_script
+    from ..profiler.script import ScriptRequest, check, profile_script
     given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
     request = ScriptRequest(command=command, output=output, env=env, ranks=ranks, warmup=warmup or 0, steps=steps,
                             profile_memory=profile_memory)
+    check(request)
+    if command:
+        click.echo(f"perfkit: profiling `{shlex.join(command)}` (everything after `--` is the script's); "
+                   f"perfkit's own options: {_options_given(ctx) or 'none, the defaults (they go before `--`)'}",
+                   err=True)
     if repeat > 1:
         from dataclasses import replace
 
@@ -462,6 +543,24 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
     ctx.exit(outcome.exit_code)
 
 
+def _options_given(ctx) -> str:
+    """The options of the running command given on the command line, as they would be typed again."""
+    from click.core import ParameterSource
+
+    given = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if not isinstance(param, click.Option) or source is not ParameterSource.COMMANDLINE:
+            continue
+        flag = param.opts[0]
+        value = ctx.params[param.name]
+        if param.is_flag:
+            given.append(flag if value else param.secondary_opts[0] if param.secondary_opts else flag)
+        else:
+            given += [f"{flag} {shlex.quote(str(item))}" for item in (value if param.multiple else [value])]
+    return " ".join(given)
+
+
 class TuneCommand(click.Command):
     """Splits `perfkit tune [options] -- python train.py …`: the command after `--` is the user's; the options
     that are not tune's own are `perfkit profile`'s, checked by it."""
@@ -482,13 +581,14 @@ class TuneCommand(click.Command):
 @click.option("--output", type=click.Path(file_okay=False), default="./perfkit_tune", show_default=True,
               help="The tune folder: every experiment's run folders and the ledger tune.json. Run again with the same "
                    "folder to go on where it stopped.")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--repeats", type=Count(1, 1000), default=3, show_default=True,
               help="Runs of each setting, interleaved with the baseline's (A B A B): 2 or more judge by run means "
                    "(with 2 a side the 95 % interval is wide: t has 1 degree of freedom).")
 @click.option("--max-experiments", type=click.IntRange(min=1), default=6, show_default=True,
               help="Candidate settings tried (the combination of the faster ones counts as one).")
 @click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-              help="Wall-clock budget of this session; what is left is shown before each run.")
+              help="Wall-clock budget of this session, a deadline: a run still going then is stopped with every "
+                   "process it started (and made again by a rerun). What is left is shown before each run.")
 @click.option("--try", "tries", multiple=True, metavar="KNOB=VALUE",
               help="Also try this setting: env:NAME=VALUE, amp_level=O2, mode=graph, sink_mode=true, "
                    "dataset_workers=4, dataset_workers:map=4, batch_size=64, prefetch=8. Repeatable.")
@@ -498,10 +598,13 @@ class TuneCommand(click.Command):
 @click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
               help="With --repeats 1: the change a single run must exceed (default: compare's, from the runs' "
                    "recorded load and step spread).")
+@click.option("--fresh", is_flag=True, default=False,
+              help="Start over in --output: its ledger (tune.json) is replaced, its runs made again.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("profile_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, noise_floor, fmt, profile_args) -> None:
+def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, noise_floor, fresh, fmt,
+         profile_args) -> None:
     """Try the settings the advisor proposes, re-profiling each against the baseline, and keep what is faster.
 
     \b
@@ -526,6 +629,8 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
 
     command = ctx.meta["command"]
     args = list(profile_args)
+    if not math.isfinite(max_minutes):
+        raise PerfkitError(f"--max-minutes {max_minutes}: give a number of minutes (a deadline), e.g. 30")
     checked = profile.make_context("profile", [*args, *(["--", *command] if command else [])])
     if checked.params["ranks"] != 1:
         raise PerfkitError("--ranks: perfkit tune runs one process per experiment")
@@ -541,9 +646,12 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
         changes = [parse_change(text) for text in tries]
     except ValueError as exc:
         raise PerfkitError(f"--try {exc}") from None
-    tuner = Tuner(ProfileRunner(args, command), Path(output), Budget(max_experiments, max_minutes, repeats),
-                  say=lambda text: click.echo(text, err=True),
-                  candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor)
+
+    def say(text: str) -> None:
+        click.echo(text, err=True)
+
+    tuner = Tuner(ProfileRunner(args, command, say), Path(output), Budget(max_experiments, max_minutes, repeats),
+                  say=say, candidates=lambda run: propose(run, changes, standard), noise_floor_pct=noise_floor, fresh=fresh)
     result = tuner.tune()
     patch = None
     if result.best is not None:
@@ -554,7 +662,7 @@ def tune(ctx, output, repeats, max_experiments, max_minutes, tries, standard, no
             script_patch(Path(command[index]), best) if index is not None else None)
     click.echo(_json(tune_dict(result, patch)) if fmt == "json" else tune_text(result, patch))
     if result.interrupted:
-        ctx.exit(130)
+        ctx.exit(result.exit_code)
 
 
 def _load_all(paths: tuple[str, ...], cycle=None) -> list:
@@ -568,8 +676,11 @@ def _load_shown(paths: tuple[str, ...]) -> list:
     must not hide the rest); with none left, its error."""
     from ..core.errors import PerfkitError
     from ..io.repeats import run_folders
+    folders, left_out = run_folders(paths)
+    for line in left_out:
+        click.echo(f"perfkit: warning: {line}", err=True)
     runs, failures = [], []
-    for path in run_folders(paths):
+    for path in folders:
         try:
             runs.append(_load(path))
         except PerfkitError as exc:

@@ -22,10 +22,12 @@ import math
 import os
 import re
 import shutil
+import signal
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -59,12 +61,26 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
 
 
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while a run was in progress: that run was stopped, the finished ones are kept."""
+
+    def __init__(self, signal_name: str = "SIGINT"):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+class DeadlineReached(Exception):
+    """The run in progress was still going at the --max-minutes deadline: it was killed, with every process it
+    started, and is not recorded (a rerun makes it again)."""
+
+
 class Runner(Protocol):
     def describe(self) -> dict[str, Any]:
         """The baseline, as JSON: a rerun of a tune folder must be given the same one."""
 
-    def run(self, changes: tuple[Change, ...], out_dir: Path) -> RunResult:
-        """Train the baseline with `changes` applied into the run folder `out_dir` (which does not exist yet)."""
+    def run(self, changes: tuple[Change, ...], out_dir: Path, limit_s: float | None = None) -> RunResult:
+        """Train the baseline with `changes` applied into the run folder `out_dir` (which does not exist yet);
+        raise DeadlineReached past `limit_s` seconds, Stopped on Ctrl-C or SIGTERM."""
 
 
 @dataclass(frozen=True)
@@ -95,21 +111,21 @@ class Ledger:
         self.data = data
 
     @classmethod
-    def open(cls, folder: Path, baseline: dict[str, Any], repeats: int) -> Ledger:
+    def open(cls, folder: Path, baseline: dict[str, Any], repeats: int, fresh: bool = False) -> Ledger:
+        """The folder's ledger, or a new one. A ledger that is damaged, of another perfkit, or of another
+        baseline is refused in one line naming it, unless `fresh` (start over) or it holds no usable run (a
+        tune whose baseline never ran, e.g. of a mistyped script, blocks nothing)."""
         path = folder / LEDGER
-        if path.is_file():
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError) as exc:
-                raise PerfkitError(f"not a tune ledger ({exc})", path) from None
-            if not isinstance(data, dict) or data.get("version") != LEDGER_VERSION:
-                raise PerfkitError(f"not a tune ledger of this perfkit (version {LEDGER_VERSION})", path)
-            if data["baseline"] != baseline:
+        if path.is_file() and not fresh:
+            data = read_ledger(path)
+            if data["baseline"] != baseline and any(run["ok"] for run in data["runs"]):
                 raise PerfkitError(f"holds a tune of another baseline ({_baseline_words(data['baseline'])}); "
-                                   "give another --output, or the same command and options to go on", path)
-            data["repeats"] = max(data["repeats"], repeats)
-            return cls(folder, data)
-        if folder.exists() and any(folder.iterdir()):
+                                   "give another --output, --fresh to start over, or the same command and options "
+                                   "to go on", path)
+            if data["baseline"] == baseline:
+                data["repeats"] = max(data["repeats"], repeats)
+                return cls(folder, data)
+        elif not path.is_file() and folder.exists() and any(folder.iterdir()):
             raise PerfkitError(f"exists and is not a tune folder (no {LEDGER}): give a new --output", folder)
         folder.mkdir(parents=True, exist_ok=True)
         ledger = cls(folder, {"version": LEDGER_VERSION, "baseline": baseline, "repeats": repeats,
@@ -144,7 +160,7 @@ class Ledger:
         return [run for run in self.data["runs"] if run["experiment"] == experiment]
 
     def record(self, experiment: str, repeat: int, result: RunResult, seconds: float) -> None:
-        folder = None if result.folder is None else os.path.relpath(result.folder, self.folder)
+        folder = None if result.folder is None else Path(os.path.relpath(result.folder, self.folder)).as_posix()
         self.data["runs"].append({"experiment": experiment, "repeat": repeat, "folder": folder, "ok": result.ok,
                                   "error": result.error, "tail": result.tail, "not_applied": result.not_applied,
                                   "notes": result.notes, "seconds": round(seconds, 3)})
@@ -159,6 +175,101 @@ def _baseline_words(baseline: dict[str, Any]) -> str:
     if baseline.get("kind") == "script":
         return "the command " + " ".join(baseline["command"])
     return "perfkit profile " + " ".join(baseline.get("args", []))
+
+
+# A ledger past this is no ledger tune wrote (each run adds ~2 KB: its last lines of output).
+LEDGER_MAX_BYTES = 64 * 1024 * 1024
+# No tune makes more runs of one setting than this (and a hand-edited 10**25 must not become a loop's bound).
+MAX_REPEATS = 1000
+
+
+def read_ledger(path: Path) -> dict[str, Any]:
+    """tune.json read through the bounded decoder and checked field by field against what Ledger writes; any
+    other content (truncated, edited, another program's) is a PerfkitError naming the file and the field."""
+    from ..core import boundedjson
+
+    try:
+        if path.stat().st_size > LEDGER_MAX_BYTES:
+            raise PerfkitError(f"is not a tune ledger (over {LEDGER_MAX_BYTES // 2**20} MB); give another --output "
+                               "or --fresh to start over", path)
+        data = boundedjson.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, boundedjson.JSONError) as exc:
+        raise PerfkitError(f"is not a tune ledger ({getattr(exc, 'message', None) or exc}); give another --output "
+                           "or --fresh to start over", path) from None
+    if not isinstance(data, dict) or data.get("version") != LEDGER_VERSION:
+        raise PerfkitError(f"not a tune ledger of this perfkit (version {LEDGER_VERSION}); give another --output "
+                           "or --fresh to start over", path)
+    problem = _ledger_problem(data)
+    if problem:
+        raise PerfkitError(f"is a damaged tune ledger ({problem}); give another --output or --fresh to start over",
+                           path)
+    return data
+
+
+def _is_int(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _ledger_problem(data: dict[str, Any]) -> str | None:
+    """What in a decoded tune.json is not as Ledger writes it (None: nothing)."""
+    baseline = data.get("baseline")
+    if not (isinstance(baseline, dict) and isinstance(baseline.get("kind"), str)
+            and _is_strings(baseline.get("args", [])) and _is_strings(baseline.get("command", []))):
+        return "baseline"
+    if not _is_int(data.get("repeats"), 1, MAX_REPEATS):
+        return f"repeats is not a whole number from 1 to {MAX_REPEATS}"
+    if not _is_strings(data.get("skipped")):
+        return "skipped"
+    candidates = data.get("candidates")
+    if candidates is not None:
+        if not isinstance(candidates, list):
+            return "candidates"
+        for index, entry in enumerate(candidates):
+            if not (isinstance(entry, dict) and isinstance(entry.get("source"), str)
+                    and isinstance(entry.get("changes"), list) and entry["changes"]):
+                return f"candidate {index + 1}"
+            for change in entry["changes"]:
+                try:
+                    if not isinstance(change, dict) or not isinstance(change.get("value"), (str, int, float)):
+                        raise ValueError("no value")
+                    Change.from_dict(change)
+                except (KeyError, TypeError, ValueError):
+                    return f"candidate {index + 1}'s change"
+    runs = data.get("runs")
+    if not isinstance(runs, list):
+        return "runs"
+    for index, run in enumerate(runs):
+        problem = _run_problem(run)
+        if problem:
+            return f"run {index + 1}: {problem}"
+    return None
+
+
+def _run_problem(run: Any) -> str | None:
+    if not isinstance(run, dict):
+        return "not an object"
+    if not isinstance(run.get("experiment"), str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", run["experiment"]):
+        return "experiment"
+    if not _is_int(run.get("repeat"), 1, 2 * MAX_REPEATS):
+        return "repeat"
+    folder = run.get("folder")
+    # a run folder is the experiment's repeat_N inside the tune folder, never a path out of it
+    if folder is not None and folder != f"{run['experiment']}/repeat_{run['repeat']}":
+        return "folder"
+    if not isinstance(run.get("ok"), bool) or (run["ok"] and folder is None):
+        return "ok"
+    if not (run.get("error") is None or isinstance(run["error"], str)) or not isinstance(run.get("tail"), str):
+        return "error"
+    if not (_is_strings(run.get("not_applied")) and _is_strings(run.get("notes"))):
+        return "notes"
+    seconds = run.get("seconds")
+    if not (isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 <= seconds < 1e9):
+        return "seconds"
+    return None
 
 
 def experiment_name(index: int, candidate: Candidate) -> str:
@@ -315,12 +426,14 @@ class Tune:
     skipped: list[str]
     stopped: str | None = None        # why the loop stopped early (budget, Ctrl-C), None when it ran through
     interrupted: bool = False
+    exit_code: int = 0                # 130 after Ctrl-C, 143 after SIGTERM, as a shell reports them
 
 
 class Tuner:
     def __init__(self, runner: Runner, folder: Path, budget: Budget, say: Callable[[str], None],
                  candidates: Callable[[Any], tuple[list[Candidate], list[str]]], noise_floor_pct: float | None = None,
-                 load: Callable[[str], Any] | None = None, clock: Callable[[], float] = time.monotonic):
+                 load: Callable[[str], Any] | None = None, clock: Callable[[], float] = time.monotonic,
+                 fresh: bool = False):
         from ..io.loader import load as perfkit_load
 
         self.runner = runner
@@ -331,6 +444,7 @@ class Tuner:
         self.noise_floor_pct = noise_floor_pct
         self.load = load or perfkit_load
         self.clock = clock
+        self.fresh = fresh
         self.started = clock()
         self.loaded: dict[str, Any] = {}
         self.ledger: Ledger | None = None
@@ -369,32 +483,59 @@ class Tuner:
                  f"({', '.join(c.label for c in changes) or 'as given'}); {left / 60:.1f} min of "
                  f"{self.budget.max_minutes:g} left")
         began = self.clock()
-        result = self.runner.run(changes, out_dir)
+        result = self.runner.run(changes, out_dir, limit_s=max(left, 0.0))
+        if result.ok and result.folder is not None:
+            result = self.with_step_times(result)
         self.ledger.record(experiment, repeat, result, self.clock() - began)
         return self.ledger.runs(experiment)[-1]
+
+    def with_step_times(self, result: RunResult) -> RunResult:
+        """`result`, or, where its run has no step times to judge by, the same run marked failed saying so."""
+        from ..analysis.statistics import run_mean_ms
+
+        try:
+            mean = run_mean_ms(self.load(str(result.folder)), per_sample=False)
+        except PerfkitError as exc:
+            return RunResult(result.folder, False, error=f"its run folder cannot be read: {exc}", notes=result.notes)
+        if mean is None:
+            return RunResult(result.folder, False, error="the run has no step times to judge it by "
+                             "(perfkit summary on its folder says why)", notes=result.notes)
+        return result
 
     def baseline_failed(self, entry: dict[str, Any]) -> PerfkitError:
         if entry["tail"]:
             self.say(entry["tail"])
-        return PerfkitError(f"the baseline failed ({entry['error']}): nothing to tune against; its output is "
-                            "above", self.folder / BASELINE)
+        where = "its output is above" if entry["tail"] else "its output is in the .log beside its folder"
+        return PerfkitError(f"the baseline failed ({entry['error']}): nothing to tune against; {where}",
+                            self.folder / BASELINE)
 
     # -- the session --------------------------------------------------------------------------------------
     def tune(self) -> Tune:
-        self.ledger = Ledger.open(self.folder, self.runner.describe(), self.budget.repeats)
-        stopped, interrupted = None, False
+        self.ledger = Ledger.open(self.folder, self.runner.describe(), self.budget.repeats, self.fresh)
+        stopped, signal_name = None, None
         try:
             stopped = self.explore()
-        except KeyboardInterrupt:
-            stopped, interrupted = "interrupted (Ctrl-C): the finished runs are kept; run again to go on", True
-        return self.result(stopped, interrupted)
+        except DeadlineReached:
+            stopped = self.out_of_time()
+        except KeyboardInterrupt as exc:
+            signal_name = getattr(exc, "signal_name", "SIGINT")
+            stopped = (f"interrupted ({'Ctrl-C' if signal_name == 'SIGINT' else signal_name}): the finished runs "
+                       "are kept; run again to go on")
+        result = self.result(stopped, signal_name is not None)
+        if signal_name is not None:
+            result.exit_code = 128 + getattr(signal, signal_name)
+        return result
 
     def explore(self) -> str | None:
         ledger = self.ledger
         estimate = ledger.seconds_per_run()
         if estimate is not None and estimate > self.seconds_left():
             raise self.too_small(estimate)
-        first = self.run(BASELINE, 1, ())
+        try:
+            first = self.run(BASELINE, 1, ())
+        except DeadlineReached:
+            raise PerfkitError(f"--max-minutes {self.budget.max_minutes:g} ended before the baseline's first run did "
+                               "(it was stopped): nothing to tune against; give more minutes") from None
         if not first["ok"]:
             raise self.baseline_failed(first)
         if ledger.candidates is None:
@@ -413,11 +554,11 @@ class Tuner:
         repeats = ledger.data["repeats"]
         singles = [(name, candidate) for name, candidate in zip(self.names(), ledger.candidates)
                    if candidate.source != COMBINED_SOURCE]
-        self.planned = self.made + sum(1 for r in range(1, repeats + 1)
-                                       for name in [BASELINE, *(n for n, _ in singles)]
-                                       if not any(e["repeat"] == r for e in ledger.runs(name)))
-        stopped = self.schedule([(name, repeat, changes) for repeat in range(1, repeats + 1)
-                                 for name, changes in [(BASELINE, ()), *((n, c.changes) for n, c in singles)]])
+        settings = [(BASELINE, ()), *((name, candidate.changes) for name, candidate in singles)]
+        done = sum(1 for name, _ in settings for entry in ledger.runs(name) if entry["repeat"] <= repeats)
+        self.planned = self.made + max(repeats * len(settings) - done, 0)
+        stopped = self.schedule((name, repeat, changes) for repeat in range(1, repeats + 1)
+                                for name, changes in settings)
         if stopped:
             return stopped
         combined = self.combination()
@@ -432,16 +573,16 @@ class Tuner:
             ledger.add_candidate(combined)
         # fresh baseline runs interleaved with the combination's (A C A C): the baseline's repeats go on counting
         self.planned += 2 * repeats
-        return self.schedule([run for repeat in range(1, repeats + 1)
-                              for run in ((BASELINE, repeats + repeat, ()), (COMBINED, repeat, combined.changes))])
+        return self.schedule(run for repeat in range(1, repeats + 1)
+                             for run in ((BASELINE, repeats + repeat, ()), (COMBINED, repeat, combined.changes)))
 
     def names(self) -> list[str]:
-        return [experiment_name(index, c) for index, c in enumerate(self.ledger.candidates, start=1)]
+        return [experiment_name(index, c) for index, c in enumerate(self.ledger.candidates or [], start=1)]
 
     def dropped(self, entry: dict[str, Any]) -> bool:
         return not entry["ok"] or bool(entry["not_applied"])
 
-    def schedule(self, runs: list[tuple[str, int, tuple[Change, ...]]]) -> str | None:
+    def schedule(self, runs: Iterable[tuple[str, int, tuple[Change, ...]]]) -> str | None:
         """Make the (experiment, repeat, changes) runs in order, but those done already and those of an experiment
         that broke or could not be applied; stop when the next one does not fit in the time left."""
         for name, repeat, changes in runs:

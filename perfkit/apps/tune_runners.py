@@ -11,17 +11,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..advisor.change import Change
+from ..core import boundedjson
 from ..io.formats.manifest import MANIFEST
-from ..profiler.script import HOOK_DIR
+from ..profiler.launch import Keeper
+from ..profiler.script import HOOK_DIR, NOTHING_PROFILED
 from ..profiler.tune_hook import TUNE_ENV, change_key
-from .tune import OUTPUT_TAIL_LINES, RunResult
+from .tune import OUTPUT_TAIL_LINES, DeadlineReached, RunResult, Stopped
 
 # Changes the built-in run takes as `perfkit profile` options.
 RESNET_OPTIONS = {
@@ -37,10 +39,21 @@ REACHED_BY = {"amp_level": "made no Model(...) (amp_level is Model's argument)",
               "batch_size": "never called dataset.batch",
               "dataset_workers.map": "never called dataset.map", "dataset_workers.batch": "never called dataset.batch",
               "dataset_workers.all": "called neither dataset.map nor dataset.batch"}
-# How long the child may take to stop after a Ctrl-C (it finishes its step and MindSpore's analysis).
+# How long the child may take to stop after a Ctrl-C or SIGTERM (it finishes its step and MindSpore's analysis)
+# before it is killed with everything it started.
 STOP_SECONDS = 120
+POLL_SECONDS = 0.2
 # The manifest statuses whose step times count: incomplete runs lack op data, not steps.
 USABLE = ("ok", "incomplete")
+# A script that marks no steps (a custom loop without perfkit.profiling): tune's --warmup 1 cannot skip its compile
+# step, so MindSpore's profiler is never started, and no step times exist to judge a setting by.
+NO_STEPS = ("the script marks no steps (it calls neither Model.train nor perfkit.profiling), so tune has no step "
+            "times to judge by and its --warmup 1 left MindSpore's profiler nothing to record: wrap the loop in "
+            "`with perfkit.profiling(OUT) as prof:` and call `prof.step()` after each step (docs/tune.md); its "
+            "output: {log}")
+# How much of the end of a run's output is read for its last lines: a script's output can be any size (a 100 MB
+# log), its last traceback and lines are within this.
+TAIL_BYTES = 256 * 1024
 # MindSpore's profiler analysis draws progress bars into the output: `[13449] Parsing: [###   ] 1/2 …`
 PROGRESS = re.compile(r"^\[\d+\] (Parsing:|Start parsing)")
 
@@ -48,16 +61,17 @@ PROGRESS = re.compile(r"^\[\d+\] (Parsing:|Start parsing)")
 class ProfileRunner:
     """Runs `perfkit profile ARGS` (the built-in ResNet-50) or `perfkit profile ARGS -- COMMAND` (a script)."""
 
-    def __init__(self, args: list[str], command: list[str] | None = None):
+    def __init__(self, args: list[str], command: list[str] | None = None, say: Callable[[str], None] = print):
         self.args = list(args)
         self.command = list(command) if command else None
+        self.say = say
 
     def describe(self) -> dict[str, Any]:
         if self.command:
             return {"kind": "script", "command": self.command, "args": self.args}
         return {"kind": "resnet", "args": self.args}
 
-    def run(self, changes: tuple[Change, ...], out_dir: Path) -> RunResult:
+    def run(self, changes: tuple[Change, ...], out_dir: Path, limit_s: float | None = None) -> RunResult:
         options = list(self.args)
         if self.command and "--warmup" not in options:
             options += ["--warmup", "1"]  # the first step compiles: judged on the steady ones
@@ -78,9 +92,11 @@ class ProfileRunner:
         command = [sys.executable, "-m", "perfkit", "profile", *options, "--output", str(out_dir)]
         if self.command:
             command += ["--", *self.command]
-        with open(log, "wb") as handle:
-            code = _wait(subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
-                                          stdin=subprocess.DEVNULL))
+        keeper = RunKeeper(self.say)
+        deadline = None if limit_s is None else time.monotonic() + limit_s
+        with open(log, "wb") as handle, keeper.started(command, env, stdout=handle, stderr=subprocess.STDOUT,
+                                                       stdin=subprocess.DEVNULL):
+            code = _wait(keeper, deadline)
         return self.outcome(out_dir, code, log, report, changes, hooked)
 
     def outcome(self, out_dir: Path, code: int, log: Path, report: Path, changes: tuple[Change, ...],
@@ -91,15 +107,19 @@ class ProfileRunner:
         status = manifest.get("status")
         folder = out_dir if out_dir.is_dir() else None
         if code != 0 or status not in USABLE:
-            error = manifest.get("error") or (tail.splitlines()[-1] if tail else f"exit code {code}")
-            return RunResult(folder, False, error=error, tail=tail)
+            # a script that exited 0 failed nowhere: a traceback in its output is one it handled
+            last = tail.splitlines()[-1] if tail and code != 0 else None
+            error = str(manifest.get("error") or last or f"exit code {code}, status {status}")
+            return RunResult(folder, False, error=error, tail=tail if code != 0 else "")
+        if NOTHING_PROFILED in (manifest.get("notes") or []) and not manifest.get("steps"):
+            return RunResult(folder, False, error=NO_STEPS.format(log=log))
         if applied and applied.get("nan_loss_step") is not None:
             return RunResult(folder, False, error=f"the loss was NaN at step {applied['nan_loss_step']}", tail=tail)
         not_applied = []
         for change in hooked:
             if applied is None:
                 not_applied.append(f"{change.label}: the script never imported MindSpore")
-            elif not applied["applied"].get(change_key(change.to_dict())):
+            elif not (applied.get("applied") or {}).get(change_key(change.to_dict())):
                 reason = REACHED_BY.get(change.key, f"never made a ds.{change.op}")
                 not_applied.append(f"{change.label}: the script {reason}")
         used = manifest.get("used") or {}
@@ -107,37 +127,71 @@ class ProfileRunner:
             if change.knob == "sink_mode" and used.get("sink") not in (None, change.value):
                 not_applied.append(f"{change.label}: {manifest.get('device')} cannot sink the dataset "
                                    "(MindSpore feeds it step by step)")
-        return RunResult(folder, True, not_applied=not_applied, notes=(applied or {}).get("notes", []))
+        notes = (applied or {}).get("notes")
+        return RunResult(folder, True, not_applied=not_applied,
+                         notes=[str(note) for note in notes] if isinstance(notes, list) else [])
 
 
-def _wait(process: subprocess.Popen) -> int:
-    """The child's exit code; on Ctrl-C, let it stop (it got the terminal's SIGINT too), then go on raising."""
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
+class RunKeeper(Keeper):
+    """Stands between one `perfkit profile` run and Ctrl-C/SIGTERM to tune: the run (in a session of its own,
+    SIGINTed should tune die) is asked once to stop, a second signal kills it with everything it started."""
+
+    def announce(self, name: str) -> None:
+        self.say(f"perfkit tune: {name}: stopping the run in progress; the finished runs are kept ({name} again "
+                 "to stop at once)")
+
+    def phase(self) -> str:
+        return "a tune run"
+
+
+def _wait(keeper: RunKeeper, deadline: float | None) -> int:
+    """The run's exit code. Past `deadline` (time.monotonic) it is killed, with every process it started, and
+    DeadlineReached raised; after a signal it has STOP_SECONDS to stop, then Stopped is raised."""
+    process = keeper.process
+    stop_by = None
+    while True:
+        now = time.monotonic()
+        if keeper.interrupted and stop_by is None:
+            stop_by = now + STOP_SECONDS
+        limits = [limit for limit in (deadline, stop_by) if limit is not None]
         try:
-            process.send_signal(signal.SIGINT)
-            process.wait(timeout=STOP_SECONDS)
+            code = process.wait(timeout=min([POLL_SECONDS, *(max(limit - now, 0.0) for limit in limits)]))
+            break
         except subprocess.TimeoutExpired:
-            process.kill()
+            pass
+        if any(time.monotonic() >= limit for limit in limits):
+            keeper.kill_all()
             process.wait()
-        raise
+            if keeper.interrupted:
+                raise Stopped(keeper.stop_signal.name)
+            raise DeadlineReached()
+    if keeper.interrupted:
+        raise Stopped(keeper.stop_signal.name)
+    return code
 
 
 def _json(path: Path) -> dict | None:
+    """The JSON object in `path` (a run's manifest, the hook's report); None where there is none."""
     try:
-        return json.loads(path.read_text())
+        data = boundedjson.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _tail(log: Path) -> str:
     """The end of a run's output: up to its last Python exception where it has one (MindSpore's analysis prints
     its progress after it), else its last lines; blank lines and the analysis's progress bars left out."""
     try:
-        text = log.read_text(errors="replace")
+        with open(log, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - TAIL_BYTES))
+            raw = handle.read(TAIL_BYTES)
     except OSError:
         return ""
+    if size > TAIL_BYTES:
+        raw = raw[raw.find(b"\n") + 1:]  # from the first whole line
+    text = raw.decode("utf-8", errors="replace")
     lines = [line for line in text.replace("\r", "\n").splitlines() if line.strip() and not PROGRESS.search(line)]
     starts = [index for index, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
     end = len(lines)

@@ -32,6 +32,7 @@ CAUSES: dict[str, Cause] = {
     "host_dispatch": Cause("host", "host: PyNative dispatch"),
     "host_launch": Cause("host", "host: launch gaps inside the step"),
     "host_transfer": Cause("host", "host: feed-mode batch transfer"),
+    "host_loop": Cause("host", "host: work between steps (callbacks, logging, Python in the loop)"),
     "compile": Cause("compile", "first step: compile / warm-up"),
     "unknown": Cause("unknown", "idle, cause unknown"),
 }
@@ -40,7 +41,8 @@ BOUND_PARTS = ("compute", "communication", "pipeline", "data", "host", "unknown"
 # How the bound's parts are named in every view.
 BOUND_PART_LABELS = {"compute": "device compute", "communication": "collective communication (exposed)",
                      "pipeline": "pipeline wait (p2p, bubble)", "data": "data wait (queue evidence)",
-                     "host": "host-bound (launch, dispatch, transfer)", "unknown": "idle, cause unknown"}
+                     "host": "host-bound (launch, dispatch, transfer, loop)",
+                     "unknown": "idle, cause unknown"}
 # Where the files do not say what overlaps with compute, the communication part is the communication ops' time
 # (an upper bound of what is exposed): said so wherever it is named.
 COMM_OVERLAP_UNKNOWN_LABEL = "collective communication (overlap with compute unknown)"

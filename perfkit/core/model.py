@@ -198,7 +198,8 @@ class Meta:
     """What is known about how the run was made. None means the files do not tell."""
 
     device: str | None = None            # "Ascend" | "GPU" | "CPU"
-    layout: str | None = None            # "legacy" | "ascend_ms" | "ascend_db" | "cpu" | "gpu" | "minddata" | "manifest"
+    # "legacy" | "ascend_ms" | "ascend_db" | "cpu" | "gpu" | "kineto" | "minddata" | "manifest"
+    layout: str | None = None
     ms_version: str | None = None
     mode: str | None = None              # "graph" | "pynative"
     ranks: list[int] = field(default_factory=list)
@@ -210,7 +211,8 @@ class Meta:
     chip: str | None = None              # e.g. "Ascend910B" (NPU_INFO of the database export)
     synthetic_data: bool | None = None
     status: str | None = None            # manifest status: ok / interrupted / failed
-    framework: str | None = None         # "mindspore" | "torch_npu" (`*_ascend_pt` folders): the wording of actions
+    # "mindspore" | "torch_npu" (`*_ascend_pt` folders) | "torch" (torch.profiler traces): the wording of actions
+    framework: str | None = None
     pipeline_stages: list[list[int]] | None = None  # global ranks of each pipeline stage, where the files tell
     memory_capacity_mb: float | None = None  # device (CPU: host) memory, recorded by `perfkit profile`
     host: dict[str, Any] = field(default_factory=dict)  # the host CPU's facts (flops.cpu_facts), recorded by `perfkit profile`

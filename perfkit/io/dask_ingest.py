@@ -20,8 +20,10 @@ dask and distributed are imported only here, and only when asked for (`pip insta
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
 import time
 import uuid
@@ -80,11 +82,25 @@ def _failure(future) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
+# Past this PERFKIT_DASK_TIMEOUT is no bound (an hour per wait), and Dask's own timeouts refuse non-finite ones.
+MAX_TIMEOUT_S = 3600.0
+# The longest host name DNS allows: a longer address is no scheduler's, and is said before any connection.
+MAX_HOST_CHARS = 253
+
+
 def timeout_s() -> float:
-    try:
-        return max(0.1, float(os.environ[TIMEOUT_ENV]))
-    except (KeyError, ValueError):
+    """PERFKIT_DASK_TIMEOUT in seconds (default 10, at least 0.1); a value that is not a number of seconds up to
+    an hour is the user's error."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None or not raw.strip():
         return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TIMEOUT_S:
+        raise PerfkitError(f"{TIMEOUT_ENV}={raw[:40]!r}: give seconds, more than 0 and at most {MAX_TIMEOUT_S:g}")
+    return max(0.1, seconds)
 
 
 # ---------------------------------------------------------------- this machine
@@ -94,6 +110,7 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable,
     or a FileFormatError for a folder that was not read), each folder read on a worker. `function` is a loader's
     module-level function (workers import it by name); `code`: the digest of the code it runs, for the keys."""
     distributed = _distributed()
+    timeout_s()  # a bad PERFKIT_DASK_TIMEOUT is said before anything starts
     fs, base = _filesystem(where.storage)
     probe = _probe(fs, base, where.storage)
     outcomes_folder = f"{base}/{ENTRY_KIND}/{OUTCOMES}-{uuid.uuid4().hex}"  # this run's: others may share the storage
@@ -148,14 +165,43 @@ def _connect(distributed, address: str):
     from distributed.comm.addressing import get_address_host_port
 
     try:  # an address Dask cannot even parse fails here, before a Client exists to complain as it goes
-        get_address_host_port(address)
+        host, _ = get_address_host_port(address)
     except (ValueError, TypeError, NotImplementedError) as exc:
-        raise PerfkitError(f"is no Dask scheduler address ({exc}); e.g. tcp://10.0.0.5:8786", address) from None
+        raise PerfkitError(f"is no Dask scheduler address ({str(exc)[:200]}); e.g. tcp://10.0.0.5:8786",
+                           address[:300]) from None
+    if len(str(host)) > MAX_HOST_CHARS:
+        raise PerfkitError(f"is no Dask scheduler address (a host name of {len(str(host)):,} characters; DNS allows "
+                           f"{MAX_HOST_CHARS}); e.g. tcp://10.0.0.5:8786", address[:80] + "…")
+    if address.startswith("tls://") and not _tls_configured():
+        raise PerfkitError("is a TLS address, and Dask has no TLS settings here (distributed.comm.tls: ca-file, "
+                           "client.cert, client.key, in the Dask config or DASK_DISTRIBUTED__COMM__TLS__*)", address)
+    made = []
+
+    class Client(distributed.Client):
+        """Remembers itself, so a client whose start failed can be closed here and not by its __del__ at
+        exit (where a close that times out prints a traceback)."""
+
+        def __init__(self, *args, **kwargs):
+            made.append(self)
+            super().__init__(*args, **kwargs)
+
     try:
-        return distributed.Client(address, timeout=timeout_s(), set_as_default=False)
+        return Client(address, timeout=timeout_s(), set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        for client in made:
+            with contextlib.suppress(Exception):  # any failure to close leaves nothing to close
+                client.close(timeout=min(timeout_s(), 2.0))
+            client.__dict__["_Client__loop"] = None  # Client.__del__ closes nothing without a loop
         raise PerfkitError(f"cannot reach the Dask scheduler within {timeout_s():g} s "
-                           f"({str(exc).splitlines()[0][:200] or type(exc).__name__})", address) from None
+                           f"({str(exc).splitlines()[0][:200] or type(exc).__name__})", address[:300]) from None
+
+
+def _tls_configured() -> bool:
+    """Whether the Dask config gives the client a certificate (a tls:// connection cannot start without one)."""
+    import dask
+
+    return bool(dask.config.get("distributed.comm.tls.client.cert", None)
+                or dask.config.get("distributed.comm.tls.ca-file", None))
 
 
 def _check_workers_see(client, distributed, where: Target, probe: str) -> None:

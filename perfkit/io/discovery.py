@@ -15,6 +15,7 @@ messages about what a folder holds and the raw-data hints all go through it, so 
 from __future__ import annotations
 
 import contextvars
+import errno
 import fnmatch
 import functools
 import os
@@ -139,7 +140,8 @@ def discover(path: str | os.PathLike, readers: Sequence[Reader]) -> tuple[Path, 
     order: formats.readers()), and a warning for each plugin reader whose detect raised (it then claims nothing)."""
     root = Path(path).expanduser()
     if not root.exists():
-        raise LayoutError("does not exist", root)
+        raise LayoutError("is reached through a symbolic link that loops or whose target is gone"
+                          if root.is_symlink() or _through_a_link_loop(root) else "does not exist", root)
     if not root.is_dir():
         raise LayoutError("is not a folder (pass the profiler output folder)", root)
     root = root.resolve()
@@ -147,9 +149,13 @@ def discover(path: str | os.PathLike, readers: Sequence[Reader]) -> tuple[Path, 
         root = root.parent
     jobs: list[Job] = []
     problems: list[Warning] = []
+    deeper: Path | None = None  # a folder below the deepest level looked at, for the message when nothing is found
     with listings_kept():
         for folder, entries in walk(root, MAX_DEPTH):
             _keep_listing(folder, entries)
+            if deeper is None and len(folder.relative_to(root).parts) == MAX_DEPTH:
+                deeper = next((Path(entry.path) for entry in entries if is_folder(entry)
+                               and not entry.name.startswith(SKIPPED)), None)
             if folder.name == FRAMEWORK:
                 continue
             for reader in readers:
@@ -160,4 +166,32 @@ def discover(path: str | os.PathLike, readers: Sequence[Reader]) -> tuple[Path, 
                     if reader.plugin is None:
                         raise
                     problems.append((os.path.relpath(folder, root), plugins.failure(reader.plugin, "detect", exc)))
+    if not jobs and deeper is not None:
+        raise LayoutError(f"no profiler files within {MAX_DEPTH} folder levels of it, and it goes deeper (e.g. "
+                          f"{os.path.relpath(deeper, root)}): pass the folder that holds the run", root)
+    jobs, left_out = _without_summaries_of_ranks(jobs)
+    problems += [(os.path.relpath(folder, root), f"not read: {reader.summary_of_ranks}; the ranks' own folders are")
+                 for reader, folder in left_out]
     return root, jobs, problems
+
+
+def _through_a_link_loop(path: Path) -> bool:
+    """Whether resolving `path` goes round a loop of symbolic links (in it or in a folder above it)."""
+    try:
+        path.resolve(strict=True)
+    except RuntimeError:  # Python < 3.13 reports a loop so
+        return True
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def _without_summaries_of_ranks(jobs: list[Job]) -> tuple[list[Job], list[Job]]:
+    """(the jobs to read, the summaries left out): a folder another tool made from the rank folders beside it
+    (Reader.summary_of_ranks) is left out where another reader's unit folder lies outside it: the ranks' own
+    files say all it says and more, and read together each rank would have two runs."""
+    summaries = [(reader, folder) for reader, folder in jobs if reader.summary_of_ranks]
+    left_out = [(reader, folder) for reader, folder in summaries
+                if any(other.unit and not other.summary_of_ranks and folder not in (place, *place.parents)
+                       for other, place in jobs)]
+    return [job for job in jobs if job not in left_out], left_out

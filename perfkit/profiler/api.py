@@ -15,15 +15,18 @@ MindSpore's Callback: perfkit.StepTimer on first use).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
+import importlib
 import logging
 import os
+import re
 import signal
 import sys
 import time
 from pathlib import Path
 
-from .runfolder import MINDDATA_DIR, claim, now_iso, read_manifest, script_manifest, write_manifest
+from .runfolder import ANALYSIS_LOG, MINDDATA_DIR, claim, now_iso, read_manifest, script_manifest, write_manifest
 from .train import SAVE_STEPS_SECONDS, describe
 
 # A schedule needs the length of its recording window; "until the loop ends" is this many steps.
@@ -122,16 +125,23 @@ class RankProfile:
         _wait_for_device()
         if self.log.end():
             self.save(every=SAVE_STEPS_SECONDS)
-        if self.profiler is not None:
-            self.profiler.step()
-        elif self.env_profiler and self.log.steps is not None and self.log.done == self.log.skip_first + self.log.steps:
-            self.stop_profiler()
+        with self.analysing():  # the step that ends the profiler's window analyses it
+            if self.profiler is not None:
+                self.profiler.step()
+            elif self.env_profiler and self.log.steps is not None and \
+                    self.log.done == self.log.skip_first + self.log.steps:
+                self.stop_profiler()
         self.log.begin_ns = time.time_ns()  # the profiler's bookkeeping belongs to no step
 
     def save(self, every: float = 0.0) -> None:
         if time.monotonic() - self.saved_at >= every:
             write_manifest(self.folder, {**self.manifest, "steps": self.steps})
             self.saved_at = time.monotonic()
+
+    def analysing(self):
+        """Where MindSpore's profiler may analyse what it recorded: under `perfkit profile -- …` its output (a
+        progress bar) goes to the run folder's ANALYSIS_LOG, not into the script's."""
+        return _output_to(self.folder / ANALYSIS_LOG) if self is _session else contextlib.nullcontext()
 
     def stop_profiler(self) -> None:
         """Stop MindSpore's profiler; it then analyses what it recorded into `*_ascend_ms/`."""
@@ -152,7 +162,8 @@ class RankProfile:
             return
         self.finished = True
         self.save()  # MindSpore's analysis below may fill the disk: the step times first
-        self.stop_profiler()
+        with self.analysing():
+            self.stop_profiler()
         if self.minddata is not None:
             self.minddata.stop()
             (self.folder / MINDDATA_DIR).mkdir(exist_ok=True)
@@ -160,11 +171,72 @@ class RankProfile:
         import mindspore as ms
 
         self.manifest.update(device=ms.get_context("device_target"), mindspore_version=ms.__version__,
-                             used={"mode": "graph" if ms.get_context("mode") == ms.GRAPH_MODE else "pynative"},
-                             steps=self.steps, error=error or self.error)
+                             used={**self.manifest.get("used", {}), **used_mode(ms)}, steps=self.steps,
+                             error=error or self.error)
         if status is not None:
             self.manifest.update(status=status, finished_at=now_iso())
         write_manifest(self.folder, self.manifest)
+
+
+@contextlib.contextmanager
+def _output_to(path: Path):
+    """This process's stdout and stderr (file descriptors 1 and 2, so its children's too) appended to `path`
+    while the block runs."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for target, original in zip((1, 2), saved):
+            os.dup2(original, target)
+            os.close(original)
+        os.close(log)
+
+
+def used_mode(ms) -> dict:
+    """How the training step ran, for the manifest's `used`: `mode` graph when it ran as compiled graphs (the
+    GRAPH_MODE context, or a function of the script's under @ms.jit in a PyNative context), pynative when op by
+    op; `context_mode` and `jit_functions` (the script's functions @ms.jit compiled) say which.
+
+    The op names agree (a step under @ms.jit names its backward kernels `Gradients/Default/Grad_Conv2D/...` as
+    graph mode does; PyNative's are `Default/Conv2DBackpropFilter-op1` or a bare `ReluGrad`: tests/runs/
+    cpu_2_10_jit_loop, cpu_2_10_unmarked_loop), but the manifest is read first, so it must say the same.
+    """
+    context = "graph" if ms.get_context("mode") == ms.GRAPH_MODE else "pynative"
+    own = Path(ms.__file__).resolve().parent
+    functions = sorted({name for name, file in map(_jit_function, _jit_compiled())
+                        if file is not None and own not in Path(file).resolve().parents})
+    return {"mode": "graph" if context == "graph" or functions else "pynative", "context_mode": context,
+            "jit_functions": functions}
+
+
+# MindSpore 2.10 names a compiled @ms.jit function `<module>.<name>.<file>.<line>.<created>…`, the file's path
+# absolute (mindspore/graph/api.py, _JitExecutor._get_generate_name).
+JIT_PHASE = re.compile(r"^(?P<qualified>\w+(?:\.\w+)*)\.(?P<file>(?:/|[A-Za-z]:\\).*?\.py)\.\d+\.")
+
+
+def _jit_function(phase: str) -> tuple[str, str | None]:
+    """A compiled phase's function name and the file it is defined in (None where the phase says neither: a
+    MindSpore that names phases otherwise)."""
+    match = JIT_PHASE.match(phase)
+    return (match["qualified"].rsplit(".", 1)[-1], match["file"]) if match else (phase, None)
+
+
+def _jit_compiled() -> set[str]:
+    """The phases @ms.jit compiled in this process: MindSpore's own cache of them (its optimizers' construct is
+    among them when it runs on its own, in PyNative), empty where this MindSpore keeps it elsewhere."""
+    for module in ("mindspore.graph.api", "mindspore.common.api"):
+        try:
+            return {str(phase) for phase in getattr(importlib.import_module(module), "ms_compile_cache", ())}
+        except ImportError:
+            continue
+    return set()
 
 
 # What MindSpore's profiler logs as a warning on every run perfkit makes, and why each is harmless. Dropped from
@@ -272,6 +344,7 @@ def profiling(folder: str | os.PathLike = "./profiler_v1", skip_first: int = 1, 
     write_manifest(target, manifest)
     profile = RankProfile(target, manifest, StepLog(skip_first, steps), profile_memory, env_profiler=False)
     profile.start_minddata()
+    _record_batch_size_of_iterated_datasets()
     return _Profiling(profile, owned=True)
 
 
@@ -355,9 +428,54 @@ def start_session(job: dict, folder: Path, model_module) -> None:
         # (a dataset error), and must not then read that it never called Model.train.
         if _session.manifest.get("step_timer") is None:
             _session.manifest["step_timer"] = TIMER_MODEL_TRAIN
+        _note_batch_size(train_dataset)  # a sunk dataset is never iterated from Python
         return original(self, epoch, train_dataset, _with_step_timer(callbacks), *args, **kwargs)
 
     model_module.Model.train = train
+    _record_batch_size_of_iterated_datasets()
+
+
+@functools.cache
+def _record_batch_size_of_iterated_datasets() -> None:
+    """Record in the manifest's config the batch size of the first batched dataset the script iterates (custom
+    loops: `for x, y in data.create_tuple_iterator()`) or trains on (Model.train): the files do not tell it, and
+    compare's per-sample times and the batch-size advice need it. Once a process (functools.cache)."""
+    from mindspore.dataset.engine import datasets
+
+    for method in ("create_tuple_iterator", "create_dict_iterator"):
+        original = getattr(datasets.Dataset, method)
+
+        @functools.wraps(original)
+        def iterator(self, *args, _original=original, **kwargs):
+            _note_batch_size(self)
+            return _original(self, *args, **kwargs)
+
+        setattr(datasets.Dataset, method, iterator)
+
+
+def _note_batch_size(dataset) -> None:
+    """Into the profile being taken (the innermost perfkit.profiling, else `perfkit profile`'s), if it has none."""
+    profile = _timer_target(None)
+    if profile is None:
+        return
+    config = profile.manifest.setdefault("config", {})
+    if "batch_size" not in config:
+        batch = batch_size_of(dataset)
+        if batch is not None:
+            config["batch_size"] = batch
+
+
+def batch_size_of(dataset) -> int | None:
+    """The batch size of the batch op nearest the end of a MindData pipeline (`data.batch(32)` -> 32); None
+    without one, or where the size is a function of the batch (per_batch_map's callable)."""
+    pending = [dataset]
+    while pending:
+        node = pending.pop(0)
+        if type(node).__name__ in ("BatchDataset", "PaddedBatchDataset"):
+            size = getattr(node, "batch_size", None)
+            return size if isinstance(size, int) and getattr(node, "batch_size_func", None) is None else None
+        pending.extend(getattr(node, "children", None) or [])
+    return None
 
 
 def _finish_session() -> None:

@@ -10,7 +10,9 @@ import importlib.abc
 import importlib.util
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from ..core import boundedjson
@@ -45,6 +47,7 @@ def attach() -> None:
     else:
         os.environ.pop(MS_PROFILER_OPTIONS, None)  # one profiler: ours, started after the skipped steps
     sys.meta_path.insert(0, AfterImport("mindspore.train.model", lambda module: _start(job, folder, module)))
+    sys.meta_path.insert(0, InterruptAfterImport("mindspore"))
 
 
 def _start(job: dict, folder: Path, model_module) -> None:
@@ -68,10 +71,36 @@ class AfterImport(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None:
             return spec
         execute = spec.loader.exec_module
-
-        def execute_then(module):
-            execute(module)
-            self.then(module)
-
-        spec.loader.exec_module = execute_then
+        spec.loader.exec_module = lambda module: self.execute(execute, module)
         return spec
+
+    def execute(self, execute, module) -> None:
+        execute(module)
+        self.then(module)
+
+
+class InterruptAfterImport(AfterImport):
+    """Holds a Ctrl-C (SIGINT, as `perfkit profile` forwards it) back while the module `name` is executed: MindSpore
+    cut short mid-import has started its profiler and fails in its exit handlers ("Fatal Python error:
+    PyThreadState_Get"). One that came meanwhile ends the process once the import is done, at once and quietly,
+    as interrupted (exit code 130): nothing was trained, so nothing is lost, and any exception raised here would
+    undo the import under those same exit handlers."""
+
+    def __init__(self, name: str):
+        super().__init__(name, lambda module: None)
+
+    def execute(self, execute, module) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return super().execute(execute, module)  # signals reach the main thread only
+        received = []
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+        try:
+            super().execute(execute, module)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if received:
+            sys.stdout.flush()
+            sys.stderr.write(f"perfkit: SIGINT while the script imported {self.name}: stopped once the import was "
+                             "done, before any step\n")
+            sys.stderr.flush()
+            os._exit(128 + signal.SIGINT)

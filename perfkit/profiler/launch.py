@@ -24,6 +24,7 @@ from pathlib import Path
 
 import click
 
+from ..analysis.flops import host_cpu_facts
 from ..core import boundedjson
 from ..core.errors import DeviceError, PerfkitError
 from ..core.version import __version__
@@ -35,6 +36,8 @@ from .train import signal_when_parent_dies
 DEVICE_CHOICES = ("auto", *DEVICES)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 POLL_SECONDS = 0.1
+# oneDNN's ISA cap, applied to the built-in job on hosts with AVX-512 (isa_cap).
+ISA_ENV, ISA_CAP = "ONEDNN_MAX_CPU_ISA", "AVX2"
 # How long the ranks of a --ranks run wait for each other to join before msrun gives up.
 CLUSTER_TIMEOUT_SECONDS = 300
 # msrun logs this when a rank exits non-zero, just before it kills the other ranks.
@@ -136,6 +139,19 @@ def _data(request: ProfileRequest, say) -> tuple[Path, bool, list[str]]:
     return folder, synthetic, notes
 
 
+def isa_cap(request: ProfileRequest, host: dict | None) -> tuple[dict[str, str], list[str]]:
+    """What the built-in job sets for oneDNN on a host with AVX-512, and the note that says so: ISA_CAP, the
+    kernel_efficiency advice (oneDNN's AVX-512 3x3 convolutions and their gradients run a reference kernel many
+    times slower than its AVX2 ones: perfkit/advisor/rules/compute.py), unless the user chose an ISA (`--env`, or
+    the environment) or asked for another device than the CPU. `host`: the host's cpu_facts."""
+    if request.device not in ("auto", "CPU") or ISA_ENV in request.env or ISA_ENV in os.environ \
+            or not host or "avx512f" not in host.get("flags", ()):
+        return {}, []
+    return {ISA_ENV: ISA_CAP}, [f"this host has AVX-512: set {ISA_ENV}={ISA_CAP} for the built-in job on the CPU "
+                                f"(oneDNN's AVX-512 3x3 convolutions are its slow reference kernel; `--env "
+                                f"{ISA_ENV}=AVX512_CORE` keeps them)"]
+
+
 def child_env(extra: dict[str, str]) -> dict[str, str]:
     """The environment for training: ours, `--env` on top, this interpreter's bin first on PATH
     (msrun starts `python` from PATH) and perfkit importable even when it is not installed."""
@@ -220,7 +236,7 @@ class Keeper:
         if self.interrupted:
             self.killed_during = self.phase()
             self.say(f"perfkit: {name} again: stopping at once, during {self.killed_during}")
-            self._kill_all()
+            self.kill_all()
             return
         self.stop_signal = signal.Signals(signum)
         self.announce(name)
@@ -228,31 +244,15 @@ class Keeper:
         for pid in targets:
             _signal(pid, signal.SIGINT)
 
-    def _kill_all(self) -> None:
+    def kill_all(self) -> None:
         """SIGKILL every process we started: msrun, its scheduler, the ranks and whatever they started.
 
         Each rank leads a process group of its own (msrun setsids them, we start a single rank in a
         session of its own), which catches the helpers they fork; the walk of the tree catches a rank
         that has not reported its pid yet.
         """
-        import psutil  # MindSpore depends on it, and only a run that got this far has MindSpore
-
-        if self.process is None:
-            return
-        try:
-            tree = [psutil.Process(self.process.pid), *psutil.Process(self.process.pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
-            tree = []
-        for pid in {self.process.pid, *self.pids.values()}:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass  # gone already, or not a group leader (any more)
-        for process in tree:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
+        if self.process is not None:
+            kill_tree(self.process.pid, self.pids.values())
 
     @contextlib.contextmanager
     def started(self, command: list[str], env: dict[str, str], **popen):
@@ -262,14 +262,19 @@ class Keeper:
         try:
             # A session of its own: the terminal's Ctrl-C reaches only us, and we forward it once.
             self.process = subprocess.Popen(command, env=env, start_new_session=True,
-                                            preexec_fn=_interrupt_when_parent_dies, **popen)
+                                            preexec_fn=interrupt_when_parent_dies, **popen)
             yield self.process
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            if self.process is not None and self.process.poll() is None:
-                self._kill_all()
-                self.process.wait()
+            if self.process is not None:
+                if self.process.poll() is None:
+                    self.kill_all()
+                    self.process.wait()
+                else:
+                    # what the command forked and left running (a daemon thread's process, a forgotten
+                    # child) would outlive us holding our stdout: its process groups go with it
+                    kill_groups({self.process.pid, *self.pids.values()})
 
 
 class Supervisor(Keeper):
@@ -286,6 +291,7 @@ class Supervisor(Keeper):
         self.device: str | None = None
         self.done: dict[int, int] = {}          # rank -> steps done (warmup included)
         self.stages: dict[int, int] = {}        # rank -> analysis stages reached
+        self.step_seen: dict[int, float] = {}   # rank -> when its last step (or training) was seen to end
         self.training_bar = None
         self.analysis_bar = None
 
@@ -346,11 +352,15 @@ class Supervisor(Keeper):
                 if self.training_bar is not None:
                     _clear_line()
                     self.say(f"perfkit: {event['text']}")
+            elif kind == "training":
+                self.step_seen[rank] = time.monotonic()
             elif kind in ("warmup", "step") and self.training_bar is not None:
                 if kind == "step":
                     self.training_bar.label = "training (profiled steps)"
                 self.training_bar.update(event["done"] - self.done.get(rank, 0))
                 self.done[rank] = event["done"]
+                if not sys.stderr.isatty():  # a log, a pipe: the bar draws only its label
+                    self.say(self._step_line(rank, kind, event))
             if kind == "finished":
                 self.finished[rank] = event
             if kind in ANALYSIS_STAGES:
@@ -360,10 +370,75 @@ class Supervisor(Keeper):
                 self.stages[rank] = reached
 
 
-def _interrupt_when_parent_dies() -> None:
+    def _step_line(self, rank: int, kind: str, event: dict) -> str:
+        """One line for a step that ended: which, of how many, and how long it took as seen from here."""
+        now = time.monotonic()
+        took = now - self.step_seen.get(rank, now)
+        self.step_seen[rank] = now
+        who = f"rank {rank} " if self.request.ranks > 1 else ""
+        what = "warmup, compiles the graph" if kind == "warmup" else "profiled"
+        return f"perfkit: {who}step {event['done']}/{event['total']} ({what}) {took:.1f} s"
+
+
+def interrupt_when_parent_dies() -> None:
     """In the child, before exec: SIGINT it if we die without a word (kill -9, the OOM killer), so it does
     not train on alone: a single rank stops after its step and analyses, msrun kills its ranks."""
     signal_when_parent_dies(signal.SIGINT)
+
+
+def kill_groups(groups) -> None:
+    """SIGKILL the process groups `groups` (ids of their leaders), never our own; those gone are skipped."""
+    own = os.getpgrp()
+    for group in groups:
+        if group == own or group <= 1:
+            continue
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # gone already, or not a group leader (any more)
+
+
+def processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, process group) of every process this user can see (Linux /proc; elsewhere psutil
+    where installed, else none)."""
+    found: dict[int, tuple[int, int]] = {}
+    proc = Path("/proc")
+    if proc.is_dir():
+        for entry in proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            fields = stat[stat.rfind(")") + 2:].split()  # after "pid (command)": state ppid pgrp ...
+            found[int(entry.name)] = (int(fields[1]), int(fields[2]))
+        return found
+    try:
+        import psutil
+    except ImportError:
+        return found
+    for process in psutil.process_iter():
+        try:
+            found[process.pid] = (process.ppid(), os.getpgid(process.pid))
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def kill_tree(pid: int, groups=()) -> None:
+    """SIGKILL the process `pid`, every process below it, the process groups they lead or belong to and
+    `groups`: what a run started, however deep and whichever group it is in (never our own group)."""
+    table = processes()
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, (ppid, _) in table.items() if ppid == parent and child not in tree]
+        tree.update(children)
+        frontier += children
+    kill_groups({pid, *groups, *(table[member][1] for member in tree if member in table)})
+    for member in tree:
+        _signal(member, signal.SIGKILL)
 
 
 def _signal(pid: int, signum: int) -> None:
@@ -421,7 +496,11 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
         pending.append(f"perfkit: {requested} exists (never overwritten): writing to {folder}")
     else:
         pending.append(f"perfkit: writing to {folder}")
-    manifest = _manifest(request, synthetic, notes)
+    host = host_cpu_facts()
+    capped, cap_notes = isa_cap(request, host)
+    pending += [f"perfkit: {note}" for note in cap_notes]
+    manifest = {**_manifest(request, synthetic, notes + cap_notes), "host": host}
+    manifest["env"].update(capped)
     log_path = folder / TRAIN_LOG if request.ranks == 1 else folder / MSRUN_LOG_DIR / "msrun.log"
     try:
         write_manifest(folder, manifest)
@@ -438,7 +517,8 @@ def profile(request: ProfileRequest, say=None) -> ProfileOutcome:
         job_file.write_text(json.dumps(job))
         supervisor = Supervisor(request, folder, scratch, say)
         with log:
-            returncode = supervisor.run(_command(job_file, request, folder), child_env(request.env), log, pending)
+            env = child_env({**request.env, **capped})
+            returncode = supervisor.run(_command(job_file, request, folder), env, log, pending)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return _settle(request, folder, supervisor, returncode, manifest, log_path)

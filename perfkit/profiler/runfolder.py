@@ -23,6 +23,9 @@ from ..core import boundedjson
 from ..io.formats.manifest import MANIFEST, STATUSES
 
 TRAIN_LOG = "train.log"
+# MindSpore's profiler analysis output under `perfkit profile -- …` (its "Parsing: [###…]" progress bar, drawn by
+# a child process): kept out of the script's output, which is the user's.
+ANALYSIS_LOG = "analysis.log"
 MINDDATA_DIR = "md"
 # Write errors that mean the disk (or the quota, or `ulimit -f`) is full: the user's to fix, not a bug.
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)

@@ -37,8 +37,10 @@ HOOK_DIR = Path(__file__).resolve().parent / "hook"
 PYTHON = re.compile(r"^python[0-9.]*$")
 # Options of python that take the next argument as their value (so it is not the script).
 PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
-NO_STEP_TIMER = ("the script called neither Model.train nor perfkit.profiling: steps are taken from the op "
-                 "timestamps (the k-th run of each op is step k, which holds in graph mode)")
+NO_STEP_TIMER = ("the script called neither Model.train nor perfkit.profiling: its steps are read from the op "
+                 "timestamps where they can be (the k-th run of each op is step k, which holds in graph mode); to time "
+                 "them, wrap the loop in `with perfkit.profiling() as prof:` and call `prof.step()` at the end of "
+                 "each step")
 NOTHING_PROFILED = ("MindSpore's profiler wrote nothing: --warmup was given and the script never called "
                     "Model.train nor perfkit.profiling")
 NO_MINDSPORE = ("your script did not use MindSpore (it never imported it): nothing to profile; `perfkit profile "
@@ -113,6 +115,14 @@ def _check_command(request: ScriptRequest, path: str) -> tuple[Path | None, bool
     return script, launcher or request.ranks > 1
 
 
+def check(request: ScriptRequest, path: str | None = None) -> tuple[Path | None, bool]:
+    """Raise PerfkitError for a request that cannot run (before anything starts); else _check_command's answer.
+    `path`: the PATH the command runs with (by default the one child_env gives)."""
+    if request.warmup < 0 or (request.steps is not None and request.steps < 1) or request.ranks < 1:
+        raise PerfkitError("--warmup must be 0 or more, --steps and --ranks at least 1")
+    return _check_command(request, path if path is not None else child_env(request.env)["PATH"])
+
+
 def _launch_command(request: ScriptRequest, folder: Path, path: str) -> list[str]:
     """The command as given; under --ranks N, its script and arguments handed to msrun."""
     if request.ranks == 1:
@@ -131,11 +141,9 @@ def profile_script(request: ScriptRequest, say=None) -> ProfileOutcome:
     it (status failed, its exit code).
     """
     say = say or (lambda text: click.echo(text, err=True))
-    if request.warmup < 0 or (request.steps is not None and request.steps < 1) or request.ranks < 1:
-        raise PerfkitError("--warmup must be 0 or more, --steps and --ranks at least 1")
     env = child_env(request.env)
     env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), env["PYTHONPATH"]])
-    script, msrun = _check_command(request, env["PATH"])
+    script, msrun = check(request, env["PATH"])
     requested = Path(request.output).expanduser()
     try:
         folder = claim(requested)

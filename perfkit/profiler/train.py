@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from ..core import boundedjson
+from ..core.host import capped_workers
 from ..core.units import BYTES_PER_MB
 from ..io.formats.manifest import DEVICES
 from .runfolder import MINDDATA_DIR, TRAIN_LOG, is_disk_full, now_iso, read_manifest, write_error, write_manifest
@@ -234,9 +235,8 @@ class Trainer:
             self.minddata.init()
             self.minddata.start()
         workers = config["workers"]
-        if workers is not None and workers > multiprocessing.cpu_count():
-            # MindSpore's validator rejects more workers per dataset op than the machine has CPUs.
-            workers = multiprocessing.cpu_count()
+        if workers is not None and capped_workers(workers, multiprocessing.cpu_count()) < workers:
+            workers = capped_workers(workers, multiprocessing.cpu_count())
             self.note(f"--workers {config['workers']}: MindSpore allows at most {workers} per dataset op here "
                       f"(the CPU count): used {workers}")
         dataset = create_cifar_dataset(self.job["data_dir"], config["batch_size"], image_size, config["shards"],

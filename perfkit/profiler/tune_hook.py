@@ -25,6 +25,8 @@ import math
 import os
 import sys
 
+from ..core import boundedjson
+from ..core.host import capped_workers
 from .attach import AfterImport
 
 TUNE_ENV = "PERFKIT_TUNE"
@@ -79,11 +81,11 @@ class _Tuning:
         return change["value"] if value is None else value
 
     def workers(self, asked: int) -> int:
-        """MindSpore refuses more workers per dataset op than the machine has CPUs."""
-        cpus = os.cpu_count() or 1
-        if asked > cpus:
-            self.notes.append(f"{asked} workers asked, {cpus} used (MindSpore allows at most the CPU count)")
-        return min(asked, cpus)
+        """MindSpore refuses more workers per dataset op than the machine has CPUs (core/host.py)."""
+        used = capped_workers(asked, os.cpu_count())
+        if used < asked:
+            self.notes.append(f"{asked} workers asked, {used} used (MindSpore allows at most the CPU count)")
+        return used
 
     def force_mode(self, ms, change: dict) -> None:
         mode = ms.GRAPH_MODE if change["value"] == "graph" else ms.PYNATIVE_MODE
@@ -160,7 +162,7 @@ def install() -> None:
     raw = os.environ.get(TUNE_ENV)
     if not raw:
         return
-    job = json.loads(raw)
+    job = boundedjson.loads(raw)
     tuning = _Tuning(job["changes"], job["report"])
     sys.meta_path.insert(0, AfterImport("mindspore", tuning.patch))
     atexit.register(tuning.write)

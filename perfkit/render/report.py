@@ -197,8 +197,20 @@ def run_section(index: int, label: str, run: Run,
 
 
 def compare_section(runs: Sequence[Run]) -> str:
-    """The compare section (views.panels.COMPARE_PANELS), as the dashboard's Compare page shows it."""
-    return _section("compare", "Compare", COMPARE_PANELS, runs)
+    """The compare section (views.panels.COMPARE_PANELS), as the dashboard's Compare page shows it; for a PyTorch
+    reference and its MindSpore port, the cross-framework comparison first (docs/migration.md)."""
+    return _migration_card(runs) + _section("compare", "Compare", COMPARE_PANELS, runs)
+
+
+def _migration_card(runs: Sequence[Run]) -> str:
+    from ..analysis.migration import TORCH, framework_of
+    from ..views.migration import compare_frameworks, is_cross_framework
+    from .migration import migration_text
+    if len(runs) != 2 or not is_cross_framework(*runs):
+        return ""
+    reference, port = runs if framework_of(runs[0]) == TORCH else runs[::-1]
+    text = migration_text(compare_frameworks([reference], [port]))
+    return _card("PyTorch reference and MindSpore port", f"<pre>{html.escape(text)}</pre>")
 
 
 def render_report(runs: Sequence[Run]) -> str:

@@ -41,17 +41,24 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
              f"   (rule: (max - min) / mean step > {100 * answer['threshold']:.0f} %)", ""]
     for finding in answer["findings"]:
         reading = ("highest: rank {max_rank}, lowest: rank {min_rank}" if finding["rank_is_slow"] else
-                   "highest: rank {max_rank} (likely waiting for a slow peer), lowest: rank {min_rank}")
+                   "highest: rank {max_rank} (not slow: it waits for a slow peer), lowest: rank {min_rank}")
         lines.append(f"  {finding['dimension']:<14} spread {100 * finding['spread']:6.1f} % of the mean step   "
                      + reading.format(**finding))
+    waits = any((row.get("communication_ms") or 0) > 0 for row in per_rank)
+    if waits:
+        lines.append("  own_ms: the step less the rank's collective communication and pipeline wait, where it waits "
+                     "for its peers; the rank whose own time stands out is the one the others wait for")
     if answer["findings"]:
         lines.append("")
     fastest = min(per_rank, key=lambda row: row["total_ms"] if row["total_ms"] is not None else float("inf"))
-    listed = [row for row in per_rank if row["rank"] in slow] or per_rank[:shown]
+    listed = (per_rank[:shown] if len(per_rank) <= shown
+              else [row for row in per_rank if row["rank"] in slow] or per_rank[:shown])
     if fastest not in listed:
         listed.append(fastest)
     # the step ledger's split per rank: the numbers summary, advise and the Ranks page show
     columns = [("total_ms", "total"), *((f"{part}_ms", PART_HEADINGS[part]) for part in BOUND_PARTS)]
+    if waits:
+        columns.append(("own_ms", "own time"))
     lines.append(f"  {'rank':>6} {'steps':>6} " + " ".join(f"{heading:>14}" for _, heading in columns))
     for row in listed[:shown + 1]:
         lines.append(f"  {row['rank']:>6} {row['steps']:>6} " + " ".join(

@@ -120,7 +120,7 @@ def per_rank_lines(summary: dict[str, Any]) -> list[str]:
         return []
     lines = _per_rank_lines(summary["per_rank"])
     if summary.get("slow_ranks"):
-        lines.append(f"  slow ranks {rank_ranges(summary['slow_ranks'])} (in step, idle or compute time; "
+        lines.append(f"  slow ranks {rank_ranges(summary['slow_ranks'])} (in step, own, idle or compute time; "
                      "`perfkit ranks` says which and by how much)")
     return lines
 

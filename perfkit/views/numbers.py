@@ -60,9 +60,9 @@ def slow_ranks_note(run: Run) -> str:
         return ""
     slow = slow_ranks(run)
     if not slow:
-        return "no slow rank (msprof-analyze's 5 % rule on step, idle and compute time)"
+        return "no slow rank (msprof-analyze's 5 % rule on step, own, idle and compute time)"
     return (f"slow rank{'s' if len(slow) > 1 else ''}: {', '.join(map(str, slow))} "
-            "(in step, idle or compute time; `perfkit ranks` says which and by how much)")
+            "(in step, own, idle or compute time; `perfkit ranks` says which and by how much)")
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 
 from ...analysis import comm_split
-from ...analysis.cluster import of_run
+from ...analysis.cluster import of_run, rank_groups, wait_caused
 from ...analysis.ledger import CAUSES_OF, Claim, estimated_split, ledger, rank_parts, steady_means, steady_steps
 from ...analysis.measures import NETWORK_LINK_TYPES, step_means
 from ...core.causes import COMM_SOURCE_LABEL
 from ...core.model import Run
 from ..finding import Finding, NotChecked, severity_for
-from ..registry import gain_pct, has_steps, is_torch, percent, round_ms, rule
+from ..registry import device_name, gain_pct, has_steps, is_torch, percent, round_ms, rule
 
 # ---------------------------------------------------------------------------------------------------------
 # communication
@@ -86,8 +86,9 @@ def _split_evidence(run: Run) -> dict:
     (comm_split), or why it is unknown where none was split; nothing where the files measure it."""
     estimated = estimated_split(run)
     if estimated is not None:
-        return {"comm_split": estimated} | {f"rank{rank}_arrives_last_pct": percent(share)
-                                             for rank, share in _arrives_last(run).items()}
+        return ({"comm_split": estimated}
+                | {f"rank{rank}_arrives_last_pct": percent(share) for rank, share in _arrives_last(run).items()}
+                | {f"rank{rank}_caused_wait_pct": percent(share) for rank, share in wait_caused(run).items()})
     frame = ledger(run)
     steady = frame.loc[frame["steady"], "cause"]
     if steady.isin(["comm_transfer", "comm_wait"]).any() or not (steady == "comm").any():
@@ -111,19 +112,38 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
     host_ms = float(per_rank["host"].mean())
     evidence = evidence | {"comm_transfer_ms": round_ms(transfer.mean()), "comm_wait_ms": round_ms(wait.mean()),
                            "host_ms": round_ms(host_ms)}
-    # the rank that arrives last most often (where arrivals were compared), else the one that waits least; its
-    # compute before the collectives against the others' says why
+    # the rank the others wait for is the slow rank every view names (cluster: its own time, the step less its
+    # collective communication, stands out), else the one that arrives last most often, else the one that waits least
+    # (among the ranks that should match the one waiting most: a pipeline stage's ranks wait within their stage)
     last = _arrives_last(run).reindex(per_rank.index).dropna()
-    late = int(last.idxmax()) if len(last) else int(wait.idxmin())
+    split = of_run(run).per_rank.set_index("rank").reindex(per_rank.index)
+    group = next((set(ranks) for ranks in rank_groups(run) if int(wait.idxmax()) in ranks), set(per_rank.index))
+    culprits = [rank for rank in of_run(run).slow if rank in group and rank in per_rank.index]
+    late = (max(culprits, key=lambda rank: split.at[rank, "own_ms"]) if culprits
+            else int(last.idxmax()) if len(last) else int(wait.idxmin()))
     late_compute = float(per_rank.loc[late, "compute"])
     others_compute = float(per_rank.drop(index=late)["compute"].mean()) if len(per_rank) > 1 else late_compute
-    if late_compute - others_compute > COMM_MIN_SHARE * per_rank["total"].mean():
-        evidence |= {"late_rank": late, "late_rank_compute_ms": round_ms(late_compute),
-                     "other_ranks_compute_ms": round_ms(others_compute)}
-        arrives = (f"arrives last at {100 * last[late]:.0f} % of the collectives" if len(last)
-                   else "waits least")
-        causes = [f"rank {late} {arrives}, so the others wait for it (its compute {late_compute:.1f} ms a step "
-                  f"against {others_compute:.1f} ms): balance its work, data shard or device"]
+    if culprits or late_compute - others_compute > COMM_MIN_SHARE * per_rank["total"].mean():
+        peers = [rank for rank in split.index if rank in group and rank != late] or list(split.index.drop(late))
+        late_own, others_own = float(split.at[late, "own_ms"]), float(split.loc[peers, "own_ms"].mean())
+        late_idle = float(split.at[late, "idle_ms"])
+        evidence |= {"late_rank": late, "late_rank_own_ms": round_ms(late_own),
+                     "other_ranks_own_ms": round_ms(others_own), "late_rank_compute_ms": round_ms(late_compute),
+                     "other_ranks_compute_ms": round_ms(others_compute), "late_rank_idle_ms": round_ms(late_idle)}
+        caused = wait_caused(run)
+        arrives = (f"arrives last at {100 * last[late]:.0f} % of the collectives" if len(last) else "waits least")
+        if late in caused.index:
+            arrives += f", where {100 * caused[late]:.0f} % of its peers' wait lies"
+        fix = ("shorten what its host does before each step (its data loading, callbacks, Python in its loop: "
+               "perfkit summary on its folder)" if late_idle > late_compute else
+               "balance its work, data shard or device")
+        causes = [f"rank {late} {arrives}, so the others wait for it: its own time (the step less its "
+                  f"collective communication and pipeline wait) is {late_own:.1f} ms a step against {others_own:.1f} ms on the others, of it "
+                  f"{late_compute:.1f} ms compute and {late_idle:.1f} ms idle (data wait, host): {fix}"]
+    elif _all_ranks_profiled(run, len(per_rank)):
+        causes = [f"all {len(per_rank)} ranks of the run were profiled and their own time (the step less its "
+                  "collective communication and pipeline wait) matches, so no rank arrives late: the wait is a synchronisation (a barrier, a host-side sync in "
+                  "the step)"]
     else:
         profiled = "the profiled ranks' compute matches, so they" if len(per_rank) > 1 else "the rank"
         causes = [f"{profiled} wait for ranks that were not profiled or for a synchronisation: profile every rank "
@@ -136,9 +156,8 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
                       "reach it at different times, and the ones after it, reached in step, wait little; what runs "
                       "before it on the late rank (the rest of forward and backward, data loading, host work) is "
                       "what to shorten")
-    if host_ms > 0:
-        remedy = ("fewer host synchronisations (.item(), .cpu()) and torch_npu graph mode" if is_torch(run)
-                  else "graph mode / @ms.jit and dataset sink mode")
+    remedy = _host_remedy(run)
+    if host_ms > 0 and remedy and "late_rank" not in evidence:  # a late rank's own host time is said above
         causes.append(f"{host_ms:.1f} ms a step of host time, which the peers wait through: {remedy}")
     return Finding(
         id="communication", severity=severity_for(gain),
@@ -148,6 +167,23 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
         action="Larger fusion buckets or more overlap cannot help waiting time. " + _sentence("; ".join(causes)),
         target=f"rank {evidence.get('late_rank', worst)}" if len(per_rank) > 1 else None, est_gain_pct=gain,
         claim=Claim(("comm_wait",)))  # the wait is what a late rank or the host gap costs, not the transfer
+
+
+def _host_remedy(run: Run) -> str | None:
+    """What shortens a step's host time where the run can still change it: torch_npu's graph mode, MindSpore's
+    graph mode (PyNative runs) or dataset sink mode (feed mode where the device can sink); None where neither
+    applies (a graph-mode feed run on CPU: its host time is the loop's own, host_loop's finding)."""
+    if is_torch(run):
+        return "fewer host synchronisations (.item(), .cpu()) and torch_npu graph mode"
+    remedies = (["graph mode / @ms.jit"] if run.meta.mode != "graph" else []) + (
+        ["dataset sink mode"] if run.meta.data_mode != "sink" and device_name(run) != "CPU" else [])
+    return " and ".join(remedies) or None
+
+
+def _all_ranks_profiled(run: Run, ranks: int) -> bool:
+    """Whether the run's files hold every rank it trained on: `perfkit profile --ranks N` records N."""
+    recorded = run.meta.config.get("ranks") if isinstance(run.meta.config, dict) else None
+    return isinstance(recorded, int) and recorded == ranks
 
 
 def _sentence(text: str) -> str:
@@ -265,6 +301,10 @@ SLOW_RANK_ADVICE = {
                 "(dataset.map(..., num_parallel_workers=N), local disk)"),
     # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
     # longer shows here while the others show the wait as communication.
+    "own_ms": ("own time (the step less its collective communication and pipeline wait)",
+               "The others wait for the named ranks at every collective: compare their compute and idle time with a "
+               "fast rank's (perfkit ranks RUN), and what their host does before each step (data loading, "
+               "callbacks)"),
     "compute_ms": ("compute time",
                      "The named ranks compute longer per step while the others wait for them in communication: "
                      "compare their kernels with a fast rank's (perfkit compare RANK_DIR FAST_RANK_DIR); look for a "
@@ -279,6 +319,8 @@ SLOW_RANK_CAUSES = ("compute_ms", "idle_ms")
 
 # What a slow rank's finding claims on the slow ranks: the part of their step its spread is in.
 SLOW_RANK_CLAIMS = {"compute_ms": CAUSES_OF["compute"],
+                    "own_ms": CAUSES_OF["compute"] + CAUSES_OF["pipeline"] + CAUSES_OF["data"] + CAUSES_OF["host"]
+                    + CAUSES_OF["unknown"],
                     "idle_ms": CAUSES_OF["data"] + CAUSES_OF["host"] + CAUSES_OF["unknown"],
                     "total_ms": tuple(cause for causes in CAUSES_OF.values() for cause in causes)}
 
@@ -286,7 +328,8 @@ SLOW_RANK_CLAIMS = {"compute_ms": CAUSES_OF["compute"],
 @rule("slow_rank", needs=("steps", "ranks"))
 def slow_rank(run: Run) -> list[Finding]:
     """Slow ranks among ranks that should match (cluster.rank_groups: within each pipeline stage), with the ranks
-    cluster.of_run names: per group, a finding per explaining spread (SLOW_RANK_CAUSES), else the step total's."""
+    cluster.of_run names: per group, a finding per explaining spread (SLOW_RANK_CAUSES), else the own time's or the
+    step total's."""
     answer = of_run(run)
     per_rank = answer.per_rank.set_index("rank")
     findings = []
@@ -294,7 +337,8 @@ def slow_rank(run: Run) -> list[Finding]:
         spreads = {spread["dimension"]: spread for spread in answer.findings
                    if tuple(spread["group"]) == group and spread["rank_is_slow"]}
         explained = [dimension for dimension in SLOW_RANK_CAUSES if dimension in spreads]
-        for column in explained or [dimension for dimension in ("total_ms",) if dimension in spreads]:
+        fallback = [dimension for dimension in ("own_ms", "total_ms") if dimension in spreads][:1]
+        for column in explained or fallback:
             findings.append(_slow_rank_finding(spreads[column], per_rank.loc[list(group)], per_rank))
     return findings
 

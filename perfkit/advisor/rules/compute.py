@@ -13,12 +13,13 @@ import pandas as pd
 
 from ...analysis.flops import gflops_per_s
 from ...analysis.ledger import CAUSES_OF, bound, rank_parts
-from ...analysis.measures import BATCHNORM_FAMILY, op_type_shares
+from ...analysis.measures import BATCHNORM_FAMILY, amp_from_ops, op_type_shares
+from ...core.host import has_avx512
 from ...core.model import Run
 from ...core.op_work import op_flops
 from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
-from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule
+from ..registry import device_name, gain_pct, is_torch, known_ms, percent, round_ms, rule, torch_device
 
 # The ledger's compute causes: what a faster kernel or a lower precision wins back.
 COMPUTE = CAUSES_OF["compute"]
@@ -39,9 +40,16 @@ def _is_batchnorm(op_type: str) -> bool:
     return bool(BATCHNORM_FAMILY.match(op_type))
 
 
-@rule("amp_level", needs=("device", "fp16_device", "op_types"), claims=COMPUTE)
+# float16 on a CPU: oneDNN has no fast float16 kernels, so every level above O0 runs slower, by at least the Cast
+# ops it adds (the real CPU runs tests/runs/cpu_2_10_amp_o0/o2/o3: O0 28.7 ms a step, O2 82.6, O3 84.2).
+CPU_CAST_MIN_SHARE = 0.05
+
+
+@rule("amp_level", needs=("device", "op_types"), claims=COMPUTE)
 def amp_level(run: Run) -> list[Finding]:
     device = device_name(run)
+    if device == "CPU":
+        return _cpu_amp_level(run)
     level = (run.meta.amp_level or "").upper()
     if level == "O3" or (not level and run.meta.compute_dtype in ("float16", "bfloat16")):
         return []
@@ -76,14 +84,42 @@ def amp_level(run: Run) -> list[Finding]:
              if known else f"Cast and BatchNorm take {percent(share):.1f} % of device time: if the network is not "
                            f"already at amp_level {suggested}, AMP would move most of it (precision not recorded)")
     if is_torch(run):
-        action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16): around the forward pass "
-                  "(or torch.float16 with torch.npu.amp.GradScaler), keeping BatchNorm in float32")
+        scaler = "torch.npu.amp.GradScaler" if torch_device(run) == "npu" else "torch.amp.GradScaler"
+        action = (f"with torch.autocast(device_type='{torch_device(run)}', dtype=torch.bfloat16): around the forward "
+                  f"pass (or torch.float16 with {scaler}), keeping BatchNorm in float32")
     else:
         action = f'Model(net, loss_fn, optimizer, amp_level="{suggested}")'
     return [Finding(
         id="amp_level", severity=severity_for(gain),
         title=title, evidence=evidence, action=action if known else f"if not already {suggested}: {action}",
         target=biggest, est_gain_pct=gain, change=None if is_torch(run) else Change("amp_level", suggested))]
+
+
+def _cpu_amp_level(run: Run) -> list[Finding]:
+    """A CPU run in float16 (AMP O1-O3, from its Cast ops where the level is not recorded): O0 is faster."""
+    level = (run.meta.amp_level or "").upper()
+    if level == "O0" or run.meta.compute_dtype == "float32":
+        raise NotChecked("CPU has no fast float16 kernels and this run is float32 (amp_level O0): nothing to move")
+    inferred = amp_from_ops(run)
+    shares = op_type_shares(run)
+    cast_share = float(shares.loc[shares["type"] == "Cast", "share"].sum())
+    if not level and (inferred is None or inferred["level"] == "O0"):
+        raise NotChecked("CPU has no fast float16 kernels; mixed precision would not speed it up, and this run "
+                         "has no Cast op (float32)")
+    if not level and cast_share < CPU_CAST_MIN_SHARE:
+        return []
+    gain = percent(cast_share)
+    precision = (f"amp_level {level}" if level
+                 else f"float16 (AMP {inferred['level']}: {inferred['cast_calls_per_step']:.0f} Cast ops a step)")
+    return [Finding(
+        id="amp_level", severity=severity_for(gain),
+        title=f"{precision} on a CPU: O0 is faster on CPU (no fast float16 kernels); the Casts alone take "
+              f"{gain:.1f} % of op time",
+        evidence={"cast_share_of_device_pct": gain} | (
+            {"cast_calls_per_step": round(inferred["cast_calls_per_step"], 1)} if inferred else {}),
+        action='Model(net, loss_fn, optimizer, amp_level="O0") (the default: float32), or leave out '
+               "auto_mixed_precision / .to_float(ms.float16) on CPU",
+        target="Cast", est_gain_pct=gain, change=Change("amp_level", "O0"))]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -98,7 +134,8 @@ def host_bound(run: Run) -> list[Finding]:
     parts = rank_parts(run)
     if not len(parts) or (run.meta.mode == "pynative" and not is_torch(run)):
         return []  # a MindSpore PyNative step's host time is graph_mode's (rules/mode.py), with the same change
-    host_ms = float((parts["host"] - parts["transfer"]).mean())  # the feed-mode transfer is sink_mode's
+    # the feed-mode transfer is sink_mode's, the work between steps host_loop's
+    host_ms = float((parts["host"] - parts["transfer"] - parts["loop"]).mean())
     total = float(parts["total"].mean())
     if not total > 0 or parts["data"].sum() > 0 or host_ms / total < HOST_BOUND_MIN_SHARE:
         return []
@@ -138,11 +175,13 @@ def compute_bound(run: Run) -> list[Finding]:
     top = shares[(covered.shift(fill_value=0.0) < COMPUTE_TYPES_COVER)].head(COMPUTE_TOP_TYPES)
     device = device_name(run)
     if is_torch(run):
-        action = ("with torch.autocast(device_type='npu', dtype=torch.bfloat16) if the model runs float32; "
+        action = (f"with torch.autocast(device_type='{torch_device(run)}', dtype=torch.bfloat16) if the model runs "
+                  "float32; "
                   "check the top types' shapes (channels in multiples of 16)")
     elif device == "CPU":
-        action = ("ONEDNN_MAX_CPU_ISA set to the best ISA the CPU has; a larger batch per step; the ops above "
-                  "are where a smaller or fused network gains")
+        isa = cpu_isa_advice(run)
+        action = (f"{isa + '; ' if isa else ''}a larger batch per step; the ops above are where a smaller or fused "
+                  "network gains")
     else:
         action = ("ms.set_context(enable_graph_kernel=True) to fuse small ops; amp_level O2/O3 if the network runs "
                   "float32; channels in multiples of 16 for the top types")
@@ -179,10 +218,35 @@ KERNEL_MIN_REDUCTION = 32
 KERNEL_ONE_CALL_SHARE = 0.5
 
 
+# What oneDNN does on AVX-512 CPUs (MindSpore 2.10 CPU, docs/advice.md, the kernel_efficiency row): for 3x3
+# convolutions it may pick its reference kernel, far slower than its AVX2 one; ONEDNN_MAX_CPU_ISA=AVX2 caps it.
+ISA_CAP = "AVX2"
+SET_ISA_CAP = (f"export ONEDNN_MAX_CPU_ISA={ISA_CAP} before starting Python (or os.environ['ONEDNN_MAX_CPU_ISA'] = "
+               f"'{ISA_CAP}' before import mindspore)")
+
+
+def cpu_isa_advice(run: Run) -> str | None:
+    """What to set of oneDNN's ISA on the host that ran the run (its recorded facts, never this machine's): the
+    AVX2 cap where that CPU has AVX-512 and the run did not set it, a conditional one where the run records no
+    host, nothing where the CPU has no AVX-512 (its best ISA is oneDNN's default) or the cap is set."""
+    if str(run.meta.env.get("ONEDNN_MAX_CPU_ISA", "")).upper() == ISA_CAP:
+        return None
+    avx512 = has_avx512(run.meta.host)
+    if avx512 is None:
+        return (f"if the host has AVX-512 (the run records no host facts): {SET_ISA_CAP}, so oneDNN uses its AVX2 "
+                "kernels, not its slow reference convolutions")
+    return f"{SET_ISA_CAP}: this AVX-512 host's oneDNN may otherwise pick slow reference convolutions" if avx512 \
+        else None
+
+
 def _kernel_action(run: Run, group: str) -> str:
     if device_name(run) == "CPU":
-        return ("export ONEDNN_MAX_CPU_ISA=AVX2 before starting Python (or os.environ['ONEDNN_MAX_CPU_ISA'] = 'AVX2' "
-                "before import mindspore): oneDNN then uses its AVX2 kernels instead of the reference kernel")
+        isa = cpu_isa_advice(run)
+        if isa:
+            return isa
+        return (f"Find the kernel oneDNN picks for {group} (ONEDNN_VERBOSE=1 prints it; `ref` is its reference "
+                "kernel): an unusual layout, dtype or shape of its inputs, or an ISA cap (ONEDNN_MAX_CPU_ISA) too "
+                "low for this CPU")
     return (f"Check the input format and dtype of {group}: Ascend kernels want channels in multiples of 16 "
             "(float16), GPU tensor cores float16 with channels in multiples of 8")
 
@@ -250,5 +314,6 @@ def kernel_efficiency(run: Run) -> list[Finding]:
                           "share_of_op_time_pct": percent(slow_ms / op_ms),
                           "total_ms": round_ms(slow_ms), "ops": int(len(slow))},
                 action=_kernel_action(run, name), target=name, est_gain_pct=gain,
-                change=Change("env", "AVX2", name="ONEDNN_MAX_CPU_ISA") if device_name(run) == "CPU" else None))
+                change=Change("env", ISA_CAP, name="ONEDNN_MAX_CPU_ISA")
+                if device_name(run) == "CPU" and cpu_isa_advice(run) else None))
     return findings

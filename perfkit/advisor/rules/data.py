@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...analysis.measures import MIN_QUEUE_SAMPLES, QUEUE_EMPTY_PCT, host_cpu_busy, queue_stats, step_means
+from ...core.host import capped_workers, recorded_cpus
 from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
@@ -170,10 +171,9 @@ SOURCE_DATASET_CLASS = {"Cifar": "Cifar10Dataset", "MindRecord": "MindDataset", 
                         "CSV": "CSVDataset", "TextFile": "TextFileDataset", "Clue": "CLUEDataset"}
 
 
-def _workers_action(op_type: str | None, workers: int) -> str:
-    """The call that gives the slow op more workers; an op without a worker setting of its own (Shuffle,
+def _workers_action(op_type: str | None, n: int) -> str:
+    """The call that gives the slow op `n` workers; an op without a worker setting of its own (Shuffle,
     Repeat, Take, a source without a known class) gets the general map/batch advice."""
-    n = max(2, WORKER_FACTOR * workers)
     if op_type == "Batch":
         return f"dataset.batch(batch_size, num_parallel_workers={n})"
     if op_type == "Map":
@@ -185,10 +185,9 @@ def _workers_action(op_type: str | None, workers: int) -> str:
     return f"dataset.map(operations=..., num_parallel_workers={n}) and dataset.batch(..., num_parallel_workers={n})"
 
 
-def _workers_change(op_type: str | None, workers: int) -> Change | None:
+def _workers_change(op_type: str | None, n: int) -> Change | None:
     """_workers_action as a setting: the named op's workers, or map and batch both; None for a source op
     without a known class, whose workers cannot be set by name."""
-    n = max(2, WORKER_FACTOR * workers)
     if op_type in ("Batch", "Map"):
         return Change("dataset_workers", n, op=op_type.lower())
     if op_type in SOURCE_DATASET_CLASS:
@@ -221,17 +220,43 @@ def dataset_workers(run: Run) -> list[Finding]:
     op_type = _dataset_op_name(str(op.op_type)) if op is not None else None
     # an unknown worker count is taken as 1, so the advice is at least 2 workers
     workers = int(op.workers) if op is not None and pd.notna(op.workers) else 1
-    gain = percent(feed.wait_share) if feed.wait_share is not None else None
+    cpus, cpus_source = recorded_cpus(run.meta.host)
+    n = capped_workers(max(2, WORKER_FACTOR * workers), cpus)
     evidence = _feed_evidence(feed) | usage_evidence
     if op is not None:
         evidence["workers"] = workers
+    if cpus is not None:
+        evidence["host_cpus"] = cpus
     where = f"the {op_type} op is the slowest stage" if op_type else "no single slow op in the pipeline data"
+    title = f"Data starves the device: the {feed.queue} queue was empty in {feed.empty_pct:.1f} % of samples; {where}"
+    if n <= workers:  # the host's CPUs are all working for that op already: more workers are refused
+        return [Finding(
+            id="dataset_workers", severity=severity_for(percent(feed.wait_share) if feed.wait_share else None),
+            title=f"{title}; it already runs {workers} workers, the most MindSpore allows on this host "
+                  f"({cpus_source})",
+            evidence=evidence, target=op_type, est_gain_pct=None,
+            action="the CPU limit is reached: more workers would be refused (num_parallel_workers at most the CPU "
+                   "count). Make each sample cheaper (vectorise or cache the slow map function, decode once to "
+                   "MindRecord), run augmentations on the device (dataset.map(..., offload=True)), or train on a host "
+                   "with more CPUs")]
+    gain = _workers_gain(feed.wait_share, n / workers)
+    action = _workers_action(op_type, n)
+    if cpus is None:
+        action += f" (at most the training host's CPU count: MindSpore refuses more; {cpus_source})"
+    elif n < WORKER_FACTOR * workers:
+        action += f" ({n}: the most MindSpore allows on this host, {cpus_source})"
     return [Finding(
-        id="dataset_workers", severity=severity_for(gain),
-        title=f"Data starves the device: the {feed.queue} queue was empty in {feed.empty_pct:.1f} % of samples; "
-              f"{where}",
-        evidence=evidence, action=_workers_action(op_type, workers), target=op_type, est_gain_pct=gain,
-        change=_workers_change(op_type, workers))]
+        id="dataset_workers", severity=severity_for(gain), title=title,
+        evidence=evidence, action=action, target=op_type, est_gain_pct=gain, change=_workers_change(op_type, n))]
+
+
+def _workers_gain(wait_share: float | None, factor: float) -> float | None:
+    """What `factor` times the slow op's workers could win, in percent of the step: a data-bound step takes its
+    pipeline's time per batch, which k times the workers divide by k at best, and never below the step's compute
+    (1 - wait share); None where the wait share is unknown."""
+    if wait_share is None:
+        return None
+    return percent(1.0 - max(1.0 - wait_share, 1.0 / factor))
 
 
 # MindInsight: host CPU busy > 80 % -> CPU bound, busy being 100 - idle (its cpu utilisation analyser), which

@@ -1,6 +1,7 @@
 """Step rules: where the shape of the steps themselves costs time.
 
-tail (the optimizer update and trailing all-reduce after backward), compile_or_first_call (compilation or first
+tail (the optimizer update and trailing all-reduce after backward), host_loop (the host's own work between steps:
+callbacks, logging, Python in the loop), compile_or_first_call (compilation or first
 calls inside the profiled window: a first step the means leave out, or one op call far above the others).
 """
 
@@ -46,15 +47,54 @@ def tail(run: Run) -> list[Finding]:
               "communication inside it)",
         evidence={"optimizer_share_pct": percent(share),
                   **known_ms(optimizer_ms=optimizer, tail_ms=steps["tail_ms"], step_ms=steps["total_ms"])},
-        action=("dataset.batch(2 * batch_size, ...) (with the learning rate scaled) so the fixed optimizer update is "
-                "spread over more samples"),
-        target=None, est_gain_pct=gain, change=_batch_change(run, 2))]
+        action=(("DataLoader(dataset, batch_size=2 * batch_size)" if is_torch(run) else
+                 "dataset.batch(2 * batch_size, ...)") + " (with the learning rate scaled) so the fixed optimizer "
+                "update is spread over more samples"
+                + ("; torch.optim.Adam(..., foreach=True) or fused=True batches the per-parameter update ops"
+                   if is_torch(run) else "")),
+        target=None, est_gain_pct=gain, change=None if is_torch(run) else _batch_change(run, 2))]
 
 
 def _batch_change(run: Run, factor: float) -> Change | None:
     """The recorded batch size times `factor`, as a change; None when the run does not record its batch."""
     batch = run.meta.config.get("batch_size") if isinstance(run.meta.config, dict) else None
     return Change("batch_size", int(batch * factor)) if isinstance(batch, int) and batch * factor >= 1 else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# host_loop
+
+# msprof-analyze rates an issue from 5 % of step time; the same bar for the host's own work between steps.
+HOST_LOOP_MIN_SHARE = 0.05
+
+
+@rule("host_loop", needs=("steps",), claims=("host_loop",))
+def host_loop(run: Run) -> list[Finding]:
+    """The step time the ledger gives to the host's work between steps (`host_loop`: no op running for longer
+    than launches take, or on CPU the feed-mode interval with the data queue full): Python the loop runs each
+    step, which no data or device setting shortens."""
+    causes = steady_means(run, by="cause")
+    if "host_loop" not in causes or not len(causes):
+        return []
+    loop_ms, total = float(causes["host_loop"].mean()), float(causes["total"].mean())
+    share = loop_ms / total if total > 0 else 0.0
+    if share < HOST_LOOP_MIN_SHARE:
+        return []
+    gain = percent(share)
+    if is_torch(run):
+        where = ("the host's Python between steps (the timeline's host lanes): per-step logging, .item() or .cpu() "
+                 "calls, metrics; do them every N steps")
+    else:
+        where = ("what runs between steps: the timeline's host lanes (perfkit dash RUN, Timeline page) and the "
+                 "callbacks given to Model.train(..., callbacks=[...]) (per-step logging, metrics, checkpoints; in a "
+                 "custom loop, print / .asnumpy() each step): do that work every N steps (on_train_step_end with "
+                 "`if cb_params.cur_step_num % N == 0`) or at epoch end")
+    return [Finding(
+        id="host_loop", severity=severity_for(gain),
+        title=f"{gain:.0f} % of each step is host work between steps (callbacks, logging, Python in the loop), "
+              "with the data ready and no op running",
+        evidence={"host_loop_share_pct": gain, **known_ms(host_loop_ms=loop_ms, step_ms=total)},
+        action="Look at " + where, target=None, est_gain_pct=gain)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -115,7 +155,8 @@ def compile_or_first_call(run: Run) -> list[Finding]:
         said.append(f"one call of {call['type']} is {percent(call['call_ms'] / op_ms):.1f} % of all op time")
     # The outlier is not a cost of every step: step means and op-type shares that include it mislead.
     if is_torch(run):
-        action = ("profile after warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("
+        profiler = "torch_npu.profiler" if run.meta.framework == "torch_npu" else "torch.profiler"
+        action = (f"profile after warm-up: {profiler}.profile(schedule={profiler}.schedule("
                   "wait=1, warmup=1, active=N)) and prof.step() each step")
     else:
         action = ("profile after warm-up: mindspore.Profiler(schedule=mindspore.profiler.schedule(wait=1, warmup=1, "

@@ -18,7 +18,8 @@ import dataclasses
 import functools
 
 from ...core import plugins
-from . import ascend_ms, cluster_output, communication, cpu, db, gpu, legacy, manifest, memory, minddata, steps
+from . import (ascend_ms, cluster_output, communication, cpu, db, gpu, kineto, legacy, manifest, memory, minddata,
+               steps)
 from .base import RUN_WIDE, Derivation, Parts, Reader
 
 # Order is priority: when two readers give the same table for a rank, the earlier one wins (base.Reader).
@@ -29,6 +30,7 @@ READERS: tuple[Reader, ...] = (
     cpu.READER,
     gpu.READER,
     legacy.READER,
+    kineto.READER,
     cluster_output.READER,
     minddata.READER,
     memory.READER,

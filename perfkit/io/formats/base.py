@@ -94,6 +94,10 @@ class Reader:
     # Whether its op tables hold every op the device ran, so that step time no op covers is device idle (the
     # ledger's gaps). Legacy Ascend's aicore_intermediate files hold AI Core ops only: AI CPU time would read as idle.
     ops_cover_device: bool = False
+    # What its folder is where another tool made it from the rank folders beside it (msprof-analyze's cluster
+    # summary), else "": beside another reader's unit folders it is left out, said once (discovery.discover),
+    # rather than compete with the ranks' own files as a second run of each rank.
+    summary_of_ranks: str = ""
     # Its ranks' traces in one of its folders (see the class doc), or None.
     traces: Callable[[Path], "list[TraceFile]"] | None = None
     # The installed package it comes from ("entry point name = module:attribute"), None for perfkit's own.

@@ -112,4 +112,5 @@ def _per_rank(data: dict | None, by_source: bool) -> dict[int, dict]:
 
 
 READER = Reader(name=LAYOUT, provides=frozenset({"steps", "comm_ops", "comm_links"}), detect=detect, read=read,
-                looks_for="cluster_analysis_output/ (msprof-analyze)")
+                looks_for="cluster_analysis_output/ (msprof-analyze)",
+                summary_of_ranks="msprof-analyze's summary of the rank folders beside it")

@@ -283,8 +283,9 @@ def _from_marker(events: pd.DataFrame, per_op: pd.Series) -> Derived:
     if found is None:
         return (pd.DataFrame(columns=STEP_COLUMNS),
                 f"unknown: ops ran different numbers of times ({per_op.min()} to {per_op.max()}) and no op marks "
-                "the loop's iterations (none run as often as the loop that starts before the others); record "
-                "step times with `perfkit profile`", None, events.assign(step=0))
+                "the loop's iterations (none run as often as the loop that starts before the others); mark the "
+                "steps: `prof.step()` at the end of each inside `with perfkit.profiling() as prof:`, or Model.train",
+                None, events.assign(step=0))
     marker, iterations = found
     starts = marker_starts(events, marker)
     ends = np.append(starts[1:], events["end"].max())

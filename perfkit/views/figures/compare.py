@@ -80,8 +80,12 @@ def compare_speedup_cards(runs: Sequence[Run]) -> list[Card]:
     under it (compare.verdict_lines: the run-to-run verdict with its speedup, samples/s), after the banner when
     device, network or script differ from the first's."""
     labels = run_labels(runs)
-    series = [([runs[i] for i in members], [labels[i] for i in members])
-              for members in repeat_series([run.path for run in runs])]
+    series = []
+    for members in repeat_series([run.path for run in runs]):
+        # a repeat that failed is left out of its series where others are, as perfkit compare reads a side
+        # (io.repeats.usable_repeats)
+        kept = [i for i in members if runs[i].meta.status != "failed"] or members
+        series.append(([runs[i] for i in kept], [labels[i] for i in kept]))
     baseline = series[0][0]
     cards = []
     for index, (group, group_labels) in enumerate(series):

@@ -1,0 +1,405 @@
+"""PyTorch's profiler output: the kineto trace `torch.profiler` writes through `tensorboard_trace_handler`,
+`{worker}.{ns}.pt.trace.json[.gz]` (docs/formats.md §5, docs/migration.md). Read without torch: it is JSON.
+
+A Run with meta.framework "torch". What the trace holds and how it becomes the Run's tables:
+- steps: the `ProfilerStep#N` spans the profiler's `step()` writes (numbered by the schedule's counter, so #2..#4
+  after wait=1 warmup=1); a step's interval is the data wait (the DataLoader's `__next__` spans inside it, torch's
+  only record of data loading: worker processes are not traced), its tail runs from the end of its last backward op
+  to its end (the optimizer), fwd_bwd is the rest;
+- op time counted once: `cpu_op` events nest (aten::conv2d > aten::convolution > aten::_convolution >
+  aten::mkldnn_convolution), so each event's self time is its duration less its nested ops', and an op family is the
+  outermost aten:: op of a nesting with the self time of everything under it (a conv once, not four times); the
+  autograd engine's own wrappers (`autograd::engine::evaluate_function: XBackward0`, `XBackward0`) are one family,
+  AUTOGRAD_ENGINE;
+- passes: backward = under an autograd wrapper, other = under `Optimizer.step#`/`Optimizer.zero_grad#` (their ops
+  in the scope `optimizer-Adam`, as MindSpore's) or outside every module span of a trace that has them, forward =
+  the rest; data loading is the step's interval, not an op;
+- shapes: the family op's `Input Dims` and `Input type` (recorded with record_shapes=True);
+- Cells: the `nn.Module: …` spans (perfkit's reference runner names them `nn.Module: layer1.0.conv1 (Conv2d)`, torch's
+  with_stack `nn.Module: Conv2d_17`); a backward op goes in the module of the forward op its `fwdbwd` flow names.
+The sidecar perfkit_run.json (torch version, threads, batch) is the manifest reader's (manifest.py).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import tempfile
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ...core import boundedjson
+from ...core.errors import FileFormatError
+from ...core.files import open_regular
+from ...core.units import US_PER_MS
+from ..discovery import has_match
+from .base import Parts, Reader, TraceFile
+
+TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz")
+STEP_SPAN = re.compile(r"^ProfilerStep#(\d+)$")
+DATA_SPAN = re.compile(r"DataLoader.*__next__")
+OPTIMIZER_SPAN = re.compile(r"^Optimizer\.(step|zero_grad)#(?P<cls>\w+)\.")
+MODULE_SPAN = "nn.Module: "
+# `layer1.0.conv1 (Conv2d)` (perfkit's reference runner) or `Conv2d_17` (torch's with_stack)
+NAMED_MODULE = re.compile(r"^(?P<path>\S+) \((?P<cls>[\w.]+)\)$")
+AUTOGRAD_WRAPPER = re.compile(r"^(autograd::engine::evaluate_function: .*|\w+Backward\d+)$")
+AUTOGRAD_ENGINE = "autograd::engine"
+ATEN = "aten::"
+OP_CATEGORIES = ("cpu_op", "Operator")  # `Operator` in traces of torch before 1.9
+SPAN_CATEGORIES = ("user_annotation", "cpu_instant_event", "python_function")
+# Two events nest when the inner one lies within the outer one, up to the µs rounding a writer may apply.
+NEST_SLACK_US = 1e-3
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def detect(folder: Path) -> bool:
+    return has_match(folder, TRACE_PATTERNS)
+
+
+def trace_files(folder: Path) -> list[Path]:
+    return sorted(path for pattern in TRACE_PATTERNS for path in folder.glob(pattern) if path.is_file())
+
+
+def load_trace(path: Path) -> dict:
+    """The trace's top-level object (gzip or plain JSON), through the bounded decoder."""
+    try:
+        with open_regular(path) as handle:
+            raw = handle.read()
+        if path.name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FileFormatError(f"cannot be read ({exc})", path) from None
+    try:
+        data = boundedjson.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(f"is not UTF-8 text (offset {exc.start})", path) from None
+    except boundedjson.JSONError as exc:
+        raise FileFormatError(exc.message, path) from None
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise FileFormatError("is not a kineto trace (no traceEvents list)", path)
+    return data
+
+
+def trace_rank(data: dict) -> int:
+    info = data.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else 0
+
+
+def read(folder: Path) -> dict[int, Parts]:
+    """One Parts per rank (distributedInfo.rank, else 0); of several traces of one rank (schedule cycles), the last
+    written, said in a warning."""
+    by_rank: dict[int, list[tuple[Path, dict]]] = defaultdict(list)
+    skipped: list[str] = []
+    for path in trace_files(folder):
+        try:
+            data = load_trace(path)
+        except FileFormatError as exc:
+            skipped.append(f"skipped {path.name}: {exc.message}")
+            continue
+        by_rank[trace_rank(data)].append((path, data))
+    if not by_rank:
+        raise FileFormatError("holds no readable torch.profiler trace (" + "; ".join(skipped) + ")", folder)
+    result = {}
+    for rank, traces in by_rank.items():
+        traces.sort(key=lambda item: _written_ns(item[0]))
+        path, data = traces[-1]
+        try:
+            parts = read_trace(data)
+        except FileFormatError as exc:
+            raise FileFormatError(exc.message, path) from None
+        parts.sources.append(str(path))
+        parts.warnings += skipped
+        if len(traces) > 1:
+            parts.warnings.append(f"rank {rank}: {len(traces)} torch.profiler traces; read the last written, "
+                                  f"{path.name}")
+        result[rank] = parts
+    return result
+
+
+def _written_ns(path: Path) -> int:
+    """tensorboard_trace_handler names a trace `{worker}.{time_ns}.pt.trace.json`: the time it was written."""
+    match = re.search(r"\.(\d+)\.pt\.trace\.json", path.name)
+    return int(match.group(1)) if match else 0
+
+
+@dataclass
+class Event:
+    """One complete (`ph: X`) event of the trace, with what the nesting tells of it."""
+
+    name: str
+    cat: str
+    tid: object
+    ts: float
+    dur: float
+    args: dict
+    parent: "Event | None" = None
+    op_parent: "Event | None" = None  # the nearest enclosing op event
+    nested_ops_us: float = 0.0
+    family_root: "Event | None" = None
+    scope: str | None = None          # module scope, for backward ops the forward op's
+    flags: dict = field(default_factory=dict)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    @property
+    def is_op(self) -> bool:
+        return self.cat in OP_CATEGORIES
+
+
+def read_trace(data: dict) -> Parts:
+    """A kineto trace's tables (module docstring)."""
+    parts = Parts(meta={"layout": "kineto", "framework": "torch", "device": "CPU"})
+    events, flows, gpu = _events(data["traceEvents"])
+    events.sort(key=lambda event: (event.ts, -event.dur))  # an enclosing event before the events inside it
+    if gpu:
+        parts.meta["device"] = "GPU"
+        parts.warnings.append("GPU kernels in the trace are not read yet: op times are the host's (CPU) op times")
+    if not any(event.is_op for event in events):
+        raise FileFormatError("holds no cpu_op event (was the profiler's CPU activity on?)")
+    _nest(events)
+    has_modules = any(event.name.startswith(MODULE_SPAN) for event in events)
+    _place(events, flows, has_modules)
+    steps = [event for event in events if STEP_SPAN.match(event.name)]
+    if not steps:
+        parts.warnings.append("no ProfilerStep#N span (the profiler's step() was never called): the trace is read "
+                              "as one step")
+    rows = _op_rows(events)
+    parts.tables["steps"] = _steps(events, steps)
+    if not len(rows):
+        parts.warnings.append("no op ran inside a profiled step")
+        return parts
+    parts.tables["op_type_steps"] = (rows.groupby(["step", "type"], as_index=False)
+                                     .agg(total_ms=("total_ms", "sum"), count=("count", "sum")))
+    parts.tables["op_types"] = (rows.groupby("type", as_index=False)
+                                .agg(total_ms=("total_ms", "sum"), count=("count", "sum")))
+    parts.tables["ops"] = _ops(rows)
+    return parts
+
+
+def _events(raw: list) -> tuple[list[Event], dict, bool]:
+    """(the X events of ops and spans, {flow id: (start event key, end event key)}, whether GPU kernels are there)."""
+    events, starts, ends, gpu = [], {}, {}, False
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        phase, cat = item.get("ph"), item.get("cat")
+        if phase in ("s", "f") and cat == "fwdbwd":
+            (starts if phase == "s" else ends)[item.get("id")] = (item.get("tid"), item.get("ts"))
+            continue
+        if phase != "X":
+            continue
+        gpu = gpu or cat in GPU_CATEGORIES
+        ts, dur, name = item.get("ts"), item.get("dur"), item.get("name")
+        if cat not in OP_CATEGORIES + SPAN_CATEGORIES or not isinstance(name, str):
+            continue
+        if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)) or dur < 0:
+            continue
+        args = item.get("args") if isinstance(item.get("args"), dict) else {}
+        events.append(Event(name, cat, item.get("tid"), float(ts), float(dur), args))
+    flows = {key: (starts[key], ends[key]) for key in starts.keys() & ends.keys()}
+    return events, flows, gpu
+
+
+def _nest(events: list[Event]) -> None:
+    """Each event's enclosing event on its thread, its nearest enclosing op, and each op's nested op time."""
+    by_thread: dict[object, list[Event]] = defaultdict(list)
+    for event in events:
+        by_thread[event.tid].append(event)
+    for thread in by_thread.values():
+        stack: list[Event] = []
+        for event in thread:
+            while stack and event.ts >= stack[-1].end - NEST_SLACK_US:
+                stack.pop()
+            while stack and event.end > stack[-1].end + NEST_SLACK_US:
+                stack.pop()  # overlaps its would-be parent without nesting: not its child
+            event.parent = stack[-1] if stack else None
+            event.op_parent = next((outer for outer in reversed(stack) if outer.is_op), None)
+            if event.is_op and event.op_parent is not None:
+                event.op_parent.nested_ops_us += event.dur
+            stack.append(event)
+
+
+def _place(events: list[Event], flows: dict, has_modules: bool) -> None:
+    """Each op's family op, step, pass and module scope (module docstring)."""
+    by_start = {(event.tid, event.ts): event for event in events if event.is_op}
+    for event in events:  # in start order: an event's parent is placed before it
+        context = dict(event.parent.flags) if event.parent is not None else {"modules": ()}
+        step = STEP_SPAN.match(event.name)
+        if step:
+            context["step"] = int(step.group(1))
+        elif DATA_SPAN.search(event.name):
+            context["data"] = True
+        elif OPTIMIZER_SPAN.match(event.name):
+            # a Cell of its own, as MindSpore's `optimizer-Adam` scope: the optimizer's class names it
+            context["optimizer"] = True
+            context["modules"] = (f"optimizer-{OPTIMIZER_SPAN.match(event.name)['cls']}",)
+        elif event.name.startswith(MODULE_SPAN):
+            context["modules"] = context["modules"] + (event.name[len(MODULE_SPAN):],)
+        elif event.is_op and AUTOGRAD_WRAPPER.match(event.name):
+            context["backward"] = True
+        event.flags = context
+    steps = [(event.ts, event.end, event.flags["step"]) for event in events if STEP_SPAN.match(event.name)]
+    for event in events:
+        if "step" not in event.flags and event.is_op:  # another thread's op (autograd, a GPU stream's launcher)
+            event.flags["step"] = next((number for start, end, number in steps if start <= event.ts < end), None)
+            if event.flags["step"] is None:
+                del event.flags["step"]
+    for event in (event for event in events if event.is_op):
+        outer = event.op_parent.family_root if event.op_parent is not None else None
+        if outer is not None and outer.name.startswith(ATEN):
+            event.family_root = outer
+        elif event.name.startswith(ATEN) or not AUTOGRAD_WRAPPER.match(event.name):
+            event.family_root = event
+        else:
+            event.family_root = outer or event
+        event.scope = _scope(event.flags["modules"])
+    for start, end in flows.values():
+        forward, backward = by_start.get(start), by_start.get(end)
+        if forward is None or backward is None:
+            continue
+        top = backward
+        while top.op_parent is not None:
+            top = top.op_parent
+        top.flags["forward_scope"] = forward.scope
+    for event in events:
+        if event.is_op and event.flags.get("backward"):
+            top = event
+            while top.op_parent is not None:
+                top = top.op_parent
+            event.scope = top.flags.get("forward_scope", event.scope)
+    for event in events:
+        flags = event.flags
+        if flags.get("backward"):
+            flags["pass"] = "backward"
+        elif flags.get("optimizer") or (has_modules and not flags["modules"]):
+            flags["pass"] = "other"
+        else:
+            flags["pass"] = "forward"
+
+
+def _scope(modules: tuple[str, ...]) -> str:
+    """Module spans as a Cell scope, `ResNet50/layer1-Sequential/0-Bottleneck/conv1-Conv2d` (core/scopes.py reads
+    `name-Class` components): each named span's last path part and class, a root or unnamed span as written."""
+    parts = []
+    for module in modules:
+        named = NAMED_MODULE.match(module)
+        parts.append(f"{named['path'].rsplit('.', 1)[-1]}-{named['cls']}" if named else module.replace("/", "."))
+    return "/".join(parts)
+
+
+def family_name(event: Event) -> str:
+    return AUTOGRAD_ENGINE if AUTOGRAD_WRAPPER.match(event.name) else event.name
+
+
+def _op_rows(events: list[Event]) -> pd.DataFrame:
+    """One row per family op execution inside a step and outside data loading: its self time summed over the ops
+    under it (ms), with the step, pass, scope and shapes; the autograd engine's wrappers a row each."""
+    totals: dict[int, float] = defaultdict(float)
+    roots: dict[int, Event] = {}
+    one_step = not any(STEP_SPAN.match(event.name) for event in events)
+    for event in events:
+        if not event.is_op or event.flags.get("data") or ("step" not in event.flags and not one_step):
+            continue
+        root = event if AUTOGRAD_WRAPPER.match(event.name) else event.family_root
+        roots[id(root)] = root
+        totals[id(root)] += event.dur - event.nested_ops_us
+    rows = []
+    for key, root in roots.items():
+        dims, types = root.args.get("Input Dims"), root.args.get("Input type")
+        rows.append({"step": root.flags.get("step", 0), "type": family_name(root), "pass": root.flags["pass"],
+                     "name": (root.scope + "/" if root.scope else "") + family_name(root),
+                     "total_ms": totals[key] / US_PER_MS, "count": 1,
+                     "input_shapes": _shapes(dims), "input_dtypes": _dtypes(types)})
+    return pd.DataFrame(rows, columns=["step", "type", "pass", "name", "total_ms", "count", "input_shapes",
+                                       "input_dtypes"])
+
+
+def _shapes(dims) -> str | None:
+    """`Input Dims` [[8, 3, 32, 32], [64, 3, 7, 7], []] -> "8,3,32,32;64,3,7,7;" (ops' input_shapes form)."""
+    if not isinstance(dims, list):
+        return None
+    return ";".join(",".join(str(n) for n in dim) if isinstance(dim, list) else "" for dim in dims)
+
+
+def _dtypes(types) -> str | None:
+    return ";".join(str(kind) for kind in types) if isinstance(types, list) else None
+
+
+def _ops(rows: pd.DataFrame) -> pd.DataFrame:
+    grouped = rows.groupby(["name", "pass"], as_index=False, sort=False)
+    ops = grouped.agg(type=("type", "first"), total_ms=("total_ms", "sum"), count=("count", "sum"),
+                      max_ms=("total_ms", "max"), min_ms=("total_ms", "min"),
+                      input_shapes=("input_shapes", "first"), input_dtypes=("input_dtypes", "first"))
+    ops["avg_ms"] = ops["total_ms"] / ops["count"]
+    return ops
+
+
+def _steps(events: list[Event], steps: list[Event]) -> pd.DataFrame:
+    """Per step: total (the span), interval (data wait), tail (after the last backward op), busy (op time on the
+    step's threads, their union)."""
+    ops = [event for event in events if event.is_op and event.op_parent is None and not event.flags.get("data")]
+    data = [event for event in events if DATA_SPAN.search(event.name)
+            and not (event.parent is not None and event.parent.flags.get("data"))]
+    if not steps:
+        begin = min(event.ts for event in events)
+        steps = [Event("ProfilerStep#0", "user_annotation", None, begin, max(e.end for e in events) - begin, {})]
+    rows = []
+    for span in steps:
+        number = STEP_SPAN.match(span.name)
+        inside = [event for event in ops if span.ts <= event.ts < span.end]
+        waits = sum(min(event.end, span.end) - event.ts for event in data if span.ts <= event.ts < span.end)
+        backward_ends = [event.end for event in inside if event.flags["pass"] == "backward"]
+        tail = span.end - max(backward_ends) if backward_ends else float("nan")
+        total = span.dur
+        rows.append({"step": int(number.group(1)), "total_ms": total / US_PER_MS, "interval_ms": waits / US_PER_MS,
+                     "tail_ms": tail / US_PER_MS, "fwd_bwd_ms": (total - waits - tail) / US_PER_MS,
+                     "busy_ms": _union_us(inside, span) / US_PER_MS})
+    return pd.DataFrame(rows)
+
+
+def _union_us(events: list[Event], span: Event) -> float:
+    covered, reach = 0.0, span.ts
+    for event in sorted(events, key=lambda event: event.ts):
+        start, end = max(event.ts, reach), min(event.end, span.end)
+        if end > start:
+            covered += end - start
+            reach = end
+    return covered
+
+
+def _timeline_events(path: Path, each, stats, progress, workers):
+    """The trace's events for the timeline (base.TraceFile.events): its traceEvents written out as the JSON array
+    trace_json reads block by block; progress in bytes of the (compressed) trace file."""
+    from ..trace_json import map_blocks  # the timeline's reader: loading a Run never needs it
+
+    events = load_trace(path)["traceEvents"]
+    with tempfile.TemporaryDirectory(prefix="perfkit_kineto_") as scratch:
+        array = Path(scratch) / "events.json"
+        array.write_text(json.dumps(events), encoding="utf-8")
+        scale = path.stat().st_size / max(1, array.stat().st_size)
+        done = None if progress is None else (lambda read: progress(int(read * scale)))
+        yield from map_blocks(array, each, stats, done, workers)
+
+
+def traces(folder: Path) -> list[TraceFile]:
+    """Each rank's last written trace (read's choice)."""
+    chosen: dict[int, Path] = {}
+    for path in sorted(trace_files(folder), key=_written_ns):
+        try:
+            chosen[trace_rank(load_trace(path))] = path
+        except FileFormatError:
+            continue
+    return [TraceFile(rank=rank, path=path, folder=folder, events=_timeline_events)
+            for rank, path in sorted(chosen.items())]
+
+
+READER = Reader(name="kineto", provides=frozenset({"op_types", "ops", "steps", "op_type_steps"}), detect=detect,
+                read=read, looks_for="*.pt.trace.json[.gz] (torch.profiler)", ops_cover_device=True, traces=traces)

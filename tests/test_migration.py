@@ -1,0 +1,220 @@
+"""`perfkit compare REFERENCE PORT` across frameworks: the real PyTorch reference tests/runs/torch_cpu_resnet50 (and
+the MLP of tests/runs/torch_cpu_mlp) against perfkit's built-in ResNet-50 port, sample_runs/cpu_avx2 (both batch 32 at
+32x32 with ONEDNN_MAX_CPU_ISA=AVX2). Counts and times are taken from the raw files with the json and csv modules."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import perfkit
+from perfkit.analysis.migration import family_of, match_families
+from perfkit.apps.cli import main
+from perfkit.views.migration import compare_frameworks, port_changes
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "tests" / "runs" / "torch_cpu_resnet50"
+MLP = ROOT / "tests" / "runs" / "torch_cpu_mlp"
+PORT = ROOT / "sample_runs" / "cpu_avx2"
+
+
+@pytest.fixture(autouse=True)
+def no_cache(monkeypatch):
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+
+
+@pytest.fixture(scope="module")
+def result():
+    return compare_frameworks([perfkit.load(REFERENCE)], [perfkit.load(PORT)])
+
+
+def raw_reference() -> tuple[list[dict], dict[int, tuple[float, float]]]:
+    with gzip.open(next(REFERENCE.glob("*.pt.trace.json.gz")), "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    steps = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("ph") == "X" and re.fullmatch(r"ProfilerStep#\d+", e.get("name", ""))}
+    return events, steps
+
+
+def port_type_counts() -> dict[str, int]:
+    path = next(PORT.glob("*_ascend_ms")) / "FRAMEWORK" / "cpu_op_type_info_0.csv"
+    with open(path, newline="") as handle:
+        return {row["op_type"]: int(row["type_occurrences"]) for row in csv.DictReader(handle)}
+
+
+def family(result, name):
+    return next(row for row in result["families"] if row["family"] == name)
+
+
+def test_op_families_map_many_to_many_by_pass():
+    assert family_of("torch", "aten::convolution_backward", "backward") == "convolution backward"
+    assert family_of("mindspore", "Conv2DBackpropInput", "backward") == "convolution backward"
+    assert family_of("mindspore", "Conv2DBackpropFilter", "backward") == "convolution backward"
+    assert family_of("torch", "aten::linear", "forward") == family_of("mindspore", "BiasAdd", "forward")
+    # MatMul is dense forward in forward, dense backward in backward; anything after backward is the optimizer's
+    assert family_of("mindspore", "MatMul", "backward") == "dense backward"
+    assert family_of("mindspore", "Adam", "other") == family_of("torch", "aten::addcdiv_", "other")
+    assert family_of("mindspore", "Pad", "forward") is None
+
+
+def test_settings_come_first_and_match_for_this_pair(result):
+    reference, port = result["settings"]["reference"], result["settings"]["port"]
+    sidecar = json.loads((REFERENCE / "perfkit_run.json").read_text())
+    assert reference["framework"] == "torch" and reference["version"] == sidecar["config"]["torch_version"]
+    assert port["framework"] == "mindspore" and port["version"] == "2.10.0" and port["mode"] == "graph"
+    assert reference["batch_size"] == port["batch_size"] == 32 and reference["image_size"] == port["image_size"] == 32
+    assert reference["isa_cap"] == port["isa_cap"] == "ONEDNN_MAX_CPU_ISA=AVX2"
+    assert reference["network"] == port["network"] == "ResNet50"
+    assert (reference["optimizer"], port["optimizer"]) == ("Adam (single-tensor)", "Adam (one kernel per parameter)")
+    assert result["differing"] == [] and "threads" in result["not_checked"]  # MindSpore records no thread count
+    text = CliRunner().invoke(main, ["compare", str(REFERENCE), str(PORT)]).output
+    assert text.index("settings") < text.index("time per step") < text.index("op families")
+
+
+def test_convolution_backward_is_one_torch_op_against_two_mindspore_kernels(result):
+    events, steps = raw_reference()
+    n = result["reference_run"]["spread"]["n"]  # the steady steps: the last n profiled
+    steady = [steps[step] for step in sorted(steps)[-n:]]
+    calls = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::convolution_backward"
+             and any(start <= e["ts"] < end for start, end in steady)]
+    row = family(result, "convolution backward")
+    assert row["reference_ms_per_step"] == pytest.approx(sum(e["dur"] for e in calls) / 1000 / n, rel=1e-6)
+    assert [(k["type"], k["calls_per_step"]) for k in row["reference_ops"]] == [("aten::convolution_backward", 53)]
+    counts, profiled = port_type_counts(), len(perfkit.load(PORT).steps)
+    port_ops = {k["type"]: k["calls_per_step"] for k in row["port_ops"]}
+    assert port_ops == {"Conv2DBackpropFilter": counts["Conv2DBackpropFilter"] / profiled,
+                        "Conv2DBackpropInput": counts["Conv2DBackpropInput"] / profiled} == {
+        "Conv2DBackpropFilter": 53, "Conv2DBackpropInput": 52}
+    assert row["ratio"] == pytest.approx(row["port_ms_per_step"] / row["reference_ms_per_step"])
+
+
+def test_ops_without_a_partner_are_listed_by_name_never_in_a_ratio(result):
+    port_only = {kind["type"] for kind in result["unmatched"]["port"]}
+    reference_only = {kind["type"] for kind in result["unmatched"]["reference"]}
+    assert "Pad" in port_only and "autograd::engine" in reference_only
+    kinds = {side: {(kind["type"], kind["pass"]) for kind in result["unmatched"][side]}
+             for side in ("reference", "port")}
+    for row in result["families"]:  # an op kind (type and pass) is in a family or without a partner, never both
+        for side in ("reference", "port"):
+            assert not kinds[side] & {(kind["type"], kind["pass"]) for kind in row[f"{side}_ops"]}
+    assert all(row["ratio"] is None or (row["reference_ms_per_step"] > 0 and row["port_ms_per_step"] > 0)
+               for row in result["families"])
+
+
+def test_the_optimizer_family_counts_torchs_many_ops_against_the_fused_adam(result):
+    events, steps = raw_reference()
+    n = result["reference_run"]["spread"]["n"]
+    steady = [steps[step] for step in sorted(steps)[-n:]]
+    spans = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("Optimizer.step#")
+             and any(start <= e["ts"] < end for start, end in steady)]
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    top, open_end = 0, -1.0
+    for op in ops:  # the ops no other op encloses, inside the optimizer's spans
+        if op["ts"] < open_end - 1e-3:
+            continue
+        open_end = op["ts"] + op["dur"]
+        top += any(o["ts"] <= op["ts"] and op["ts"] + op["dur"] <= o["ts"] + o["dur"] + 1e-3 for o in spans)
+    row = family(result, "optimizer and updates (outside forward and backward)")
+    calls = sum(k["calls_per_step"] for k in row["reference_ops"])
+    assert top / n <= calls <= top / n + 5  # plus the few bookkeeping ops outside every module (loss.backward's seed)
+    assert top / n >= 10 * 161  # torch's single-tensor Adam: ten ops per parameter, 161 parameters
+    port = {k["type"]: k["calls_per_step"] for k in row["port_ops"]}
+    assert port["Adam"] == port_type_counts()["Adam"] / 3 == 161  # MindSpore's Adam: one kernel per parameter
+
+
+def test_a_verdict_is_given_only_beyond_the_runs_spread():
+    reference, port = perfkit.load(REFERENCE), perfkit.load(PORT)
+    wide = compare_frameworks([reference], [port], noise_floor_pct=1e6)
+    assert wide["verdict"]["kind"] == "within the runs' spread" and "spread" in wide["verdict"]["why"]
+    narrow = compare_frameworks([reference], [port], noise_floor_pct=0.0)
+    ref_ms, port_ms = narrow["reference_run"]["step_ms"], narrow["port_run"]["step_ms"]
+    assert narrow["verdict"]["kind"] == ("port faster" if port_ms < ref_ms else "port slower")
+    assert narrow["verdict"]["speedup"] == pytest.approx(ref_ms / port_ms)
+
+
+def test_a_verdict_is_refused_when_settings_differ_and_says_which():
+    refused = compare_frameworks([perfkit.load(MLP)], [perfkit.load(PORT)])
+    assert refused["verdict"]["kind"] == "refused"
+    assert {row["setting"] for row in refused["differing"]} >= {"network", "batch_size"}
+    assert "network Sequential (reference) vs ResNet50 (port)" in refused["verdict"]["why"]
+
+
+def test_where_the_port_loses_the_mindspore_change_is_named():
+    settings = {"reference": {"precision": "float32", "device": "CPU", "mode": "eager"},
+                "port": {"precision": "float32", "device": "CPU", "mode": "pynative"}}
+    sides = {"reference": {"data_wait_ms": 0.5}, "port": {"data_wait_ms": 20.0}}
+    rows = match_families(
+        pd.DataFrame([{"type": "aten::convolution_backward", "pass": "backward",
+                                         "ms_per_step": 100.0, "calls_per_step": 53.0}]),
+        pd.DataFrame([{"type": "Conv2DBackpropFilter", "pass": "backward", "ms_per_step": 300.0,
+                                         "calls_per_step": 53.0}]))["families"]
+    changes = {change["where"]: change["change"] for change in port_changes(settings, sides, rows, {})}
+    assert "GRAPH_MODE" in changes["mode"] and "ONEDNN_MAX_CPU_ISA" in changes["convolution backward"]
+    assert "--workers" in changes["data wait"]
+
+
+def test_the_cli_orients_reference_and_port_and_refuses_the_gate():
+    runner = CliRunner()
+    forward = json.loads(runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--format", "json"]).output)
+    backward = json.loads(runner.invoke(main, ["compare", str(PORT), str(REFERENCE), "--format", "json"]).output)
+    assert forward["kind"] == backward["kind"] == "cross_framework"
+    assert forward["reference"] == backward["reference"] == str(REFERENCE)
+    gated = runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--fail-if-slower", "5"])
+    assert gated.exit_code == 2 and "without a gate" in gated.output
+    markdown = runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--format", "markdown"]).output
+    assert "| batch | 32 | 32 |" in markdown
+
+
+def test_every_family_is_a_row_of_the_mapping_table_in_docs():
+    from perfkit.analysis.migration import FAMILIES
+    table = (ROOT / "docs" / "migration.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    for entry in FAMILIES:
+        assert entry.name in rows, f"{entry.name!r} has no row in docs/migration.md's mapping table"
+        assert all(f"`{op}`" in rows[entry.name] for op in entry.torch + entry.mindspore)
+
+
+def test_stages_match_module_and_cell_by_name_with_the_raw_forward_time(result):
+    stages = {row["stage"]: row for row in result["stages"]}
+    assert {"layer1", "layer2", "layer3", "layer4", "conv1", "fc"} <= set(stages)
+    assert (stages["layer3"]["reference"]["class"], stages["layer3"]["port"]["class"]) == ("Sequential",
+                                                                                          "SequentialCell")
+    assert (stages["fc"]["reference"]["class"], stages["fc"]["port"]["class"]) == ("Linear", "Dense")
+    events, steps = raw_reference()
+    spans = [e for e in events if e.get("ph") == "X" and e.get("name") == "nn.Module: layer3 (Sequential)"
+             and any(start <= e["ts"] < end for start, end in steps.values())]
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    inside, open_end = 0.0, -1.0
+    for op in ops:  # the ops no other op encloses, inside layer3's forward spans
+        if op["ts"] < open_end - 1e-3:
+            continue
+        open_end = op["ts"] + op["dur"]
+        if any(s["ts"] <= op["ts"] and op["ts"] + op["dur"] <= s["ts"] + s["dur"] + 1e-3 for s in spans):
+            inside += op["dur"] / 1000
+    assert stages["layer3"]["reference"]["forward_ms"] == pytest.approx(inside / len(steps), rel=1e-6)
+    assert "avgpool" in result["unmatched_stages"]["reference"]  # the port averages with ReduceMean, no Cell
+
+
+def test_the_dashboards_compare_page_shows_the_cross_framework_comparison():
+    from perfkit.dashboards import layout
+    body = layout.compare_body([perfkit.load(PORT), perfkit.load(REFERENCE)])
+    markdown = body[0].children[1].children
+    assert body[0].children[0].children == "PyTorch reference and MindSpore port"
+    assert "Conv2DBackpropInput" in markdown and "| batch | 32 | 32 |" in markdown
+    same = layout.compare_body([perfkit.load(PORT), perfkit.load(PORT)])
+    assert "PyTorch reference" not in str(same[0])
+
+
+def test_the_report_shows_the_cross_framework_comparison(tmp_path):
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["report", str(REFERENCE), str(PORT), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert "PyTorch reference and MindSpore port" in page and "Conv2DBackpropFilter x53" in page
