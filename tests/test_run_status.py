@@ -172,15 +172,18 @@ def test_dash_over_a_tune_folder_glob_groups_repeats_and_shows_the_verdict(tmp_p
     assert f"speedup {judged['speedup']:.2f}x" in candidate.note
 
 
-def test_report_over_a_folder_of_repeats_and_a_broken_run_leaves_that_one_out(tmp_path, uncached):
-    output = tmp_path / "report.html"
-    result = CliRunner().invoke(main, ["report", str(PAIR / "layers4"), str(PAIR / "layers2"), str(FAILED),
-                                       "-o", str(output)])
+def test_dash_over_folders_of_repeats_and_a_broken_run_leaves_that_one_out(tmp_path, monkeypatch, uncached):
+    pytest.importorskip("dash")
+    from perfkit.dashboards import app
+    served = {}
+    monkeypatch.setattr(app, "check_port", lambda host, port: None)
+    monkeypatch.setattr(app, "serve", lambda runs, **options: served.setdefault("runs", runs))
+    result = CliRunner().invoke(main, ["dash", str(PAIR / "layers4"), str(PAIR / "layers2"), str(FAILED)])
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines()[0] == (f"perfkit: warning: left out {FAILED}: run failed "
                                              f"({manifest(FAILED)['error']}): no profiled step was completed")
-    page = output.read_text()
-    assert "layers4 (3 repeats)" in page and "layers2 (3 repeats)" in page
+    labels = [card.label for card in compare_speedup_cards(served["runs"])]
+    assert labels == ["layers4 (3 repeats)", "layers2 (3 repeats)"]
 
 
 def test_a_failed_repeat_is_left_out_of_its_series_as_perfkit_compare_leaves_it_out(tmp_path, uncached):

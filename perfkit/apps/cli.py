@@ -670,7 +670,7 @@ def _load_all(paths: tuple[str, ...], cycle=None) -> list:
 
 
 def _load_shown(paths: tuple[str, ...]) -> list:
-    """The runs `dash` and `report` show: each path, a folder of repeat_N folders as its repeats (as `compare` reads
+    """The runs `dash` shows: each path, a folder of repeat_N folders as its repeats (as `compare` reads
     a side), not the record files `perfkit tune` keeps beside each repeat (io.repeats.run_folders). A run that
     cannot be read is one warning line and left out where others can be shown (one broken repeat of a tune folder
     must not hide the rest); with none left, its error."""
@@ -741,7 +741,7 @@ def report(runs: tuple[str, ...], output: str) -> None:
       perfkit report profiler_v1 profiler_v2 -o ci/perf.html     # with a compare section
     """
     from ..render.report import write_report
-    write_report(_load_shown(runs), output)
+    write_report(_load_all(runs), output)
     click.echo(f"wrote {output}", err=True)
 
 

@@ -82,7 +82,7 @@ def repeat_series(paths: Sequence[str | Path]) -> list[list[int]]:
 
 
 def run_folders(paths: Sequence[str | Path]) -> tuple[list[str], list[str]]:
-    """The runs a view of several runs (`perfkit dash`, `perfkit report`) shows for the paths given, and a line for
+    """The runs `perfkit dash` shows for the paths given, and a line for
     each repeat left out: each folder, a folder of repeat_N folders as the repeats `perfkit compare` reads
     (`usable_repeats`), a repeat's record file (REPEAT_RECORD) left out where its run folder is beside it."""
     runs, left_out = [], []
