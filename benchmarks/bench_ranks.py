@@ -10,6 +10,13 @@ in-process summary: --cold-runs of it (3), each shown, the targets judged on the
     python benchmarks/generate.py ranks_256 ranks_1024 ranks_4096 --out /tmp/runs
     python benchmarks/bench_ranks.py --runs /tmp/runs --out benchmarks/results/ranks.txt
     python benchmarks/bench_ranks.py --runs /tmp/runs --slow-ranks-only --out benchmarks/results/ranks.txt --append
+
+Issue 39 (a large run's first answer reads the op-level tables of its representative ranks only): --before DIR, a
+checkout of perfkit before that change, measures its cold `summary` and this code's alternately, beside
+`msprof-analyze cluster -m all` on the same folder, every line with the load average when it was taken:
+
+    python benchmarks/bench_ranks.py --runs /tmp/runs --sizes 256 4096 --before /tmp/before --pairs 2 \
+        --out benchmarks/results/ranks.txt --append
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import PEER, PEER_RSS_LIMIT, PYTHON, Measured, gb, machine, measure, perfkit_env  # noqa: E402
+from bench_load import (PEER, PEER_RSS_LIMIT, PYTHON, REPO, Measured, gb, machine, measure,  # noqa: E402
+                        perfkit_env)
 from local_dask import LocalCluster  # noqa: E402
 
 SIZES = (256, 1024, 4096)
@@ -36,6 +44,10 @@ SIZES = (256, 1024, 4096)
 CPU_256_TARGET_S = 2.0
 WALL_4096_TARGET_S = 30.0
 ARROW_FACTOR_TARGET = 3.0
+# Issue 39: 4,096 ranks cold at least 3x faster than `msprof-analyze cluster -m all` on the same folder, with no
+# more peak memory; warm within 1 s.
+PEER_FACTOR_TARGET = 3.0
+WARM_TARGET_S = 1.0
 # Arrow alone is timed on this many ranks of each run (every rank's files are alike).
 ARROW_SAMPLE = 256
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -44,6 +56,10 @@ OUTPUT = "ASCEND_PROFILER_OUTPUT"
 CSV_FILES = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "memory_record.csv",
              "npu_module_mem.csv", "operator_memory.csv")
 JSON_FILES = (f"{OUTPUT}/communication.json", "profiler_info_*.json", "profiler_metadata.json")
+# The files of a rank an answer reads for every rank of a large run (its cluster-level tables: ascend_ms's
+# read_cluster, the communication reader); the op-level ones only for the representative ranks.
+CLUSTER_LEVEL_FILES = (f"{OUTPUT}/step_trace_time.csv", f"{OUTPUT}/communication.json",
+                       f"{OUTPUT}/communication_matrix.json", "profiler_info_*.json", "profiler_metadata.json")
 
 
 def arrow_alone(run: Path, ranks: int) -> tuple[float, int]:
@@ -157,6 +173,66 @@ def bench_size(run: Path, ranks: int, peer: bool, peer_timeout: float, cold_runs
             report("    " + " | ".join(measured.output.strip().splitlines()[-3:]))
 
 
+def bench_first_answer(run: Path, ranks: int, before: Path, pairs: int, peer: bool, peer_timeout: float,
+                       report) -> None:
+    """A cold `perfkit summary` with the code in `before` (every rank's tables read) and with this code (the
+    representative ranks' op-level tables), alternating, `pairs` of each, then this code warm; msprof-analyze
+    `cluster -m all` on the same folder between them. What each reads of a rank, in bytes."""
+    files = [p for p in run.rglob("*") if p.is_file()]
+    report(f"\n## issue 39, {ranks} ranks: {run}  ({len(files)} files, {gb(sum(p.stat().st_size for p in files))})")
+    report(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    folder = run / "rank0_ascend_pt"
+    every = sum((folder / OUTPUT / name).stat().st_size for name in CSV_FILES if (folder / OUTPUT / name).exists())
+    every += sum(path.stat().st_size for pattern in JSON_FILES for path in folder.glob(pattern))
+    cluster = sum(path.stat().st_size for pattern in CLUSTER_LEVEL_FILES for path in folder.glob(pattern))
+    report(f"a rank: {sum(p.stat().st_size for p in folder.rglob('*') if p.is_file()) / 1e3:.0f} KB on disk; "
+           f"perfkit before reads {every / 1e3:.0f} KB of every rank; after, {cluster / 1e3:.0f} KB of every rank "
+           f"and {every / 1e3:.0f} KB of each representative rank")
+    summary = [PYTHON, "-m", "perfkit", "summary", "--format", "json", str(run)]
+    with tempfile.TemporaryDirectory(prefix="perfkit-first-") as scratch:
+        befores, afters, peers, answers = [], [], [], {}
+        for number in range(1, pairs + 1):
+            for label, code in (("before", before), ("after", REPO)):
+                env = perfkit_env(Path(scratch) / f"cache-{label}-{number}")
+                env["PYTHONPATH"] = str(code)
+                measured = measure(summary, env, cwd=Path(scratch))  # not the checkout: `-m` imports from cwd
+                (befores if label == "before" else afters).append(measured)
+                if measured.status == "ok":
+                    answers[label] = json.loads(measured.output)
+                report(line(f"perfkit {label}, cold, pair {number} of {pairs}", measured))
+            if peer:
+                with tempfile.TemporaryDirectory(prefix="msprof-out-") as output:
+                    peers.append(measure([PEER, "cluster", "-m", "all", "-d", str(run), "-o", output],
+                                         timeout=peer_timeout, rss_limit=PEER_RSS_LIMIT, cwd=Path(output)))
+                report(line(f"msprof-analyze cluster -m all, run {number} of {pairs}", peers[-1]))
+                if peers[-1].status.startswith("exit"):
+                    report("    " + " | ".join(peers[-1].output.strip().splitlines()[-3:]))
+        warm = measure(summary, dict(perfkit_env(Path(scratch) / f"cache-after-{pairs}"), PYTHONPATH=str(REPO)),
+                       cwd=Path(scratch))
+        report(line("perfkit after, warm (the kept answer)", warm, verdict(warm.seconds, WARM_TARGET_S)))
+    after_wall = statistics.median(m.seconds for m in afters)
+    after_cpu = statistics.median(m.cpu_seconds for m in afters)
+    before_wall = statistics.median(m.seconds for m in befores)
+    report(f"medians: before {before_wall:.1f} s wall, {statistics.median(m.cpu_seconds for m in befores):.1f} s CPU; "
+           f"after {after_wall:.1f} s wall, {after_cpu:.1f} s CPU, {max(m.peak_rss for m in afters) / 1024**3:.2f} GB "
+           f"peak at most ({before_wall / after_wall:.1f}x faster)"
+           + (verdict(after_cpu, CPU_256_TARGET_S) + " (CPU)" if ranks == 256 else ""))
+    if "before" in answers and "after" in answers:
+        same = [key for key in ("ranks", "slow_ranks", "steps", "bound", "communication")
+                if answers["before"].get(key) == answers["after"].get(key)]
+        report(f"before and after agree on: {', '.join(same) or 'nothing'}; after's op types cover "
+               f"{answers['after'].get('op_ranks', 'every rank')}")
+    done = [m for m in peers if m.status == "ok"]
+    if done:
+        peer_wall = statistics.median(m.seconds for m in done)
+        peer_rss = max(m.peak_rss for m in done)
+        report(f"msprof-analyze cluster -m all: {peer_wall:.1f} s wall (median), peak RSS {gb(peer_rss)}; perfkit "
+               f"after is {peer_wall / after_wall:.1f}x faster [target >= {PEER_FACTOR_TARGET:g}: "
+               f"{'met' if peer_wall / after_wall >= PEER_FACTOR_TARGET else 'MISSED'}], "
+               f"peak RSS {gb(max(m.peak_rss for m in afters))} "
+               f"[{'met' if max(m.peak_rss for m in afters) <= peer_rss else 'MISSED'}: no more than the peer's]")
+
+
 def bench_slow_ranks(run: Path, ranks: int, report) -> None:
     """`perfkit ranks` (the step files alone), cold and warm, in process and through Dask."""
     answer = [PYTHON, "-m", "perfkit", "ranks", "--format", "json", str(run)]
@@ -191,6 +267,10 @@ def main() -> None:
                              "command differs by a quarter from one minute to the next on a shared machine)")
     parser.add_argument("--slow-ranks-only", action="store_true",
                         help="only `perfkit ranks` (the step files), cold and warm, in process and through Dask")
+    parser.add_argument("--before", type=Path,
+                        help="a checkout of perfkit before issue 39: its cold summary alternates with this code's, "
+                             "beside msprof-analyze cluster -m all")
+    parser.add_argument("--pairs", type=int, default=2, help="with --before: cold runs of each (default %(default)s)")
     parser.add_argument("--out", type=Path, help="also write the report here (--append: at its end)")
     parser.add_argument("--append", action="store_true")
     args = parser.parse_args()
@@ -201,8 +281,9 @@ def main() -> None:
         lines.append(text)
 
     report("# perfkit with many ranks (benchmarks/bench_ranks.py " + " ".join(sys.argv[1:]) + ")")
-    report(f"each number one run, but the cold in-process runs: {args.cold_runs} of each size, targets judged on "
-           "their median; CPU = user + system of the process and the worker processes it waited for")
+    report(f"each number one run, but the cold in-process runs: {args.pairs if args.before else args.cold_runs} of "
+           "each size, targets judged on their median; CPU = user + system of the process and the worker processes "
+           "it waited for")
     for text in machine():
         report(text)
     peer = Path(PEER).exists()
@@ -214,6 +295,10 @@ def main() -> None:
             sys.exit(f"{run} missing: python benchmarks/generate.py ranks_{ranks} --out {args.runs}")
         if args.slow_ranks_only:
             bench_slow_ranks(run, ranks, report)
+            continue
+        if args.before:
+            bench_first_answer(run, ranks, args.before, args.pairs, peer and ranks <= args.peer_max_ranks,
+                               args.peer_timeout, report)
             continue
         bench_size(run, ranks, peer and ranks <= args.peer_max_ranks, args.peer_timeout, args.cold_runs, report)
         if peer and ranks > args.peer_max_ranks:

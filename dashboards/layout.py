@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import dcc, html
 
+from ..analysis.representatives import op_coverage
 from ..core.model import PASSES, Run
 from ..views import ids as panel_ids
 from ..views import numbers
@@ -22,7 +23,7 @@ from ..views.figures.cells import zoomed_to_cell
 from ..views.figures.operators import op_instance_rows
 from ..views.figures.style import PLOT_CONFIG, empty_message
 from ..views.format import COUNT_SPEC, NAMED_COLUMNS, ROW_TINTS, column_spec, column_title
-from ..views.lines import run_facts, run_heading, status_class
+from ..views.lines import op_ranks_line, run_facts, run_heading, status_class
 from ..views.panel import CARDS, FIGURE, FINDINGS, INSTANCES, SPEEDUPS, STATUS, TABLE, Panel
 from ..views.panels import COMPARE_PANELS, DASHBOARD, panels_on, shown
 from ..views.summary import summarize
@@ -204,12 +205,14 @@ RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table,
 def run_page(path: str, run: Run, run_index: int, cell: str = "") -> list:
     """One run's page (the run is `runs[run_index]` of the app: its links name it): its panels in the view
     layer's order, half-width ones side by side; an optional panel only where it has something to show.
-    `cell`: on the Cells page, the Cell path its flame graph opens zoomed into (a finding's link)."""
+    `cell`: on the Cells page, the Cell path its flame graph opens zoomed into (a finding's link). First, where
+    the run's op-level numbers cover some ranks only, which (perfkit dash --rank N reads others)."""
     renderers = RENDERERS | {FINDINGS: functools.partial(_findings, run_index=run_index)}
     if cell:
         renderers[FIGURE] = lambda panel, run, fig: _figure(
             panel, run, zoomed_to_cell(fig, run, cell) if panel.id == panel_ids.CELLS else fig)
-    return _panels_body(panels_on(path), run, renderers)
+    covered = op_ranks_line(op_coverage(run))
+    return [html.P(line, className="note") for line in covered] + _panels_body(panels_on(path), run, renderers)
 
 
 def _panels_body(panels: Sequence[Panel], subject: Run | Sequence[Run], renderers: dict) -> list:

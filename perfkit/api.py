@@ -10,14 +10,16 @@ views that draw them (perfkit.show, the report, the dashboard), MindSpore only i
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Collection, Sequence
 
 from .advisor import Advice, advise
 from .analysis.cells import cells
 from .analysis.ledger import ledger
+from .analysis.representatives import representative_ranks
 from .core.errors import DeviceError, FileFormatError, LayoutError, PerfkitError
 from .core.model import Meta, Run
-from .io.loader import load, load_steps
+from .io import loader
+from .io.loader import load_steps
 from .io.timeline import timeline
 from .profiler.api import profiling, step_timer_class
 from .views.compare import Comparison
@@ -27,6 +29,17 @@ from .views.summary import summarize
 __all__ = ["load", "load_steps", "Run", "Meta", "summarize", "advise", "Advice", "compare", "ledger", "cells",
            "timeline", "show", "profiling", "StepTimer", "PerfkitError", "LayoutError", "FileFormatError",
            "DeviceError"]
+
+
+def load(path, dask=None, cycle=None, ranks: Collection[int] | str | None = None) -> Run:
+    """Read a MindSpore profiler folder into a `Run` (io/loader.py: `dask`, `cycle`). `ranks`: whose op-level tables
+    (kernels, op types, memory, Cells) to read, every rank's step, communication and metadata tables being read:
+    None, every rank's in a run of at most 16 ranks and the representative ranks of a larger one (the slowest,
+    fastest and median of each pipeline stage and the ranks a slow-rank finding names:
+    analysis/representatives.py); "all", every rank's; or those ranks. `run.meta.op_ranks` names them where they
+    are not all."""
+    chosen = representative_ranks if ranks is None else None if ranks == "all" else ranks
+    return loader.load(path, dask, cycle, chosen)
 
 
 def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = ()) -> Comparison:

@@ -121,19 +121,22 @@ def test_data_bound_without_host_facts_says_so(tmp_path):
 
 # --- item 4: a slow train callback --------------------------------------------------------------------------
 
-def between_steps_ms(folder: Path) -> float:
+def between_steps_ms(folder: Path, from_first_op: bool = False) -> float:
     """Mean over the steady steps (all but the compiling first) of the step time no op covers, from the raw
-    files: perfkit_run.json's step bounds less the union of the op executions that start in each step."""
+    files: perfkit_run.json's step bounds (or, `from_first_op`, the step's first op start to its end) less the
+    union of the op executions that start in each step."""
     ops = op_intervals(folder)
     idle = []
     for begin, end in step_bounds(folder)[1:]:
-        covered, reach = 0, begin
-        for _, start, stop in sorted((op for op in ops if begin <= op[1] < end), key=lambda op: op[1]):
+        mine = sorted((op for op in ops if begin <= op[1] < end), key=lambda op: op[1])
+        start_at = mine[0][1] if from_first_op else begin
+        covered, reach = 0, start_at
+        for _, start, stop in mine:
             stop = min(stop, end)
             if stop > reach:
                 covered += stop - max(start, reach)
                 reach = stop
-        idle.append((end - begin - covered) / 1e6)
+        idle.append((end - start_at - covered) / 1e6)
     return statistics.mean(idle)
 
 
@@ -215,10 +218,42 @@ def test_isa_advice_follows_the_recorded_host(tmp_path):
     assert isa_actions(avx2_only) == []
     assert all(f.change is None for f in findings(avx2_only, "kernel_efficiency"))
     unknown = with_host(tmp_path / "unknown", "amp_o0_avx512", None)
-    assert all("if the host has AVX-512 (the run records no host facts)" in action for action in isa_actions(unknown))
+    assert all("if the host has AVX-512 and the run did not cap the ISA" in action for action in isa_actions(unknown))
     # a run that set the cap already is told nothing about the ISA
     assert manifest(run_dir("amp_o0"))["env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
     assert isa_actions(run_dir("amp_o0")) == []
+
+
+def test_reference_convolutions_are_told_by_the_host_peak_alone(tmp_path):
+    """A user's jit loop whose only convolution is a 3-channel first layer (no input gradient: no fast group to
+    compare with) on an uncapped AVX-512 host: Conv2D and its filter gradient run at ~0.06 GFLOP/s, a few
+    hundredths of a percent of the host's peak. Rates computed here from cpu_op_detail_info and the layer's shapes
+    (conv 3->16, 3x3, same padding, batch 32 at 32x32: 2 * 32 * 16 * 32 * 32 * 3 * 3 * 3 FLOP a call); the peak
+    from the recorded host (2 cores x 2,600 MHz x 16 float32 lanes x 2 (FMA) x 2 FMA units)."""
+    folder = run_dir("jit_refconv")
+    host = manifest(folder)["host"]
+    assert "avx512f" in host["flags"] and "ONEDNN_MAX_CPU_ISA" not in manifest(folder)["env"]
+    peak = host["cores"] * host["cpu_mhz"] * 1e6 * 16 * 2 * 2 / 1e9
+    call_flops = 2 * 32 * 16 * 32 * 32 * 3 * 3 * 3
+    rows = [row for path in folder.rglob("cpu_op_detail_info_*.csv") for row in csv.DictReader(path.open())]
+    expected = {f"{row['op_type']} 3x3": int(row["op_occurrences"]) * call_flops / float(row["op_total_time(ms)"]) / 1e6
+                for row in rows if row["op_type"].startswith("Conv2D")}
+    assert set(expected) == {"Conv2D 3x3", "Conv2DBackpropFilter 3x3"}
+    found = {f.target: f for f in findings(folder, "kernel_efficiency")}
+    assert set(found) == set(expected)
+    for target, rate in expected.items():
+        assert rate / peak < 0.005
+        assert found[target].severity == "high" and found[target].evidence["gflops_per_s"] == pytest.approx(rate,
+                                                                                                            abs=1e-3)
+        assert found[target].evidence["peak_gflops_per_s"] == pytest.approx(peak, abs=0.05)
+        assert "ONEDNN_MAX_CPU_ISA=AVX2" in found[target].action and found[target].change.value == "AVX2"
+    # the same files on a host without AVX-512, or with the cap set, get no such finding
+    assert findings(with_host(tmp_path, "jit_refconv", {**host, "flags": ["fma", "avx2"]}), "kernel_efficiency") == []
+    capped = with_host(tmp_path / "capped", "jit_refconv", host)
+    data = manifest(capped)
+    data["env"] = {"ONEDNN_MAX_CPU_ISA": "AVX2"}
+    (capped / "perfkit_run.json").write_text(json.dumps(data))
+    assert findings(capped, "kernel_efficiency") == []
 
 
 @pytest.mark.parametrize("name", ["amp_o2", "amp_o3"])
@@ -241,3 +276,17 @@ def test_float32_on_cpu_reads_o0_and_gets_no_amp_finding():
     assert "amp_level" not in advice.ids() and "amp_level" in advice.not_checked
     summary = json.loads(CliRunner().invoke(main, ["summary", str(run_dir("amp_o0")), "--format", "json"]).output)
     assert summary["meta"]["amp_level"].startswith("O0")
+
+
+def test_short_gaps_between_ops_stay_launch_gaps():
+    """The O2 run's steps have ~100 op calls and a few ms with no op running inside them: well under 1 ms a call
+    (launches, not Python between steps), so the ledger keeps them host_launch; only the feed-mode interval is the
+    loop's."""
+    from perfkit.analysis.ledger import steady_means
+    folder = run_dir("amp_o2")
+    calls = sum(int(row["execution_frequency(per-step)"]) for row in op_type_rows(folder))
+    gaps_ms = between_steps_ms(folder, from_first_op=True)
+    assert 0 < gaps_ms < 1.0 * calls
+    means = steady_means(perfkit.load(folder)).mean()
+    assert means["host_launch"] == pytest.approx(gaps_ms, abs=0.5)
+    assert findings(folder, "host_loop")[0].evidence["host_loop_ms"] == pytest.approx(means["host_loop"], abs=0.01)

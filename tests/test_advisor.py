@@ -481,7 +481,8 @@ def test_seed_3_sink_o3_starved_gets_dataset_workers_on_batch_only():
     assert workers.target == "Batch"
     with open(folder / "minddata_pipeline_raw_0.csv", newline="") as f:
         batch = next(r for r in csv.DictReader(f) if r["op_type"] == "BatchOp")
-    assert workers.action.startswith(f"dataset.batch(batch_size, num_parallel_workers={2 * int(batch['num_workers'])}) ")
+    doubled = 2 * int(batch["num_workers"])
+    assert workers.action.startswith(f"dataset.batch(batch_size, num_parallel_workers={doubled}) ")
     samples = [line.split() for line in (folder / "minddata_aicpu_0.txt").read_text().splitlines()]
     assert workers.evidence["device_queue_empty_pct"] == pytest.approx(
         100 * sum(s[3] == "0" for s in samples) / len(samples), abs=0.01)
@@ -610,7 +611,8 @@ def test_dataset_workers_names_the_dataset_class_a_user_writes():
     rows[2] = {**rows[2], "op_type": "CifarOp", "workers": 2}
     run = make_run(steps=step_rows(6.0, 12.0, 2.0), host_queue=STARVED, pipeline=rows)
     finding = only(advise(run), "dataset_workers")
-    assert finding.target == "Cifar" and finding.action.startswith("ds.Cifar10Dataset(..., num_parallel_workers=4) (at most")
+    assert finding.target == "Cifar"
+    assert finding.action.startswith("ds.Cifar10Dataset(..., num_parallel_workers=4) (at most")
 
 
 def test_communication_from_collective_op_time_when_steps_have_no_communication_columns():

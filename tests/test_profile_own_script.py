@@ -193,3 +193,16 @@ def test_a_ctrl_c_d_custom_loop_loads_as_interrupted_with_the_steps_it_recorded(
     wall_ms = [(step["end_ns"] - step["begin_ns"]) / 1e6 for step in recorded["steps"]]
     assert list(run.steps.sort_values("step")["total_ms"]) == pytest.approx(wall_ms, rel=1e-6)
     assert any("interrupted" in warning for warning in run.warnings)
+
+
+def test_mindspore_s_analysis_output_goes_to_the_run_folder_s_log_and_the_output_comes_back(tmp_path, capfd):
+    with profiler_api._output_to(tmp_path / "analysis.log"):
+        os.write(1, b"[42] Parsing: [####] 1/2\n")
+        os.write(2, b"[42] Parsing: [########] 2/2\n")
+    os.write(1, b"the script's own line\n")
+    assert (tmp_path / "analysis.log").read_text() == "[42] Parsing: [####] 1/2\n[42] Parsing: [########] 2/2\n"
+    shown = capfd.readouterr()
+    assert shown.out == "the script's own line\n" and shown.err == ""
+    with profiler_api._output_to(tmp_path / "no such folder" / "analysis.log"):  # cannot be written: left as is
+        os.write(1, b"still shown\n")
+    assert capfd.readouterr().out == "still shown\n"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..analysis.ledger import Claim, allocate, bound, steady_ms
+from ..analysis.representatives import op_coverage
 from ..core.model import Run
 from .finding import SEVERITIES, Finding, NotChecked, at_or_above, rank_key, severity_for
 from .registry import PluginFailed, Rule, checked_by_plugin, installed_rules, needs_met, rule
@@ -33,13 +34,16 @@ class Advice:
     passed: list[str] = field(default_factory=list)          # rules that looked and found nothing
     bound: dict[str, Any] | None = None                      # ledger.bound(run).to_dict()
     caveat: str | None = None                                # said before anything else (a failed run)
+    # the ranks the op-level numbers cover where not every rank's (representatives.op_coverage)
+    op_ranks: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The `perfkit advise --format json` contract."""
         return {"run": self.run, "device": self.device, "caveat": self.caveat, "bound": self.bound,
                 "findings": [f.to_dict() for f in self.findings],
                 "not_checked": [{"rule": rule_id, "reason": reason} for rule_id, reason in self.not_checked.items()],
-                "passed": list(self.passed)}
+                "passed": list(self.passed),
+                **({"op_ranks": self.op_ranks} if self.op_ranks is not None else {})}
 
     def ids(self) -> list[str]:
         return [f.id for f in self.findings]
@@ -105,4 +109,5 @@ def advise(run: Run) -> Advice:
     rule_claims = {each.id: each.claims for each in [*RULES, *plugin_rules]}
     findings = claimed(run, sorted(findings, key=rank_key), rule_claims)
     return Advice(run=run.path, device=run.meta.device, findings=sorted(findings, key=rank_key),
-                  not_checked=not_checked, passed=passed, bound=bound(run).to_dict(), caveat=caveat)
+                  not_checked=not_checked, passed=passed, bound=bound(run).to_dict(), caveat=caveat,
+                  op_ranks=op_coverage(run))

@@ -64,11 +64,12 @@ class SlowRanks:
                 "findings": self.findings, "per_rank": frame.to_dict(orient="records"), "warnings": self.warnings}
 
 
-def slow_ranks(path: str | os.PathLike, dask=None, cycle=None) -> SlowRanks:
+def slow_ranks(path: str | os.PathLike, dask=None, cycle=None, ranks=None) -> SlowRanks:
     """Which ranks are slow, by msprof-analyze's rule: (max - min) / mean step > SLOW_RANK_SPREAD. `dask`: read
-    the ranks on that Dask cluster; `cycle`: which profiler cycle of each rank (loader.load)."""
+    the ranks on that Dask cluster; `cycle`: which profiler cycle of each rank; `ranks`: whose op-level tables
+    (loader.load)."""
     from ..io.loader import load
-    run = load(path, dask, cycle)
+    run = load(path, dask, cycle, ranks)
     if not len(run.steps):
         raise LayoutError("no per-step times found in any rank (step_trace_time.csv / step_trace_raw_*)", run.path)
     return of_run(run)

@@ -305,8 +305,8 @@ def _sources(exposed_source: np.ndarray, computing: np.ndarray, own_ops: np.ndar
         "host_dispatch": ("idle step time in PyNative mode", False),
         "host_launch": ("step time with no op running (launch / dispatch gaps)", False),
         "host_transfer": (f"step interval in feed mode with the data queue full; {queue}", False),
-        "host_loop": (f"step time with no op running, over {LAUNCH_GAP_MAX_MS:g} ms per op call (not launches); on "
-                      f"CPU the feed-mode step interval with the data queue full; {queue}", False),
+        "host_loop": ((f"step time with no op running, over {LAUNCH_GAP_MAX_MS:g} ms per op call (not launches); on "
+                       f"CPU the feed-mode step interval with the data queue full; {queue}"), False),
         "compile": ("idle time of a first step left out of the means", False),
         "unknown": ("step time no file explains", False),
     }
@@ -395,7 +395,8 @@ def _comm_source(frame: pd.DataFrame) -> pd.Series:
 def rank_parts(run: Run) -> pd.DataFrame:
     """Per rank, the mean steady step rolled up into BOUND_PARTS (ms, adding up to `total`), how its
     communication was measured (`comm_source`), and of its host time the in-step launch gaps (`gaps`), the
-    feed-mode batch transfer (`transfer`) and the work between steps (`loop`). Kept on the run as steady_means is; each caller gets its own copy."""
+    feed-mode batch transfer (`transfer`) and the work between steps (`loop`). Kept on the run as steady_means
+    is; each caller gets its own copy."""
     return _rank_parts(run).copy()
 
 

@@ -73,12 +73,13 @@ def progress_printer(stream) -> Callable[[str, float], None]:
 
 
 def _load(path: str, cycle=None):
-    """The run at `path`, of profiler cycle `cycle` (else --cycle's); a folder of repeats is pointed at them."""
+    """The run at `path`, of profiler cycle `cycle` (else --cycle's), with the op-level tables of --rank's ranks,
+    every rank's (--all-ranks), else the representative ranks'; a folder of repeats is pointed at them."""
     from ..core.errors import LayoutError
     from ..io.loader import load
     from ..io.repeats import repeats_hint
     try:
-        return load(path, _dask(), cycle if cycle is not None else _cycle())
+        return load(path, _dask(), cycle if cycle is not None else _cycle(), _ranks())
     except LayoutError:
         hint = repeats_hint(path)
         if hint is None:
@@ -93,6 +94,44 @@ class Count(click.IntRange):
         if isinstance(value, str) and not value.strip().isascii():
             self.fail(f"{value!r} is not a whole number in digits 0-9", param, ctx)
         return super().convert(value, param, ctx)
+
+
+def rank_options(command):
+    """--rank and --all-ranks: whose op-level tables (kernels, op types, memory, Cells) a reading command reads,
+    every rank's step, communication and metadata tables being read (docs/many-ranks.md); kept in the click
+    context for _load(), _ranks() and _answer()."""
+    def keep(ctx, param, value):
+        ctx.meta[f"perfkit_{param.name}"] = value
+    command = click.option("--all-ranks", is_flag=True, default=False, expose_value=False, callback=keep,
+                           help="Read every rank's op-level tables (kernels, op types, memory, Cells). Without "
+                                "it or --rank, a run of more than 16 ranks has those of its representative "
+                                "ranks read: per pipeline stage the slowest, fastest and median by step time, "
+                                "and the slow ranks found (the 8 farthest out of each finding).")(command)
+    return click.option("--rank", "op_ranks", type=Count(min=0), multiple=True, expose_value=False,
+                        callback=keep, metavar="N",
+                        help="Read the op-level tables of this rank (repeatable) instead of the representative "
+                             "ranks'.")(command)
+
+
+def _rank_choice() -> str | None:
+    """What the running command was asked for: "all" (--all-ranks), "3,17" (--rank 3 --rank 17) or None."""
+    context = click.get_current_context(silent=True)
+    meta = context.meta if context is not None else {}
+    if meta.get("perfkit_all_ranks") and meta.get("perfkit_op_ranks"):
+        raise PerfkitError("give --rank or --all-ranks, not both")
+    if meta.get("perfkit_all_ranks"):
+        return "all"
+    return ",".join(map(str, sorted(set(meta["perfkit_op_ranks"])))) if meta.get("perfkit_op_ranks") else None
+
+
+def _ranks():
+    """The ranks whose op-level tables the running command reads, as loader.load takes them: --rank's, None for
+    --all-ranks, else the function choosing the representative ranks."""
+    choice = _rank_choice()
+    if choice is None:
+        from ..analysis.representatives import representative_ranks
+        return representative_ranks
+    return None if choice == "all" else tuple(int(rank) for rank in choice.split(","))
 
 
 class CycleNumber(click.ParamType):
@@ -175,6 +214,8 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
     from ..io import cache
     if _cycle() is not None:
         question += ("cycle", str(_cycle()))
+    if _rank_choice() is not None:
+        question += ("ranks", _rank_choice())
     entry = cache.answer_entry(run, question, CODE + plugins.code_paths())
     kept = cache.fetch_answer(entry) if entry is not None else None
     if kept is None:
@@ -195,6 +236,7 @@ def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str
 @click.option("--by", type=click.Choice(["step", "cell"]), default="step", show_default=True,
               help="cell: the whole network Cell tree (ms per step, forward/backward, FLOP/s) instead.")
 @dask_options
+@rank_options
 @cycle_option
 def summary(run: str, fmt: str, by: str) -> None:
     """Where each step's time goes, which op types dominate, whether data queues ran empty.
@@ -221,6 +263,7 @@ def summary(run: str, fmt: str, by: str) -> None:
 @click.option("--fail-on", type=click.Choice(["high", "medium", "low"]), default=None,
               help="Exit 1 when a finding at or above this severity exists (for CI).")
 @dask_options
+@rank_options
 @cycle_option
 def advise(run: str, fmt: str, fail_on: str | None) -> None:
     """Tuning hints with the numbers behind them, most important first.
@@ -249,6 +292,7 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
 @click.argument("run", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @dask_options
+@rank_options
 @cycle_option
 def ranks(run: str, fmt: str) -> None:
     """Which ranks of a multi-rank run are slow, from the step files alone (fast on hundreds of ranks).
@@ -261,7 +305,7 @@ def ranks(run: str, fmt: str) -> None:
     def compute() -> tuple[str, int]:
         from ..analysis.cluster import slow_ranks
         from ..render.text import slow_ranks_text
-        answer = slow_ranks(run, _dask(), _cycle()).to_dict()
+        answer = slow_ranks(run, _dask(), _cycle(), _ranks()).to_dict()
         return (_json(answer) if fmt == "json" else slow_ranks_text(answer)), 0
     _answer(("ranks", fmt), run, compute)
 
@@ -501,26 +545,30 @@ def _profile_script(ctx, command, steps, warmup, env, output, ranks, profile_mem
     from click.core import ParameterSource
 
     from ..profiler import report
-    from ..profiler.script import ScriptRequest, check, profile_script
+    from ..profiler.script import ScriptRequest, profile_script
     given = [name for name in RESNET_ONLY if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise PerfkitError(f"{flags}: for the built-in ResNet-50 run only; your script sets these itself")
     request = ScriptRequest(command=command, output=output, env=env, ranks=ranks, warmup=warmup or 0, steps=steps,
                             profile_memory=profile_memory)
-    check(request)
-    if command:
-        click.echo(f"perfkit: profiling `{shlex.join(command)}` (everything after `--` is the script's); "
-                   f"perfkit's own options: {_options_given(ctx) or 'none, the defaults (they go before `--`)'}",
-                   err=True)
+    # Said once, before profile_script's first line: after the command was checked (a bad one is one line).
+    untold = [f"perfkit: profiling `{shlex.join(command)}` (everything after `--` is the script's); perfkit's own "
+              f"options: {_options_given(ctx) or 'none, the defaults (they go before `--`)'}"]
+
+    def say(text: str) -> None:
+        while untold:
+            click.echo(untold.pop(), err=True)
+        click.echo(text, err=True)
     if repeat > 1:
         from dataclasses import replace
 
         from ..profiler.repeat import profile_repeats, repeats_report
-        folder, outcomes = profile_repeats(lambda out: profile_script(replace(request, output=out)), output, repeat)
+        folder, outcomes = profile_repeats(lambda out: profile_script(replace(request, output=out), say), output,
+                                           repeat)
         outcome = outcomes[-1]
     else:
-        outcome = profile_script(request)
+        outcome = profile_script(request, say)
         outcomes = [outcome]
     for note in dict.fromkeys(note for done in outcomes for note in done.notes):
         click.echo(f"perfkit: warning: {note}", err=True)
@@ -714,6 +762,7 @@ def _dash_help() -> str:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Interface to bind. Anything but loopback exposes the dashboard (no login) to the network.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8050, show_default=True)
+@rank_options
 @cycle_option
 def dash(runs: tuple[str, ...], host: str, port: int) -> None:
     from ..dashboards.app import check_port, is_loopback, serve
@@ -731,6 +780,7 @@ def dash(runs: tuple[str, ...], host: str, port: int) -> None:
 @click.argument("runs", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="report.html", show_default=True)
 @dask_options
+@rank_options
 @cycle_option
 def report(runs: tuple[str, ...], output: str) -> None:
     """Write one self-contained HTML file with the dashboard's figures and findings (opens offline).

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..advisor.change import MEASUREMENT_KNOBS, Change
 from ..core.errors import PerfkitError
+from ..core.units import BYTES_PER_MB
 
 LEDGER = "tune.json"
 LEDGER_VERSION = 1
@@ -178,7 +179,7 @@ def _baseline_words(baseline: dict[str, Any]) -> str:
 
 
 # A ledger past this is no ledger tune wrote (each run adds ~2 KB: its last lines of output).
-LEDGER_MAX_BYTES = 64 * 1024 * 1024
+LEDGER_MAX_BYTES = 64 * BYTES_PER_MB
 # No tune makes more runs of one setting than this (and a hand-edited 10**25 must not become a loop's bound).
 MAX_REPEATS = 1000
 
@@ -190,8 +191,8 @@ def read_ledger(path: Path) -> dict[str, Any]:
 
     try:
         if path.stat().st_size > LEDGER_MAX_BYTES:
-            raise PerfkitError(f"is not a tune ledger (over {LEDGER_MAX_BYTES // 2**20} MB); give another --output "
-                               "or --fresh to start over", path)
+            raise PerfkitError(f"is not a tune ledger (over {LEDGER_MAX_BYTES // BYTES_PER_MB} MB); give another "
+                               "--output or --fresh to start over", path)
         data = boundedjson.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, boundedjson.JSONError) as exc:
         raise PerfkitError(f"is not a tune ledger ({getattr(exc, 'message', None) or exc}); give another --output "
@@ -493,8 +494,10 @@ class Tuner:
         """`result`, or, where its run has no step times to judge by, the same run marked failed saying so."""
         from ..analysis.statistics import run_mean_ms
 
+        folder = str(result.folder)
         try:
-            mean = run_mean_ms(self.load(str(result.folder)), per_sample=False)
+            self.loaded[folder] = self.load(folder)
+            mean = run_mean_ms(self.loaded[folder], per_sample=False)
         except PerfkitError as exc:
             return RunResult(result.folder, False, error=f"its run folder cannot be read: {exc}", notes=result.notes)
         if mean is None:

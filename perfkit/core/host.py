@@ -12,7 +12,8 @@ from typing import Any
 
 
 def capped_workers(asked: int, cpus: int | None) -> int:
-    """`asked` dataset workers per op as MindSpore allows them on a host with `cpus` CPUs (None: unknown, not capped)."""
+    """`asked` dataset workers per op as MindSpore allows them on a host with `cpus` CPUs (None: unknown: not
+    capped)."""
     return max(1, asked if cpus is None else min(asked, cpus))
 
 

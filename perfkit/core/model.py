@@ -226,6 +226,9 @@ class Meta:
     # cycles, dynamic-profiler windows; load's `cycle`): "last" where ranks hold different numbers of runs (each
     # rank's folder is in rank_folders); None where each rank has one
     cycle: int | str | None = None
+    # the ranks whose op-level tables (io/formats/base.py: OP_LEVEL_TABLES) were read, where not every rank's: a
+    # large run's representative ranks or those asked for (docs/many-ranks.md); None where every rank's were
+    op_ranks: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,6 +11,7 @@ import functools
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Collection
 
 import numpy as np
 import pandas as pd
@@ -22,7 +23,7 @@ from ..core.scopes import cell_table
 from .cycles import Cycle, Entry, chosen_cycle, of_cycle, runs_by_rank
 from .discovery import Job, Warning, walk
 from .formats import DERIVATIONS, plugin_problems, readers
-from .formats.base import INTERMEDIATE_TABLES, RUN_WIDE, Parts, Reader
+from .formats.base import INTERMEDIATE_TABLES, OP_LEVEL_TABLES, RUN_WIDE, Parts, Reader
 from .formats.stages import merged_stages
 from .formats.tables import as_pandas, column_names, is_arrow
 
@@ -35,9 +36,11 @@ NAMED_FOLDERS = 3
 Piece = tuple[int, pd.DataFrame, tuple[Path, Reader]]  # (rank, table, where it came from)
 
 
-def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning] = (), cycle: Cycle = None) -> Run:
+def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning] = (), cycle: Cycle = None,
+             op_ranks: Collection[int] | None = None) -> Run:
     """The Run made of every folder's reader results (`results[i]` is jobs[i]'s {rank: Parts} or its error);
-    `problems`: what discovery has to say (a plugin's detect that raised); `cycle`: as load's."""
+    `problems`: what discovery has to say (a plugin's detect that raised); `cycle`: as load's; `op_ranks`: the
+    ranks that keep their op-level tables (base.OP_LEVEL_TABLES; None: every rank), said in meta.op_ranks."""
     failures = [result for result in results if isinstance(result, FileFormatError)]
     by_rank = grouped_by_rank((job, result) for job, result in zip(jobs, results)
                               if not isinstance(result, FileFormatError))
@@ -61,6 +64,8 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
             merge_meta(meta_fields, parts.meta)
             warnings += located(root, folder, parts.warnings)
         rank_tables, origins = _rank_tables(root, rank, by_rank[rank], meta_fields, warnings)
+        if op_ranks is not None and rank not in op_ranks:  # after the derivations: steps from op events stay
+            rank_tables = {name: frame for name, frame in rank_tables.items() if name not in OP_LEVEL_TABLES}
         for reader in readers():
             if reader.finish is not None:
                 warnings += _finished(reader, rank_tables)
@@ -73,6 +78,8 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
     meta.ranks = sorted(by_rank)
     meta.rank_folders = _rank_folders(root, by_rank)
     meta.cycle = chosen
+    if op_ranks is not None and not set(meta.ranks) <= set(op_ranks):
+        meta.op_ranks = sorted(set(meta.ranks) & set(op_ranks))
     if meta.layout is None:  # no unit reader named a layout: only dataset files, or only perfkit's manifest
         named = [reader for entries in [*by_rank.values(), run_wide] for reader, _, _ in entries]
         meta.layout = next((reader.name for reader in named if reader.gives_run_tables), named[0].name)
@@ -85,7 +92,7 @@ def assemble(root: Path, jobs: list[Job], results: list, problems: list[Warning]
         raise FileFormatError(message.removesuffix("; left out"), root / where)  # nothing else to show
     warnings += unusable
     warnings += _step_coverage(tables["steps"], by_rank)
-    warnings += _op_coverage(tables["op_types"], by_rank)
+    warnings += _op_coverage(tables["op_types"], [rank for rank in by_rank if op_ranks is None or rank in op_ranks])
     frames["op_passes"] = op_pass_ms(frames["ops"])
     frames["cells"] = cell_table(frames["ops"])
     return Run(path=str(root), meta=meta, warnings=worded(warnings), **frames)
@@ -266,11 +273,12 @@ def _rank_tables(root: Path, rank: int, entries: list[Entry], meta_fields: dict,
     return tables, origins
 
 
-def _op_coverage(op_types: list[Piece], by_rank: dict) -> list[Warning]:
-    """A warning naming the ranks without op data when others have it: op-type totals and shares pool the
-    ranks that have them, which may not stand for the rest (a pipeline stage, a rank whose files are missing)."""
+def _op_coverage(op_types: list[Piece], read: list[int]) -> list[Warning]:
+    """A warning naming the ranks without op data when others of those `read` have it: op-type totals and shares
+    pool the ranks that have them, which may not stand for the rest (a pipeline stage, a rank whose files are
+    missing)."""
     with_ops = {rank for rank, frame, _ in op_types if len(frame)}
-    without = sorted(set(by_rank) - with_ops)
+    without = sorted(set(read) - with_ops)
     if not with_ops or not without:
         return []
     return [(".", f"op statistics only on rank(s) {sorted(with_ops)}; none on rank(s) {without}: op types are "

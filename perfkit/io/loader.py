@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable, Collection, Iterable, Union
 
 import pandas as pd
 
 from ..core import plugins
-from ..core.errors import FileFormatError
+from ..core.errors import FileFormatError, LayoutError
 from ..core.model import Run
+from ..core.units import BYTES_PER_MB
 from . import cache, dask_ingest
 from .assembly import Piece, assemble, checked, combine, grouped_by_rank, located, skipped, worded
 from .cycles import Cycle, chosen_cycle, of_cycle, runs_by_rank
 from .discovery import Job, discover
 from .formats import by_name, readers
-from .formats.base import Parts
+from .formats.base import OP_LEVEL_TABLES, Parts, Reader
 from .formats.screening import screened
 from .parallel import map_folders
 
@@ -38,33 +40,154 @@ CODE = (PACKAGE / "core", PACKAGE / "io" / "formats",
                                              "parallel.py", "dask_ingest.py", "trace_json.py", "trace_text.py")))
 
 
+# A run of at most this many rank folders is read whole when `load` is given a function choosing the ranks:
+# every answer about it covers every rank, as it always did.
+SMALL_RUN_RANKS = 16
+
+# The shown ranks' folders are read whole in this process where their files hold at most this many bytes (the
+# representative ranks of a run of small ranks): forked workers cost more than they save there, and each holds the
+# pages of the cluster-level Run it was forked with (at 4,096 ranks of 230 KB: 0.72-0.78 GB peak for the process
+# tree with two workers, 0.30-0.31 GB without).
+IN_PROCESS_BYTES = 64 * BYTES_PER_MB
+
+# Whose op-level tables `load` reads (formats/base.py: OP_LEVEL_TABLES): None, every rank's; those ranks; or a
+# function that chooses them from the Run of every rank's cluster-level tables.
+Ranks = Union[None, Collection[int], Callable[[Run], Iterable[int]]]
+
+
 # ---------------------------------------------------------------- load
 
-def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle: Cycle = None) -> Run:
+def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle: Cycle = None,
+         ranks: Ranks = None) -> Run:
     """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were.
 
     Read in worker processes here, or, with `dask` (else $PERFKIT_DASK, see dask_ingest.target), one task per
     rank folder on that Dask cluster; the Run is the same. `cycle`: which of several profiler runs of one rank
     the folder holds to read (1, 2, ... in profiling order, or "last"; see chosen_cycle); without it such a
-    folder is refused.
+    folder is refused. `ranks`: whose op-level tables to read (formats/base.py: OP_LEVEL_TABLES; every rank's
+    cluster-level tables are read): None, every rank's; a collection of ranks; or a function given the Run of
+    every rank's cluster-level tables that returns the ranks (a run of at most SMALL_RUN_RANKS rank folders is
+    read whole without asking it). The Run's meta.op_ranks says which ranks they are where not all.
     """
     root, jobs, problems = discover(path, readers())
-    entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], CODE + plugins.code_paths(),
-                            "" if cycle is None else str(cycle))
-    run = (cache.fetch(entry, reload=lambda name: getattr(load(root, dask, cycle), name)) if entry is not None
-           else None)
+    if callable(ranks) and sum(1 for reader, _ in jobs if reader.unit) <= SMALL_RUN_RANKS:
+        ranks = None
+    code = CODE + plugins.code_paths()
+    selection = "" if cycle is None else str(cycle)
+    if ranks is not None:  # each choice of ranks its own entry; a function's choice depends on the analysis code
+        code += (PACKAGE / "analysis",) if callable(ranks) else ()
+        selection += "\0ranks:" + (f"{ranks.__module__}.{ranks.__qualname__}" if callable(ranks)
+                                   else ",".join(str(rank) for rank in sorted(set(ranks))))
+    entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], code, selection)
+    run = (cache.fetch(entry, reload=lambda name: getattr(load(root, dask, cycle, ranks), name))
+           if entry is not None else None)
     if run is None:
-        results = _read_all(_read_folder, jobs, dask)
-        run = assemble(root, jobs, results, problems, cycle)
+        if ranks is None:
+            run = assemble(root, jobs, _read_all(_read_folder, jobs, dask), problems, cycle)
+        else:
+            run = _load_op_ranks(root, jobs, problems, dask, cycle, ranks)
         if entry is not None:
             cache.store_soon(entry, run)
     return run
 
 
-def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None) -> list:
-    """`function(reader name, folder)` for each job: in worker processes here, or on the Dask cluster."""
+def _load_op_ranks(root: Path, jobs: list[Job], problems: list, dask: dask_ingest.Target | None, cycle: Cycle,
+                   ranks: Collection[int] | Callable[[Run], Iterable[int]]) -> Run:
+    """The Run of every rank's cluster-level tables and the op-level tables of `ranks` (or of the ranks
+    `ranks(run)` chooses from the Run of the cluster-level tables alone): each folder is read as its reader
+    declares (_cluster_read), then the folders of those ranks whole."""
+    how = [_cluster_read(reader) for reader, _ in jobs]
+    # a step file and a few JSON files cost ~2 ms a rank read here and twice that in worker processes (the
+    # results pickled back, the fork's pages faulted in); a whole read of a layout that cannot read them alone
+    # goes to the workers as ever
+    light = [kind == "cluster" or (kind == "whole" and not reader.provides & OP_LEVEL_TABLES)
+             for (reader, _), kind in zip(jobs, how)]
+    results: list = [{}] * len(jobs)
+    for in_process in (True, False):
+        chosen = [index for index, kind in enumerate(how) if kind != "skip" and light[index] == in_process]
+        if not chosen:
+            continue
+        for index, result in zip(chosen, _read_all(_read_cluster_folder, [jobs[index] for index in chosen], dask,
+                                                   in_process)):
+            results[index] = result
+    if callable(ranks):
+        ranks = ranks(assemble(root, jobs, results, problems, cycle, op_ranks=()))
+    shown = {int(rank) for rank in ranks}
+    held = _ranks_by_folder(jobs, results)
+    present = set().union(*held.values())
+    unknown = sorted(shown - present)
+    if unknown:
+        raise LayoutError(f"no rank {', '.join(map(str, unknown))} in this run (its {len(present):,} ranks: "
+                          f"{min(present, default='none')} to {max(present, default='none')})", root)
+    near = [_held_near(held, str(folder)) for _, folder in jobs]
+    again = [index for index, kind in enumerate(how)
+             if kind != "whole" and (near[index] is None or shown & near[index])]
+    if again:
+        in_process = _bytes_under([str(jobs[index][1]) for index in again], IN_PROCESS_BYTES)
+        for index, result in zip(again, _read_all(_read_folder, [jobs[index] for index in again], dask, in_process)):
+            results[index] = result
+    return assemble(root, jobs, results, problems, cycle, op_ranks=shown)
+
+
+def _bytes_under(folders: list[str], limit: int) -> bool:
+    """Whether the files under `folders` (each counted once) hold at most `limit` bytes."""
+    total = 0
+    for folder in sorted(set(folders)):
+        for place, _, names in os.walk(folder):
+            for name in names:
+                try:
+                    total += os.stat(os.path.join(place, name), follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                if total > limit:
+                    return False
+    return True
+
+
+def _cluster_read(reader: Reader) -> str:
+    """How a reader's folder is read for the cluster-level tables (formats/base.py: Reader.read_cluster):
+    "skip" (its tables are all op-level), "whole" (none is, or it cannot read the others alone: its op-level
+    tables are left out at assembly) or "cluster" (its read_cluster)."""
+    if reader.provides <= OP_LEVEL_TABLES:
+        return "skip"
+    if reader.read_cluster is None or not reader.provides & OP_LEVEL_TABLES:
+        return "whole"
+    return "cluster"
+
+
+def _read_cluster_folder(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatError:
+    """One folder's cluster-level read, as _read_folder reads it (module-level: run in workers)."""
+    return _read_folder(reader_name, folder, cluster=True)
+
+
+def _ranks_by_folder(jobs: list[Job], results: list) -> dict[str, set[int]]:
+    """The ranks each folder gave (RUN_WIDE facts left out)."""
+    held: dict[str, set[int]] = {}
+    for (_, folder), result in zip(jobs, results):
+        if not isinstance(result, FileFormatError):
+            held.setdefault(str(folder), set()).update(rank for rank in result if rank >= 0)
+    return {folder: ranks for folder, ranks in held.items() if ranks}
+
+
+def _held_near(held: dict[str, set[int]], folder: str) -> set[int] | None:
+    """The ranks read in `folder` or the nearest folder above it that gave ranks (a reader not read for the
+    cluster-level tables claims a rank's folder, or one inside it), or None."""
+    while True:
+        if folder in held:
+            return held[folder]
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None, in_process: bool = False) -> list:
+    """`function(reader name, folder)` for each job: in worker processes here (in this one where `in_process`),
+    or on the Dask cluster."""
     arguments = [(reader.name, str(folder)) for reader, folder in jobs]
     where = dask or dask_ingest.target()
+    if where is None and in_process:
+        return [function(*args) for args in arguments]
     if where is None:
         return map_folders(function, arguments)
     return dask_ingest.read_folders(where, arguments, function, cache.code_digest(CODE + plugins.code_paths()))
@@ -75,13 +198,17 @@ def _read_steps(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatE
     return _read_folder(reader_name, folder, steps_only=True)
 
 
-def _read_folder(reader_name: str, folder: str, steps_only: bool = False) -> dict[int, Parts] | FileFormatError:
-    """One folder's Parts (only its steps: `read_steps`), checked and screened; a folder whose files are all
+def _read_folder(reader_name: str, folder: str, steps_only: bool = False, cluster: bool = False
+                 ) -> dict[int, Parts] | FileFormatError:
+    """One folder's Parts (only its steps: `read_steps`; its cluster-level tables: `read_cluster`, where the reader
+    has one), checked and screened; a folder whose files are all
     broken, whose reader gave nothing the schema allows, or whose plugin reader raised comes back as its
     error, not raised: it must not stop the other folders being read (module-level: run in worker processes)."""
     reader, path = by_name(reader_name), Path(folder)
     try:
-        return screened(checked(reader, path, (reader.read_steps if steps_only else reader.read)(path)))
+        read = (reader.read_steps if steps_only else reader.read_cluster if cluster and reader.read_cluster
+                else reader.read)
+        return screened(checked(reader, path, read(path)))
     except FileFormatError as exc:
         return exc
     except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own reader raising is a bug to see

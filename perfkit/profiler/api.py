@@ -181,18 +181,31 @@ class RankProfile:
 @contextlib.contextmanager
 def _output_to(path: Path):
     """This process's stdout and stderr (file descriptors 1 and 2, so its children's too) appended to `path`
-    while the block runs."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    while the block runs; left as they are where they cannot be (a closed descriptor, an unwritable folder):
+    the profile matters more than where MindSpore's progress bar goes."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:
+        yield
+        return
+    try:
+        log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        for original in saved:
+            os.close(original)
+        yield
+        return
     try:
         os.dup2(log, 1)
         os.dup2(log, 2)
         yield
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
         for target, original in zip((1, 2), saved):
             os.dup2(original, target)
             os.close(original)

@@ -115,14 +115,6 @@ def _check_command(request: ScriptRequest, path: str) -> tuple[Path | None, bool
     return script, launcher or request.ranks > 1
 
 
-def check(request: ScriptRequest, path: str | None = None) -> tuple[Path | None, bool]:
-    """Raise PerfkitError for a request that cannot run (before anything starts); else _check_command's answer.
-    `path`: the PATH the command runs with (by default the one child_env gives)."""
-    if request.warmup < 0 or (request.steps is not None and request.steps < 1) or request.ranks < 1:
-        raise PerfkitError("--warmup must be 0 or more, --steps and --ranks at least 1")
-    return _check_command(request, path if path is not None else child_env(request.env)["PATH"])
-
-
 def _launch_command(request: ScriptRequest, folder: Path, path: str) -> list[str]:
     """The command as given; under --ranks N, its script and arguments handed to msrun."""
     if request.ranks == 1:
@@ -141,9 +133,11 @@ def profile_script(request: ScriptRequest, say=None) -> ProfileOutcome:
     it (status failed, its exit code).
     """
     say = say or (lambda text: click.echo(text, err=True))
+    if request.warmup < 0 or (request.steps is not None and request.steps < 1) or request.ranks < 1:
+        raise PerfkitError("--warmup must be 0 or more, --steps and --ranks at least 1")
     env = child_env(request.env)
     env["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR), env["PYTHONPATH"]])
-    script, msrun = check(request, env["PATH"])
+    script, msrun = _check_command(request, env["PATH"])
     requested = Path(request.output).expanduser()
     try:
         folder = claim(requested)

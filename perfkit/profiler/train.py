@@ -234,9 +234,8 @@ class Trainer:
             self.minddata = GlobalContext.profiling_manager()
             self.minddata.init()
             self.minddata.start()
-        workers = config["workers"]
-        if workers is not None and capped_workers(workers, multiprocessing.cpu_count()) < workers:
-            workers = capped_workers(workers, multiprocessing.cpu_count())
+        workers = config["workers"] and capped_workers(config["workers"], multiprocessing.cpu_count())
+        if workers != config["workers"]:
             self.note(f"--workers {config['workers']}: MindSpore allows at most {workers} per dataset op here "
                       f"(the CPU count): used {workers}")
         dataset = create_cifar_dataset(self.job["data_dir"], config["batch_size"], image_size, config["shards"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..advisor import Advice
 from ..advisor.finding import Finding
 from ..views.format import evidence
-from ..views.lines import bound_text
+from ..views.lines import bound_text, op_ranks_label, op_ranks_line
 
 
 def _gain(finding: Finding) -> str:
@@ -17,7 +17,7 @@ def _evidence(finding: Finding, sep: str) -> str:
 
 
 def advice_text(advice: Advice) -> str:
-    lines = [f"run     {advice.run}", f"device  {advice.device or 'unknown'}"]
+    lines = [f"run     {advice.run}", f"device  {advice.device or 'unknown'}", *op_ranks_line(advice.op_ranks)]
     if advice.caveat:
         lines.insert(0, f"WARNING: {advice.caveat}")
     lines += ["", *bound_text(advice.bound), ""]
@@ -46,6 +46,8 @@ def advice_markdown(advice: Advice) -> str:
         lines += [f"**Warning: {advice.caveat}**", ""]
     if advice.bound:
         lines += [f"Bound: **{advice.bound['kind']}**", ""]
+    if advice.op_ranks:
+        lines += [f"Op-level numbers (op types, memory, Cells): {op_ranks_label(advice.op_ranks)}", ""]
     if not advice.findings:
         lines.append("No findings.")
     else:

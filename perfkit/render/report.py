@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from ..analysis.representatives import op_coverage
 from ..core.errors import PerfkitError
 from ..core.model import Run
 from ..core.version import __version__
@@ -20,7 +21,7 @@ from ..views import ids, numbers
 from ..views.figures.overview import TOP_OP_TYPES
 from ..views.figures.style import PLOT_CONFIG, empty_message
 from ..views.format import cell, column_spec, column_titles, run_labels
-from ..views.lines import run_facts, run_heading, status_class
+from ..views.lines import op_ranks_label, run_facts, run_heading, status_class
 from ..views.panel import CARDS, FIGURE, FINDINGS, SPEEDUPS, STATUS, TABLE, Panel
 from ..views.panels import COMPARE_PANELS, REPORT, panels, shown
 from ..views.summary import summarize
@@ -192,8 +193,11 @@ def _section(section_id: str, title: str, panels_: Sequence[Panel], subject: Run
 
 def run_section(index: int, label: str, run: Run,
                 kinds: Sequence[str] = (STATUS, CARDS, FINDINGS, FIGURE, TABLE)) -> str:
-    """A run's section: the report's panels of these kinds (a notebook's summary leaves the findings out)."""
-    return _section(f"run-{index}", label, tuple(panel for panel in panels() if panel.kind in kinds), run)
+    """A run's section: the report's panels of these kinds (a notebook's summary leaves the findings out); its
+    title names the ranks its op-level numbers cover where they are not every rank's."""
+    covered = op_ranks_label(op_coverage(run))
+    title = label if covered is None else f"{label} (op types, memory, Cells: {covered})"
+    return _section(f"run-{index}", title, tuple(panel for panel in panels() if panel.kind in kinds), run)
 
 
 def compare_section(runs: Sequence[Run]) -> str:

@@ -34,6 +34,22 @@ def ranks_label(ranks: list[int]) -> str:
     return str(ranks) if len(ranks) <= LISTED_RANKS else f"{rank_ranges(ranks)} ({len(ranks)} ranks)"
 
 
+def op_ranks_label(op_ranks: dict[str, Any] | None) -> str | None:
+    """'ranks 17, 2048, 4001 of 4,096': the ranks the op-level numbers (op types, memory, Cells) cover, from a
+    summary's or an advice's `op_ranks` ({"ranks": [...], "of": count}); None where they cover every rank."""
+    if not op_ranks:
+        return None
+    return f"rank{'s' if len(op_ranks['ranks']) != 1 else ''} {', '.join(map(str, op_ranks['ranks']))} of " \
+           f"{op_ranks['of']:,}"
+
+
+def op_ranks_line(op_ranks: dict[str, Any] | None) -> list[str]:
+    """The line a text answer says the op-level numbers' ranks in, where they are not every rank."""
+    label = op_ranks_label(op_ranks)
+    return [f"op-level numbers (op types, memory, Cells): {label}; --rank N or --all-ranks reads others"] \
+        if label else []
+
+
 def _per_rank_lines(per_rank: list[dict[str, Any]]) -> list[str]:
     """Each rank's mean step total; with many ranks, the spread and the slowest and fastest few."""
     def total(entry: dict[str, Any]) -> float | None:
@@ -128,8 +144,9 @@ def per_rank_lines(summary: dict[str, Any]) -> list[str]:
 def op_type_lines(summary: dict[str, Any], top: int = 10) -> list[str]:
     if not summary["op_types"]:
         return []
+    covered = op_ranks_label(summary.get("op_ranks"))
     lines = [f"op types (top {min(top, len(summary['op_types']))} of {len(summary['op_types'])}; "
-             f"total and calls over {OP_TYPES_SUMMED_OVER})"]
+             f"total and calls over {OP_TYPES_SUMMED_OVER}" + (f"; {covered})" if covered else ")")]
     lines += _op_type_rows(summary["op_types"][:top], indent="  ")
     by_rank = [entry for entry in summary["per_rank"] if "op_types" in entry]
     if by_rank:  # analysis.ranks_run_different_ops: the pooled shares above describe no single rank
@@ -312,4 +329,5 @@ def status_lines(summary: dict[str, Any]) -> list[str]:
             lines.append(f"{label:<9}{words}")
         else:
             lines[-1] += f"   {label} {words}"
-    return lines + [f"warning: {warning}" for warning in summary["warnings"]]
+    return (lines + op_ranks_line(summary.get("op_ranks"))
+            + [f"warning: {warning}" for warning in summary["warnings"]])

@@ -10,6 +10,7 @@ import pandas as pd
 from ..analysis.cells import summary_entry as cells_entry
 from ..analysis.cluster import of_run
 from ..analysis.ledger import OWN_OPS_STEP_SOURCES, bound, ledger, rank_parts
+from ..analysis.representatives import op_coverage
 from ..analysis.measures import (
     PER_RANK_TOP_OP_TYPES,
     amp_from_ops,
@@ -114,7 +115,7 @@ def _contract(run: Run) -> dict[str, Any]:
         "device": run.meta.device,
         "ranks": [int(r) for r in run.ranks],
         "meta": {key: value for key, value in run.meta.to_dict().items()
-                 if key not in ("ranks", "config", "env", "rank_folders")} | _inferred_amp(run),
+                 if key not in ("ranks", "config", "env", "rank_folders", "op_ranks")} | _inferred_amp(run),
         "steps": step_means(run.steps),
         "per_rank": per_rank,
         "slow_ranks": of_run(run).slow if len(run.steps) and run.steps["rank"].nunique() > 1 else [],
@@ -128,6 +129,8 @@ def _contract(run: Run) -> dict[str, Any]:
         "bound": bound(run).to_dict(),
         "cells": cells_entry(run),
         **panel_entries,
+        # added only where the op-level tables are not every rank's, so the JSON of other runs stays as it was
+        **({"op_ranks": op_coverage(run)} if run.meta.op_ranks is not None else {}),
     }
 
 

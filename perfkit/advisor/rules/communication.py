@@ -137,13 +137,13 @@ def _waiting_finding(run: Run, per_rank: pd.DataFrame, transfer: pd.Series, wait
         fix = ("shorten what its host does before each step (its data loading, callbacks, Python in its loop: "
                "perfkit summary on its folder)" if late_idle > late_compute else
                "balance its work, data shard or device")
-        causes = [f"rank {late} {arrives}, so the others wait for it: its own time (the step less its "
-                  f"collective communication and pipeline wait) is {late_own:.1f} ms a step against {others_own:.1f} ms on the others, of it "
-                  f"{late_compute:.1f} ms compute and {late_idle:.1f} ms idle (data wait, host): {fix}"]
+        causes = [(f"rank {late} {arrives}, so the others wait for it: its own time (the step less its collective "
+                   f"communication and pipeline wait) is {late_own:.1f} ms a step against {others_own:.1f} ms on the "
+                   f"others, of it {late_compute:.1f} ms compute and {late_idle:.1f} ms idle (data wait, host): {fix}")]
     elif _all_ranks_profiled(run, len(per_rank)):
-        causes = [f"all {len(per_rank)} ranks of the run were profiled and their own time (the step less its "
-                  "collective communication and pipeline wait) matches, so no rank arrives late: the wait is a synchronisation (a barrier, a host-side sync in "
-                  "the step)"]
+        causes = [(f"all {len(per_rank)} ranks of the run were profiled and their own time (the step less its "
+                   "collective communication and pipeline wait) matches, so no rank arrives late: the wait is a "
+                   "synchronisation (a barrier, a host-side sync in the step)")]
     else:
         profiled = "the profiled ranks' compute matches, so they" if len(per_rank) > 1 else "the rank"
         causes = [f"{profiled} wait for ranks that were not profiled or for a synchronisation: profile every rank "
@@ -302,9 +302,9 @@ SLOW_RANK_ADVICE = {
     # Data-parallel ranks meet at every all-reduce, so their step times agree; a rank that computes
     # longer shows here while the others show the wait as communication.
     "own_ms": ("own time (the step less its collective communication and pipeline wait)",
-               "The others wait for the named ranks at every collective: compare their compute and idle time with a "
-               "fast rank's (perfkit ranks RUN), and what their host does before each step (data loading, "
-               "callbacks)"),
+               ("The others wait for the named ranks at every collective: compare their compute and idle time with a "
+                "fast rank's (perfkit ranks RUN), and what their host does before each step (data loading, "
+                "callbacks)")),
     "compute_ms": ("compute time",
                      "The named ranks compute longer per step while the others wait for them in communication: "
                      "compare their kernels with a fast rank's (perfkit compare RANK_DIR FAST_RANK_DIR); look for a "

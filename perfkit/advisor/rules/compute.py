@@ -11,11 +11,12 @@ import re
 
 import pandas as pd
 
-from ...analysis.flops import gflops_per_s
+from ...analysis.flops import cpu_peak_of, gflops_per_s
 from ...analysis.ledger import CAUSES_OF, bound, rank_parts
 from ...analysis.measures import BATCHNORM_FAMILY, amp_from_ops, op_type_shares
 from ...core.host import has_avx512
 from ...core.model import Run
+from ...core.units import FLOP_PER_GFLOP, GFLOP_PER_TFLOP, MS_PER_S
 from ...core.op_work import op_flops
 from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
@@ -216,6 +217,12 @@ KERNEL_MIN_CALL_FLOPS = 1e7
 KERNEL_MIN_REDUCTION = 32
 # One op instance, called once, holding more than half of a group's time is a first call or a compile.
 KERNEL_ONE_CALL_SHARE = 0.5
+# oneDNN's reference convolution runs at ~0.02-0.1 % of the CPU's float32 peak (real MindSpore 2.10 runs on a
+# 2-core AVX-512 host of 332.8 GFLOP/s: tests/runs/cpu_2_10_amp_o0_avx512's 3x3 Conv2D 0.25 GFLOP/s; a 3-channel
+# first conv 0.06 GFLOP/s), its jit kernels at 3-23 % of it on the same host (cpu_2_10_amp_o0, the sample runs; ~1 %
+# under 3x load). Below this fraction a convolution is the reference kernel whatever its depth, and needs no faster
+# group of the same run to tell (a net whose every conv takes the reference path has none).
+KERNEL_REFERENCE_PEAK_FRACTION = 0.005
 
 
 # What oneDNN does on AVX-512 CPUs (MindSpore 2.10 CPU, docs/advice.md, the kernel_efficiency row): for 3x3
@@ -233,8 +240,8 @@ def cpu_isa_advice(run: Run) -> str | None:
         return None
     avx512 = has_avx512(run.meta.host)
     if avx512 is None:
-        return (f"if the host has AVX-512 (the run records no host facts): {SET_ISA_CAP}, so oneDNN uses its AVX2 "
-                "kernels, not its slow reference convolutions")
+        return (f"if the host has AVX-512 and the run did not cap the ISA (it records neither host facts nor its "
+                f"environment): {SET_ISA_CAP}, so oneDNN uses its AVX2 kernels, not its slow reference convolutions")
     return f"{SET_ISA_CAP}: this AVX-512 host's oneDNN may otherwise pick slow reference convolutions" if avx512 \
         else None
 
@@ -316,4 +323,38 @@ def kernel_efficiency(run: Run) -> list[Finding]:
                 action=_kernel_action(run, name), target=name, est_gain_pct=gain,
                 change=Change("env", ISA_CAP, name="ONEDNN_MAX_CPU_ISA")
                 if device_name(run) == "CPU" and cpu_isa_advice(run) else None))
+    reported = {finding.target for finding in findings}
+    return findings + _reference_convolutions(run, op_flops(run.ops), op_ms, reported)
+
+
+def _reference_convolutions(run: Run, work: pd.DataFrame, op_ms: float, reported: set[str]) -> list[Finding]:
+    """Convolution groups of a CPU run whose recorded host has AVX-512 (the ISA uncapped) running below
+    KERNEL_REFERENCE_PEAK_FRACTION of that host's float32 peak: oneDNN's reference kernels, even where no group
+    of the run is faster to compare with. Their gain: the time they would take at that fraction of the peak."""
+    if device_name(run) != "CPU" or not has_avx512(run.meta.host) or not cpu_isa_advice(run):
+        return []
+    peak = cpu_peak_of(run.meta.host, "the host perfkit profile recorded")
+    if peak is None:
+        return []
+    floor = peak.tflops_per_s * GFLOP_PER_TFLOP * KERNEL_REFERENCE_PEAK_FRACTION
+    convolutions = work[work["type"].str.startswith("Conv2D") & (work["total_ms"] > 0)]
+    findings = []
+    for name, group in convolutions.groupby("group"):
+        slow_ms, rate = float(group["total_ms"].sum()), _rate(group)
+        if name in reported or slow_ms / op_ms < KERNEL_MIN_TIME_SHARE or rate >= floor:
+            continue
+        saved_ms = slow_ms - float(group["flops"].sum()) / (floor * FLOP_PER_GFLOP / MS_PER_S)
+        gain = min(gain_pct(run, saved_ms, op_ms), percent(slow_ms / op_ms))
+        findings.append(Finding(
+            id="kernel_efficiency", severity=severity_for(gain),
+            title=f"{name} runs at {rate:.2f} GFLOP/s, {percent(rate / (peak.tflops_per_s * GFLOP_PER_TFLOP))} % "
+                  f"of this AVX-512 host's {peak.tflops_per_s * GFLOP_PER_TFLOP:.1f} GFLOP/s float32 peak: "
+                  "oneDNN's reference convolution",
+            evidence={"gflops_per_s": round(rate, 3), "peak_gflops_per_s": round(peak.tflops_per_s
+                                                                                 * GFLOP_PER_TFLOP, 1),
+                      "reference_kernel_below_gflops_per_s": round(floor, 3),
+                      "share_of_op_time_pct": percent(slow_ms / op_ms), "total_ms": round_ms(slow_ms),
+                      "ops": int(len(group))},
+            action=cpu_isa_advice(run), target=name, est_gain_pct=gain,
+            change=Change("env", ISA_CAP, name="ONEDNN_MAX_CPU_ISA")))
     return findings

@@ -130,9 +130,10 @@ def read(folder: Path) -> dict[int, Parts]:
 def read_steps(folder: Path) -> dict[int, Parts]:
     """Only the steps, from step_trace_time.csv alone: for questions across many ranks (slow ranks),
     where reading every kernel table would cost 15 ms a rank. fwd_bwd_ms and tail_ms need the
-    kernels and stay unknown."""
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "export": "text"})
+    kernels and stay unknown. With the profiler_info and metadata JSON, the rank's cluster-level read."""
+    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "framework": _framework(folder), "export": "text"})
     rank = read_profiler_info(folder, parts)
+    _read_metadata(folder, parts)
     trace = guarded(parts, folder / OUTPUT_DIR / STEP_TRACE,
                     lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,
                                              parts.warnings))
@@ -508,5 +509,5 @@ def kernel_step_bounds_us(path: Path) -> dict[int, list[float]]:
 
 
 READER = Reader(name="ascend_ms", provides=frozenset({"steps", "op_types", "ops"}),
-                detect=detect, read=read, read_steps=read_steps,
+                detect=detect, read=read, read_steps=read_steps, read_cluster=read_steps,
                 looks_for="ASCEND_PROFILER_OUTPUT/ text export", ops_cover_device=True, traces=traces)

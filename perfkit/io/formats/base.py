@@ -41,6 +41,12 @@ class Parts:
 
 RUN_WIDE = -1  # Parts key for facts that hold for every rank (a top-level perfkit_run.json)
 
+# The op-level tables: what a multi-rank answer reads only for the ranks a view shows (docs/many-ranks.md: every
+# rank of a small run, the representative ranks of a large one, any other on demand). Every other table (steps,
+# communication, data queues) and the meta are cluster-level: read for every rank, as `msprof-analyze cluster`
+# reads the step, communication and profiler_info/metadata files of every rank.
+OP_LEVEL_TABLES = frozenset({"ops", "op_types", "op_type_steps", "op_passes", "cells", "memory", "op_memory"})
+
 # Tables a reader may give besides the schema's (model.SCHEMA), which a derivation turns into a schema table,
 # with their columns:
 INTERMEDIATE_TABLES: dict[str, tuple[str, ...]] = {
@@ -98,6 +104,11 @@ class Reader:
     # summary), else "": beside another reader's unit folders it is left out, said once (discovery.discover),
     # rather than compete with the ranks' own files as a second run of each rank.
     summary_of_ranks: str = ""
+    # Its cluster-level tables (those of `provides` outside OP_LEVEL_TABLES) and meta, read without its op-level
+    # files (ascend_ms: step_trace_time.csv and the profiler_info/metadata JSON, not kernel_details.csv). A reader
+    # whose tables are all op-level is not read for a rank no view shows; one whose tables are all cluster-level
+    # is read whole; any other without it is read whole and its op-level tables left out for such a rank.
+    read_cluster: Callable[[Path], "dict[int, Parts]"] | None = None
     # Its ranks' traces in one of its folders (see the class doc), or None.
     traces: Callable[[Path], "list[TraceFile]"] | None = None
     # The installed package it comes from ("entry point name = module:attribute"), None for perfkit's own.
