@@ -97,11 +97,15 @@ def create_app(runs: Sequence[Run], prebuild: bool = False) -> dash.Dash:
         return dash.no_update, (dash.no_update if index is None else index)
 
     @app.callback([Output(ids.nav(path), "className") for path in ids.PAGES]
-                  + [Output(ids.nav(path), "href") for path in ids.PAGES],
+                  + [Output(ids.nav(path), "href") for path in ids.PAGES] + [Output(ids.nav(ids.RANKS_PAGE), "style")],
                   Input(ids.URL, "pathname"), Input(ids.URL, "search"))
     def mark_active(pathname, search):
+        """The page's link marked, every link keeping the run; the Ranks link only for a run of several ranks."""
         keep = f"?run={query_value(search, 'run', '0')}"
-        return ["active" if path == pathname else "" for path in ids.PAGES] + [path + keep for path in ids.PAGES]
+        run = pick(search)
+        single_rank = run is not None and len(run.ranks) < 2 and pathname != ids.RANKS_PAGE
+        return (["active" if path == pathname else "" for path in ids.PAGES] + [path + keep for path in ids.PAGES]
+                + [{"display": "none"} if single_rank else {}])
 
     @app.callback(Output(ids.PAGE, "children"), Input(ids.URL, "pathname"), Input(ids.URL, "search"))
     def render_page(pathname, search):

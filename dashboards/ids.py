@@ -18,6 +18,7 @@ FINDING_TIMELINE_LINK = "finding-timeline-link"
 PAGES = {page.path: page.title for page in ALL_PAGES}
 TIMELINE = TIMELINE_PAGE.path
 CELLS_PAGE = "/cells"  # its flame graph zooms into the Cell a finding's link names
+RANKS_PAGE = "/ranks"  # its link shows only for a run of several ranks
 
 
 def kpi(key: str) -> str:

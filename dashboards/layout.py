@@ -23,9 +23,10 @@ from ..views.figures.cells import zoomed_to_cell
 from ..views.figures.operators import op_instance_rows
 from ..views.figures.style import PLOT_CONFIG, empty_message
 from ..views.format import COUNT_SPEC, NAMED_COLUMNS, ROW_TINTS, column_spec, column_title
-from ..views.lines import op_ranks_line
-from ..views.panel import CARDS, FIGURE, FINDINGS, INSTANCES, SPEEDUPS, TABLE, Panel
+from ..views.lines import op_ranks_line, run_facts, run_heading, status_class
+from ..views.panel import CARDS, FIGURE, FINDINGS, INSTANCES, SPEEDUPS, STATUS, TABLE, Panel
 from ..views.panels import COMPARE_PANELS, DASHBOARD, panels_on, shown
+from ..views.summary import summarize
 from . import ids
 
 # Rows of a highlighted meaning get its tint: op families in the op tables, slow ranks in the rank table.
@@ -53,8 +54,8 @@ def graph(fig: go.Figure, graph_id: str) -> html.Div | html.P:
     return dcc.Graph(id=graph_id, figure=fig, config=PLOT_CONFIG)
 
 
-def card(title: str, *children) -> html.Div:
-    return html.Div([html.H2(title), *children] if title else list(children), className="card")
+def card(title: str, *children, **attributes) -> html.Div:
+    return html.Div([html.H2(title), *children] if title else list(children), className="card", **attributes)
 
 
 def header(labels: Sequence[str]) -> html.Header:
@@ -118,8 +119,19 @@ def grid(grid_id: str, frame: pd.DataFrame) -> dag.AgGrid:
 def _cards(panel: Panel, run: Run) -> html.Div:
     kpis = [html.Div([html.Div(c.label, className="label"), html.Div(c.value, className="value", id=ids.kpi(c.key))],
                      className="kpi") for c in numbers.headline_cards(run)]
-    return html.Div([html.P(numbers.run_description(run), className="meta"), html.Div(kpis, className="kpis")],
-                    id=panel.id)
+    return html.Div(html.Div(kpis, className="kpis"), id=panel.id)
+
+
+def _status(panel: Panel, run: Run) -> html.Div:
+    """The run panel (views.lines: run_facts, the summary's warnings), as the terminal's first lines say it."""
+    summary = summarize(run)
+    facts = [html.Span([html.Span(label, className="label"), " ",
+                        html.Span(words, className=status_class(words) if label == "status" else "")],
+                       className="fact") for label, words in run_facts(summary)]
+    warnings = [html.Ul([html.Li(warning) for warning in summary["warnings"]], className="warnings")] \
+        if summary["warnings"] else []
+    return card(panel.title, html.P(run_heading(summary), className="meta"), html.Div(facts, className="facts"),
+                *warnings, id=panel.id)
 
 
 def _findings(panel: Panel, run: Run, run_index: int) -> html.Div:
@@ -187,7 +199,7 @@ def _instances(panel: Panel, run: Run) -> html.Div:
 
 
 RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure, TABLE: _table, INSTANCES: _instances,
-             SPEEDUPS: _speedups}
+             SPEEDUPS: _speedups, STATUS: _status}
 
 
 def run_page(path: str, run: Run, run_index: int, cell: str = "") -> list:

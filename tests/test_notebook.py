@@ -16,6 +16,7 @@ nbclient = pytest.importorskip("nbclient")
 nbformat = pytest.importorskip("nbformat")
 
 import perfkit
+from perfkit.render import report  # noqa: E402
 from perfkit.views import numbers  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,9 +110,18 @@ def test_the_summary_advice_and_compare_show_and_stay_their_json(executed):
     speedup = mean_step_ms(RUN, list(range(1, 4))) / mean_step_ms(OTHER, list(range(1, 4)))
     summary = perfkit.summarize(run)
     assert summary["steps"]["mean_of"]["count"] == 3  # the speedup above is over the same 3 steps
-    assert f'<div class="value">{speedup:.2f}x</div>' in compare_html and figures_in(compare_html)
+    # the card's value is the verdict (one run a side, within the noise), the speedup in the verdict line under it
+    assert '<div class="value">no significant change</div>' in compare_html
+    assert f"speedup {speedup:.2f}x" in compare_html and figures_in(compare_html)
+    # plotly.js once per kernel: in the first output with figures only (4 outputs held 5.2 MB, one copy each)
+    bundle = f"<script>{report.PLOTLY_BUNDLE.read_text(encoding='utf-8')}</script>"
+    outputs = [html_of(cell) for cell in executed[:5]]
+    assert [output.count(bundle) for output in outputs] == [1, 0, 0, 0, 0]
     plot_ids = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # each figure's div
-    assert plot_ids.sub("", show_html) == plot_ids.sub("", html_of(executed[0]))  # perfkit.show(run) shows the run
+
+    def shown(output: str) -> str:  # the output less its first script: the bundle, or the note where it is missing
+        return plot_ids.sub("", re.sub(r"<script>.*?</script>", "", output, count=1, flags=re.S))
+    assert shown(show_html) == shown(html_of(executed[0]))  # perfkit.show(run) shows the run
     # the objects are still the JSON contracts' dicts
     assert json.loads(json.dumps(summary))["steps"]["total_ms"] == pytest.approx(summary["steps"]["total_ms"])
     result = perfkit.compare(run, perfkit.load(OTHER))

@@ -27,7 +27,8 @@ from .steady import steady_steps
 # step-time noise is proportional (a busy machine stretches every step by a factor) and the difference tested is
 # then the ratio of the runs' geometric means, what a speedup is; Welch's form, because one side's runs may be
 # noisier than the other's. One run against repeats is judged by the repeats' spread; with one run on each side
-# there is no spread to test: the measured floor below decides.
+# there is no run-to-run spread to test: a floor decides, the measured one below or, on a quiet machine, one from the
+# runs' own step spread (`noise_floor`).
 # A step's spread within one run is shown as a description of that run, never as a verdict.
 SIGNIFICANCE_P = 0.05
 # Below this change a difference is never called a speedup or a slowdown, however many repeats make it
@@ -39,6 +40,20 @@ MIN_EFFECT_PCT = 2.0
 # other agents worked: mean steps 407-1,361 ms; benchmarks/results/compare_noise.txt). With one run a side a
 # change must exceed this to be called; repeats (run means) judge far smaller changes.
 NOISE_FLOOR_PCT = 215.0
+# The load those runs started at, per logical CPU (1.9-6.7 on 2 CPUs): the measured floor holds for a machine that
+# busy. `perfkit profile` records the load average as a run starts (perfkit_run.json: host.load_average,
+# host.logical_cpus); runs that all started below QUIET_LOAD_PER_CPU (under half the CPUs busy) ran on a quieter
+# machine than the floor was measured on, and one run a side is judged by the runs' own step spread instead
+# (`noise_floor`), never by less than QUIET_FLOOR_MIN_PCT: the sample runs, made on the VM with other work
+# running, differ by about 10 % from run to run (sample_runs/README.md).
+MEASURED_LOAD_PER_CPU = (0.95, 3.35)
+QUIET_LOAD_PER_CPU = 0.5
+QUIET_FLOOR_MIN_PCT = 10.0
+# A run's step spread is its own noise estimate only over this many steady steps (t with 4 degrees of freedom or
+# more for two runs); with fewer the measured floor stays.
+MIN_SPREAD_STEPS = 3
+# What decides a change that one run a side cannot: repeats of each side, judged over their run means.
+REPEAT_ADVICE = "perfkit profile --repeat 3"
 NO_CHANGE = "no significant change"
 # manifest config keys that give the tokens per sample (a user's script may record one)
 SEQUENCE_LENGTH_KEYS = ("seq_len", "seq_length", "sequence_length")
@@ -121,12 +136,68 @@ def per_rank_batch(run: Run) -> int | None:
     return int(first_dims.value_counts().index[0]) if len(first_dims) else None
 
 
+def load_per_cpu(run: Run) -> float | None:
+    """The 1-minute load average per logical CPU as the run started (perfkit_run.json's host, written by `perfkit
+    profile`); None where the manifest does not record it or records something that is not a load."""
+    host = run.meta.host or {}
+    loads, cpus = host.get("load_average"), host.get("logical_cpus")
+    if (not isinstance(loads, list) or not loads or not isinstance(loads[0], (int, float)) or isinstance(loads[0], bool)
+            or not isinstance(cpus, int) or isinstance(cpus, bool) or cpus <= 0
+            or not math.isfinite(loads[0]) or loads[0] < 0):
+        return None
+    return float(loads[0]) / cpus
+
+
+def step_spread_floor_pct(run_a: Run, run_b: Run) -> float | None:
+    """The change two single runs' means show by chance if runs differ as much as their steps do: the 95 % t
+    half-width of a difference of one step of each (t(df) x sqrt(s_a² + s_b²) on the log scale, s each run's
+    standard deviation of its log steady step totals, df = their steps - 2), in %; None with under
+    MIN_SPREAD_STEPS steps in either. Not divided by the steps' count: steps of one run are no independent draws of
+    the run-to-run noise."""
+    logs = [np.log(totals[totals > 0]) for totals in (step_totals(run_a.steps), step_totals(run_b.steps))]
+    if any(len(values) < MIN_SPREAD_STEPS for values in logs):
+        return None
+    half = t_quantile(len(logs[0]) + len(logs[1]) - 2) * math.sqrt(sum(np.var(values, ddof=1) for values in logs))
+    return 100 * math.expm1(half)
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """The change one run a side must exceed (pct) and where that number comes from, in words (`source`)."""
+    pct: float
+    source: str
+
+
+def noise_floor(run_a: Run, run_b: Run, given_pct: float | None = None) -> NoiseFloor:
+    """The floor for one run a side: the user's (`given_pct`: --noise-floor); where both runs record a quiet start
+    (load under QUIET_LOAD_PER_CPU) and enough steps, the runs' own step spread (`step_spread_floor_pct`, at least
+    QUIET_FLOOR_MIN_PCT); else the measured NOISE_FLOOR_PCT, or the step spread where that is wider."""
+    if given_pct is not None:
+        return NoiseFloor(given_pct, "given")
+    loads = [load_per_cpu(run) for run in (run_a, run_b)]
+    known = [load for load in loads if load is not None]
+    started = ("the runs' load not recorded" if not known else
+               f"the runs started at load {' and '.join(f'{load:.2f}' for load in known)} per CPU"
+               + ("" if len(known) == 2 else " (the other's not recorded)"))
+    spread_pct = step_spread_floor_pct(run_a, run_b)
+    if len(known) == 2 and max(known) < QUIET_LOAD_PER_CPU and spread_pct is not None:
+        pct = max(spread_pct, QUIET_FLOOR_MIN_PCT)
+        return NoiseFloor(pct, f"from the runs' step spread: {started}" if pct > QUIET_FLOOR_MIN_PCT else
+                          f"a quiet machine's minimum: {started}")
+    low, high = MEASURED_LOAD_PER_CPU
+    if spread_pct is not None and spread_pct > NOISE_FLOOR_PCT:
+        return NoiseFloor(spread_pct, f"from the runs' step spread, wider than the measured {NOISE_FLOOR_PCT:g} %; "
+                                      f"{started}")
+    return NoiseFloor(NOISE_FLOOR_PCT, f"measured at load {low:g}-{high:g} per CPU; {started}")
+
+
 @dataclass(frozen=True)
 class Verdict:
     """B against A over groups of runs. speedup > 1 means B is faster; per sample when the batches differ.
     interval: the 95 % interval of the speedup; basis: "run means" (repeats on both sides: Welch t over the
     log run means), "one run against repeats" (the single run judged by the t prediction interval of the other
-    side's repeats) or "noise floor" (one run a side: the difference must exceed noise_floor_pct)."""
+    side's repeats) or "noise floor" (one run a side: the difference must exceed noise_floor_pct, from
+    noise_floor_source: `noise_floor`)."""
     kind: str  # "faster", "slower", NO_CHANGE or SAME_RUN
     speedup: float
     interval: tuple[float, float]
@@ -138,6 +209,7 @@ class Verdict:
     p_value: float | None = None
     batch_a: int | None = None  # samples per step over all ranks (the first run's of a side); None: unknown
     batch_b: int | None = None
+    noise_floor_source: str | None = None  # where the floor comes from (`noise_floor`), with one run a side
 
 
 def t_quantile(df: float, two_sided_p: float = SIGNIFICANCE_P) -> float:
@@ -186,13 +258,14 @@ def tokens_per_s(run: Run, batch_size: int | None = None, seq_len: int | None = 
     return None if rate is None or length is None else rate * length
 
 
-def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT,
+def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float | None = None,
             batch_size: int | None = None) -> Verdict:
     """Whether the runs of B differ from those of A by more than run-to-run noise (see Verdict).
 
     Steps of one run are not independent draws of the run-to-run variation (a busy machine slows them all), so
     each run counts once, by its mean. Per sample when both global batches are known (`batch_size`: the user's,
-    for runs whose files do not tell it) and differ."""
+    for runs whose files do not tell it) and differ. `noise_floor_pct`: the floor for one run a side; None: from
+    the runs' recorded load and step spread (`noise_floor`)."""
     if not group_a or not group_b:
         raise PerfkitError("compare needs at least one run on each side")
     if sorted((run.path, str(run.meta.cycle)) for run in group_a) == sorted((run.path, str(run.meta.cycle))
@@ -211,7 +284,7 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
         logs.append(np.log(np.array(means, dtype=np.float64)))
     log_a, log_b = logs
     log_ratio = float(np.mean(log_a) - np.mean(log_b))  # > 0: B's time is shorter, B is faster
-    p_value = None
+    p_value, floor_source = None, None
     if len(log_a) >= 2 and len(log_b) >= 2:
         test = welch_test(log_b, log_a)
         half = t_quantile(test["df"]) * math.sqrt(np.var(log_a, ddof=1) / len(log_a)
@@ -230,11 +303,12 @@ def verdict(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: flo
         basis, floor = "one run against repeats", None
         significant = p_value < SIGNIFICANCE_P
     else:
-        half = math.log1p(noise_floor_pct / 100)
-        basis, floor = "noise floor", noise_floor_pct
+        floor_ = noise_floor(group_a[0], group_b[0], noise_floor_pct)
+        half = math.log1p(floor_.pct / 100)
+        basis, floor, floor_source = "noise floor", floor_.pct, floor_.source
         significant = abs(log_ratio) > half
     significant = significant and abs(math.expm1(-log_ratio)) * 100 >= MIN_EFFECT_PCT
     kind = NO_CHANGE if not significant else ("faster" if log_ratio > 0 else "slower")
     return Verdict(kind, math.exp(log_ratio), (math.exp(log_ratio - half), math.exp(log_ratio + half)), floor,
                    basis, per_sample, len(log_a), len(log_b), p_value, global_batch(group_a[0], batch_size),
-                   global_batch(group_b[0], batch_size))
+                   global_batch(group_b[0], batch_size), floor_source)

@@ -320,8 +320,8 @@ def ranks(run: str, fmt: str) -> None:
 @click.option("--fail-on-new", type=click.Choice(["high", "medium"]), default=None,
               help="Exit 1 when B has a finding A had not, at or above this severity (for CI).")
 @click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
-              help="How far single runs of one setting land apart on your machine (default: perfkit's measured "
-                   "floor for a shared 2-core VM, see docs/compare.md). Used when each side is one run.")
+              help="How far single runs of one setting land apart on your machine (default: from the runs' recorded "
+                   "load and step spread, see docs/compare.md). Used when each side is one run.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, metavar="N",
               help="Samples per step over all ranks, for runs whose files do not tell it (samples/s, and time per "
                    "sample when the batches differ).")
@@ -348,7 +348,6 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
       perfkit compare own_v1 own_v2 --batch-size 64 --seq-len 512   # an own script's runs: samples/s, tokens/s
       perfkit compare run run --cycle 1 --cycle-b 2   # two profiler cycles (schedule repeat=2) of one folder
     """
-    from ..analysis.statistics import NOISE_FLOOR_PCT
     from ..io.repeats import usable_repeats
     from ..render.compare import compare_markdown, compare_text
     from ..views.compare import compare as compare_runs
@@ -360,7 +359,7 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
     if _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor):
         return
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
-                          NOISE_FLOOR_PCT if noise_floor is None else noise_floor, batch_size, seq_len)
+                          noise_floor, batch_size, seq_len)
     gating = fail_if_slower is not None or fail_on_new is not None
     verdict = gate(result, fail_if_slower, fail_on_new) if gating else None
     if result["batch_unknown"]:
@@ -645,7 +644,8 @@ class TuneCommand(click.Command):
               help="Also try the standard changes that can matter on this machine (the ISA cap on an AVX-512 CPU, "
                    "graph mode for PyNative, a dataset worker per CPU).")
 @click.option("--noise-floor", type=click.FloatRange(min=0), default=None, metavar="PCT",
-              help="With --repeats 1: the change a single run must exceed (default compare's measured floor).")
+              help="With --repeats 1: the change a single run must exceed (default: compare's, from the runs' "
+                   "recorded load and step spread).")
 @click.option("--fresh", is_flag=True, default=False,
               help="Start over in --output: its ledger (tune.json) is replaced, its runs made again.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -717,6 +717,29 @@ def _load_all(paths: tuple[str, ...], cycle=None) -> list:
     return [_load(path, cycle) for path in paths]
 
 
+def _load_shown(paths: tuple[str, ...]) -> list:
+    """The runs `dash` shows: each path, a folder of repeat_N folders as its repeats (as `compare` reads
+    a side), not the record files `perfkit tune` keeps beside each repeat (io.repeats.run_folders). A run that
+    cannot be read is one warning line and left out where others can be shown (one broken repeat of a tune folder
+    must not hide the rest); with none left, its error."""
+    from ..core.errors import PerfkitError
+    from ..io.repeats import run_folders
+    folders, left_out = run_folders(paths)
+    for line in left_out:
+        click.echo(f"perfkit: warning: {line}", err=True)
+    runs, failures = [], []
+    for path in folders:
+        try:
+            runs.append(_load(path))
+        except PerfkitError as exc:
+            failures.append(exc)
+    if failures and not runs:
+        raise failures[0]
+    for exc in failures:
+        click.echo(f"perfkit: warning: left out {exc}", err=True)
+    return runs
+
+
 def _dash_help() -> str:
     """`perfkit dash --help`, its page list made from the dashboard's own (views/panel.py: ALL_PAGES)."""
     from ..views.panel import ALL_PAGES
@@ -729,6 +752,8 @@ def _dash_help() -> str:
     Example:
       perfkit dash profiler_v1 profiler_v2 profiler_v3      # then open http://127.0.0.1:8050
       perfkit dash ./cluster_run --port 8060
+      perfkit dash base candidate       # folders of repeat_1..N (profile --repeat N): compared over run means
+      perfkit dash perfkit_tune/*/repeat_*                  # every run of a tune session
     """
 
 
@@ -742,7 +767,7 @@ def _dash_help() -> str:
 def dash(runs: tuple[str, ...], host: str, port: int) -> None:
     from ..dashboards.app import check_port, is_loopback, serve
     check_port(host, port)  # a busy port is said before minutes of loading, not after
-    loaded = _load_all(runs)
+    loaded = _load_shown(runs)
     if not is_loopback(host):
         click.echo(f"perfkit: warning: serving on {host}: anyone who can reach this port sees the profiles "
                    "(no authentication)", err=True)

@@ -627,14 +627,13 @@ class Tuner:
 
     def judge(self, name: str):
         """(verdict, baseline side, experiment side) of an experiment over its usable runs; None without any."""
-        from ..analysis.statistics import NOISE_FLOOR_PCT, verdict
+        from ..analysis.statistics import verdict
 
         runs = self.ledger.runs(name)
         if not runs or any(self.dropped(entry) for entry in runs):
             return None
         base, mine = self.ok_runs(BASELINE), self.ok_runs(name)
-        floor = NOISE_FLOOR_PCT if self.noise_floor_pct is None else self.noise_floor_pct
-        return verdict(base, mine, noise_floor_pct=floor), side(base), side(mine)
+        return verdict(base, mine, noise_floor_pct=self.noise_floor_pct), side(base), side(mine)
 
     # -- the result ---------------------------------------------------------------------------------------
     def result(self, stopped: str | None, interrupted: bool) -> Tune:

@@ -225,6 +225,7 @@ class Meta:
     host: dict[str, Any] = field(default_factory=dict)  # the host CPU's facts (flops.cpu_facts), recorded by `perfkit profile`
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    script: str | None = None            # the user's script `perfkit profile --` ran (its path, from the manifest)
     # rank (as text: the cache keeps meta as JSON) -> the folder holding that rank's files alone (relative to the
     # run), where one does: a path to load or compare one rank by (`rank_1`, `rank1_ascend_pt`)
     rank_folders: dict[str, str] = field(default_factory=dict)
@@ -300,6 +301,15 @@ class Run:
     comm_ops: pd.DataFrame = _Table()
     comm_links: pd.DataFrame = _Table()
     warnings: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        """What a run is in one line (`print(run)`): its path, layout, ranks, steps, mode and status; its tables
+        are its attributes (`run.steps`), the summary is `perfkit.summarize(run)`."""
+        meta = self.meta
+        steps = self.steps["step"].nunique() if len(self.steps) else 0
+        ranks = meta.ranks if len(meta.ranks) <= 8 else f"{len(meta.ranks)} ranks"
+        return (f"Run({self.path!r}, layout={meta.layout or 'unknown'}, ranks={ranks}, steps={steps}, "
+                f"mode={meta.mode or 'unknown'}, status={meta.status or 'not recorded'})")
 
     def table_versions(self) -> tuple[int, ...]:
         """Identities of the tables as stored, without reading a deferred one (for memo keys)."""

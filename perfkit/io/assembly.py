@@ -212,6 +212,10 @@ def _require_data(root: Path, by_rank: dict[int, list[Entry]], run_wide: list[En
         return
     if failures:
         raise failures[0]  # nothing else to show: the broken folder is the answer
+    ended = next((parts for entries in [*by_rank.values(), run_wide] for _, _, parts in entries
+                  if parts.meta.get("status") not in (None, "ok")), None)
+    if ended is not None:  # a run that ended before it profiled anything: how it ended, as recorded, is the answer
+        raise LayoutError("; ".join(ended.warnings) or f"run {ended.meta['status']}: nothing was profiled", root)
     hint = next((hint for reader in readers() if reader.raw_data_hint is not None
                  for hint in [reader.raw_data_hint(root)] if hint), None)
     looked_for = ", ".join(reader.looks_for for reader in readers() if reader.looks_for)

@@ -1,10 +1,14 @@
 """Repeats of one setting on disk: `perfkit profile --repeat N` writes OUTPUT/repeat_1..N, and `perfkit compare`
-reads a folder holding them as that many runs of one side (those that failed left out, and named)."""
+reads a folder holding them as that many runs of one side (those that failed left out, and named); the dashboard
+groups the runs it was given the same way (`repeat_series`), so its Compare page judges what `perfkit compare` and
+`perfkit tune` judge."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+from typing import Sequence
 
 from ..core import boundedjson
 from .formats.manifest import MANIFEST
@@ -12,6 +16,9 @@ from .formats.manifest import MANIFEST
 REPEAT_NAME = "repeat_{}"
 # ASCII digits only: `\d` also takes other scripts' digits, which no repeat folder name has
 REPEAT_FOLDER = re.compile(r"repeat_([0-9]{1,9})")
+# A file beside a repeat folder that records that run (`perfkit tune` writes repeat_1.log, repeat_1.applied.json):
+# the shell's TUNEDIR/*/repeat_* names them too.
+REPEAT_RECORD = re.compile(r"(repeat_[0-9]{1,9})\..+")
 
 
 def repeat_folder(output: str | Path, index: int) -> Path:
@@ -60,3 +67,30 @@ def repeats_hint(path: str | Path) -> str | None:
     return (f"holds {len(folders)} repeats of `perfkit profile --repeat` ({first}..{Path(folders[-1]).name}), "
             f"runs of one setting: compare them with another setting by `perfkit compare {path} OTHER`, or read "
             f"one: {Path(path) / first}")
+
+
+def repeat_series(paths: Sequence[str | Path]) -> list[list[int]]:
+    """The positions of `paths` grouped into series: the repeat_N folders of one parent folder (one `perfkit profile
+    --repeat` series, one side of a compare, as `repeat_folders` reads a side) form one group, in the order of their
+    first position; any other path is a group of its own."""
+    groups: dict[object, list[int]] = {}
+    for position, path in enumerate(paths):
+        folder = Path(os.path.normpath(str(path)))
+        key = folder.parent if REPEAT_FOLDER.fullmatch(folder.name) else position
+        groups.setdefault(key, []).append(position)
+    return list(groups.values())
+
+
+def run_folders(paths: Sequence[str | Path]) -> tuple[list[str], list[str]]:
+    """The runs `perfkit dash` shows for the paths given, and a line for
+    each repeat left out: each folder, a folder of repeat_N folders as the repeats `perfkit compare` reads
+    (`usable_repeats`), a repeat's record file (REPEAT_RECORD) left out where its run folder is beside it."""
+    runs, left_out = [], []
+    for path in paths:
+        record = REPEAT_RECORD.fullmatch(Path(path).name)
+        if record and Path(path).is_file() and (Path(path).parent / record.group(1)).is_dir():
+            continue
+        kept, failed = usable_repeats(path)
+        runs += kept
+        left_out += failed
+    return runs, left_out

@@ -65,9 +65,10 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     """Replace folder/perfkit_run.json atomically: readers never see half a manifest."""
     if manifest["status"] not in STATUSES:
         raise ValueError(f"unknown manifest status {manifest['status']!r}")
-    if "host" not in manifest:  # what the run's CPU could do: its MFU (perfkit.analysis.cells.utilisation)
+    if "host" not in manifest:  # what the run's CPU could do (its MFU: perfkit.analysis.cells.utilisation) and
+        # how busy the machine was as the run started (compare's noise floor: perfkit.analysis.statistics)
         from ..analysis.flops import host_cpu_facts
-        manifest["host"] = host_cpu_facts()
+        manifest["host"] = {**(host_cpu_facts() or {}), **host_load()}
     target = folder / MANIFEST
     staging = folder / f".{MANIFEST}.{os.getpid()}.tmp"
     try:
@@ -76,6 +77,14 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     except OSError as exc:
         staging.unlink(missing_ok=True)  # a full disk must not also leave a half-written staging file
         raise OSError(exc.errno, exc.strerror, str(target)) from exc
+
+
+def host_load() -> dict[str, Any]:
+    """The machine's load average (1, 5, 15 min) and its logical CPUs; {} where the system does not tell."""
+    try:
+        return {"load_average": [round(value, 2) for value in os.getloadavg()], "logical_cpus": os.cpu_count()}
+    except (OSError, AttributeError):  # no load average on this system
+        return {}
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:

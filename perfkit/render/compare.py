@@ -82,7 +82,7 @@ def compare_text(result: dict[str, Any], top: int = 10) -> str:
 
 
 def incomparable_banner(result: dict[str, Any]) -> str:
-    """One line saying which of device and network make A and B not the same setup."""
+    """One line saying which of device, network and script make A and B not the same setup."""
     return banner_words(result["incomparable"], result["settings_a"], result["settings_b"])
 
 

@@ -5,8 +5,9 @@ layer's panels (perfkit/views), so every number and its wording have one definit
 `perfkit.summarize(run)` and `perfkit.compare(a, b)` return the JSON contracts' dicts, which here also know their
 runs and show themselves (`Summary`, `Comparison`: _repr_html_, _repr_mimebundle_); a Run and an Advice are shown by
 run_html / advice_html, which perfkit/__init__.py registers with IPython's formatters (NOTEBOOK_DISPLAY: why not
-methods). `perfkit.show(x)` displays any of them. Each output holds plotly.js's basic bundle (the report's, 1.2 MB) before its figures, so
-they draw with no network (training clusters often have none); an output without figures (findings) holds none.
+methods). `perfkit.show(x)` displays any of them (outside Jupyter it prints their terminal text). The kernel's first
+output with figures holds plotly.js's basic bundle (the report's, 1.2 MB), so figures draw with no network
+(training clusters often have none); later outputs find it in the page.
 The report's stylesheet applies inside the output only.
 """
 
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import html
 import re
+import sys
 from typing import Any
 
 from ..core.model import Run
 from ..views import numbers
 from ..views.compare import Comparison
-from ..views.panel import CARDS, FIGURE, TABLE
+from ..views.panel import CARDS, FIGURE, STATUS, TABLE
 from ..views.summary import Summary, summarize
 from . import report
 from .compare import compare_text
@@ -48,9 +50,24 @@ def _scoped(css: str) -> str:
 STYLE = _scoped(report.STYLESHEET)
 
 
+# Said in an output with figures whose page holds no plotly.js (the output that carried it was cleared).
+NO_PLOTLY = ("plotly.js is not in this page: perfkit sends it once per kernel, with its first output of figures; "
+             "restart the kernel and run the notebook again to draw these figures")
+# plotly.js goes into this kernel's first output with figures only: every later output's figures find it in the
+# page (4 outputs held 5.2 MB, one copy each). A restarted kernel sends it again.
+_PLOTLY_SENT: set[str] = set()
+
+
 def _output(body: str, with_figures: bool) -> str:
-    """One output's HTML: the scoped stylesheet, plotly.js where figures follow, the body."""
-    script = f"<script>{report.PLOTLY_BUNDLE.read_text(encoding='utf-8')}</script>" if with_figures else ""
+    """One output's HTML: the scoped stylesheet, plotly.js where figures follow and the page has none yet, the
+    body; where it has no plotly.js after all, a line saying why its figures are blank."""
+    script = ""
+    if with_figures and "plotly" not in _PLOTLY_SENT:
+        script = f"<script>{report.PLOTLY_BUNDLE.read_text(encoding='utf-8')}</script>"
+        _PLOTLY_SENT.add("plotly")
+    elif with_figures:
+        script = ("<script>if (!window.Plotly) { document.currentScript.insertAdjacentHTML('afterend', "
+                  f"'<p class=\"meta\">{html.escape(NO_PLOTLY)}</p>'); }}</script>")
     return f'<div class="{SCOPE}"><style>{STYLE}</style>{script}{body}</div>'
 
 
@@ -68,7 +85,8 @@ def run_html(run: Run) -> str:
 def summary_html(summary: Summary) -> str:
     """A summary (perfkit.summarize's) as the report shows its run: cards and figures (its findings are
     perfkit.advise's)."""
-    return _output(report.run_section(0, summary.run.name, summary.run, kinds=(CARDS, FIGURE, TABLE)), with_figures=True)
+    return _output(report.run_section(0, summary.run.name, summary.run, kinds=(STATUS, CARDS, FIGURE, TABLE)),
+                   with_figures=True)
 
 
 def summary_plain(summary: Summary, printer=None, cycle: bool = False) -> str:
@@ -118,21 +136,25 @@ def _plain(text: str, printer) -> str:
     return text
 
 
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (an IPython shell with a kernel), where HTML outputs show."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def show(value) -> None:
-    """Display a Run, a summary, an Advice or a comparison in Jupyter (what the cell's last line shows)."""
-    try:
-        from IPython.display import HTML, display
-    except ImportError:
-        raise ImportError("perfkit.show displays in Jupyter (IPython); elsewhere use perfkit report") from None
+    """Display a Run, a summary, an Advice or a comparison in Jupyter (what the cell's last line shows); elsewhere
+    (a script, a terminal IPython) print its terminal text, as `perfkit summary`, `advise` or `compare` print it."""
     from ..advisor import Advice
-    if isinstance(value, Run):
-        display(HTML(run_html(value)))
-    elif isinstance(value, Advice):
-        display(HTML(advice_html(value)))
-    elif isinstance(value, Summary):
-        display(HTML(summary_html(value)))
-    elif isinstance(value, Comparison):
-        display(HTML(comparison_html(value)))
-    else:
+    shown = {Run: (run_html, run_text), Advice: (advice_html, advice_text), Summary: (summary_html, summary_plain),
+             Comparison: (comparison_html, comparison_plain)}
+    kind = next((kind for kind in shown if isinstance(value, kind)), None)
+    if kind is None:
         raise TypeError(f"perfkit.show takes a Run, perfkit.summarize's, perfkit.advise's or perfkit.compare's "
                         f"result, not {type(value).__name__}")
+    as_html, as_text = shown[kind]
+    if in_notebook():
+        from IPython.display import HTML, display
+        display(HTML(as_html(value)))
+    else:
+        print(as_text(value))

@@ -21,9 +21,10 @@ from ..views import ids, numbers
 from ..views.figures.overview import TOP_OP_TYPES
 from ..views.figures.style import PLOT_CONFIG, empty_message
 from ..views.format import cell, column_spec, column_titles, run_labels
-from ..views.lines import op_ranks_label
-from ..views.panel import CARDS, FIGURE, FINDINGS, SPEEDUPS, TABLE, Panel
+from ..views.lines import op_ranks_label, run_facts, run_heading, status_class
+from ..views.panel import CARDS, FIGURE, FINDINGS, SPEEDUPS, STATUS, TABLE, Panel
 from ..views.panels import COMPARE_PANELS, REPORT, panels, shown
+from ..views.summary import summarize
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -69,6 +70,12 @@ table.plain { border-collapse: collapse; font-size: 13px; }
 table.plain th, table.plain td { border-bottom: 1px solid #e3e6ea; padding: 4px 10px; text-align: right; }
 table.plain th.text, table.plain td.text { text-align: left; }
 .speedups { display: flex; flex-wrap: wrap; gap: 12px; }
+.facts { display: flex; flex-wrap: wrap; gap: 6px 22px; font-size: 14px; }
+.fact .label { color: #666; }
+.status-bad { color: #fff; background: #d62728; padding: 1px 8px; border-radius: 3px; font-weight: 600; }
+.status-ok { color: #2d7d2d; font-weight: 600; }
+ul.warnings { margin: 10px 0 0; padding: 8px 12px 8px 28px; background: #fff8e5; border-left: 5px solid #f28e2b;
+              font-size: 13px; }
 .controls { display: flex; flex-wrap: wrap; gap: 24px; align-items: center; margin-bottom: 12px; }
 .ag-layout-auto-height .ag-center-cols-viewport, .ag-layout-auto-height .ag-center-cols-container {
   min-height: 0 !important; }
@@ -121,8 +128,19 @@ def _kpis(cards: list[numbers.Card]) -> str:
 
 
 def _cards(panel: Panel, run: Run) -> str:
-    return (f'<p class="meta">{html.escape(numbers.run_description(run))}</p>'
-            f'<div class="kpis">{_kpis(numbers.headline_cards(run))}</div>')
+    return f'<div class="kpis">{_kpis(numbers.headline_cards(run))}</div>'
+
+
+def _status(panel: Panel, run: Run) -> str:
+    """The run panel (views.lines: run_facts, the summary's warnings), as the dashboard's Overview shows it."""
+    summary = summarize(run)
+    facts = "".join(f'<span class="fact"><span class="label">{html.escape(label)}</span> '
+                    f'<span class="{status_class(words) if label == "status" else ""}">{html.escape(words)}'
+                    "</span></span>" for label, words in run_facts(summary))
+    warnings = ('<ul class="warnings">' + "".join(f"<li>{html.escape(warning)}</li>" for warning in summary["warnings"])
+                + "</ul>") if summary["warnings"] else ""
+    return _card(panel.title, f'<p class="meta">{html.escape(run_heading(summary))}</p>'
+                              f'<div class="facts">{facts}</div>{warnings}')
 
 
 def _speedups(panel: Panel, runs: Sequence[Run], cards: list[numbers.Card]) -> str:
@@ -152,7 +170,8 @@ def _table_panel(panel: Panel, run: Run, frame) -> str:
     return _card(panel.title, f'{_note(panel, run)}<table class="plain"><tr>{head}</tr>{body}</table>{more}')
 
 
-RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel, SPEEDUPS: _speedups}
+RENDERERS = {CARDS: _cards, FINDINGS: _findings, FIGURE: _figure_panel, TABLE: _table_panel, SPEEDUPS: _speedups,
+             STATUS: _status}
 
 
 def _anchored(anchor: str, linked: bool, body: str) -> str:
@@ -172,7 +191,8 @@ def _section(section_id: str, title: str, panels_: Sequence[Panel], subject: Run
     return f'<section id="{section_id}"><h2>{html.escape(title)}</h2>{"".join(parts)}</section>'
 
 
-def run_section(index: int, label: str, run: Run, kinds: Sequence[str] = (CARDS, FINDINGS, FIGURE, TABLE)) -> str:
+def run_section(index: int, label: str, run: Run,
+                kinds: Sequence[str] = (STATUS, CARDS, FINDINGS, FIGURE, TABLE)) -> str:
     """A run's section: the report's panels of these kinds (a notebook's summary leaves the findings out); its
     title names the ranks its op-level numbers cover where they are not every rank's."""
     covered = op_ranks_label(op_coverage(run))

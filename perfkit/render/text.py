@@ -1,7 +1,8 @@
 """Plain-text renderings of the summary for a terminal.
 
-The summary's sections are the text forms of the view layer's panels (views.panels.panels(), in that order),
-numbers through views.format. No pandas: this renders a summary dict, also one read back from the cache.
+The summary's sections are the text forms of the view layer's panels (views.panels.panels(), in that order, the
+run panel with the run's status and warnings first), numbers through views.format. No pandas: this renders a
+summary dict, also one read back from the cache.
 """
 
 from __future__ import annotations
@@ -11,22 +12,13 @@ from typing import Any
 from ..core.causes import BOUND_PARTS, PART_HEADINGS
 from ..core.errors import PluginError
 from ..views.format import ms
-from ..views.lines import CELL_HEADING, cell_row, op_ranks_line, ranks_label, utilisation_line
+from ..views.lines import CELL_HEADING, cell_row, run_line, utilisation_line
 from ..views.panels import panels
 
 
-def _run_line(path: str, cycle: int | str | None) -> str:
-    """A text answer's first line: the run, and its profiler cycle where one was chosen (--cycle)."""
-    return f"run      {path}" + (f"   profiler cycle {cycle} (--cycle)" if cycle is not None else "")
-
-
 def summary_text(summary: dict[str, Any]) -> str:
-    meta = summary.get("meta", {})
-    lines = [_run_line(summary["run"], meta.get("cycle")),
-             f"layout   {summary['layout']}   device {summary['device']}   ranks {ranks_label(summary['ranks'])}",
-             f"mode     {meta.get('mode') or 'unknown'}   data {meta.get('data_mode') or 'unknown'}"
-             f"   amp {meta.get('amp_level') or 'unknown'}   mindspore {meta.get('ms_version') or 'unknown'}",
-             *op_ranks_line(summary.get("op_ranks"))]
+    """Every panel's text form in order: the run panel first (the run, how it ended, its warnings), then the rest."""
+    lines: list[str] = []
     previous = None
     for panel in panels():
         try:
@@ -35,11 +27,8 @@ def summary_text(summary: dict[str, Any]) -> str:
             section = [f"warning: {exc.message}"]
         if section:
             # half-width panels side by side on a page are consecutive lines here (the two queues)
-            lines += ([] if panel.half and previous is not None and previous.half else [""]) + section
+            lines += ([] if not lines or (panel.half and previous is not None and previous.half) else [""]) + section
             previous = panel
-    if summary["warnings"]:
-        lines.append("")
-        lines.extend(f"warning: {w}" for w in summary["warnings"])
     return "\n".join(lines)
 
 
@@ -47,7 +36,7 @@ def slow_ranks_text(answer: dict[str, Any], shown: int = 10) -> str:
     """The slow-rank answer (cluster.SlowRanks.to_dict()): verdict, findings, and the ranks that matter."""
     per_rank = answer["per_rank"]
     slow = answer["slow_ranks"]
-    lines = [_run_line(answer["run"], answer.get("cycle")),
+    lines = [run_line(answer["run"], answer.get("cycle")),
              f"ranks    {len(per_rank)}   slow: {', '.join(map(str, slow)) if slow else 'none'}"
              f"   (rule: (max - min) / mean step > {100 * answer['threshold']:.0f} %)", ""]
     for finding in answer["findings"]:
@@ -88,7 +77,7 @@ TREE_MIN_SHARE = 0.005
 def cell_tree_text(summary: dict[str, Any]) -> str:
     """`perfkit summary --by cell`: every Cell over TREE_MIN_SHARE of the step, indented by depth."""
     entry = summary.get("cells")
-    lines = [_run_line(summary["run"], summary.get("meta", {}).get("cycle")), ""]
+    lines = [run_line(summary["run"], summary.get("meta", {}).get("cycle")), ""]
     if not entry:
         return "\n".join(lines + ["no op data: nothing to place in Cells"])
     lines += ["Cells (ms per profiled step, indented by depth)", CELL_HEADING]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict
+from pathlib import PurePath
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,7 +22,8 @@ from ..analysis import cells
 from ..analysis.ledger import steady_means
 from ..analysis.measures import STEP_KEYS, op_type_shares, queue_stats, step_means
 from ..analysis.statistics import (
-    NOISE_FLOOR_PCT,
+    NO_CHANGE,
+    REPEAT_ADVICE,
     SAME_RUN,
     global_batch,
     per_rank_batch,
@@ -41,9 +43,13 @@ SPREAD_TITLE = "within-run step spread (describes each run; the verdict compares
 # The verdict block names this many causes of the step ledger, the largest changes first (JSON: all of them).
 CAUSE_DELTAS_SHOWN = 4
 
-# The gate only judges runs of one setup: these settings must match (device, network). A batch size change is
-# like with like: the verdict and the gate judge time per sample then, and say so.
-GATE_SETTINGS = ("device", "network")
+# The gate only judges runs of one setup: these settings must match (device, network, the user's script where
+# `perfkit profile --` recorded it: a script's own options may change, another script is another setup). A batch
+# size change is like with like: the verdict and the gate judge time per sample then, and say so.
+GATE_SETTINGS = ("device", "network", "script")
+# A setting of GATE_SETTINGS that a run does not record is said in a gate note, but for the script: only runs of a
+# user's script record one.
+NOTED_WHEN_UNKNOWN = ("device", "network")
 # MindSpore's op scope names the network cell: Default/network-WithLossCell/_backbone-ResNet50/layer1-...
 BACKBONE = re.compile(r"_backbone-([A-Za-z_][A-Za-z0-9_]*)")
 CONFIG_NOT_COMPARED = {"output", "env", "device", "ranks", "sink", "amp_level", "mode", "batch_size"}
@@ -80,6 +86,8 @@ def run_settings(run: Run) -> dict[str, Any]:
     meta = run.meta
     settings: dict[str, Any] = {
         "device": meta.device, "ranks": len(meta.ranks) or None, "network": _network_name(run),
+        # the script by its file name: the same train.py in two checkouts (old and new code) is one setup
+        "script": PurePath(meta.script).name if meta.script else None,
         "batch_size": per_rank_batch(run),
         "mode": meta.mode, "data_mode": meta.data_mode, "amp_level": meta.amp_level,
         "compute_dtype": meta.compute_dtype, "ms_version": meta.ms_version, "synthetic_data": meta.synthetic_data,
@@ -101,7 +109,7 @@ def differences(settings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def incomparable(settings_a: dict[str, Any], settings_b: dict[str, Any]) -> list[str]:
-    """The GATE_SETTINGS (device, network) both runs record, with different values."""
+    """The GATE_SETTINGS (device, network, script) both runs record, with different values."""
     return [key for key in GATE_SETTINGS
             if settings_a[key] is not None and settings_b[key] is not None and settings_a[key] != settings_b[key]]
 
@@ -118,8 +126,8 @@ def default_selection(runs: Sequence[Run]) -> list[int]:
 
 
 def check_comparable(result: dict[str, Any]) -> list[str]:
-    """Raise IncomparableRunsError (one line) when A and B differ in device or network; return a
-    note for each of these that a run does not record (not checked)."""
+    """Raise IncomparableRunsError (one line) when A and B differ in device, network or script; return a
+    note for each of device and network that a run does not record (not checked)."""
     a, b = result["settings_a"], result["settings_b"]
     differing = incomparable(a, b)
     if differing:
@@ -127,7 +135,7 @@ def check_comparable(result: dict[str, Any]) -> list[str]:
         raise IncomparableRunsError(f"the gate compares runs of one setup, these differ in {key}: "
                                     f"{a[key]} in {result['run_a']}, {b[key]} in {result['run_b']}")
     notes = []
-    for key in GATE_SETTINGS:
+    for key in NOTED_WHEN_UNKNOWN:
         unknown = [result[f"run_{name}"] for name, settings in (("a", a), ("b", b)) if settings[key] is None]
         if unknown:
             notes.append(f"{key} not checked: unknown in {' and '.join(unknown)}")
@@ -223,7 +231,7 @@ def cause_delta_words(deltas: Sequence[dict[str, Any]]) -> str:
 
 
 def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = (),
-            noise_floor_pct: float = NOISE_FLOOR_PCT, batch_size: int | None = None,
+            noise_floor_pct: float | None = None, batch_size: int | None = None,
             seq_len: int | None = None) -> dict[str, Any]:
     """The `perfkit compare --format json` contract: B relative to A. The verdict, speedup (> 1: B is faster)
     and throughput (`judge`) are over all runs of each side (run_a + repeats_a, ...); the step tables, the
@@ -334,17 +342,38 @@ def verdict_lines(judged: dict[str, Any]) -> list[tuple[str, str]]:
             ("by cause", cause_delta_words(judged["cause_deltas"]))]
 
 
+def verdict_headline(judged: dict[str, Any]) -> str:
+    """The verdict in a few words, a card's value: "faster 2.08x", "no significant change", "same run", "unknown"
+    (the speedup is named only where the verdict calls it; `run_verdict_words` says the rest)."""
+    verdict_ = judged["verdict"]
+    if verdict_ is None:
+        return "unknown"
+    if verdict_["kind"] in (NO_CHANGE, SAME_RUN):
+        return verdict_["kind"]
+    return f"{verdict_['kind']} {verdict_['speedup']:.2f}x"
+
+
 def run_verdict_words(verdict_: dict[str, Any]) -> str:
-    """The run-level verdict: "no significant change: speedup 1.03x (95 % 0.94-1.14x, noise floor 10 %)"."""
+    """The run-level verdict: "no significant change: speedup 1.03x (95 % 0.94-1.14x, noise floor 10 %)", and where
+    a side has one run and the change is within the noise, what would decide it (REPEAT_ADVICE)."""
     if verdict_["kind"] == SAME_RUN:
         return "no change: A and B are the same run"
     low, high = verdict_["interval"]
-    basis = (f"noise floor {verdict_['noise_floor_pct']:g} %" if verdict_["basis"] == "noise floor"
-             else f"{verdict_['basis']}, {verdict_['n_a']} vs {verdict_['n_b']} runs")
+    source = verdict_.get("noise_floor_source")
+    floor = verdict_["noise_floor_pct"]
+    if verdict_["basis"] == "noise floor":
+        basis = (f"noise floor {round(floor, 1) if floor < 100 else round(floor):g} %"
+                 + (f", {source}" if source not in (None, "given") else ""))
+    else:
+        basis = f"{verdict_['basis']}, {verdict_['n_a']} vs {verdict_['n_b']} runs"
     per = (f", per sample: global batch {verdict_['batch_a']} vs {verdict_['batch_b']}" if verdict_["per_sample"]
            else "")
+    single = [side for side in ("a", "b") if verdict_[f"n_{side}"] == 1]
+    undecided = (f"; one run {'a side' if len(single) == 2 else 'in ' + single[0].upper()} cannot decide: "
+                 f"{REPEAT_ADVICE} {'each side' if len(single) == 2 else 'for ' + single[0].upper()}, "
+                 "then compare the folders" if verdict_["kind"] == NO_CHANGE and single else "")
     return (f"{verdict_['kind']}: speedup {verdict_['speedup']:.2f}x "
-            f"(95 % {low:.2f}-{high:.2f}x, {basis}{per})")
+            f"(95 % {low:.2f}-{high:.2f}x, {basis}{per}){undecided}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -356,11 +385,11 @@ def _side_mean(values: Sequence[float | None]) -> float | None:
     return None if not values or None in values else float(np.mean(values))
 
 
-def judge(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT,
+def judge(group_a: Sequence[Run], group_b: Sequence[Run], noise_floor_pct: float | None = None,
           batch_size: int | None = None, seq_len: int | None = None) -> dict[str, Any]:
     """What every compare view shows alike (`verdict_lines`), B's runs against A's: the run `verdict` (None when a
     run has no step times, named in missing_steps) and its speedup, each side's samples/s (the mean over its
-    runs), the step ledger's per-cause deltas (`cause_deltas`), and which of device, network, batch size make the
+    runs), the step ledger's per-cause deltas (`cause_deltas`), and which of device, network, script make the
     first runs of the sides not like with like. `batch_size`: the global batch of runs whose files do not tell
     it; `seq_len`: tokens per sample where the manifest does not say (tokens/s)."""
     settings_a, settings_b = run_settings(group_a[0]), run_settings(group_b[0])

@@ -67,11 +67,6 @@ def evidence(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def speedup(value: float | None) -> str:
-    """A ratio of mean step times: `1.234` -> `1.23x`."""
-    return "n/a" if _unknown(value) else f"{value:.2f}x"
-
-
 def column_spec(column: str) -> str | None:
     """The format spec of a table column by its name's unit suffix (`_ms`, `_pct`, `count`), None for text."""
     if column.endswith(("_ms", "_ratio", "_gflop", "_tflop_s")):

@@ -5,6 +5,7 @@ and tables, the report's links, the tests, a plugin panel's id check in views/pa
 """
 
 # One run's panels (views.panels.PANELS)
+RUN_STATUS = "run-status"
 KPIS = "kpis"
 FINDINGS = "findings"
 BOUND = "fig-bound"
@@ -34,7 +35,7 @@ COMPARE_OPS = "fig-compare-ops"
 COMPARE_OP_TABLE = "compare-op-table"
 
 # Every id above: a plugin's panel may take none of them (tests/test_views.py checks this is the panel list's).
-OWN = frozenset({KPIS, FINDINGS, BOUND, STEPS, RANKS, RANK_TABLE, MEMORY, OP_MEMORY, LINK_HEATMAP, COMM_OP_TABLE,
-                 OP_SHARES, CELLS, CELLS_TABLE, HOST_QUEUE, DEVICE_QUEUE, PIPELINE, OP_TYPES_TABLE, OP_TABLE,
-                 SPEEDUPS, COMPARE_SETTINGS, COMPARE_SPREAD, COMPARE_STEPS, COMPARE_QUEUES, COMPARE_OPS,
+OWN = frozenset({RUN_STATUS, KPIS, FINDINGS, BOUND, STEPS, RANKS, RANK_TABLE, MEMORY, OP_MEMORY, LINK_HEATMAP,
+                 COMM_OP_TABLE, OP_SHARES, CELLS, CELLS_TABLE, HOST_QUEUE, DEVICE_QUEUE, PIPELINE, OP_TYPES_TABLE,
+                 OP_TABLE, SPEEDUPS, COMPARE_SETTINGS, COMPARE_SPREAD, COMPARE_STEPS, COMPARE_QUEUES, COMPARE_OPS,
                  COMPARE_OP_TABLE})

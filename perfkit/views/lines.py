@@ -278,3 +278,56 @@ def cell_lines(summary: dict[str, Any]) -> list[str]:
     lines.append(utilisation_line(entry["utilisation"]))
     lines += [f"  note: {warning}" for warning in entry["warnings"]]
     return lines
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The run panel: what the run is, how it ended and what the loader warned of, in one place for every view
+
+# The recorded statuses (perfkit_run.json, docs/formats.md) that mean the run did not end as it should.
+ENDED_BADLY = ("failed", "interrupted", "incomplete", "running")
+
+
+def run_line(path: str, cycle: int | str | None) -> str:
+    """A text answer's first line: the run, and its profiler cycle where one was chosen (--cycle)."""
+    return f"run      {path}" + (f"   profiler cycle {cycle} (--cycle)" if cycle is not None else "")
+
+
+def run_heading(summary: dict[str, Any]) -> str:
+    """The run panel's heading on a page: the run's path, and its profiler cycle where one was chosen (--cycle)."""
+    cycle = summary.get("meta", {}).get("cycle")
+    return summary["run"] + (f" · profiler cycle {cycle} (--cycle)" if cycle is not None else "")
+
+
+def run_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, words) of the run as every view shows it (the terminal's first lines, the Overview's and the
+    report's run panel): layout, device, ranks, mode, data mode, AMP level, MindSpore version and, where `perfkit
+    profile` recorded it, the status."""
+    meta = summary.get("meta", {})
+    facts = [("layout", str(summary["layout"])), ("device", str(summary["device"])),
+             ("ranks", ranks_label(summary["ranks"])), ("mode", meta.get("mode") or "unknown"),
+             ("data", meta.get("data_mode") or "unknown"), ("amp", meta.get("amp_level") or "unknown"),
+             ("mindspore", meta.get("ms_version") or "unknown")]
+    if meta.get("status"):
+        facts.append(("status", meta["status"]))  # how far a run that ended badly got: its warning, right below
+    return facts
+
+
+def status_class(status: str) -> str:
+    """The style of a recorded status on a page: `status-bad` for a run that did not end as it should."""
+    return "status-bad" if status in ENDED_BADLY else "status-ok"
+
+
+# The terminal's lines of run_facts: these labels start a line, the others follow on it.
+LINE_STARTS = ("layout", "mode", "status")
+
+
+def status_lines(summary: dict[str, Any]) -> list[str]:
+    """The run panel's text form: the run, its facts (`run_facts`) and every warning of the summary."""
+    lines = [run_line(summary["run"], summary.get("meta", {}).get("cycle"))]
+    for label, words in run_facts(summary):
+        if label in LINE_STARTS:
+            lines.append(f"{label:<9}{words}")
+        else:
+            lines[-1] += f"   {label} {words}"
+    return (lines + op_ranks_line(summary.get("op_ranks"))
+            + [f"warning: {warning}" for warning in summary["warnings"]])

@@ -19,6 +19,7 @@ from ..core.causes import COMM_SOURCE_LABEL
 from ..core.model import Run
 from ..core.op_work import op_flops
 from .format import STEP_SPLITS, evidence, mb, mean_of_text, ms, pct, percent
+from .lines import interval_label
 from .per_run import once_per_run
 from .summary import summarize
 
@@ -32,12 +33,15 @@ def op_family(op_type: str) -> str:
     return "other"
 
 
-def step_split(steps: pd.DataFrame) -> tuple[tuple[str, str], ...]:
-    """The (column, label) parts this run's steps are split into; empty when only totals are known."""
+def step_split(run: Run) -> tuple[tuple[str, str], ...]:
+    """The (column, label) parts this run's steps are split into, the step interval named as `perfkit summary`
+    names it (views.lines.interval_label: data wait where the queues show it); empty when only totals are known."""
+    steps = run.steps
     for split in STEP_SPLITS:
         parts = tuple(part for part in split if part[0] in steps and steps[part[0]].notna().any())
         if parts:
-            return parts
+            return tuple((column, interval_label(summarize(run)["bound"]) if column == "interval_ms" else label)
+                         for column, label in parts)
     return ()
 
 
@@ -220,7 +224,7 @@ def headline_cards(run: Run) -> list[Card]:
     steps, queues = summary["steps"], summary["queues"]
     total = steps["total_ms"] if steps else None
     cards = [Card("mean-step", f"mean step ({mean_of_text(steps, brief=True)})" if steps else "mean step", ms(total))]
-    split = step_split(run.steps) if steps else ()
+    split = step_split(run) if steps else ()
     for col, label in split:
         value = steps.get(col)
         share = value / total if value is not None and total else None
@@ -236,13 +240,6 @@ def headline_cards(run: Run) -> list[Card]:
         value = percent(stats["empty_pct"]) if stats else "no data"
         cards.append(Card(f"{which}-empty", f"{which} queue empty", value))
     return cards
-
-
-def run_description(run: Run) -> str:
-    meta = run.meta
-    cycle = f" · profiler cycle {meta.cycle}" if meta.cycle is not None else ""  # of several (--cycle)
-    return (f"{run.path}{cycle} · device {meta.device or 'unknown'} · layout {meta.layout or 'unknown'} · "
-            f"ranks {len(run.ranks)} · data mode {meta.data_mode or 'unknown'}")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -27,7 +27,8 @@ FIGURE = "figure"        # a plotly figure
 TABLE = "table"          # a DataFrame, columns formatted by their unit suffix (views.format.column_spec)
 INSTANCES = "instances"  # the op-instance table with its pass filter and search (dashboard only)
 SPEEDUPS = "speedups"    # compare: one card per run (views.numbers.Card with a note)
-KINDS = (CARDS, FINDINGS, FIGURE, TABLE, INSTANCES, SPEEDUPS)
+STATUS = "status"        # the run, how it ended and the loader's warnings (views.lines.run_facts)
+KINDS = (CARDS, FINDINGS, FIGURE, TABLE, INSTANCES, SPEEDUPS, STATUS)
 # The kinds whose `content` function gives what they show.
 WITH_CONTENT = (FIGURE, TABLE, SPEEDUPS)
 

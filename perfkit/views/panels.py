@@ -39,6 +39,7 @@ from .lines import (
     per_rank_lines,
     pipeline_lines,
     queue_lines,
+    status_lines,
     steps_lines,
 )
 from .numbers import memory_peak_note, op_mix_note, slow_ranks_note
@@ -50,6 +51,7 @@ from .panel import (
     INSTANCES,
     NEVER,
     SPEEDUPS,
+    STATUS,
     TABLE,
     WITH_CONTENT,
     WITH_DATA,
@@ -68,6 +70,8 @@ def summary_part(*keys: str) -> Callable[[Run], dict[str, Any]]:
 
 
 PANELS = (
+    Panel(ids.RUN_STATUS, "Run", "/", STATUS, text=status_lines,
+          data=summary_part("run", "layout", "device", "ranks", "meta", "warnings")),
     Panel(ids.KPIS, "", "/", CARDS),
     Panel(ids.FINDINGS, "Findings (perfkit advise)", "/", FINDINGS),
     Panel(ids.BOUND, "What bounds the step", "/", FIGURE, content=overview.bound_figure, text=bound_lines,

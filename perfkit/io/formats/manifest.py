@@ -48,6 +48,7 @@ def read(folder: Path) -> dict[int, Parts]:
         "env": _mapping(manifest, "env", problems, values=str),
         "config": _mapping(manifest, "config", problems),
         "host": _mapping(manifest, "host", problems),
+        "script": _field(manifest, "script", str, problems),
     }
     used = _mapping(manifest, "used", problems)
     sink = _field(used, "sink", bool, problems, where="used.")

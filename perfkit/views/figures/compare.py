@@ -3,6 +3,7 @@ cards with the verdict, what differed, each run's step spread and split, queues,
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pandas as pd
 from ...analysis.measures import queue_stats, step_means
 from ...analysis.statistics import samples_per_s, spread, step_totals
 from ...core.model import Run
+from ...io.repeats import repeat_series
 from ..compare import (
     SPREAD_TITLE,
     banner_words,
@@ -19,10 +21,10 @@ from ..compare import (
     op_type_ms_per_step,
     run_settings,
     setting_value,
+    verdict_headline,
     verdict_lines,
 )
 from ..format import COLORS, NAMED_COLUMNS, STEP_LABELS, STEP_SPLITS, ms, percent, run_color, run_labels
-from ..format import speedup as format_speedup
 from ..numbers import Card, step_split
 from ..per_run import once_per_run
 from .style import HOVER_MS, empty_state, new_figure, style
@@ -44,14 +46,17 @@ def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
     if not any(means):
         return empty_state("no step data in any of these runs")
     fig = new_figure()
-    split_parts = {part for run in runs for part in step_split(run.steps)}
-    ordered = [part for split in STEP_SPLITS for part in split if part in split_parts]
-    for col, label in ordered:
+    splits = [dict(step_split(run)) for run in runs]
+    for col in (col for split in STEP_SPLITS for col, _ in split if any(col in parts for parts in splits)):
+        names = {parts[col] for parts in splits if col in parts}  # the interval: data wait in one run, idle in another
+        label = names.pop() if len(names) == 1 else STEP_LABELS[col].split(" (")[0]
         fig.add_bar(x=labels, y=[(m or {}).get(col) for m in means], name=label, marker_color=COLORS[col],
                     hovertemplate=f"%{{x}}<br>{label} {HOVER_MS}<extra></extra>")
-    if not ordered:
-        fig.add_bar(x=labels, y=[(m or {}).get("total_ms") for m in means], name=STEP_LABELS["total_ms"],
-                    marker_color=COLORS["total_ms"])
+    if not all(splits):  # a run that knows only its step totals still gets its bar, whole
+        label = STEP_LABELS["total_ms"] + (" (not split)" if any(splits) else "")
+        fig.add_bar(x=labels, y=[(m or {}).get("total_ms") if not parts else None for m, parts in zip(means, splits)],
+                    name=label, marker_color=COLORS["total_ms"],
+                    hovertemplate=f"%{{x}}<br>{label} {HOVER_MS}<extra></extra>")
     for label, mean in zip(labels, means):
         if mean and mean.get("total_ms") is not None:
             fig.add_annotation(x=label, y=mean["total_ms"], text=ms(mean["total_ms"]), showarrow=False,
@@ -63,22 +68,37 @@ def compare_steps_figure(runs: Sequence[Run]) -> go.Figure:
     return fig
 
 
+def series_label(runs: Sequence[Run], labels: Sequence[str]) -> str:
+    """A series' name on its card: the run's label, or for repeat_N folders the folder holding them and their count."""
+    return labels[0] if len(runs) == 1 else f"{PurePath(runs[0].path).parent.name} ({len(runs)} repeats)"
+
+
 def compare_speedup_cards(runs: Sequence[Run]) -> list[Card]:
-    """One card per run: its speedup over the first with the verdict block of `perfkit compare`
-    (compare.verdict_lines: the run-to-run verdict, samples/s), under the banner when device, network or batch
-    size differ from the first's."""
+    """One card per series (the repeat_N folders of one `perfkit profile --repeat` series are one side, as `perfkit
+    compare` and `perfkit tune` read them: io.repeats.repeat_series; any other run is a series of its own): the
+    verdict over all its runs against the first series' as the card's value, the verdict block of `perfkit compare`
+    under it (compare.verdict_lines: the run-to-run verdict with its speedup, samples/s), after the banner when
+    device, network or script differ from the first's."""
+    labels = run_labels(runs)
+    series = []
+    for members in repeat_series([run.path for run in runs]):
+        # a repeat that failed is left out of its series where others are, as perfkit compare reads a side
+        # (io.repeats.usable_repeats)
+        kept = [i for i in members if runs[i].meta.status != "failed"] or members
+        series.append(([runs[i] for i in kept], [labels[i] for i in kept]))
+    baseline = series[0][0]
     cards = []
-    for index, (label, run) in enumerate(zip(run_labels(runs), runs)):
+    for index, (group, group_labels) in enumerate(series):
+        label = series_label(group, group_labels)
         if index == 0:
-            throughput = samples_per_s(run)
-            cards.append(Card(f"speedup-{index}", label, "baseline",
-                              "samples/s unknown" if throughput is None else f"{throughput:,.1f} samples/s"))
+            rates = [samples_per_s(run) for run in group]
+            cards.append(Card(f"speedup-{index}", label, "baseline", "samples/s unknown" if None in rates
+                              else f"{sum(rates) / len(rates):,.1f} samples/s"))
             continue
-        judged = judge([runs[0]], [run])
+        judged = judge(baseline, group)
         banner = (banner_words(judged["incomparable"], judged["settings_a"], judged["settings_b"]) + " · "
                   if judged["incomparable"] else "")
-        cards.append(Card(f"speedup-{index}", label,
-                          "unknown" if judged["speedup"] is None else format_speedup(judged["speedup"]),
+        cards.append(Card(f"speedup-{index}", label, verdict_headline(judged),
                           banner + " · ".join(f"{name} {text}" for name, text in verdict_lines(judged))))
     return cards
 

@@ -89,7 +89,7 @@ def step_trace_figure(run: Run) -> go.Figure:
     means = step_means(run.steps)
     if not means:
         return empty_state("no step data: this run has no step trace (step_trace_raw / step_trace_time.csv)")
-    parts = step_split(run.steps)
+    parts = step_split(run)
     columns = [col for col, _ in parts] or ["total_ms"]
     per_step = run.steps.groupby("step", sort=True)[columns].mean().reset_index()
     per_step, merged = bucket(per_step, "step", columns, MAX_STEP_BARS)
