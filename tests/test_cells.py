@@ -234,7 +234,7 @@ def test_summary_shows_the_cells(tmp_path):
     runner = CliRunner()
     text = runner.invoke(main, ["summary", str(SAMPLE)], env={"PERFKIT_NO_CACHE": "1"})
     assert text.exit_code == 0
-    section = text.output.split("Cells (ms per profiled step")[1].splitlines()
+    section = text.output.split("Cells (ms per steady step")[1].splitlines()
     assert section[2].split()[0] == "layer4" and section[3].split()[0] == "layer3"
     answer = json.loads(runner.invoke(main, ["summary", str(SAMPLE), "--format", "json"],
                                       env={"PERFKIT_NO_CACHE": "1"}).output)

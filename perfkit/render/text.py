@@ -80,7 +80,7 @@ def cell_tree_text(summary: dict[str, Any]) -> str:
     lines = [run_line(summary["run"], summary.get("meta", {}).get("cycle")), ""]
     if not entry:
         return "\n".join(lines + ["no op data: nothing to place in Cells"])
-    lines += ["Cells (ms per profiled step, indented by depth)", CELL_HEADING]
+    lines += ["Cells (ms per steady step, indented by depth)", CELL_HEADING]
     for group in entry["by_rank"]:
         if len(entry["by_rank"]) > 1:
             lines.append(f"  rank {group['rank']}")

@@ -266,11 +266,11 @@ def utilisation_line(utilisation: dict[str, Any]) -> str:
 
 
 def cell_lines(summary: dict[str, Any]) -> list[str]:
-    """The top Cells at a readable level (cells.readable_level), ms per profiled step."""
+    """The top Cells at a readable level (cells.readable_level), ms per steady step (cells.cell_table)."""
     entry = summary.get("cells")
     if not entry:
         return []
-    lines = ["Cells (ms per profiled step; `perfkit summary --by cell` for the whole tree)", CELL_HEADING]
+    lines = ["Cells (ms per steady step; `perfkit summary --by cell` for the whole tree)", CELL_HEADING]
     for group in entry["by_rank"]:
         if len(entry["by_rank"]) > 1:
             lines.append(f"  rank {group['rank']}")

@@ -93,7 +93,7 @@ PANELS = (
           data=summary_part("op_types", "per_rank")),
     Panel(ids.CELLS, "Time by network Cell", "/cells", FIGURE, content=cells.cells_figure, text=cell_lines,
           data=summary_part("cells"), report=WITH_DATA),
-    Panel(ids.CELLS_TABLE, "Cells (ms per profiled step; every Cell and its ancestors)", "/cells", TABLE,
+    Panel(ids.CELLS_TABLE, "Cells (ms per steady step; every Cell and its ancestors)", "/cells", TABLE,
           content=cells.cell_rows, report=NEVER, optional=True),
     Panel(ids.HOST_QUEUE, "Host queue", "/", FIGURE, content=partial(overview.queue_figure, which="host"),
           text=partial(queue_lines, which="host"), data=summary_part("queues"), half=True),
