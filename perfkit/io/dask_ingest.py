@@ -82,9 +82,10 @@ def _failure(future) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
-# Clusters given up on during one load's reads (loader._read_and_assemble clears it) (no worker left, or a scheduler that stopped answering), with
-# why: a later read of the same load (the loader's second pass) gives up at once, for a new client would wait on a
-# silent scheduler's handshake without end (its timeout does not cover it) or find no worker.
+# Clusters given up on during one load's reads (no worker left, or a scheduler that stopped answering), with why:
+# a later read of the same load (the loader's second pass) gives up at once, for a new client would wait on a
+# silent scheduler's handshake without end (its timeout does not cover it) or find no worker. Each load starts
+# afresh (loader._read_and_assemble clears it).
 GIVEN_UP: dict[str, str] = {}
 # Past this PERFKIT_DASK_TIMEOUT is no bound (an hour per wait), and Dask's own timeouts refuse non-finite ones.
 MAX_TIMEOUT_S = 3600.0
