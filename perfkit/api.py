@@ -42,10 +42,16 @@ def load(path, dask=None, cycle=None, ranks: Collection[int] | str | None = None
     return loader.load(path, dask, cycle, chosen)
 
 
-def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = ()) -> Comparison:
+def compare(run_a: Run, run_b: Run, repeats_a: Sequence[Run] = (), repeats_b: Sequence[Run] = ()
+            ) -> Comparison | dict:
     """Run B relative to run A: the `perfkit compare --format json` dict (docs/compare.md), which also knows its
     two runs (`.runs`). `repeats_a`/`repeats_b`: more runs of each side (`perfkit profile --repeat`), which the
-    noise verdict then measures the spread of."""
+    noise verdict then measures the spread of. A PyTorch reference and its MindSpore port (either order) give the
+    migration view's dict instead, as `perfkit compare` prints it (docs/migration.md)."""
+    from .views.migration import compare_across
+    across = compare_across([run_a, *repeats_a], [run_b, *repeats_b])
+    if across is not None:
+        return across
     return Comparison(compare_runs(run_a, run_b, repeats_a, repeats_b), (run_a, run_b))
 
 

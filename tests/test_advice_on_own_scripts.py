@@ -290,3 +290,17 @@ def test_short_gaps_between_ops_stay_launch_gaps():
     means = steady_means(perfkit.load(folder)).mean()
     assert means["host_launch"] == pytest.approx(gaps_ms, abs=0.5)
     assert findings(folder, "host_loop")[0].evidence["host_loop_ms"] == pytest.approx(means["host_loop"], abs=0.01)
+
+
+@pytest.mark.parametrize("a, b, casts_a, casts_b", [("amp_o0", "amp_o2", "0", "54"), ("amp_o2", "amp_o3", "54", "45")])
+def test_compare_lists_the_precision_the_ops_show(a, b, casts_a, casts_b):
+    """Runs that record no AMP level differ in it by their Cast ops (0, 54 and 45 a step: cpu_op_type_info's
+    per-step frequency); compare lists that difference, as summary shows the level."""
+    for name, expected in ((a, casts_a), (b, casts_b)):
+        rows = [row for row in op_type_rows(run_dir(name)) if row["op_type"] == "Cast"]
+        assert sum(int(row["execution_frequency(per-step)"]) for row in rows) == int(expected)
+    result = CliRunner().invoke(main, ["compare", str(run_dir(a)), str(run_dir(b)), "--format", "json"])
+    differences = {row["setting"]: (row["a"], row["b"]) for row in json.loads(result.output)["differences"]}
+    level = {"0": "O0"}
+    assert differences["amp_level"] == (f"{level.get(casts_a, 'O1-O3')} (from ops: {casts_a} Cast a step)",
+                                        f"{level.get(casts_b, 'O1-O3')} (from ops: {casts_b} Cast a step)")

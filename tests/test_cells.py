@@ -307,3 +307,26 @@ def test_mfu_from_the_host_facts_the_manifest_records(tmp_path):
     host = read_manifest(run_folder)["host"]
     assert {key: value for key, value in host.items() if key not in ("load_average", "logical_cpus")} == \
         (perfkit.analysis.flops.host_cpu_facts() or {})
+
+
+def test_a_finding_spread_over_the_whole_network_names_no_cell():
+    """cell_of_ops names where a finding's ops sit; ops spread over the whole network sit in its backbone, which
+    says nothing ("Cell: _backbone 100 %"): no Cell then. One layer's ops still name their layer (the real ResNet-50
+    sample run: every conv against layer4's convs alone)."""
+    run = perfkit.load(REPO / "sample_runs" / "cpu_avx2")
+    convs = run.ops[run.ops["type"].str.startswith("Conv2D")]
+    assert cells_module.cell_of_ops(run, convs["name"]) is None
+    layer4 = convs[convs["name"].str.contains("/layer4-")]["name"]
+    found = cells_module.cell_of_ops(run, layer4)
+    assert found is not None and found["cell"].startswith("layer4") and found["share"] == pytest.approx(1.0)
+
+
+def test_the_step_function_is_named_by_the_network_cell_not_an_op_scope():
+    """graph_mode's words name the Cell the script calls: the head of the forward ops' scopes that is a Cell
+    (`network-WithLossCell`), never the optimizer's (most op names of the real ResNet-50 run: Adam, one op per
+    parameter) nor an op's own scope (`Expand`, `_SoftmaxBackward`)."""
+    from perfkit.advisor.rules.mode import top_cell
+    run = perfkit.load(REPO / "sample_runs" / "cpu_avx2")
+    heads = run.ops["name"].str.split("/").str[1]
+    assert heads.value_counts().index[0] == "optimizer-Adam"
+    assert top_cell(run) == "network-WithLossCell"

@@ -218,3 +218,12 @@ def test_the_report_shows_the_cross_framework_comparison(tmp_path):
     assert result.exit_code == 0, result.output
     page = out.read_text()
     assert "PyTorch reference and MindSpore port" in page and "Conv2DBackpropFilter x53" in page
+
+
+def test_the_python_api_compares_across_frameworks_as_the_cli_does():
+    """perfkit.compare(reference, port) in either order is the migration view, the dict `perfkit compare
+    --format json` prints."""
+    reference, port = perfkit.load(REFERENCE), perfkit.load(PORT)
+    printed = json.loads(CliRunner().invoke(main, ["compare", str(REFERENCE), str(PORT), "--format", "json"]).output)
+    for result in (perfkit.compare(reference, port), perfkit.compare(port, reference)):
+        assert json.loads(json.dumps(result, default=str)) == printed

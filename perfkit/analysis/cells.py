@@ -310,6 +310,9 @@ def summary_entry(run: Run) -> dict[str, Any] | None:
 
 # A set of ops "sits in" the deepest Cell holding at least this share of their time.
 HOLDS = 0.5
+# A Cell holding this share of all the run's placed op time is the network itself (its backbone, the loss wrapper):
+# naming it as where a finding's ops sit tells the user nothing.
+WHOLE_NETWORK = 0.9
 
 
 def cell_of_ops(run: Run, names) -> dict[str, Any] | None:
@@ -327,6 +330,10 @@ def cell_of_ops(run: Run, names) -> dict[str, Any] | None:
             prefix = "/".join(parts[:depth])
             by_prefix[prefix] = by_prefix.get(prefix, 0.0) + ms
     path = max((p for p, ms in by_prefix.items() if ms >= HOLDS * total), key=lambda p: (p.count("/"), by_prefix[p]))
+    placed_cells = placed[placed["path"] != NO_CELL]
+    under = placed_cells["path"].eq(path) | placed_cells["path"].str.startswith(path + "/")
+    if float(placed_cells.loc[under, "total_ms"].sum()) >= WHOLE_NETWORK * float(placed_cells["total_ms"].sum()):
+        return None  # "Cell: _backbone" says nothing: the ops lie all over the network
     return {"cell": label_of(path), "path": path, "share": by_prefix[path] / total}
 
 

@@ -420,6 +420,15 @@ def dispatch_inflation(run: Run, whole_profile: bool = False) -> dict[str, Any] 
 
 
 
+def amp_level_shown(run: Run) -> str | None:
+    """The run's AMP level as every view says it: the recorded one, else on CPU the one its Cast ops show
+    (amp_from_ops), with where it comes from: "O1-O3 (from ops: 54 Cast a step)"."""
+    inferred = amp_from_ops(run)
+    if inferred is None:
+        return run.meta.amp_level
+    return f"{inferred['level']} (from ops: {inferred['cast_calls_per_step']:.0f} Cast a step)"
+
+
 def amp_from_ops(run: Run) -> dict[str, Any] | None:
     """A CPU run's precision where it is not recorded, from its Cast ops in the steps the means cover: MindSpore's
     O0 graph casts nothing on CPU and O1-O3 cast around every float16 op (the real O0/O2/O3 runs in

@@ -382,16 +382,14 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
 def _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor) -> bool:
     """A PyTorch reference against its MindSpore port (either order): the migration view (docs/migration.md)."""
     from ..analysis.statistics import NOISE_FLOOR_PCT
-    from ..views.migration import compare_frameworks, is_cross_framework
+    from ..views.migration import compare_across, is_cross_framework
     if not is_cross_framework(group_a[0], group_b[0]):
         return False
     if fail_if_slower is not None or fail_on_new is not None:
         raise PerfkitError("--fail-if-slower/--fail-on-new gate runs of one framework; a PyTorch reference against "
                            "its MindSpore port is compared without a gate")
-    from ..analysis.migration import TORCH, framework_of
     from ..render.migration import migration_markdown, migration_text
-    reference, port = (group_a, group_b) if framework_of(group_a[0]) == TORCH else (group_b, group_a)
-    result = compare_frameworks(reference, port, NOISE_FLOOR_PCT if noise_floor is None else noise_floor)
+    result = compare_across(group_a, group_b, NOISE_FLOOR_PCT if noise_floor is None else noise_floor)
     click.echo(_json(result) if fmt == "json" else migration_markdown(result) if fmt == "markdown"
                else migration_text(result))
     return True

@@ -82,6 +82,11 @@ def _failure(future) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
 
 
+# Clusters given up on during one load's reads (no worker left, or a scheduler that stopped answering), with why:
+# a later read of the same load (the loader's second pass) gives up at once, for a new client would wait on a
+# silent scheduler's handshake without end (its timeout does not cover it) or find no worker. Each load starts
+# afresh (loader._read_and_assemble clears it).
+GIVEN_UP: dict[str, str] = {}
 # Past this PERFKIT_DASK_TIMEOUT is no bound (an hour per wait), and Dask's own timeouts refuse non-finite ones.
 MAX_TIMEOUT_S = 3600.0
 # The longest host name DNS allows: a longer address is no scheduler's, and is said before any connection.
@@ -111,6 +116,8 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable,
     module-level function (workers import it by name); `code`: the digest of the code it runs, for the keys."""
     distributed = _distributed()
     timeout_s()  # a bad PERFKIT_DASK_TIMEOUT is said before anything starts
+    if where.address in GIVEN_UP:  # a second pass of one load: connecting again would wait or fail as the first
+        return [FileFormatError(f"not read: {GIVEN_UP[where.address]}", folder) for _, folder in jobs]
     fs, base = _filesystem(where.storage)
     probe = _probe(fs, base, where.storage)
     outcomes_folder = f"{base}/{ENTRY_KIND}/{OUTCOMES}-{uuid.uuid4().hex}"  # this run's: others may share the storage
@@ -265,6 +272,7 @@ def _gather(client, distributed, futures: dict, where: Target, fs) -> dict[str, 
         elif time.monotonic() - workerless_since > timeout_s():
             why = (f"no Dask worker left to read it (none for {timeout_s():g} s)" if workers is not None else
                    f"the Dask scheduler did not answer for {timeout_s():g} s")
+            GIVEN_UP[where.address] = why
             for future in pending:
                 folder, _ = futures[future]
                 outcomes[folder] = FileFormatError(f"not read: {why}", folder)

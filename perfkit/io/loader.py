@@ -94,6 +94,7 @@ def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle:
 def _read_and_assemble(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], problems: list,
                        dask: dask_ingest.Target | None, cycle: Cycle, ranks: Ranks) -> Run:
     """The Run of `jobs` (the cycles in `unread` counted, not read: cycles.unread_cycles)."""
+    dask_ingest.GIVEN_UP.clear()  # a cluster given up on in an earlier load (a dashboard's) is tried again
     if ranks is None:
         return assemble(root, jobs, _read_all(_read_folder, jobs, dask), problems, cycle, unread=unread)
     return _load_op_ranks(root, jobs, unread, problems, dask, cycle, ranks)
@@ -134,6 +135,9 @@ def _load_op_ranks(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], 
     if again:
         in_process = _bytes_under([str(jobs[index][1]) for index in again], IN_PROCESS_BYTES)
         for index, result in zip(again, _read_all(_read_folder, [jobs[index] for index in again], dask, in_process)):
+            if isinstance(result, FileFormatError) and not isinstance(results[index], FileFormatError):
+                shown -= near[index] or set()  # its cluster-level tables stand; its op-level ones were not read
+                continue
             results[index] = result
     return assemble(root, jobs, results, problems, cycle, op_ranks=shown, unread=unread)
 

@@ -20,7 +20,7 @@ from ..advisor import SEVERITIES, advise
 from ..advisor.finding import INFORMATIONAL
 from ..analysis import cells
 from ..analysis.ledger import steady_means
-from ..analysis.measures import STEP_KEYS, op_type_shares, queue_stats, step_means
+from ..analysis.measures import STEP_KEYS, amp_level_shown, op_type_shares, queue_stats, step_means
 from ..analysis.statistics import (
     NO_CHANGE,
     REPEAT_ADVICE,
@@ -89,7 +89,7 @@ def run_settings(run: Run) -> dict[str, Any]:
         # the script by its file name: the same train.py in two checkouts (old and new code) is one setup
         "script": PurePath(meta.script).name if meta.script else None,
         "batch_size": per_rank_batch(run),
-        "mode": meta.mode, "data_mode": meta.data_mode, "amp_level": meta.amp_level,
+        "mode": meta.mode, "data_mode": meta.data_mode, "amp_level": amp_level_shown(run),
         "compute_dtype": meta.compute_dtype, "ms_version": meta.ms_version, "synthetic_data": meta.synthetic_data,
     }
     settings.update({key: value for key, value in meta.config.items() if key not in CONFIG_NOT_COMPARED})

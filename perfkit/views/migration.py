@@ -45,6 +45,16 @@ def is_cross_framework(run_a: Run, run_b: Run) -> bool:
     return framework_of(run_a) != framework_of(run_b)
 
 
+def compare_across(side_a: Sequence[Run], side_b: Sequence[Run], noise_floor_pct: float = NOISE_FLOOR_PCT
+                   ) -> dict[str, Any] | None:
+    """compare_frameworks of two sides given in either order (a PyTorch reference and its MindSpore port), the
+    one dispatch of `perfkit compare` and `perfkit.compare`; None where both sides are of one framework."""
+    if not is_cross_framework(side_a[0], side_b[0]):
+        return None
+    reference, port = (side_a, side_b) if framework_of(side_a[0]) == TORCH else (side_b, side_a)
+    return compare_frameworks(reference, port, noise_floor_pct)
+
+
 def side_settings(run: Run, runs: int) -> dict[str, Any]:
     """How one side ran, as far as its files tell (None: not recorded)."""
     framework, config, env = framework_of(run), run.meta.config, run.meta.env

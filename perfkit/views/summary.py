@@ -13,7 +13,7 @@ from ..analysis.ledger import OWN_OPS_STEP_SOURCES, bound, ledger, rank_parts
 from ..analysis.representatives import op_coverage
 from ..analysis.measures import (
     PER_RANK_TOP_OP_TYPES,
-    amp_from_ops,
+    amp_level_shown,
     communication_by_rank,
     communication_summary,
     json_number,
@@ -115,7 +115,8 @@ def _contract(run: Run) -> dict[str, Any]:
         "device": run.meta.device,
         "ranks": [int(r) for r in run.ranks],
         "meta": {key: value for key, value in run.meta.to_dict().items()
-                 if key not in ("ranks", "config", "env", "rank_folders", "op_ranks")} | _inferred_amp(run),
+                 if key not in ("ranks", "config", "env", "rank_folders", "op_ranks")}
+                | {"amp_level": amp_level_shown(run)},
         "steps": step_means(run.steps),
         "per_rank": per_rank,
         "slow_ranks": of_run(run).slow if len(run.steps) and run.steps["rank"].nunique() > 1 else [],
@@ -133,11 +134,3 @@ def _contract(run: Run) -> dict[str, Any]:
         **({"op_ranks": op_coverage(run)} if run.meta.op_ranks is not None else {}),
     }
 
-
-def _inferred_amp(run: Run) -> dict[str, Any]:
-    """The AMP level a CPU run's ops show where the run does not record it (measures.amp_from_ops), as the
-    level and the Casts it was read from."""
-    inferred = amp_from_ops(run)
-    if inferred is None:
-        return {}
-    return {"amp_level": f"{inferred['level']} (from ops: {inferred['cast_calls_per_step']:.0f} Cast a step)"}

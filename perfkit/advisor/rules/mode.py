@@ -24,13 +24,19 @@ MARK_STEPS = ("mark the steps so each is split into data wait, op time and the g
               "profile -- …` too), or train with Model.train")
 
 
+# A Cell's scope in MindSpore's op names: its attribute name and class, `network-WithLossCell`, `_backbone-Net`.
+CELL_SCOPE = r"[\w.]+-[A-Za-z_]\w*"
+
+
 def top_cell(run: Run) -> str | None:
     """The network cell the op scope names start with (`Default/network-WithLossCell/...` -> network-WithLossCell);
     None where names carry no cell scope (PyNative on MindSpore 2.10: `Default/Conv2D-op0`)."""
-    names = run.ops["name"].astype(str) if len(run.ops) else None
-    if names is None:
+    if not len(run.ops):
         return None
+    forward = run.ops[run.ops["pass"] == "forward"] if "pass" in run.ops else run.ops
+    names = forward["name"].astype(str)  # the network's forward ops: not the optimizer's or gradient reducer's
     heads = names[names.str.count("/") >= 2].str.split("/").str[1].dropna()
+    heads = heads[heads.str.fullmatch(CELL_SCOPE)]  # not an op's own scope: `Default/Expand/_SoftmaxBackward`
     return str(heads.mode().iloc[0]) if len(heads) else None
 
 
