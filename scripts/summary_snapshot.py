@@ -11,6 +11,7 @@ numbers writes a new snapshot and says why in its commit.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import subprocess
 import sys
@@ -37,6 +38,20 @@ def runs() -> dict[str, Path]:
             for cycle in cycles(folder):
                 found[f"tests/runs/{cycle.relative_to(folder.parent)}"] = cycle
     return found
+
+
+def profiled_runs() -> dict[str, Path]:
+    """runs() but those perfkit refuses by design: a run whose manifest records a failure before any step was
+    profiled (tests/runs/cpu_2_10_failed: `summary` says the failure, exit 2)."""
+    return {name: folder for name, folder in runs().items() if not failed_before_a_step(folder)}
+
+
+def failed_before_a_step(folder: Path) -> bool:
+    manifest = folder / "perfkit_run.json"
+    if not manifest.is_file():
+        return False
+    recorded = json.loads(manifest.read_text())
+    return recorded.get("status") == "failed" and not recorded.get("steps")
 
 
 def cycles(folder: Path) -> list[Path]:

@@ -27,7 +27,7 @@ import mindspore.dataset  # noqa: E402  (after the skip: the package may be abse
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
-from summary_snapshot import runs  # noqa: E402  (every fixture, sample run and tests/runs folder)
+from summary_snapshot import profiled_runs as runs  # noqa: E402  (every fixture, sample run and tests/runs folder)
 
 # A call an action names: the dotted name and what is between its parentheses (no nested parentheses in
 # actions; dict arguments use braces).

@@ -59,12 +59,16 @@ def test_slow_ranks_are_judged_within_each_stage(run):
     answer = of_run(run)
     stage_of = {rank: number for number, ranks in enumerate(run.meta.pipeline_stages) for rank in ranks}
     assert {tuple(finding["group"]) for finding in answer.findings} <= {tuple(range(8)), tuple(range(8, 16))}
-    totals = {int(row["Index"]): float(row["Stage"]) + float(row["Bubble"]) for row in step_rows()
-              if row["Type"] == "rank"}
-    assert answer.slow
-    for rank in answer.slow:  # a slow rank is its stage's longest step
-        mates = [r for r in totals if stage_of[r] == stage_of[rank]]
-        assert totals[rank] == max(totals[r] for r in mates)
+    # within each stage the ranks meet at collectives and compute alike (Computing spreads 0.4 % and 0.1 % of the
+    # stage's mean step, from the csv here): their steps differ by what they wait, so no rank is the culprit
+    # (a step-total spread of 5-6.5 % named ranks 7 and 11 before; they wait, they do not hold the others up)
+    rows = [row for row in step_rows() if row["Type"] == "rank"]
+    for stage in set(stage_of.values()):
+        mine = [row for row in rows if stage_of[int(row["Index"])] == stage]
+        computing = [float(row["Computing"]) for row in mine]
+        mean_step = sum(float(row["Stage"]) for row in mine) / len(mine)
+        assert (max(computing) - min(computing)) / mean_step < 0.05
+    assert answer.slow == []
 
 
 def test_communication_ops_and_links_per_rank(run):
@@ -91,7 +95,7 @@ def test_ranks_command_lists_every_rank_and_its_slow_ones(run):
     assert result.exit_code == 0, result.stderr
     answer = json.loads(result.stdout)
     assert sorted(entry["rank"] for entry in answer["per_rank"]) == list(range(16))
-    assert answer["slow_ranks"] == of_run(run).slow == [7, 11]
+    assert answer["slow_ranks"] == of_run(run).slow == []  # the stages' ranks compute alike (test above)
 
 
 def _copy(tmp_path: Path, *leave_out: str) -> Path:

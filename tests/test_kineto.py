@@ -126,7 +126,7 @@ def test_ops_carry_shapes_passes_and_their_module(resnet):
     # the backward op goes in the module of the forward op its fwdbwd flow names
     assert ops.loc["ResNet50/conv1-Conv2d/aten::convolution_backward", "pass"] == "backward"
     optimizer = resnet.ops[resnet.ops["name"].str.startswith("optimizer-Adam/")]
-    assert len(optimizer) and set(optimizer["pass"]) == {"other"}  # inside Optimizer.step#Adam.step
+    assert len(optimizer) and set(optimizer["pass"]) == {"optimizer"}  # inside Optimizer.step#Adam.step
     events = raw_events(RESNET)
     wrappers = [e for e in events if e.get("cat") == "cpu_op"
                 and e["name"].startswith("autograd::engine::evaluate_function")]

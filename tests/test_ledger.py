@@ -22,7 +22,7 @@ from perfkit.core.causes import BOUND_PARTS, CAUSES
 from perfkit.core.model import Meta, Run, table
 
 sys.path.insert(0, str(REPO / "scripts"))
-from summary_snapshot import runs  # noqa: E402  (every fixture and sample run, as a user passes it)
+from summary_snapshot import profiled_runs as runs  # noqa: E402  (every fixture and sample run, as a user passes it)
 
 ALL_RUNS = runs()
 # One µs: the identity holds to float rounding of ms values.

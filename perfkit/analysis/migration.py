@@ -19,7 +19,7 @@ import pandas as pd
 from ..core.model import Run
 
 TORCH, MINDSPORE = "torch", "mindspore"
-ANY_PASS = ("forward", "backward", "other")
+ANY_PASS = ("forward", "backward", "optimizer", "other")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("loss backward", ("backward",), ("aten::_log_softmax_backward_data", "aten::nll_loss_backward"),
            ("SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits",
             "SparseSoftmaxCrossEntropyWithLogitsGrad")),
-    Family("optimizer and updates (outside forward and backward)", ("other",), (), (), any_type=True),
+    Family("optimizer and updates (outside forward and backward)", ("optimizer", "other"), (), (), any_type=True),
 )
 
 

@@ -105,8 +105,8 @@ def network(run: Run) -> str | None:
 
 def optimizer(run: Run) -> str | None:
     """The optimizer and how it runs: torch's from its `optimizer-Adam` scope (single-tensor, foreach or fused by
-    its ops), MindSpore's from the optimizer kernel in the pass `other` (one kernel per parameter)."""
-    ops = run.ops[run.ops["pass"].astype(str) == "other"] if len(run.ops) else run.ops
+    its ops), MindSpore's from the optimizer kernel outside forward and backward (one kernel per parameter)."""
+    ops = run.ops[run.ops["pass"].astype(str).isin(("optimizer", "other"))] if len(run.ops) else run.ops
     if not len(ops):
         return None
     types = set(ops["type"].astype(str))

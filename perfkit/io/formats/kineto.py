@@ -279,7 +279,9 @@ def _place(events: list[Event], flows: dict, has_modules: bool) -> None:
         flags = event.flags
         if flags.get("backward"):
             flags["pass"] = "backward"
-        elif flags.get("optimizer") or (has_modules and not flags["modules"]):
+        elif flags.get("optimizer"):
+            flags["pass"] = "optimizer"
+        elif has_modules and not flags["modules"]:
             flags["pass"] = "other"
         else:
             flags["pass"] = "forward"
