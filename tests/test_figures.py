@@ -287,6 +287,12 @@ def test_step_spread_figure_shows_each_step_and_no_verdict():
 
 def test_compare_setting_rows_list_only_what_differs():
     cpu, ascend = make_run("v1", device="CPU"), make_run("v2", device="Ascend")
-    rows = compare_figures.compare_setting_rows([cpu, ascend, make_run("v3", device="CPU")])
-    assert rows.to_dict("records") == [{"setting": "device", "v1": "CPU", "v2": "Ascend", "v3": "CPU"}]
+    from perfkit.analysis.measures import amp_level_shown
+    third = make_run("v3", device="CPU")
+    rows = compare_figures.compare_setting_rows([cpu, ascend, third])
+    # the CPU runs' precision is read from their Cast ops (amp_level_shown); the Ascend run records none
+    assert amp_level_shown(cpu) is not None and amp_level_shown(ascend) is None
+    assert rows.to_dict("records") == [
+        {"setting": "device", "v1": "CPU", "v2": "Ascend", "v3": "CPU"},
+        {"setting": "amp_level", "v1": amp_level_shown(cpu), "v2": "-", "v3": amp_level_shown(third)}]
     assert compare_figures.compare_setting_rows([cpu, cpu]).empty
