@@ -281,12 +281,12 @@ def _rate(ops: pd.DataFrame) -> float:
 def kernel_efficiency(run: Run) -> list[Finding]:
     """A kernel group far slower than the same work done by another group: the same layers (a conv layer's
     forward and its two gradients do the same multiply-adds; BatchNorm and its gradient read the same tensor)."""
-    work = op_flops(run.ops)
-    work = work[work["total_ms"] > 0]
-    if not len(work):
+    timed = op_flops(run.ops)
+    timed = timed[timed["total_ms"] > 0]
+    if not len(timed):
         raise NotChecked("no Conv2D / MatMul / BatchNorm op with usable input shapes")
     op_ms = float(run.ops["total_ms"].sum())
-    work = _comparable(work)
+    work = _comparable(timed)
     findings = []
     for _, family in work.groupby("family"):
         family_flops = float(family["flops"].sum())
@@ -324,11 +324,11 @@ def kernel_efficiency(run: Run) -> list[Finding]:
                 change=Change("env", ISA_CAP, name="ONEDNN_MAX_CPU_ISA")
                 if device_name(run) == "CPU" and cpu_isa_advice(run) else None))
     reported = {finding.target for finding in findings}
-    return findings + _reference_convolutions(run, op_flops(run.ops), op_ms, reported)
+    return findings + _reference_convolutions(run, timed, op_ms, reported)
 
 
 def _reference_convolutions(run: Run, work: pd.DataFrame, op_ms: float, reported: set[str]) -> list[Finding]:
-    """Convolution groups of a CPU run whose recorded host has AVX-512 (the ISA uncapped) running below
+    """Of `work` (op_flops' timed rows, every depth), the convolution groups of a CPU run whose recorded host has AVX-512 (the ISA uncapped) running below
     KERNEL_REFERENCE_PEAK_FRACTION of that host's float32 peak: oneDNN's reference kernels, even where no group
     of the run is faster to compare with. Their gain: the time they would take at that fraction of the peak."""
     if device_name(run) != "CPU" or not has_avx512(run.meta.host) or not cpu_isa_advice(run):
@@ -337,7 +337,7 @@ def _reference_convolutions(run: Run, work: pd.DataFrame, op_ms: float, reported
     if peak is None:
         return []
     floor = peak.tflops_per_s * GFLOP_PER_TFLOP * KERNEL_REFERENCE_PEAK_FRACTION
-    convolutions = work[work["type"].str.startswith("Conv2D") & (work["total_ms"] > 0)]
+    convolutions = work[work["type"].str.startswith("Conv2D")]
     findings = []
     for name, group in convolutions.groupby("group"):
         slow_ms, rate = float(group["total_ms"].sum()), _rate(group)
