@@ -224,6 +224,22 @@ def test_isa_advice_follows_the_recorded_host(tmp_path):
     assert isa_actions(run_dir("amp_o0")) == []
 
 
+def test_a_run_without_convolutions_is_told_nothing_of_the_isa(tmp_path):
+    """The cap avoids oneDNN's reference convolutions: a compute-bound MLP (MatMul, no Conv op in its raw op types)
+    on an uncapped AVX-512 host, or on an unknown host, gets no ISA advice; its compute finding keeps the rest."""
+    name = "speedpair/layers2/repeat_1"
+    folder = run_dir(name)
+    types = {row["op_type"] for row in op_type_rows(folder)}
+    assert "MatMul" in types and not any(op_type.startswith("Conv") for op_type in types)
+    avx512_host = manifest(run_dir("amp_o0_avx512"))["host"]
+    for host in (avx512_host, None):
+        moved = with_host(tmp_path / str(host is None), name, host)
+        found = advise(perfkit.load(moved)).findings
+        assert "compute_bound" in {finding.id for finding in found}
+        assert isa_actions(moved) == []
+        assert all(finding.change is None or finding.change.name != "ONEDNN_MAX_CPU_ISA" for finding in found)
+
+
 def test_reference_convolutions_are_told_by_the_host_peak_alone(tmp_path):
     """A user's jit loop whose only convolution is a 3-channel first layer (no input gradient: no fast group to
     compare with) on an uncapped AVX-512 host: Conv2D and its filter gradient run at ~0.06 GFLOP/s, a few

@@ -232,11 +232,18 @@ SET_ISA_CAP = (f"export ONEDNN_MAX_CPU_ISA={ISA_CAP} before starting Python (or 
                f"'{ISA_CAP}' before import mindspore)")
 
 
+def _runs_no_convolution(run: Run) -> bool:
+    """The run's op types are known and none is a convolution (forward or gradient)."""
+    types = run.op_types
+    return bool(len(types)) and not types["type"].astype(str).str.startswith("Conv").any()
+
+
 def cpu_isa_advice(run: Run) -> str | None:
     """What to set of oneDNN's ISA on the host that ran the run (its recorded facts, never this machine's): the
     AVX2 cap where that CPU has AVX-512 and the run did not set it, a conditional one where the run records no
-    host, nothing where the CPU has no AVX-512 (its best ISA is oneDNN's default) or the cap is set."""
-    if str(run.meta.env.get("ONEDNN_MAX_CPU_ISA", "")).upper() == ISA_CAP:
+    host, nothing where the CPU has no AVX-512 (its best ISA is oneDNN's default), the cap is set, or the run runs
+    no convolution (the reference kernels the cap avoids are oneDNN's convolutions)."""
+    if str(run.meta.env.get("ONEDNN_MAX_CPU_ISA", "")).upper() == ISA_CAP or _runs_no_convolution(run):
         return None
     avx512 = has_avx512(run.meta.host)
     if avx512 is None:
@@ -328,8 +335,8 @@ def kernel_efficiency(run: Run) -> list[Finding]:
 
 
 def _reference_convolutions(run: Run, work: pd.DataFrame, op_ms: float, reported: set[str]) -> list[Finding]:
-    """Of `work` (op_flops' timed rows, every depth), the convolution groups of a CPU run whose recorded host has AVX-512 (the ISA uncapped) running below
-    KERNEL_REFERENCE_PEAK_FRACTION of that host's float32 peak: oneDNN's reference kernels, even where no group
+    """Of `work` (op_flops' timed rows, every depth), the convolution groups of a CPU run whose recorded host has
+    AVX-512 (the ISA uncapped) running below KERNEL_REFERENCE_PEAK_FRACTION of that host's float32 peak: oneDNN's reference kernels, even where no group
     of the run is faster to compare with. Their gain: the time they would take at that fraction of the peak."""
     if device_name(run) != "CPU" or not has_avx512(run.meta.host) or not cpu_isa_advice(run):
         return []
