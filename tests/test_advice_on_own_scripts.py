@@ -320,3 +320,45 @@ def test_compare_lists_the_precision_the_ops_show(a, b, casts_a, casts_b):
     level = {"0": "O0"}
     assert differences["amp_level"] == (f"{level.get(casts_a, 'O1-O3')} (from ops: {casts_a} Cast a step)",
                                         f"{level.get(casts_b, 'O1-O3')} (from ops: {casts_b} Cast a step)")
+
+
+# --- a user's own profiler in a custom loop: the step time no file explains -----------------------------------
+
+OWN_SCHEDULE = RUNS / "cpu_2_10_own_schedule"
+
+
+def largest_gap_ms(folder: Path) -> float:
+    """The longest time no op runs between two op executions of cpu_op_execute_timestamp_*.txt (start ns,
+    duration ms per call)."""
+    calls = sorted((int(start) / 1e6, float(duration))
+                   for path in folder.rglob("cpu_op_execute_timestamp_*.txt") for line in path.open()
+                   for start, duration, _ in (call.split(",") for call in line.strip().split(";")[2].split()))
+    gaps, end = [], calls[0][0] + calls[0][1]
+    for start, duration in calls[1:]:
+        gaps.append(start - end)
+        end = max(end, start + duration)
+    return max(gaps)
+
+
+def test_the_gap_no_file_explains_is_said_with_how_to_tell_its_cause():
+    cycle = sorted(OWN_SCHEDULE.glob("*_ascend_ms"))[1]
+    found = findings(cycle, "idle_unexplained")
+    assert len(found) == 1
+    finding = found[0]
+    assert finding.evidence["unknown_ms"] == pytest.approx(largest_gap_ms(cycle), abs=0.01)
+    assert finding.evidence["unknown_share_pct"] > 80 and finding.severity == "medium"
+    assert finding.est_gain_pct is None and "custom loop" in finding.action and ".asnumpy()" in finding.action
+    text = CliRunner().invoke(main, ["advise", str(OWN_SCHEDULE), "--cycle", "2"]).output.splitlines()
+    # advise starts with the run panel every terminal answer starts with, the cycle it read included
+    assert text[0] == f"run      {OWN_SCHEDULE}   profiler cycle 2 (--cycle)"
+    assert text[1] == "layout   cpu   device CPU   ranks [0]" and text[2].startswith("mode     graph")
+
+
+def test_a_gap_with_a_known_cause_is_not_unexplained(monkeypatch):
+    assert findings(run_dir("slow_callback"), "host_loop") and not findings(run_dir("slow_callback"),
+                                                                            "idle_unexplained")
+    # where sink_mode words the step interval as the batch transfer, the gap is its finding alone
+    from perfkit.advisor.rules import steps
+    cycle = sorted(OWN_SCHEDULE.glob("*_ascend_ms"))[1]
+    monkeypatch.setattr(steps, "sink_mode_applies", lambda run: True)
+    assert findings(cycle, "idle_unexplained") == []

@@ -36,6 +36,8 @@ class Advice:
     caveat: str | None = None                                # said before anything else (a failed run)
     # the ranks the op-level numbers cover where not every rank's (representatives.op_coverage)
     op_ranks: dict[str, Any] | None = None
+    # the run advised on, for the run panel its terminal and markdown forms start with; not part of the JSON
+    source: Run | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The `perfkit advise --format json` contract."""
@@ -110,4 +112,4 @@ def advise(run: Run) -> Advice:
     findings = claimed(run, sorted(findings, key=rank_key), rule_claims)
     return Advice(run=run.path, device=run.meta.device, findings=sorted(findings, key=rank_key),
                   not_checked=not_checked, passed=passed, bound=bound(run).to_dict(), caveat=caveat,
-                  op_ranks=op_coverage(run))
+                  op_ranks=op_coverage(run), source=run)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..advisor import Advice
 from ..advisor.finding import Finding
 from ..views.format import evidence
-from ..views.lines import bound_text, op_ranks_label, op_ranks_line
+from ..views.lines import bound_text, op_ranks_label, op_ranks_line, run_line, status_lines
+from ..views.summary import run_panel
 
 
 def _gain(finding: Finding) -> str:
@@ -16,8 +17,15 @@ def _evidence(finding: Finding, sep: str) -> str:
     return sep.join(f"{key} {evidence(value)}" for key, value in finding.evidence.items())
 
 
+def _heading(advice: Advice) -> list[str]:
+    """The run panel every terminal answer starts with, where the Advice knows its run; else its path and device."""
+    if advice.source is not None:
+        return status_lines(run_panel(advice.source))
+    return [run_line(advice.run, None), f"device   {advice.device or 'unknown'}", *op_ranks_line(advice.op_ranks)]
+
+
 def advice_text(advice: Advice) -> str:
-    lines = [f"run     {advice.run}", f"device  {advice.device or 'unknown'}", *op_ranks_line(advice.op_ranks)]
+    lines = _heading(advice)
     if advice.caveat:
         lines.insert(0, f"WARNING: {advice.caveat}")
     lines += ["", *bound_text(advice.bound), ""]
@@ -41,7 +49,9 @@ def advice_text(advice: Advice) -> str:
 
 
 def advice_markdown(advice: Advice) -> str:
-    lines = [f"### perfkit advise: `{advice.run}` ({advice.device or 'device unknown'})", ""]
+    cycle = advice.source.meta.cycle if advice.source is not None else None
+    lines = [f"### perfkit advise: `{advice.run}`{f' (profiler cycle {cycle})' if cycle is not None else ''} "
+             f"({advice.device or 'device unknown'})", ""]
     if advice.caveat:
         lines += [f"**Warning: {advice.caveat}**", ""]
     if advice.bound:

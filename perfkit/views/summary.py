@@ -75,6 +75,23 @@ def _pipelines(pipeline: pd.DataFrame) -> dict[int, list[dict[str, Any]]]:
             for rank, ops in pipeline.groupby("rank", sort=True)} if len(pipeline) else {}
 
 
+def run_panel(run: Run) -> dict[str, Any]:
+    """The contract's entries the run panel shows (views.lines.status_lines), for a view that computes no summary:
+    the run, its layout, device, ranks and meta, what the loader and the ledger warned of, and the ranks the
+    op-level numbers cover where not every rank's."""
+    return {
+        "run": run.path,
+        "layout": run.meta.layout,
+        "device": run.meta.device,
+        "ranks": [int(r) for r in run.ranks],
+        "meta": {key: value for key, value in run.meta.to_dict().items()
+                 if key not in ("ranks", "config", "env", "rank_folders", "op_ranks")}
+                | {"amp_level": amp_level_shown(run)},
+        "warnings": list(run.warnings) + list(ledger(run).attrs["warnings"]),
+        **({"op_ranks": op_coverage(run)} if run.meta.op_ranks is not None else {}),
+    }
+
+
 def summarize(run: Run) -> Summary:
     """The `perfkit summary --format json` contract (docs/summary-json.md) of `run`, which also knows its run.
     Computed once per run: each call gives a new Summary around the same numbers."""
@@ -109,14 +126,13 @@ def _contract(run: Run) -> dict[str, Any]:
         for entry in per_rank:
             entry["pipeline"] = pipelines.get(entry["rank"])
     panel_entries, panel_problems = summary_entries(run)  # the JSON form of panels that declare one (plugins')
+    panel = run_panel(run)
     return {
-        "run": run.path,
-        "layout": run.meta.layout,
-        "device": run.meta.device,
-        "ranks": [int(r) for r in run.ranks],
-        "meta": {key: value for key, value in run.meta.to_dict().items()
-                 if key not in ("ranks", "config", "env", "rank_folders", "op_ranks")}
-                | {"amp_level": amp_level_shown(run)},
+        "run": panel["run"],
+        "layout": panel["layout"],
+        "device": panel["device"],
+        "ranks": panel["ranks"],
+        "meta": panel["meta"],
         "steps": step_means(run.steps),
         "per_rank": per_rank,
         "slow_ranks": of_run(run).slow if len(run.steps) and run.steps["rank"].nunique() > 1 else [],
@@ -126,11 +142,11 @@ def _contract(run: Run) -> dict[str, Any]:
         "pipeline_rank": min(pipelines) if pipelines else None,
         "memory": memory_summary(peaks),
         "communication": communication_summary(communication),
-        "warnings": list(run.warnings) + list(ledger(run).attrs["warnings"]) + panel_problems,
+        "warnings": panel["warnings"] + panel_problems,
         "bound": bound(run).to_dict(),
         "cells": cells_entry(run),
         **panel_entries,
         # added only where the op-level tables are not every rank's, so the JSON of other runs stays as it was
-        **({"op_ranks": op_coverage(run)} if run.meta.op_ranks is not None else {}),
+        **({"op_ranks": panel["op_ranks"]} if "op_ranks" in panel else {}),
     }
 

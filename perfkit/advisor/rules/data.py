@@ -17,7 +17,7 @@ from ...core.host import capped_workers, recorded_cpus
 from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, NotChecked, severity_for
-from ..registry import known_ms, percent, rule, run_step_ms
+from ..registry import device_name, has_steps, known_ms, percent, rule, run_step_ms
 
 # ---------------------------------------------------------------------------------------------------------
 # sink_mode
@@ -35,6 +35,15 @@ def steady_interval_share(steps: dict | None) -> float | None:
     return steps["interval_ms"] / steps["total_ms"]
 
 
+def sink_mode_applies(run: Run) -> bool:
+    """sink_mode's finding is given: a device that can sink, in feed mode, its step interval over
+    SINK_MIN_INTERVAL_SHARE of the step (the interval it words as the per-step batch transfer)."""
+    if device_name(run) == "CPU" or run.meta.data_mode != "feed" or not has_steps(run):
+        return False
+    share = steady_interval_share(step_means(run.steps))
+    return share is not None and share >= SINK_MIN_INTERVAL_SHARE
+
+
 @rule("sink_mode", needs=("device", "sinkable_device", "step_split"), claims=("host_transfer", "data_wait", "unknown"))
 def sink_mode(run: Run) -> list[Finding]:
     if run.meta.data_mode is None:
@@ -45,7 +54,7 @@ def sink_mode(run: Run) -> list[Finding]:
     share = steady_interval_share(steps)
     if share is None:
         raise NotChecked("no steady step with both a step time and an interval")
-    if share < SINK_MIN_INTERVAL_SHARE:
+    if not sink_mode_applies(run):
         return []
     # Sink mode overlaps the next batch's transfer with this step's compute: the interval is what it can hide.
     gain = percent(share)

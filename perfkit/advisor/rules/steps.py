@@ -1,7 +1,8 @@
 """Step rules: where the shape of the steps themselves costs time.
 
 tail (the optimizer update and trailing all-reduce after backward), host_loop (the host's own work between steps:
-callbacks, logging, Python in the loop), compile_or_first_call (compilation or first
+callbacks, logging, Python in the loop), idle_unexplained (step time no op covers and no file explains),
+compile_or_first_call (compilation or first
 calls inside the profiled window: a first step the means leave out, or one op call far above the others).
 """
 
@@ -15,7 +16,8 @@ from ...analysis.steady import first_step_verdicts
 from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, severity_for
-from ..registry import has_steps, is_torch, known_ms, percent, round_ms, rule
+from ..registry import device_name, has_steps, is_torch, known_ms, percent, round_ms, rule
+from .data import sink_mode_applies
 
 # ---------------------------------------------------------------------------------------------------------
 # tail
@@ -114,6 +116,50 @@ def host_loop(run: Run) -> list[Finding]:
               "with the data ready and no op running",
         evidence={"host_loop_share_pct": gain, **known_ms(host_loop_ms=loop_ms, step_ms=total)},
         action="Look at " + where, target=None, est_gain_pct=gain)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# idle_unexplained
+
+# msprof-analyze reports free time (the device running nothing) above 10 % of the step as an issue; the same bar for
+# the ledger's `unknown`: step time no op covers and no file explains (no data queue, no manifest of the loop).
+IDLE_UNEXPLAINED_MIN_SHARE = 0.10
+# From a quarter of the step, the first thing to find out.
+IDLE_UNEXPLAINED_MEDIUM_SHARE = 0.25
+
+
+@rule("idle_unexplained", needs=("steps",))
+def idle_unexplained(run: Run) -> list[Finding]:
+    """The step time the ledger can give no cause (`unknown`): what would tell data wait from the host's own work.
+    Where sink_mode's finding words the interval as the batch transfer, it is that finding's. No gain: the cause,
+    and so what removes it, is unknown."""
+    causes = steady_means(run, by="cause")
+    if "unknown" not in causes or not len(causes) or sink_mode_applies(run):
+        return []
+    unknown_ms, total = float(causes["unknown"].mean()), float(causes["total"].mean())
+    share = unknown_ms / total if total > 0 else 0.0
+    if share < IDLE_UNEXPLAINED_MIN_SHARE:
+        return []
+    if is_torch(run):
+        tell = ("the Timeline page (perfkit dash RUN) shows where in the step the gap lies: the host lanes hold the "
+                "DataLoader's wait (its enumerate(DataLoader) span) and the Python between ops; if it is the "
+                "DataLoader, more workers (num_workers) and pin_memory=True")
+    elif device_name(run) == "CPU":
+        tell = ("the Timeline page (perfkit dash RUN) shows where in the step the gap lies; MindSpore's profiler "
+                "records no dataset data on CPU, so data wait and the host's work look alike here. In a custom loop "
+                "the usual causes are the Python between steps: next() on the dataset iterator, .asnumpy() or print "
+                "each step, the profiler's own step(); time them in the loop (time.perf_counter), or run the step "
+                "on tensors made once, to tell")
+    else:
+        tell = ("profile the dataset too (mindspore.Profiler(data_process=True)) so data wait is told from host "
+                "work; the Timeline page (perfkit dash RUN) shows where in the step the gap lies")
+    return [Finding(
+        id="idle_unexplained",
+        severity="medium" if share >= IDLE_UNEXPLAINED_MEDIUM_SHARE else "low",
+        title=f"{percent(share):.0f} % of each step ({unknown_ms:.1f} ms) no op runs and no recorded file says why "
+              "(data wait or the host's own work)",
+        evidence={"unknown_share_pct": percent(share), **known_ms(unknown_ms=unknown_ms, step_ms=total)},
+        action="Find out what it is: " + tell, target=None, est_gain_pct=None)]
 
 
 # ---------------------------------------------------------------------------------------------------------
