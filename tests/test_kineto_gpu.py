@@ -243,10 +243,3 @@ def test_every_dashboard_page_of_a_gpu_run_renders(v100):
     for path in ids.PAGES:
         if path != "/compare":
             assert layout.run_page(path, v100, 0, "") is not None
-
-
-def test_a_trace_cut_to_one_line_is_one_line_and_exit_2(tmp_path):
-    text = gzip.decompress(next(ROCM.glob("*.gz")).read_bytes()).decode()
-    (tmp_path / "cut.pt.trace.json").write_text(text.splitlines()[0] + "\n")
-    result = CliRunner().invoke(main, ["summary", str(tmp_path)])
-    assert result.exit_code == 2 and "cut.pt.trace.json" in result.output and "Traceback" not in result.output

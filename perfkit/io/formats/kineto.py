@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import math
 import re
 import tempfile
 import zlib
@@ -196,10 +197,11 @@ class Trace:
     events: list[Event]
     steps: list[Event]
     device: list[DeviceEvent]
+    malformed: int  # complete events left out: a ts or dur that is no finite non-negative number
 
 
 def analyse(data: dict) -> Trace:
-    events, flows, device, launches = _events(data["traceEvents"])
+    events, flows, device, launches, malformed = _events(data["traceEvents"])
     events.sort(key=lambda event: (event.ts, -event.dur))  # an enclosing event before the events inside it
     if not any(event.is_op for event in events):
         raise FileFormatError("holds no cpu_op event (was the profiler's CPU activity on?)")
@@ -208,7 +210,7 @@ def analyse(data: dict) -> Trace:
     _place(events, flows, has_modules)
     steps = [event for event in events if STEP_SPAN.match(event.name)]
     _link(steps, device, launches)
-    return Trace(events, steps, device)
+    return Trace(events, steps, device, malformed)
 
 
 def read_trace(data: dict) -> Parts:
@@ -216,6 +218,9 @@ def read_trace(data: dict) -> Parts:
     parts = Parts(meta={"layout": "kineto", "framework": "torch", "device": "CPU"})
     trace = analyse(data)
     events, steps, device = trace.events, trace.steps, trace.device
+    if trace.malformed:
+        parts.warnings.append(f"left out {trace.malformed} events whose ts or dur is not a finite non-negative "
+                              f"number")
     if device:
         parts.meta["device"] = "GPU"  # and so op times by the op-time rule
         chip = _device_name(data)
@@ -242,38 +247,42 @@ def read_trace(data: dict) -> Parts:
     return parts
 
 
-def _events(raw: list) -> tuple[list[Event], dict, list[DeviceEvent], dict]:
+def _events(raw: list) -> tuple[list[Event], dict, list[DeviceEvent], dict, int]:
     """(the X events of ops, spans and launches, {fwdbwd flow id: (start event key, end event key)}, the device
-    events, {correlation: its launch}). A device event or launch without `args.correlation` takes the id of the
-    launch flow that ends or starts on it (the flow's end binds to the event at its pid, tid and ts)."""
-    events, device, starts, ends, flow_ids = [], [], {}, {}, {}
+    events, {correlation: its launch}, how many X events were left out for a ts or dur that is no finite
+    non-negative number). A device event or launch without `args.correlation` takes the id of the launch flow that
+    ends or starts on it (the flow's end binds to the event at its pid, tid and ts)."""
+    events, device, starts, ends, flow_ids, malformed = [], [], {}, {}, {}, 0
     unlinked: list[tuple[object, tuple]] = []
     for item in raw:
         if not isinstance(item, dict):
             continue
         phase, cat = item.get("ph"), item.get("cat")
+        pid, tid, ts = _scalar(item.get("pid")), _scalar(item.get("tid")), item.get("ts")
         if phase in ("s", "f") and cat == "fwdbwd":
-            (starts if phase == "s" else ends)[item.get("id")] = (item.get("tid"), item.get("ts"))
+            (starts if phase == "s" else ends)[_scalar(item.get("id"))] = (tid, _scalar(ts))
             continue
         if phase in ("s", "f") and cat in LAUNCH_FLOWS:
-            flow_ids[(phase, item.get("pid"), item.get("tid"), item.get("ts"))] = item.get("id")
+            flow_ids[(phase, pid, tid, _scalar(ts))] = _scalar(item.get("id"))
             continue
-        ts, dur, name = item.get("ts"), item.get("dur"), item.get("name")
+        dur, name = item.get("dur"), item.get("name")
         if phase != "X" or not isinstance(name, str):
             continue
-        if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)) or dur < 0:
+        if not _finite(ts) or not _finite(dur) or dur < 0:
+            malformed += 1
             continue
         args = item.get("args") if isinstance(item.get("args"), dict) else {}
-        place = (item.get("pid"), item.get("tid"), ts)
+        correlation = _scalar(args.get("correlation"))
         if cat in GPU_CATEGORIES:
-            device.append(DeviceEvent(name, cat, item.get("pid"), item.get("tid"), float(ts), float(dur),
-                                      args.get("correlation")))
-            if device[-1].correlation is None:
-                unlinked.append((device[-1], ("f",) + place))
+            device.append(DeviceEvent(name, cat, pid, tid, float(ts), float(dur), correlation))
+            if correlation is None:
+                unlinked.append((device[-1], ("f", pid, tid, ts)))
         elif cat in OP_CATEGORIES + SPAN_CATEGORIES + LAUNCH_CATEGORIES:
-            events.append(Event(name, cat, item.get("tid"), float(ts), float(dur), args))
-            if cat in LAUNCH_CATEGORIES and args.get("correlation") is None:
-                unlinked.append((events[-1], ("s",) + place))
+            if cat in LAUNCH_CATEGORIES:
+                args = {**args, "correlation": correlation}
+            events.append(Event(name, cat, tid, float(ts), float(dur), args))
+            if cat in LAUNCH_CATEGORIES and correlation is None:
+                unlinked.append((events[-1], ("s", pid, tid, ts)))
     for event, key in unlinked:
         if isinstance(event, DeviceEvent):
             event.correlation = flow_ids.get(key)
@@ -282,7 +291,17 @@ def _events(raw: list) -> tuple[list[Event], dict, list[DeviceEvent], dict]:
     launches = {event.args["correlation"]: event for event in events
                 if event.cat in LAUNCH_CATEGORIES and event.args.get("correlation") is not None}
     flows = {key: (starts[key], ends[key]) for key in starts.keys() & ends.keys()}
-    return events, flows, device, launches
+    return events, flows, device, launches, malformed
+
+
+def _scalar(value):
+    """A trace's id, pid, tid or timestamp as a key: a number or a string; anything else (a list, an object, a
+    boolean a hostile writer put there) as absent."""
+    return value if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _nest(events: list[Event]) -> None:
