@@ -1,5 +1,6 @@
 """The GPU side of a kineto (torch.profiler) trace, checked against sums taken from the raw traces with the json
-module: real GPU traces from HolisticTraceAnalysis's test data (SOURCE.txt in each folder): a ResNet on a V100
+module: real GPU traces from HolisticTraceAnalysis's test data (SOURCE.txt in each folder; tests/runs, the ROCm one
+in tests/raw): a ResNet-50 on a V100
 (one stream), a recommendation model on five streams, a toy loop on an AMD MI250 (ROCm)."""
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from click.testing import CliRunner
 
 import perfkit
 from perfkit.apps.cli import main
+from perfkit.core.opnames import comm_kind
 from perfkit.io.formats import kineto
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "tests" / "runs"
 V100 = RUNS / "torch_gpu_v100_resnet"
 STREAMS = RUNS / "torch_gpu_multistream"
-ROCM = RUNS / "torch_rocm_mi250"
+ROCM = ROOT / "tests" / "raw" / "torch_rocm_mi250"
 MINDSPORE_CPU = ROOT / "sample_runs" / "cpu_avx2"
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -196,6 +198,14 @@ def test_the_launch_flows_link_a_trace_without_correlation_args(tmp_path):
     assert stripped.steps["busy_ms"].to_numpy() == pytest.approx(original.steps["busy_ms"].to_numpy())
     linked = kineto.device_activity(data)["launch"]
     assert linked.notna().all() and set(linked) >= {"hipLaunchKernel", "hipMemcpyWithStream"}
+
+
+def test_shape_broadcasting_is_no_communication():
+    """The ROCm loop's MSE loss broadcasts its operands (aten::broadcast_tensors): no collective in a one-GPU run."""
+    run = perfkit.load(ROCM)
+    assert "aten::broadcast_tensors" in set(run.op_types["type"])
+    assert [kind for kind in map(comm_kind, run.op_types["type"]) if kind] == []
+    assert comm_kind("c10d::broadcast_") == comm_kind("nccl:broadcast") == "collective"
 
 
 def test_the_device_side_step_span_holds_kernels_its_host_step_launched():

@@ -40,13 +40,13 @@ OWN_RUN = "sample_cpu_default"
 HCCL = "legacy_hccl"
 CLUSTER_OUTPUT = "cluster_analysis_output"
 DB_LEVEL0 = "db_level0_rank0"
-# A real kineto trace of a GPU (ROCm) run, gzipped (tests/runs/torch_rocm_mi250/SOURCE.txt).
+# A real kineto trace of a GPU (ROCm) run, gzipped (tests/raw/torch_rocm_mi250/SOURCE.txt).
 GPU_TRACE = "torch_rocm_mi250"
 GPU_TRACE_FILE = "mi250_minitoy_train_ROCm6_2_kineto.pt.trace.json.gz"
 RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory", OWN_RUN: REPO / "sample_runs/cpu_default",
         HCCL: REPO / "tests/runs/mindinsight_cluster_propose",
         CLUSTER_OUTPUT: REPO / "tests/runs/msinsight_cluster_analysis/cluster_analysis_output",
-        DB_LEVEL0: REPO / "tests/runs/msinsight_db_level0/rank0_ascend_pt", GPU_TRACE: REPO / "tests/runs" / GPU_TRACE}
+        DB_LEVEL0: REPO / "tests/runs/msinsight_db_level0/rank0_ascend_pt", GPU_TRACE: REPO / "tests/raw" / GPU_TRACE}
 
 
 @pytest.fixture(autouse=True)
