@@ -1,7 +1,7 @@
 """The GPU side of a kineto (torch.profiler) trace, checked against sums taken from the raw traces with the json
-module: real GPU traces from HolisticTraceAnalysis's test data (SOURCE.txt in each folder; tests/runs, the ROCm one
-in tests/raw): a ResNet-50 on a V100
-(one stream), a recommendation model on five streams, a toy loop on an AMD MI250 (ROCm)."""
+module: real GPU traces from HolisticTraceAnalysis's test data (SOURCE.txt in each folder): a ResNet-50 on a V100
+(one stream) and a recommendation model on five streams in tests/runs, a toy loop on an AMD MI250 (ROCm) in
+tests/raw."""
 
 from __future__ import annotations
 
