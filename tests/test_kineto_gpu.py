@@ -228,10 +228,14 @@ def test_a_gpu_reference_against_a_mindspore_cpu_port_refuses_the_verdict_naming
     assert result["settings"]["reference"]["op_time"] == "device kernels (else host self time)"
 
 
-@pytest.mark.parametrize("command", ["summary", "advise"])
-def test_the_views_work_on_a_gpu_trace(command):
-    result = CliRunner().invoke(main, [command, str(V100)])
+@pytest.mark.parametrize("command", ["summary", "advise", "report"])
+def test_the_views_work_on_a_gpu_trace(command, tmp_path):
+    args = [command, str(V100)] + (["-o", str(tmp_path / "r.html")] if command == "report" else [])
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
+    if command == "report":
+        assert "aten::convolution_backward" in (tmp_path / "r.html").read_text()
+        return
     assert re.search(r"device +GPU", result.output)
     if command == "summary":
         assert "free (device idle)" in result.output and "aten::convolution_backward" in result.output
