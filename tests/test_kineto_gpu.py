@@ -200,6 +200,21 @@ def test_the_launch_flows_link_a_trace_without_correlation_args(tmp_path):
     assert linked.notna().all() and set(linked) >= {"hipLaunchKernel", "hipMemcpyWithStream"}
 
 
+def test_device_events_without_a_launch_are_placed_by_their_start_and_said(tmp_path):
+    """The ROCm trace without its runtime calls and launch flows: each device event goes to the step its own start
+    falls in, in no family's time, and a warning counts them."""
+    data = raw(ROCM)
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("cat") not in ("cuda_runtime", "ac2g")]
+    (tmp_path / "rocm.pt.trace.json").write_text(json.dumps(data))
+    run = perfkit.load(tmp_path)
+    device = [e for e in data["traceEvents"] if e.get("cat") in DEVICE]
+    assert any(f"{len(device)} of {len(device)} device events have no host launch" in w for w in run.warnings)
+    for step, (start, end) in host_steps(data["traceEvents"]).items():
+        mine = [(e["ts"], e["ts"] + e["dur"]) for e in device if start <= e["ts"] < end]
+        assert run.steps.set_index("step").loc[step, "busy_ms"] == pytest.approx(union(mine) / 1000, rel=1e-9)
+    assert kineto.device_activity(data)["family"].isna().all()
+
+
 def test_shape_broadcasting_is_no_communication():
     """The ROCm loop's MSE loss broadcasts its operands (aten::broadcast_tensors): no collective in a one-GPU run."""
     run = perfkit.load(ROCM)
