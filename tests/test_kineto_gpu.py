@@ -129,6 +129,16 @@ def test_free_time_is_the_host_span_no_device_event_covers(v100):
         assert v100.steps.set_index("step").loc[step, "free_ms"] == pytest.approx(free, abs=1e-3)
 
 
+def test_communication_is_the_nccl_kernels_none_where_none_ran(v100):
+    """DDP on one GPU calls c10d::allreduce_ (host time) but launches no NCCL kernel: no device communication."""
+    events = raw(V100)["traceEvents"]
+    assert not any(e.get("cat") == "kernel" and e["name"].lower().startswith("nccl") for e in events)
+    assert "c10d::allreduce_" in set(v100.op_types["type"])
+    assert (v100.steps["comm_ms"] == 0).all() and (v100.steps["comm_exposed_ms"] == 0).all()
+    summary = perfkit.summarize(v100)
+    assert summary["bound"]["parts_ms"]["communication"] == 0
+
+
 @pytest.mark.parametrize("family", ["aten::convolution_backward", "aten::conv2d", "aten::cudnn_batch_norm_backward"])
 def test_a_family_time_is_the_device_time_of_the_kernels_it_launched(v100, family):
     device_us, calls = family_device_us(raw(V100)["traceEvents"], family)

@@ -511,11 +511,9 @@ def _device_split(launched: list[DeviceEvent], device: list[DeviceEvent], span: 
     comm = [(event.ts, event.end) for event in launched if COMM_KERNEL.match(event.name)]
     busy, comm_us = covered_us(compute), covered_us(comm)
     in_span = covered_us((max(event.ts, span.ts), min(event.end, span.end)) for event in device)
-    split = {"busy_ms": busy / US_PER_MS, "free_ms": (span.dur - in_span) / US_PER_MS}
-    if comm:
-        split["comm_ms"] = comm_us / US_PER_MS
-        split["comm_exposed_ms"] = (covered_us(compute + comm) - busy) / US_PER_MS
-    return split
+    # measured 0 where no NCCL kernel ran: the host time of a c10d op that launched none is no device communication
+    return {"busy_ms": busy / US_PER_MS, "free_ms": (span.dur - in_span) / US_PER_MS, "comm_ms": comm_us / US_PER_MS,
+            "comm_exposed_ms": (covered_us(compute + comm) - busy) / US_PER_MS}
 
 
 def covered_us(intervals) -> float:
