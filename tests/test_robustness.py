@@ -40,10 +40,13 @@ OWN_RUN = "sample_cpu_default"
 HCCL = "legacy_hccl"
 CLUSTER_OUTPUT = "cluster_analysis_output"
 DB_LEVEL0 = "db_level0_rank0"
+# A real kineto trace of a GPU (ROCm) run, gzipped (tests/raw/torch_rocm_mi250/SOURCE.txt).
+GPU_TRACE = "torch_rocm_mi250"
+GPU_TRACE_FILE = "mi250_minitoy_train_ROCm6_2_kineto.pt.trace.json.gz"
 RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory", OWN_RUN: REPO / "sample_runs/cpu_default",
         HCCL: REPO / "tests/runs/mindinsight_cluster_propose",
         CLUSTER_OUTPUT: REPO / "tests/runs/msinsight_cluster_analysis/cluster_analysis_output",
-        DB_LEVEL0: REPO / "tests/runs/msinsight_db_level0/rank0_ascend_pt"}
+        DB_LEVEL0: REPO / "tests/runs/msinsight_db_level0/rank0_ascend_pt", GPU_TRACE: REPO / "tests/raw" / GPU_TRACE}
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +54,30 @@ def no_cache(monkeypatch, tmp_path):
     # A cached Parquet copy of the pristine run would hide every mutation.
     monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _gunzipped(edit):
+    """A mutation of a gzipped trace's text, written back gzipped."""
+    def mutate(path: Path) -> None:
+        import gzip
+        path.write_bytes(gzip.compress(edit(gzip.decompress(path.read_bytes()).decode()).encode()))
+    return mutate
+
+
+def _hostile_device_events(text: str) -> str:
+    """The trace's kernels, memcpys and launches with a NaN duration, a list for a correlation, an object for a
+    thread id."""
+    data = json.loads(text)
+    for number, event in enumerate(e for e in data["traceEvents"]
+                                   if e.get("cat") in ("kernel", "gpu_memcpy", "cuda_runtime")):
+        change = number % 3
+        if change == 0:
+            event["dur"] = float("nan")
+        elif change == 1:
+            event["args"] = {**event.get("args", {}), "correlation": [number]}
+        else:
+            event["tid"] = {"stream": number}
+    return json.dumps(data)
 
 
 def _is_avg_row(row: bytes) -> bool:
@@ -117,6 +144,10 @@ CASES = {
                                    lambda p: broken.rename_column(p, "StepTraceTime", "computing", "compute")),
     "db_one_rank_not_sqlite": ("new_db_level1", f"rank1_ascend_pt/{NEW_OUT}/ascend_pytorch_profiler_1.db",
                                broken.not_sqlite),
+    # the GPU side of a kineto trace (issue 40)
+    "kineto_gpu_trace_cut_to_one_line": (GPU_TRACE, GPU_TRACE_FILE,
+                                         _gunzipped(lambda text: text.splitlines()[0] + "\n")),
+    "kineto_gpu_hostile_device_events": (GPU_TRACE, GPU_TRACE_FILE, _gunzipped(_hostile_device_events)),
     # memory and communication (issue 15)
     "memory_record_negative_size": (NEW, f"{NEW_OUT}/memory_record.csv",
                                     lambda p: broken.set_column(p, "Total Reserved(MB)", "-2109.6")),

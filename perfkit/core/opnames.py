@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 P2P_OP = re.compile(r"^(?:hcom_?)?(?:send|receive|recv|batch_?send_?recv)", re.IGNORECASE)
 
 
-COLLECTIVE_OP = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|broadcast(?!_?to)|all_?to_?all", re.IGNORECASE)
+# `broadcast` but not shape broadcasting: MindSpore's BroadcastTo, torch's aten::broadcast_to / broadcast_tensors
+COLLECTIVE_OP = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|broadcast(?!_?to|_?tensors)|all_?to_?all",
+                           re.IGNORECASE)
 
 
 def comm_kind(op_type: str) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 FAMILIES_SHOWN = 16
 UNMATCHED_SHOWN = 12
 SETTING_NAMES = {"framework": "framework", "network": "network", "version": "version", "mode": "mode",
-                 "device": "device", "threads": "threads", "isa_cap": "ISA cap (oneDNN)",
+                 "device": "device", "op_time": "op time", "threads": "threads", "isa_cap": "ISA cap (oneDNN)",
                  "cpu_capability": "CPU capability", "batch_size": "batch", "image_size": "image size",
                  "precision": "precision", "optimizer": "optimizer", "data_workers": "dataset workers", "runs": "runs"}
 

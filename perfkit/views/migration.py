@@ -64,6 +64,7 @@ def side_settings(run: Run, runs: int) -> dict[str, Any]:
         "version": config.get("torch_version") if framework == TORCH else run.meta.ms_version,
         "mode": config.get("mode") if framework == TORCH else run.meta.mode,
         "device": run.meta.device,
+        "op_time": op_time(run),
         "threads": config.get("threads"),
         "isa_cap": next((f"{key}={env[key]}" for key in ISA_ENV if key in env), "none" if env or config else None),
         "cpu_capability": config.get("cpu_capability"),
@@ -74,6 +75,15 @@ def side_settings(run: Run, runs: int) -> dict[str, Any]:
         "data_workers": config.get("workers") if framework == MINDSPORE else None,
         "runs": runs,
     }
+
+
+def op_time(run: Run) -> str:
+    """What an op family's time is on this side (docs/migration.md): a torch trace with GPU kernels counts their
+    device time (host self time for families that launched none: io/formats/kineto.py's op-time rule), one without
+    its host self time; MindSpore's op tables time each kernel where it ran."""
+    if framework_of(run) == TORCH:
+        return "device kernels (else host self time)" if run.meta.device == "GPU" else "host self time"
+    return f"{run.meta.device or 'device'} kernel time"
 
 
 def image_size(run: Run) -> int | None:

@@ -17,13 +17,24 @@ A Run with meta.framework "torch". What the trace holds and how it becomes the R
 - shapes: the family op's `Input Dims` and `Input type` (recorded with record_shapes=True);
 - Cells: the `nn.Module: …` spans (perfkit's reference runner names them `nn.Module: layer1.0.conv1 (Conv2d)`, torch's
   with_stack `nn.Module: Conv2d_17`); a backward op goes in the module of the forward op its `fwdbwd` flow names.
+- the GPU side, where the trace has one (a reference profiled on CUDA or ROCm): device events (`kernel`,
+  `gpu_memcpy`, `gpu_memset`; device in pid, stream in tid) each linked to the host launch (`cuda_runtime` /
+  `cuda_driver`, `hipLaunchKernel` on ROCm) that shares its `args.correlation` (else the `ac2g` flow between the
+  two), so to the cpu_op around the launch and its family. A device event belongs to the step whose host span
+  holds its launch (kernels run after their launch, often in the next step's span); op time is the device time
+  of the events a family launched, and the host self time for a family that launched none (the op-time rule,
+  which meta.device "GPU" says holds); a step's busy_ms is the union of its compute device events over every stream
+  (kernels overlapping on two streams count once), comm_ms the union of its NCCL kernels and comm_exposed_ms the part
+  of it no compute event overlaps, free_ms the part of its host span no device event covers.
 The sidecar perfkit_run.json (torch version, threads, batch) is the manifest reader's (manifest.py).
 """
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
+import math
 import re
 import tempfile
 import zlib
@@ -55,6 +66,11 @@ SPAN_CATEGORIES = ("user_annotation", "cpu_instant_event", "python_function")
 # Two events nest when the inner one lies within the outer one, up to the µs rounding a writer may apply.
 NEST_SLACK_US = 1e-3
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# the flow from a launch to its device event: `ac2g`, `async_cpu_to_gpu` in older (2022) traces
+LAUNCH_FLOWS = ("ac2g", "async_cpu_to_gpu")
+# NCCL's kernels (RCCL's on ROCm keep the names): a GPU trace's communication, apart from its compute
+COMM_KERNEL = re.compile(r"^nccl", re.IGNORECASE)
 
 
 def detect(folder: Path) -> bool:
@@ -154,25 +170,72 @@ class Event:
         return self.cat in OP_CATEGORIES
 
 
-def read_trace(data: dict) -> Parts:
-    """A kineto trace's tables (module docstring)."""
-    parts = Parts(meta={"layout": "kineto", "framework": "torch", "device": "CPU"})
-    events, flows, gpu = _events(data["traceEvents"])
+@dataclass
+class DeviceEvent:
+    """One kernel, memcpy or memset on a GPU: its stream, and the host launch and step it belongs to."""
+
+    name: str
+    cat: str
+    device: object   # the trace's pid of the GPU
+    stream: object   # its tid
+    ts: float
+    dur: float
+    correlation: object
+    launch: Event | None = None
+    step: int | None = None
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+@dataclass
+class Trace:
+    """A trace's events read and placed: host events (nested, each op's step, pass and scope), the ProfilerStep
+    spans, the device events linked to their launches."""
+
+    events: list[Event]
+    steps: list[Event]
+    device: list[DeviceEvent]
+    malformed: int  # complete events left out: a ts or dur that is no finite non-negative number
+
+
+def analyse(data: dict) -> Trace:
+    events, flows, device, launches, malformed = _events(data["traceEvents"])
     events.sort(key=lambda event: (event.ts, -event.dur))  # an enclosing event before the events inside it
-    if gpu:
-        parts.meta["device"] = "GPU"
-        parts.warnings.append("GPU kernels in the trace are not read yet: op times are the host's (CPU) op times")
     if not any(event.is_op for event in events):
         raise FileFormatError("holds no cpu_op event (was the profiler's CPU activity on?)")
     _nest(events)
     has_modules = any(event.name.startswith(MODULE_SPAN) for event in events)
     _place(events, flows, has_modules)
     steps = [event for event in events if STEP_SPAN.match(event.name)]
+    _link(steps, device, launches)
+    return Trace(events, steps, device, malformed)
+
+
+def read_trace(data: dict) -> Parts:
+    """A kineto trace's tables (module docstring)."""
+    parts = Parts(meta={"layout": "kineto", "framework": "torch", "device": "CPU"})
+    trace = analyse(data)
+    events, steps, device = trace.events, trace.steps, trace.device
+    if trace.malformed:
+        parts.warnings.append(f"left out {trace.malformed} events whose ts or dur is not a finite non-negative "
+                              f"number")
+    if device:
+        parts.meta["device"] = "GPU"  # and so op times by the op-time rule
+        chip = _device_name(data)
+        if chip:
+            parts.meta["chip"] = chip
+        unlinked = [event for event in device if event.launch is None]
+        if unlinked:
+            parts.warnings.append(f"{len(unlinked)} of {len(device)} device events have no host launch in the trace "
+                                  f"(no matching correlation): placed in the step their own start falls in, in no "
+                                  f"op's time")
     if not steps:
         parts.warnings.append("no ProfilerStep#N span (the profiler's step() was never called): the trace is read "
                               "as one step")
-    rows = _op_rows(events)
-    parts.tables["steps"] = _steps(events, steps)
+    rows = _op_rows(events, device)
+    parts.tables["steps"] = _steps(events, steps, device)
     if not len(rows):
         parts.warnings.append("no op ran inside a profiled step")
         return parts
@@ -184,28 +247,61 @@ def read_trace(data: dict) -> Parts:
     return parts
 
 
-def _events(raw: list) -> tuple[list[Event], dict, bool]:
-    """(the X events of ops and spans, {flow id: (start event key, end event key)}, whether GPU kernels are there)."""
-    events, starts, ends, gpu = [], {}, {}, False
+def _events(raw: list) -> tuple[list[Event], dict, list[DeviceEvent], dict, int]:
+    """(the X events of ops, spans and launches, {fwdbwd flow id: (start event key, end event key)}, the device
+    events, {correlation: its launch}, how many X events were left out for a ts or dur that is no finite
+    non-negative number). A device event or launch without `args.correlation` takes the id of the launch flow that
+    ends or starts on it (the flow's end binds to the event at its pid, tid and ts)."""
+    events, device, starts, ends, flow_ids, malformed = [], [], {}, {}, {}, 0
+    unlinked: list[tuple[object, tuple]] = []
     for item in raw:
         if not isinstance(item, dict):
             continue
         phase, cat = item.get("ph"), item.get("cat")
+        pid, tid, ts = _scalar(item.get("pid")), _scalar(item.get("tid")), item.get("ts")
         if phase in ("s", "f") and cat == "fwdbwd":
-            (starts if phase == "s" else ends)[item.get("id")] = (item.get("tid"), item.get("ts"))
+            (starts if phase == "s" else ends)[_scalar(item.get("id"))] = (tid, _scalar(ts))
             continue
-        if phase != "X":
+        if phase in ("s", "f") and cat in LAUNCH_FLOWS:
+            flow_ids[(phase, pid, tid, _scalar(ts))] = _scalar(item.get("id"))
             continue
-        gpu = gpu or cat in GPU_CATEGORIES
-        ts, dur, name = item.get("ts"), item.get("dur"), item.get("name")
-        if cat not in OP_CATEGORIES + SPAN_CATEGORIES or not isinstance(name, str):
+        dur, name = item.get("dur"), item.get("name")
+        if phase != "X" or not isinstance(name, str):
             continue
-        if not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)) or dur < 0:
+        if not _finite(ts) or not _finite(dur) or dur < 0:
+            malformed += 1
             continue
         args = item.get("args") if isinstance(item.get("args"), dict) else {}
-        events.append(Event(name, cat, item.get("tid"), float(ts), float(dur), args))
+        correlation = _scalar(args.get("correlation"))
+        if cat in GPU_CATEGORIES:
+            device.append(DeviceEvent(name, cat, pid, tid, float(ts), float(dur), correlation))
+            if correlation is None:
+                unlinked.append((device[-1], ("f", pid, tid, ts)))
+        elif cat in OP_CATEGORIES + SPAN_CATEGORIES + LAUNCH_CATEGORIES:
+            if cat in LAUNCH_CATEGORIES:
+                args = {**args, "correlation": correlation}
+            events.append(Event(name, cat, tid, float(ts), float(dur), args))
+            if cat in LAUNCH_CATEGORIES and correlation is None:
+                unlinked.append((events[-1], ("s", pid, tid, ts)))
+    for event, key in unlinked:
+        if isinstance(event, DeviceEvent):
+            event.correlation = flow_ids.get(key)
+        elif key in flow_ids:
+            event.args = {**event.args, "correlation": flow_ids[key]}
+    launches = {event.args["correlation"]: event for event in events
+                if event.cat in LAUNCH_CATEGORIES and event.args.get("correlation") is not None}
     flows = {key: (starts[key], ends[key]) for key in starts.keys() & ends.keys()}
-    return events, flows, gpu
+    return events, flows, device, launches, malformed
+
+
+def _scalar(value):
+    """A trace's id, pid, tid or timestamp as a key: a number or a string; anything else (a list, an object, a
+    boolean a hostile writer put there) as absent."""
+    return value if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _nest(events: list[Event]) -> None:
@@ -287,6 +383,33 @@ def _place(events: list[Event], flows: dict, has_modules: bool) -> None:
             flags["pass"] = "forward"
 
 
+def _link(steps: list[Event], device: list[DeviceEvent], launches: dict) -> None:
+    """Each device event's launch and step: the step whose host span holds its launch (a kernel runs after it, often
+    in the next step's span); with no launch, the step its own start falls in; step 0 in a trace without steps."""
+    spans = sorted((span.ts, span.end, span.flags["step"]) for span in steps)
+    starts = [start for start, _, _ in spans]
+    for event in device:
+        event.launch = launches.get(event.correlation) if event.correlation is not None else None
+        if not spans:
+            event.step = 0
+            continue
+        at = event.launch.ts if event.launch is not None else event.ts
+        index = bisect.bisect_right(starts, at) - 1
+        event.step = spans[index][2] if index >= 0 and at < spans[index][1] else None
+
+
+def _row_root(event: Event) -> Event:
+    """The op whose row an op's time goes to: an autograd wrapper its own, any other op its family's."""
+    return event if AUTOGRAD_WRAPPER.match(event.name) else event.family_root
+
+
+def _device_name(data: dict) -> str | None:
+    properties = data.get("deviceProperties")
+    first = properties[0] if isinstance(properties, list) and properties else None
+    name = first.get("name") if isinstance(first, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
 def _scope(modules: tuple[str, ...]) -> str:
     """Module spans as a Cell scope, `ResNet50/layer1-Sequential/0-Bottleneck/conv1-Conv2d` (core/scopes.py reads
     `name-Class` components): each named span's last path part and class, a root or unnamed span as written."""
@@ -301,18 +424,24 @@ def family_name(event: Event) -> str:
     return AUTOGRAD_ENGINE if AUTOGRAD_WRAPPER.match(event.name) else event.name
 
 
-def _op_rows(events: list[Event]) -> pd.DataFrame:
-    """One row per family op execution inside a step and outside data loading: its self time summed over the ops
-    under it (ms), with the step, pass, scope and shapes; the autograd engine's wrappers a row each."""
+def _op_rows(events: list[Event], device: list[DeviceEvent]) -> pd.DataFrame:
+    """One row per family op execution inside a step and outside data loading: by the op-time rule (module
+    docstring) the device time of the events its ops launched, else its self time summed over the ops under it
+    (ms); with the step, pass, scope and shapes; the autograd engine's wrappers a row each."""
     totals: dict[int, float] = defaultdict(float)
     roots: dict[int, Event] = {}
     one_step = not any(STEP_SPAN.match(event.name) for event in events)
     for event in events:
         if not event.is_op or event.flags.get("data") or ("step" not in event.flags and not one_step):
             continue
-        root = event if AUTOGRAD_WRAPPER.match(event.name) else event.family_root
+        root = _row_root(event)
         roots[id(root)] = root
         totals[id(root)] += event.dur - event.nested_ops_us
+    device_us: dict[int, float] = defaultdict(float)
+    for event in device:
+        if event.launch is not None and event.launch.op_parent is not None:
+            device_us[id(_row_root(event.launch.op_parent))] += event.dur
+    totals.update((key, device_us[key]) for key in roots.keys() & device_us.keys())
     rows = []
     for key, root in roots.items():
         dims, types = root.args.get("Input Dims"), root.args.get("Input type")
@@ -344,37 +473,77 @@ def _ops(rows: pd.DataFrame) -> pd.DataFrame:
     return ops
 
 
-def _steps(events: list[Event], steps: list[Event]) -> pd.DataFrame:
+def _steps(events: list[Event], steps: list[Event], device: list[DeviceEvent]) -> pd.DataFrame:
     """Per step: total (the span), interval (data wait), tail (after the last backward op), busy (op time on the
-    step's threads, their union)."""
+    step's threads, their union; on a GPU trace the union of the step's device events over every stream) and, on a
+    GPU trace, free (the span's time no device event covers)."""
     ops = [event for event in events if event.is_op and event.op_parent is None and not event.flags.get("data")]
     data = [event for event in events if DATA_SPAN.search(event.name)
             and not (event.parent is not None and event.parent.flags.get("data"))]
     if not steps:
         begin = min(event.ts for event in events)
         steps = [Event("ProfilerStep#0", "user_annotation", None, begin, max(e.end for e in events) - begin, {})]
+    launched: dict[int | None, list[DeviceEvent]] = defaultdict(list)
+    for event in device:
+        launched[event.step].append(event)
     rows = []
     for span in steps:
-        number = STEP_SPAN.match(span.name)
+        number = int(STEP_SPAN.match(span.name).group(1))
         inside = [event for event in ops if span.ts <= event.ts < span.end]
         waits = sum(min(event.end, span.end) - event.ts for event in data if span.ts <= event.ts < span.end)
         backward_ends = [event.end for event in inside if event.flags["pass"] == "backward"]
         tail = span.end - max(backward_ends) if backward_ends else float("nan")
         total = span.dur
-        rows.append({"step": int(number.group(1)), "total_ms": total / US_PER_MS, "interval_ms": waits / US_PER_MS,
-                     "tail_ms": tail / US_PER_MS, "fwd_bwd_ms": (total - waits - tail) / US_PER_MS,
-                     "busy_ms": _union_us(inside, span) / US_PER_MS})
+        row = {"step": number, "total_ms": total / US_PER_MS, "interval_ms": waits / US_PER_MS,
+               "tail_ms": tail / US_PER_MS, "fwd_bwd_ms": (total - waits - tail) / US_PER_MS,
+               "busy_ms": covered_us((event.ts, min(event.end, span.end)) for event in inside) / US_PER_MS}
+        if device:
+            row.update(_device_split(launched[number], device, span))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _union_us(events: list[Event], span: Event) -> float:
-    covered, reach = 0.0, span.ts
-    for event in sorted(events, key=lambda event: event.ts):
-        start, end = max(event.ts, reach), min(event.end, span.end)
+def _device_split(launched: list[DeviceEvent], device: list[DeviceEvent], span: Event) -> dict[str, float]:
+    """A step's device time (ms): busy = its compute events' union over every stream, comm = its NCCL kernels'
+    union, comm_exposed = the part of comm no compute event of the step overlaps (the step's events: those its span
+    launched, wherever they ran); free = the part of its span no device event of any step covers."""
+    compute = [(event.ts, event.end) for event in launched if not COMM_KERNEL.match(event.name)]
+    comm = [(event.ts, event.end) for event in launched if COMM_KERNEL.match(event.name)]
+    busy, comm_us = covered_us(compute), covered_us(comm)
+    in_span = covered_us((max(event.ts, span.ts), min(event.end, span.end)) for event in device)
+    # measured 0 where no NCCL kernel ran: the host time of a c10d op that launched none is no device communication
+    return {"busy_ms": busy / US_PER_MS, "free_ms": (span.dur - in_span) / US_PER_MS, "comm_ms": comm_us / US_PER_MS,
+            "comm_exposed_ms": (covered_us(compute + comm) - busy) / US_PER_MS}
+
+
+def covered_us(intervals) -> float:
+    """The time the (start, end) intervals cover, each instant once however many of them hold it."""
+    covered, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        start = max(start, reach)
         if end > start:
             covered += end - start
             reach = end
     return covered
+
+
+def device_activity(data: dict) -> pd.DataFrame:
+    """One row per device event of a kineto trace (kernel, memcpy, memset): its step (by its launch), name,
+    category, device, stream, start and duration (µs on the trace's clock), and the family, pass and scope of the op
+    that launched it (empty where no op encloses the launch): the kernels behind each family's device time."""
+    trace = analyse(data)
+    rows = []
+    for event in trace.device:
+        op = event.launch.op_parent if event.launch is not None else None
+        root = _row_root(op) if op is not None else None
+        rows.append({"step": event.step, "name": event.name, "category": event.cat, "device": event.device,
+                     "stream": event.stream, "ts_us": event.ts, "dur_us": event.dur,
+                     "launch": event.launch.name if event.launch is not None else None,
+                     "family": family_name(root) if root is not None else None,
+                     "pass": root.flags["pass"] if root is not None else None,
+                     "scope": root.scope if root is not None else None})
+    return pd.DataFrame(rows, columns=["step", "name", "category", "device", "stream", "ts_us", "dur_us", "launch",
+                                       "family", "pass", "scope"])
 
 
 def _timeline_events(path: Path, each, stats, progress, workers):
