@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from ..core.model import Run, kept_on_run
 from ..core.opnames import comm_kind
+from .migration import TORCH, framework_of
 from .steady import FIRST_STEP_REASONS, first_step_verdicts, steady_steps
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
@@ -433,8 +434,10 @@ def amp_from_ops(run: Run) -> dict[str, Any] | None:
     """A CPU run's precision where it is not recorded, from its Cast ops in the steps the means cover: MindSpore's
     O0 graph casts nothing on CPU and O1-O3 cast around every float16 op (the real O0/O2/O3 runs in
     tests/runs/cpu_2_10_amp_*: 0, 54 and 45 Casts a step). {"level": "O0" or "O1-O3", "cast_share": of op time,
-    "cast_calls_per_step"}; None where the precision is recorded, the device is not a CPU or there is no op data."""
-    if run.meta.amp_level or run.meta.compute_dtype or (run.meta.device or "").upper() != "CPU":
+    "cast_calls_per_step"}; None where the precision is recorded, the device is not a CPU, the run is PyTorch's
+    (autocast casts with aten ops, and O0-O3 are MindSpore's levels) or there is no op data."""
+    if run.meta.amp_level or run.meta.compute_dtype or (run.meta.device or "").upper() != "CPU" \
+            or framework_of(run) == TORCH:
         return None
     shares = op_type_shares(run)
     if not len(shares) or not len(run.steps):

@@ -70,6 +70,17 @@ def framework_of(run: Run) -> str:
     return TORCH if run.meta.framework in ("torch", "torch_npu") else MINDSPORE
 
 
+def framework_version(run: Run) -> str | None:
+    """The framework's version as the run records it: MindSpore's from its files or perfkit's manifest, torch's
+    from the sidecar perfkit profile --reference writes (a trace alone records none)."""
+    return run.meta.config.get("torch_version") if framework_of(run) == TORCH else run.meta.ms_version
+
+
+def execution_mode(run: Run) -> str | None:
+    """How the step ran: MindSpore's graph or pynative, torch's mode from the sidecar (eager, compiled)."""
+    return run.meta.config.get("mode") if framework_of(run) == TORCH else run.meta.mode
+
+
 def family_of(framework: str, op_type: str, op_pass: str) -> str | None:
     for family in FAMILIES:
         if op_pass in family.passes and (family.any_type or op_type in getattr(family, framework)):

@@ -306,7 +306,8 @@ def run_facts(summary: dict[str, Any]) -> list[tuple[str, str]]:
     facts = [("layout", str(summary["layout"])), ("device", str(summary["device"])),
              ("ranks", ranks_label(summary["ranks"])), ("mode", meta.get("mode") or "unknown"),
              ("data", meta.get("data_mode") or "unknown"), ("amp", meta.get("amp_level") or "unknown"),
-             ("mindspore", meta.get("ms_version") or "unknown")]
+             (meta["framework"], meta.get("framework_version") or "unknown") if "framework_version" in meta
+             else ("mindspore", meta.get("ms_version") or "unknown")]
     if meta.get("status"):
         facts.append(("status", meta["status"]))  # how far a run that ended badly got: its warning, right below
     return facts

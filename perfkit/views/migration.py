@@ -16,7 +16,16 @@ import pandas as pd
 
 from ..analysis.cells import cells
 from ..analysis.measures import step_means
-from ..analysis.migration import FAMILIES, MINDSPORE, TORCH, framework_of, match_families, op_kinds_per_step
+from ..analysis.migration import (
+    FAMILIES,
+    MINDSPORE,
+    TORCH,
+    execution_mode,
+    framework_of,
+    framework_version,
+    match_families,
+    op_kinds_per_step,
+)
 from ..analysis.statistics import NOISE_FLOOR_PCT, per_rank_batch, samples_per_s, spread, step_totals, verdict
 from ..core.errors import PerfkitError
 from ..core.model import Run
@@ -61,8 +70,8 @@ def side_settings(run: Run, runs: int) -> dict[str, Any]:
     return {
         "framework": framework,
         "network": network(run),
-        "version": config.get("torch_version") if framework == TORCH else run.meta.ms_version,
-        "mode": config.get("mode") if framework == TORCH else run.meta.mode,
+        "version": framework_version(run),
+        "mode": execution_mode(run),
         "device": run.meta.device,
         "op_time": op_time(run),
         "threads": config.get("threads"),

@@ -10,6 +10,7 @@ import pandas as pd
 from ..analysis.cells import summary_entry as cells_entry
 from ..analysis.cluster import of_run
 from ..analysis.ledger import OWN_OPS_STEP_SOURCES, bound, ledger, rank_parts
+from ..analysis.migration import TORCH, execution_mode, framework_of, framework_version
 from ..analysis.representatives import op_coverage
 from ..analysis.measures import (
     PER_RANK_TOP_OP_TYPES,
@@ -86,7 +87,10 @@ def run_panel(run: Run) -> dict[str, Any]:
         "ranks": [int(r) for r in run.ranks],
         "meta": {key: value for key, value in run.meta.to_dict().items()
                  if key not in ("ranks", "config", "env", "rank_folders", "op_ranks")}
-                | {"amp_level": amp_level_shown(run)},
+                | {"amp_level": amp_level_shown(run)}
+                # a PyTorch run's version and mode are in its sidecar (config), as compare's settings read them
+                | ({"mode": execution_mode(run), "framework_version": framework_version(run)}
+                   if framework_of(run) == TORCH else {}),
         "warnings": list(run.warnings) + list(ledger(run).attrs["warnings"]),
         **({"op_ranks": op_coverage(run)} if run.meta.op_ranks is not None else {}),
     }
