@@ -4,7 +4,9 @@ in storage, beside the cold summary in process, with what each reads of the rank
 
     python -c "import sys; sys.path.insert(0, 'benchmarks'); import generate, pathlib; \
         generate.generate_cluster(pathlib.Path('/tmp/runs/ranks_10000'), ranks=10000, steps=1)"
-    python benchmarks/bench_ranks_dask.py --run /tmp/runs/ranks_10000 --out benchmarks/results/ranks_10000.txt
+    git archive main perfkit | tar -x -C /tmp/before     # --before: the code to compare with, through Dask
+    python benchmarks/bench_ranks_dask.py --run /tmp/runs/ranks_10000 --before /tmp/before \
+        --out benchmarks/results/ranks_10000.txt
 
 Each measurement is one fresh process (bench_load.measure: wall, CPU of the process and the children it waited for,
 peak RSS of its process tree); the cluster (a scheduler and two one-thread workers on 127.0.0.1, local_dask.py)
@@ -31,7 +33,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import PYTHON, Measured, gb, machine, measure, perfkit_env  # noqa: E402
+from bench_load import PYTHON, REPO, Measured, gb, machine, measure, perfkit_env  # noqa: E402
 from bench_ranks import CLUSTER_LEVEL_FILES, line  # noqa: E402
 from local_dask import LocalCluster  # noqa: E402
 
@@ -136,9 +138,10 @@ def usage(pids: dict[str, int]) -> dict[str, tuple[float, int]]:
     return used
 
 
-def through_cluster(label: str, command: list[str], env: dict, pids: dict[str, int], report) -> Measured:
+def through_cluster(label: str, command: list[str], env: dict, pids: dict[str, int], report,
+                    cwd: Path | None = None) -> Measured:
     before = usage(pids)
-    measured = measure(command, env)
+    measured = measure(command, env, cwd=cwd)
     after = usage(pids)
     report(line(label + ": client", measured))
     cpu = {name: after[name][0] - before[name][0] for name in pids}
@@ -154,10 +157,31 @@ def same(measured: Measured, answer) -> str:
         json.loads(measured.output) == answer else f"DIFFERENT ANSWER ({measured.status})"
 
 
+def before_and_after(run: Path, before: Path, workers: int, scratch: Path, answer, report) -> None:
+    """A cold `summary --dask` with the code in `before` and with this code, each on a cluster of its own that
+    imports it, not under strace, one after the other."""
+    report(f"cold through Dask, the code in {before} and this code, one after the other (no strace):")
+    for label, code in (("before", before), ("after", REPO)):
+        cluster = LocalCluster(scratch / f"cluster-{label}", workers=workers, code=code)
+        try:
+            pids = {"scheduler": cluster.scheduler.pid,
+                    **{f"worker {index}": worker.pid for index, worker in enumerate(cluster.workers)}}
+            env = dict(perfkit_env(scratch / f"cache-{label}"), PYTHONPATH=str(code))
+            command = [PYTHON, "-m", "perfkit", "summary", "--format", "json", str(run), "--dask", cluster.address,
+                       "--dask-storage", str(scratch / f"storage-{label}")]
+            measured = through_cluster(f"Dask ({workers} workers), cold, {label}", command, env, pids, report,
+                                       cwd=scratch)
+            report(f"    {same(measured, answer)} as in process")
+        finally:
+            cluster.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, required=True, help="a folder of generated ranks")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--before", type=Path,
+                        help="a checkout of perfkit to measure cold through Dask beside this code")
     parser.add_argument("--out", type=Path, help="also write the report here (--append: at its end)")
     parser.add_argument("--append", action="store_true")
     args = parser.parse_args()
@@ -226,6 +250,8 @@ def main() -> None:
         finally:
             stop_workers([pid for name, pid in pids.items() if name.startswith("worker")])
             cluster.stop()
+        if args.before:
+            before_and_after(run, args.before, args.workers, scratch, answer, report)
     report(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
