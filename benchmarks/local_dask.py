@@ -24,11 +24,12 @@ def free_port() -> int:
 
 class LocalCluster:
     """A scheduler and `workers` one-thread worker processes on 127.0.0.1, each worker started through `wrap`
-    (a command prefix, e.g. a mount namespace); logs under `folder`/logs."""
+    (a command prefix, e.g. a mount namespace) with perfkit imported from `code` (default this checkout); logs
+    under `folder`/logs."""
 
-    def __init__(self, folder: Path, workers: int = 2, wrap: list[str] | None = None):
+    def __init__(self, folder: Path, workers: int = 2, wrap: list[str] | None = None, code: Path = REPO):
         self.address = f"tcp://127.0.0.1:{free_port()}"
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = dict(os.environ, PYTHONPATH=str(code))
         logs = folder / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         self.scheduler = subprocess.Popen(

@@ -115,6 +115,43 @@ def test_a_run_read_on_dask_is_the_run_read_in_process(cluster, tmp_path, monkey
     assert ranks["slow_ranks"] == [SLOW_RANK]
 
 
+def test_a_large_run_goes_in_tasks_of_several_folders_and_keeps_each_kind_of_entry(cluster, tmp_path, monkeypatch):
+    """More than 16 ranks: every folder's cluster-level read, then the representative ranks' whole read. The
+    folders go to the workers several to a task (one task a rank cost the scheduler and the workers ~6 ms a rank
+    at 10,000 ranks besides the read); a representative rank keeps its cluster-level entry beside its whole one,
+    so a second read finds every entry and reads nothing."""
+    import distributed
+
+    from perfkit.analysis.representatives import representative_ranks
+
+    ranks = 40
+    run = tmp_path / f"ranks_{ranks}"
+    generate.generate_cluster(run, ranks=ranks, steps=1, slow_ranks=(SLOW_RANK,))
+    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+    submitted = []
+    submit = distributed.Client.submit
+
+    def counted(self, function, *args, **kwargs):
+        submitted.append(args[0])
+        return submit(self, function, *args, **kwargs)
+
+    monkeypatch.setattr(distributed.Client, "submit", counted)
+    storage = tmp_path / "storage"
+    through_dask = loader.load(run, Target(cluster.address, str(storage)), ranks=representative_ranks)
+    shown = through_dask.meta.op_ranks
+    assert 0 < len(shown) < ranks and SLOW_RANK in shown
+    assert_same_run(loader.load(run, ranks=representative_ranks), through_dask)
+    # 40 folders on two one-thread workers: tasks of 5 (a quarter of a worker's share), then the shown ranks'
+    assert sorted(len(batch) for batch in submitted[:ranks // 5]) == [5] * (ranks // 5)
+    assert sum(len(batch) for batch in submitted) == ranks + len(shown)
+    written = {path: path.stat().st_mtime_ns for path in entries(storage)}
+    assert len(written) == ranks + len(shown)
+
+    submitted.clear()
+    assert_same_run(through_dask, loader.load(run, Target(cluster.address, str(storage)), ranks=representative_ranks))
+    assert {path: path.stat().st_mtime_ns for path in entries(storage)} == written
+
+
 def told(storage: Path) -> list[Path]:
     """The outcome files of the tasks done so far."""
     return list((storage / ENTRY_KIND).glob(f"{OUTCOMES}-*/*.json"))
@@ -307,7 +344,7 @@ class _Future:
 def test_a_task_told_done_then_lost_with_its_worker_keeps_the_outcome_it_wrote(tmp_path):
     """The CI flake: as_completed hands back a future whose worker was killed just after it finished (status
     "lost", no exception). Its outcome file is in the storage: the rank is read, not named as failed; a lost task
-    that wrote nothing is named."""
+    that wrote nothing is named. Of a task of several folders that failed, the folders it wrote are read."""
     import contextlib
     from types import SimpleNamespace
 
@@ -317,8 +354,10 @@ def test_a_task_told_done_then_lost_with_its_worker_keeps_the_outcome_it_wrote(t
     from perfkit.io.dask_ingest import _gather
     written, unwritten = tmp_path / "written.json", tmp_path / "unwritten.json"
     written.write_text('{"entry": "x"}')
-    futures = {_Future("finished"): ("rank0", str(tmp_path / "finished.json")),
-               _Future("lost"): ("rank1", str(written)), _Future("lost"): ("rank2", str(unwritten))}
+    futures = {_Future("finished"): [("rank0", str(tmp_path / "finished.json"))],
+               _Future("lost"): [("rank1", str(written))], _Future("lost"): [("rank2", str(unwritten))],
+               # a task of several folders that failed after the first: that one's outcome is in the storage
+               _Future("error"): [("rank3", str(written)), ("rank4", str(unwritten))]}
 
     class Completed:
         def __init__(self, pending):
@@ -332,3 +371,5 @@ def test_a_task_told_done_then_lost_with_its_worker_keeps_the_outcome_it_wrote(t
     outcomes = _gather(client, distributed, futures, Target("tcp://x:1", str(tmp_path)), LocalFileSystem())
     assert outcomes["rank0"] == str(tmp_path / "finished.json") and outcomes["rank1"] == str(written)
     assert isinstance(outcomes["rank2"], FileFormatError) and "its Dask task failed" in str(outcomes["rank2"])
+    assert outcomes["rank3"] == str(written)
+    assert isinstance(outcomes["rank4"], FileFormatError) and "its Dask task failed" in str(outcomes["rank4"])

@@ -117,6 +117,6 @@ def test_workers_keep_what_they_free_for_the_next_folder():
 
 def test_a_task_carries_at_most_max_folders_per_task():
     """A task's results cross as one pickle: a 4,096-rank run in tasks of 1,536 folders cost seconds."""
-    from perfkit.io.parallel import MAX_FOLDERS_PER_TASK, _task_size
-    assert _task_size(12288, 2) == MAX_FOLDERS_PER_TASK == 64
-    assert _task_size(96, 2) == 12 and _task_size(5, 2) == 1
+    from perfkit.io.parallel import MAX_FOLDERS_PER_TASK, task_size
+    assert task_size(12288, 2) == MAX_FOLDERS_PER_TASK == 64
+    assert task_size(96, 2) == 12 and task_size(5, 2) == 1

@@ -61,8 +61,8 @@ def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle:
          ranks: Ranks = None) -> Run:
     """Read any MindSpore profiler folder into a `Run`: from the cache when the run's files are as they were.
 
-    Read in worker processes here, or, with `dask` (else $PERFKIT_DASK, see dask_ingest.target), one task per
-    rank folder on that Dask cluster; the Run is the same. `cycle`: which of several profiler runs of one rank
+    Read in worker processes here, or, with `dask` (else $PERFKIT_DASK, see dask_ingest.target), a few rank
+    folders a task on that Dask cluster; the Run is the same. `cycle`: which of several profiler runs of one rank
     the folder holds to read (1, 2, ... in profiling order, or "last"; see chosen_cycle); without it such a
     folder is refused. `ranks`: whose op-level tables to read (formats/base.py: OP_LEVEL_TABLES; every rank's
     cluster-level tables are read): None, every rank's; a collection of ranks; or a function given the Run of

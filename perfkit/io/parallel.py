@@ -80,12 +80,12 @@ def map_folders(function, arguments: Sequence[tuple]) -> list:
     collecting = gc.isenabled()
     try:
         with _collection_paused(collecting), _pool(workers, collecting) as pool:
-            return list(pool.map(function, *zip(*arguments), chunksize=_task_size(len(arguments), workers)))
+            return list(pool.map(function, *zip(*arguments), chunksize=task_size(len(arguments), workers)))
     except BrokenProcessPool:  # a worker died (e.g. killed for memory): run here instead
         return [function(*args) for args in arguments]
 
 
-def _task_size(folders: int, workers: int) -> int:
+def task_size(folders: int, workers: int) -> int:
     """Folders per task: a quarter of each worker's share (few round trips on a few hundred folders; a slow
     folder's task does not keep the others waiting), at most MAX_FOLDERS_PER_TASK."""
     return max(1, min(MAX_FOLDERS_PER_TASK, folders // (workers * 4)))
