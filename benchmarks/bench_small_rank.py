@@ -106,7 +106,7 @@ def main() -> None:
     report(f"each line: the median of {args.pairs} alternating pairs (min-max in brackets); CPU = user + system of "
            "the process and its children (wait4)")
     # machine() imports pandas: asked for after the measurements (a child's peak RSS counts the parent's image)
-    header_end, load_at_start = len(lines), load_text()
+    header_end, load_at_start, began = len(lines), load_text(), time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     on_disk = sum(p.stat().st_size for p in rank.rglob("*") if p.is_file())
     read = sum((rank / name).stat().st_size for name in READ_FILES)
     report(f"rank: {rank.relative_to(FIXTURES) if rank.is_relative_to(FIXTURES) else rank} "
@@ -205,7 +205,8 @@ def main() -> None:
                    f"{above / med(name, 'cpu'):.0%})")
     report(f"\nload average at end: {load_text()}")
     versions = [line.replace(line.split(": ", 1)[1].split(" (")[0], load_at_start)
-                if line.startswith("load average at start") else line for line in machine()]
+                if line.startswith("load average at start") else f"date (UTC): {began}"
+                if line.startswith("date (UTC)") else line for line in machine()]
     versions[2] += f"  numpy {importlib.metadata.version('numpy')}"
     lines[header_end:header_end] = versions
     if args.out:
