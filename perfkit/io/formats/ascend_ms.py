@@ -22,7 +22,6 @@ import pyarrow.compute as pc
 from ...core.errors import FileFormatError
 from ...core.opnames import op_passes, trim_type_separator
 from ...core.units import US_PER_MS
-from ..trace_text import text_traces
 from .base import Parts, Reader, TraceFile
 from .files import guarded, json_object, rank_of, read_csv_table
 from .integers import RANK, STEP, checked, whole
@@ -486,6 +485,8 @@ def rank_traces(folder: Path, rank: Callable[[], int], step_file: Path | None = 
                 step_bounds: Callable[[Path], dict[int, list[float]]] | None = None) -> list[TraceFile]:
     """A profiler folder's trace_view.json as its rank's trace (`rank()`: the folder's rank); the text timelines
     (trace_text) of the ranks it leaves, as theirs. The CPU layout's folders are laid out as this one's."""
+    from ..trace_text import text_traces  # the timeline's reader (msgspec): loading a Run never needs it
+
     found = text_traces(folder)
     view = folder / OUTPUT_DIR / TRACE_VIEW
     if view.is_file():

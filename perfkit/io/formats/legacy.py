@@ -21,7 +21,6 @@ from ...core.errors import FileFormatError
 from ...core.opnames import comm_kind, op_passes, op_types_of
 from ...core.units import TICKS_PER_MS, TICKS_PER_US
 from ..discovery import has_match
-from ..trace_text import LEGACY_ASCEND, text_traces
 from .base import Parts, Reader, TraceFile
 from .files import (
     csv_header,
@@ -577,6 +576,8 @@ TIMELINE_DISPLAYS = ("ascend_timeline_display_*.json", "gpu_timeline_display_*.j
 def traces(folder: Path) -> list[TraceFile]:
     """Each rank's JSON timeline (TIMELINE_DISPLAYS, the first found), else its op times as text (trace_text); the
     steps of output_timeline_data_{r}.txt from the step trace, whose points are on the same device clock."""
+    from ..trace_text import LEGACY_ASCEND, text_traces  # the timeline's reader: loading a Run never needs it
+
     found = text_traces(folder)
     displays: dict[int, Path] = {}
     for pattern in TIMELINE_DISPLAYS:
