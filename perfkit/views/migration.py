@@ -215,7 +215,8 @@ def compare_frameworks(reference: Sequence[Run], port: Sequence[Run],
     judged = _verdict(reference, port, differing, noise_floor_pct)
     matched = match_families(_kinds(ref), _kinds(prt))
     return {"kind": "cross_framework", "reference": ref.path, "port": prt.path, "settings": settings,
-            "differing": differing, "differing_not_blocking": shown, "not_checked": unchecked, **sides_of(sides), "verdict": judged, **matched,
+            "differing": differing, "differing_not_blocking": shown, "not_checked": unchecked, **sides_of(sides),
+            "verdict": judged, **matched,
             **match_stages(stages(ref)[0], *stages(prt)),
             "changes": port_changes(settings, sides, matched["families"], judged)}
 
