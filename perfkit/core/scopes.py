@@ -221,7 +221,8 @@ def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
     """(each op's Cell, how it was placed, the Cells its shapes could belong to): backward kernels named after a
     reused Cell re-placed by their shapes (module docstring). How: "named" (by its scope), "moved" (to the one
     Cell its shapes name), "shared" (to the Cell all the Cells its shapes could belong to share). Forward Cells
-    are indexed by (type, layer) and (type, shape); kernels asking the same question (primitive, named Cell, tensors) share one answer."""
+    are indexed by (type, layer) and (type, shape); kernels asking the same question (primitive, named Cell,
+    tensors) share one answer."""
     types = ops["type"].astype(str).to_numpy()
     shapes = ops["input_shapes"].astype(object).fillna("").astype(str)
     frame = pd.DataFrame({"path": paths, "grad_of": grad_of, "type": types,
