@@ -21,6 +21,7 @@ from perfkit.profiler.reference import child_command
 RUNS = Path(__file__).resolve().parent / "runs"
 RESNET = RUNS / "torch_cpu_resnet50"
 MLP = RUNS / "torch_cpu_mlp"
+GRADSCALER = RUNS / "torch_cpu_gradscaler"
 
 
 @pytest.fixture(autouse=True)
@@ -257,6 +258,35 @@ def test_the_reference_runner_profiles_a_real_torch_script(tmp_path):
     sidecar = json.loads((out / "perfkit_run.json").read_text())
     assert sidecar["config"]["batch_size"] == 64 and sidecar["config"]["steps_ended"] == 4
     assert perfkit.load(out).meta.framework == "torch"
+
+
+@pytest.mark.skipif(not os.environ.get("PERFKIT_TORCH_PYTHON"),
+                    reason="needs a Python with torch: PERFKIT_TORCH_PYTHON=/path/to/python (torch is not in `test`)")
+def test_the_reference_runner_records_the_scripts_grad_scaler(tmp_path):
+    out = tmp_path / "ref"
+    result = CliRunner().invoke(main, ["profile", "--reference", "--steps", "2", "--warmup", "0", "--output", str(out),
+                                       "--", os.environ["PERFKIT_TORCH_PYTHON"],
+                                       str(RUNS.parent / "scripts" / "run_torch_gradscaler.py"), "--steps", "4"])
+    assert result.exit_code == 0, result.output
+    recorded = json.loads((out / "perfkit_run.json").read_text())["config"]["loss_scale"]
+    assert recorded["scaler"] == "GradScaler" and recorded["enabled"] and recorded["scale"] == 1024.0
+    assert recorded["growth_interval"] == 2 and recorded["device"] == "cpu"
+    names = {e.get("name") for e in raw_events(out)}
+    assert {"aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_"} <= names
+
+
+def test_grad_scalers_ops_are_op_types_of_their_own():
+    """GradScaler's unscale-and-check and scale update are outermost ops (called from Python, not inside another
+    aten op): op types with the raw trace's calls and durations."""
+    events = raw_events(GRADSCALER)
+    steps = raw_steps(events)
+    run = perfkit.load(GRADSCALER)
+    for name in ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_"):
+        calls = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == name
+                 and any(inside(e, span) for span in steps.values())]
+        rows = run.ops[run.ops["type"].astype(str) == name]
+        assert int(rows["count"].sum()) == len(calls) == len(steps)
+        assert float(rows["total_ms"].sum()) == pytest.approx(sum(e["dur"] for e in calls) / 1000, rel=1e-6)
 
 
 def test_every_dashboard_page_of_a_torch_run_renders():

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests" / "runs" / "torch_cpu_resnet50"
 MLP = ROOT / "tests" / "runs" / "torch_cpu_mlp"
 PORT = ROOT / "sample_runs" / "cpu_avx2"
+GRADSCALER = ROOT / "tests" / "runs" / "torch_cpu_gradscaler"
+LOSS_SCALE_PORT = ROOT / "tests" / "runs" / "cpu_2_10_loss_scale"
 
 
 @pytest.fixture(autouse=True)
@@ -181,25 +183,167 @@ def test_every_family_is_a_row_of_the_mapping_table_in_docs():
         assert all(f"`{op}`" in rows[entry.name] for op in entry.torch + entry.mindspore)
 
 
-def test_stages_match_module_and_cell_by_name_with_the_raw_forward_time(result):
+def raw_module_forward_ms(module_span: str) -> float:
+    """A module's forward ms per profiled step from the raw trace: the self time (its duration less its direct
+    children's) of every cpu_op inside the module's spans within the profiled steps, summed."""
+    events, steps = raw_reference()
+    spans = [e for e in events if e.get("ph") == "X" and e.get("name") == module_span
+             and any(start <= e["ts"] < end for start, end in steps.values())]
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"),
+                 key=lambda e: (e.get("tid"), e["ts"], -e["dur"]))
+    self_us: dict[int, float] = {}
+    stack: list[dict] = []
+    for op in ops:
+        while stack and (stack[-1].get("tid") != op.get("tid") or op["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]):
+            stack.pop()
+        if stack:
+            self_us[id(stack[-1])] -= op["dur"]
+        self_us[id(op)] = op["dur"]
+        stack.append(op)
+    inside = sum(self_us[id(op)] for op in ops
+                 if any(s["ts"] <= op["ts"] and op["ts"] + op["dur"] <= s["ts"] + s["dur"] + 1e-3 for s in spans))
+    return inside / 1000 / len(steps)
+
+
+def raw_port_forward_ms(cell_path: str) -> float:
+    """A Cell's forward ms per profiled step from the port's raw op detail file (csv module): its rows'
+    total time under `<path>/`, over the manifest's profiled steps."""
+    detail = next(PORT.glob("*_ascend_ms")) / "FRAMEWORK" / "cpu_op_detail_info_0.csv"
+    with open(detail, newline="") as handle:
+        total = sum(float(row["op_total_time(ms)"]) for row in csv.DictReader(handle)
+                    if row["full_op_name"].startswith(cell_path + "/"))
+    return total / len(json.loads((PORT / "perfkit_run.json").read_text())["steps"])
+
+
+BACKBONE = "Default/network-WithLossCell/_backbone-ResNet50"
+
+
+def test_stages_match_module_and_cell_down_the_tree_with_the_raw_forward_time(result):
     stages = {row["stage"]: row for row in result["stages"]}
-    assert {"layer1", "layer2", "layer3", "layer4", "conv1", "fc"} <= set(stages)
+    assert {"layer1", "layer2", "layer3", "layer4", "conv1", "fc", "layer1.0", "layer3.5", "layer1.0.conv2",
+            "layer1.0.downsample.0"} <= set(stages)
     assert (stages["layer3"]["reference"]["class"], stages["layer3"]["port"]["class"]) == ("Sequential",
                                                                                           "SequentialCell")
     assert (stages["fc"]["reference"]["class"], stages["fc"]["port"]["class"]) == ("Linear", "Dense")
-    events, steps = raw_reference()
-    spans = [e for e in events if e.get("ph") == "X" and e.get("name") == "nn.Module: layer3 (Sequential)"
-             and any(start <= e["ts"] < end for start, end in steps.values())]
-    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
-    inside, open_end = 0.0, -1.0
-    for op in ops:  # the ops no other op encloses, inside layer3's forward spans
-        if op["ts"] < open_end - 1e-3:
-            continue
-        open_end = op["ts"] + op["dur"]
-        if any(s["ts"] <= op["ts"] and op["ts"] + op["dur"] <= s["ts"] + s["dur"] + 1e-3 for s in spans):
-            inside += op["dur"] / 1000
-    assert stages["layer3"]["reference"]["forward_ms"] == pytest.approx(inside / len(steps), rel=1e-6)
+    assert (stages["layer1.0"]["reference"]["class"], stages["layer1.0"]["port"]["class"]) == ("Bottleneck",
+                                                                                              "Bottleneck")
+    assert [stages[k]["depth"] for k in ("layer1", "layer1.0", "layer1.0.conv2", "layer1.0.downsample.0")] == [
+        1, 2, 3, 4]
+    for label, span, cell in (
+            ("layer3", "nn.Module: layer3 (Sequential)", "layer3-SequentialCell"),
+            ("layer1.0", "nn.Module: layer1.0 (Bottleneck)", "layer1-SequentialCell/0-Bottleneck"),
+            ("layer2.1.conv2", "nn.Module: layer2.1.conv2 (Conv2d)",
+             "layer2-SequentialCell/1-Bottleneck/conv2-Conv2d")):
+        assert stages[label]["reference"]["forward_ms"] == pytest.approx(raw_module_forward_ms(span), rel=1e-6)
+        assert stages[label]["port"]["forward_ms"] == pytest.approx(raw_port_forward_ms(f"{BACKBONE}/{cell}"),
+                                                                    rel=1e-6)
     assert "avgpool" in result["unmatched_stages"]["reference"]  # the port averages with ReduceMean, no Cell
+    # the port pads before a MaxPool2d inside a SequentialCell: classes that do not map are listed, not compared
+    assert result["stage_class_mismatches"] == [{"stage": "maxpool", "reference": "MaxPool2d",
+                                                 "port": "SequentialCell"}]
+    assert "maxpool" not in stages
+
+
+def test_the_ports_backward_of_identical_blocks_is_held_by_the_group_never_split(result):
+    """layer1's blocks read tensors of the same shapes (their 3x3 convs, ReLUs, BatchNorms), so MindSpore's
+    gradient kernels that fit any of them sit on layer1: each block's backward is the group's, shown once, and
+    the groups' and the whole stages' backward add up to every gradient kernel of the network in the raw file."""
+    stages = {row["stage"]: row for row in result["stages"]}
+    for block in ("layer1.0", "layer1.1", "layer1.2"):
+        assert stages[block]["port"]["backward_ms"] is None
+        assert stages[block]["port"]["backward_with"] == ["layer1.0", "layer1.1", "layer1.2"]
+        assert stages[block]["reference"]["backward_ms"] > 0  # torch's flows name each block's backward
+    group = next(g for g in result["stage_groups"] if g["stages"] == ["layer1.0", "layer1.1", "layer1.2"])
+    assert group["backward_ms"] == pytest.approx(stages["layer1"]["port"]["backward_ms"])
+    assert group["reference_backward_ms"] == pytest.approx(sum(stages[f"layer1.{k}"]["reference"]["backward_ms"]
+                                                               for k in range(3)))
+    detail = next(PORT.glob("*_ascend_ms")) / "FRAMEWORK" / "cpu_op_detail_info_0.csv"
+    with open(detail, newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["full_op_name"].startswith(f"Gradients/{BACKBONE}/")]
+    profiled = len(json.loads((PORT / "perfkit_run.json").read_text())["steps"])
+    own = sum(float(row["op_total_time(ms)"]) for row in rows  # kernels of the backbone's own ops (ReduceMean's)
+              if row["full_op_name"][len(f"Gradients/{BACKBONE}/"):].startswith("Grad_"))
+    top = [row for row in result["stages"] if row["depth"] == 1]
+    maxpool = perfkit.cells(perfkit.load(PORT)).set_index("label").at["maxpool", "backward_ms"]
+    assert all(row["port"]["backward_ms"] is not None for row in top)  # no kernel fits two top-level stages
+    assert sum(row["port"]["backward_ms"] for row in top) + maxpool + own / profiled == pytest.approx(
+        sum(float(row["op_total_time(ms)"]) for row in rows) / profiled, rel=1e-6)
+    # a Cell whose gradient kernels only it can own keeps its own number: layer4.0's strided downsample conv;
+    # layer1.0's reads the shapes of every layer1 block's conv3 (64 -> 256, 1x1) and stays in the group
+    assert stages["layer4.0.downsample.0"]["port"]["backward_ms"] > 0
+    assert stages["layer1.0.downsample.0"]["port"]["backward_with"] == ["layer1.0", "layer1.1", "layer1.2"]
+
+
+def test_compare_shows_stages_to_a_depth(result):
+    runner = CliRunner()
+    text = runner.invoke(main, ["compare", str(REFERENCE), str(PORT)]).output
+    assert "    layer1.0  (Bottleneck / Bottleneck)" in text and "layer1.0.conv2" not in text  # top level + one
+    assert "in layer1.{0,1,2}" in text and "backward of identical blocks" in text
+    assert "maxpool (MaxPool2d / SequentialCell)" in text and "avgpool" in text
+    deeper = runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--depth", "3"]).output
+    assert "      layer1.0.conv2  (Conv2d / Conv2d)" in deeper and "layer1.0.downsample.0" not in deeper
+    markdown = runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--format", "markdown"]).output
+    assert "| &nbsp;&nbsp;layer1.0  (Bottleneck / Bottleneck) |" in markdown
+    full = json.loads(runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--format", "json"]).output)
+    assert max(row["depth"] for row in full["stages"]) == 4 == max(row["depth"] for row in result["stages"])
+    top = json.loads(runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--format", "json",
+                                          "--depth", "1"]).output)
+    assert {row["depth"] for row in top["stages"]} == {1} and top["stage_groups"] == []
+
+
+def test_torch_classes_map_to_their_mindspore_cells():
+    from perfkit.views.migration import classes_map
+    assert classes_map("Linear", "Dense") and classes_map("Sequential", "SequentialCell")
+    assert classes_map("Bottleneck", "Bottleneck")  # the network's own class: the Cell of the same name
+    assert not classes_map("MaxPool2d", "SequentialCell") and not classes_map("Linear", "Conv2d")
+
+
+def test_loss_scaling_is_a_setting_with_its_evidence_on_each_side(result):
+    """torch: GradScaler's ops in the trace (per step, counted in the raw JSON) and the runner's record of it;
+    MindSpore: the profile hook's record of the Model's loss_scale_manager (the manifest's raw JSON)."""
+    from perfkit.views.migration import loss_scale
+    with gzip.open(next(GRADSCALER.glob("*.pt.trace.json.gz")), "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("ph") == "X" and re.fullmatch(r"ProfilerStep#\d+", e.get("name", ""))]
+    calls = {name: sum(1 for e in events if e.get("cat") == "cpu_op" and e["name"] == name
+                       and any(start <= e["ts"] < end for start, end in steps)) / len(steps)
+             for name in ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_")}
+    scaler = json.loads((GRADSCALER / "perfkit_run.json").read_text())["config"]["loss_scale"]
+    torch_side = loss_scale(perfkit.load(GRADSCALER))
+    assert torch_side["scaling"].startswith(f"dynamic, from {scaler['scale']:g} (GradScaler")
+    for name, per_step in calls.items():
+        assert f"{name} x{per_step:.0f}/step" in torch_side["evidence"] and per_step == 1
+    assert result["settings"]["reference"]["loss_scale"]["scaling"] == "none"  # no GradScaler op in its trace
+    assert "loss_scale" in result["not_checked"]  # the sample port predates the hook's record
+    manager = json.loads((LOSS_SCALE_PORT / "perfkit_run.json").read_text())["config"]["loss_scale"]
+    port_side = loss_scale(perfkit.load(LOSS_SCALE_PORT))
+    assert port_side["scaling"] == f"fixed {manager['scale']:g}" and manager["manager"] in port_side["evidence"]
+
+
+def test_one_side_scaling_its_loss_is_a_listed_difference_that_does_not_refuse_the_verdict():
+    differ = compare_frameworks([perfkit.load(REFERENCE)], [perfkit.load(LOSS_SCALE_PORT)])
+    assert [row["setting"] for row in differ["differing_not_blocking"]] == ["loss_scale"]
+    assert "loss_scale" not in {row["setting"] for row in differ["differing"]}
+    assert "loss_scale" not in differ["verdict"]["why"]
+    text = CliRunner().invoke(main, ["compare", str(REFERENCE), str(LOSS_SCALE_PORT)]).output
+    assert "differs, not refusing the verdict: loss scaling none" in text and "fixed 1024" in text
+    same = compare_frameworks([perfkit.load(GRADSCALER)], [perfkit.load(LOSS_SCALE_PORT)])
+    assert same["differing_not_blocking"] == []  # both scale: the scales are shown, not a difference
+
+
+def test_the_profile_hook_records_a_models_loss_scale_manager():
+    ms = pytest.importorskip("mindspore")
+    from mindspore import nn
+    from mindspore.train import Model
+    from perfkit.profiler.train import loss_scale_of
+    net = nn.Dense(4, 2)
+    model = Model(net, loss_fn=nn.MSELoss(), optimizer=nn.Momentum(net.trainable_params(), 0.1, 0.9),
+                  loss_scale_manager=ms.amp.FixedLossScaleManager(128.0, drop_overflow_update=False))
+    assert loss_scale_of(model) == {"manager": "FixedLossScaleManager", "train_cell": "TrainOneStepCell",
+                                    "scale": 128.0, "drop_overflow_update": False}
+    plain = Model(net, loss_fn=nn.MSELoss(), optimizer=nn.Momentum(net.trainable_params(), 0.1, 0.9))
+    assert loss_scale_of(plain)["manager"] is None
 
 
 def test_the_dashboards_compare_page_shows_the_cross_framework_comparison():

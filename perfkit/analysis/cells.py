@@ -64,6 +64,28 @@ def placed_ops(run: Run) -> pd.DataFrame:
     return place(run.ops)
 
 
+def placed_per_step(run: Run) -> pd.DataFrame:
+    """placed_ops of the run's first rank with `ms`, each op's time per steady step as cells() counts it (its total
+    less its first-step time where that rank's first step is left out, over the steps left; else over the profiled
+    steps): for sums the tree does not hold, such as a group of sibling Cells (perfkit/views/migration.py)."""
+    placed = placed_ops(run)
+    if not len(placed):
+        return placed.assign(ms=pd.Series(dtype="float64"))
+    rank = placed["rank"].min()
+    mine = placed[placed["rank"] == rank]
+    steps = run.steps[run.steps["rank"] == rank] if len(run.steps) else run.steps
+    profiled = max(int(steps["step"].nunique()) if len(steps) else 1, 1)
+    left_out = False
+    if len(steps) and "first_step_ms" in mine and mine["first_step_ms"].notna().all():
+        _, first = first_step_verdicts(run.steps)
+        left_out = bool(first.loc[first["rank"] == rank, "reason"].notna().any())
+    if left_out:
+        ms = (mine["total_ms"] - mine["first_step_ms"]).clip(lower=0.0) / max(profiled - 1, 1)
+    else:
+        ms = mine["total_ms"] / profiled
+    return mine.assign(ms=ms.astype("float64"))
+
+
 @kept_on_run
 def _build(run: Run) -> pd.DataFrame:
     leaves = run.cells

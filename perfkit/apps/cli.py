@@ -331,10 +331,13 @@ def ranks(run: str, fmt: str) -> None:
 @click.option("--cycle-b", type=CycleNumber(), default=None,
               help="B's profiler cycle where it is not --cycle's: two cycles of one folder side by side "
                    "(perfkit compare run run --cycle 1 --cycle-b 2).")
+@click.option("--depth", type=click.IntRange(min=1), default=None, metavar="N",
+              help="A PyTorch reference against its MindSpore port: the stages (module <-> Cell) down to depth N "
+                   "(1: the network's top-level modules; default 2 in text and markdown, the whole tree in JSON).")
 @click.pass_context
 def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower: float | None,
             fail_on_new: str | None, noise_floor: float | None, batch_size: int | None, seq_len: int | None,
-            cycle_b) -> None:
+            cycle_b, depth: int | None) -> None:
     """Before/after: whether B is faster than A beyond the run-to-run noise (over the runs' means; per sample
     when the batches differ), samples/s, the step ledger's per-cause changes, what differed between the runs,
     each run's step spread, op types in ms per step, resolved and new findings. A is the baseline.
@@ -356,7 +359,7 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
     for line in failed_a + failed_b:
         click.echo(f"perfkit: warning: {line}", err=True)
     group_a, group_b = _load_all(tuple(side_a)), _load_all(tuple(side_b), cycle_b)
-    if _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor):
+    if _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor, depth):
         return
     result = compare_runs(group_a[0], group_b[0], group_a[1:], group_b[1:],
                           noise_floor, batch_size, seq_len)
@@ -379,7 +382,7 @@ def compare(ctx: click.Context, run_a: str, run_b: str, fmt: str, fail_if_slower
             ctx.exit(1)
 
 
-def _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor) -> bool:
+def _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_new, noise_floor, depth) -> bool:
     """A PyTorch reference against its MindSpore port (either order): the migration view (docs/migration.md)."""
     from ..analysis.statistics import NOISE_FLOOR_PCT
     from ..views.migration import compare_across, is_cross_framework
@@ -388,10 +391,12 @@ def _compared_across_frameworks(group_a, group_b, fmt, fail_if_slower, fail_on_n
     if fail_if_slower is not None or fail_on_new is not None:
         raise PerfkitError("--fail-if-slower/--fail-on-new gate runs of one framework; a PyTorch reference against "
                            "its MindSpore port is compared without a gate")
-    from ..render.migration import migration_markdown, migration_text
+    from ..render.migration import migration_markdown, migration_text, stages_to_depth
+    from ..views.migration import STAGE_DEPTH
     result = compare_across(group_a, group_b, NOISE_FLOOR_PCT if noise_floor is None else noise_floor)
-    click.echo(_json(result) if fmt == "json" else migration_markdown(result) if fmt == "markdown"
-               else migration_text(result))
+    shown = depth or STAGE_DEPTH
+    click.echo((_json(result) if depth is None else _json(stages_to_depth(result, depth))) if fmt == "json"
+               else migration_markdown(result, shown) if fmt == "markdown" else migration_text(result, shown))
     return True
 
 

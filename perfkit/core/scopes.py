@@ -108,14 +108,16 @@ FLOPS_EXPECTED_TYPES = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",
 
 
 def place(ops: pd.DataFrame) -> pd.DataFrame:
-    """placed_ops of an op table (all ranks). Vectorised over ops: the Python work is per distinct scope and
+    """placed_ops of an op table (all ranks): columns path, flops, placed and candidates (the Cells a kernel's
+    shapes could belong to, a tuple: the shared ancestor's candidates for "shared", its own Cell otherwise).
+    Vectorised over ops: the Python work is per distinct scope and
     per distinct (primitive, named Cell, tensors) question, a few thousand on a million-kernel run. Ranks whose
     op rows read the same (name, type, pass, input shapes), in the same order, are placed once for all of them
     (data-parallel ranks run one graph): what a rank's ops are placed by is those four columns alone, and its
     FLOPs are the shared FLOPs of one call times its own call counts, as for a rank placed alone."""
     if not len(ops):
         return ops.assign(path=pd.Series(dtype=object), flops=pd.Series(dtype="float64"),
-                          placed=pd.Series(dtype=object))
+                          placed=pd.Series(dtype=object), candidates=pd.Series(dtype=object))
     ranks = ops["rank"].to_numpy()
     ordered = ops if (np.diff(ranks) >= 0).all() else ops.iloc[np.argsort(ranks, kind="stable")]
     ordered = ordered.reset_index(drop=True)
@@ -134,14 +136,15 @@ def place(ops: pd.DataFrame) -> pd.DataFrame:
     row_group = np.repeat(group_of, ends - starts)
     within = np.arange(len(ranks)) - np.repeat(starts, ends - starts)
     path, placed = np.empty(len(ranks), dtype=object), np.empty(len(ranks), dtype=object)
+    candidates = np.empty(len(ranks), dtype=object)
     flops_per_call = np.empty(len(ranks), dtype=np.float64)
     for group, index in enumerate(firsts):
         rows = row_group == group
         shared = _placed_rank(ordered.iloc[starts[index]:ends[index]].reset_index(drop=True))
-        for out, value in zip((path, placed, flops_per_call), shared):
+        for out, value in zip((path, placed, flops_per_call, candidates), shared):
             out[rows] = value[within[rows]]
     flops = flops_per_call * ordered["count"].to_numpy(dtype=np.float64)
-    return ordered.assign(path=path, flops=flops, placed=placed)
+    return ordered.assign(path=path, flops=flops, placed=placed, candidates=candidates)
 
 
 def _row_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
@@ -153,8 +156,8 @@ def _row_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     return codes
 
 
-def _placed_rank(mine: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(Cell path, how placed, FLOPs of one call or NaN) of each op of one rank, in its row order."""
+def _placed_rank(mine: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(Cell path, how placed, FLOPs of one call or NaN, candidate Cells) of each op of one rank, in row order."""
     prefixes = mine["name"].astype("string").fillna("").str.rpartition("/")[0]
     scopes = {prefix: _scope(prefix) for prefix in prefixes.unique()}
     paths = prefixes.map({prefix: "/".join(scope) or NO_CELL for prefix, (scope, _) in scopes.items()})
@@ -164,8 +167,9 @@ def _placed_rank(mine: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     work = op_flops(mine.assign(count=1)).drop_duplicates("name").set_index("name")
     flops = mine["name"].map(work["flops"]).to_numpy(dtype=np.float64) if len(work) else np.full(len(mine), np.nan)
     layers = mine["name"].map(work["layer"]) if len(work) else pd.Series([None] * len(mine), dtype=object)
-    path, placed = _place_backward(mine, paths.astype(object), grad_of.astype(object), layers.astype(object))
-    return path, placed, flops
+    path, placed, candidates = _place_backward(mine, paths.astype(object), grad_of.astype(object),
+                                               layers.astype(object))
+    return path, placed, flops, candidates
 
 
 def cell_table(ops: pd.DataFrame) -> pd.DataFrame:
@@ -213,11 +217,12 @@ def _shapes_key(text: Any) -> tuple:
 
 
 def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
-                    layers: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(each op's Cell, how it was placed): backward kernels named after a reused Cell re-placed by their
-    shapes (module docstring). How: "named" (by its scope), "moved" (to the one Cell its shapes name),
-    "shared" (to the Cell all the Cells its shapes could belong to share). Forward Cells are indexed by (type,
-    layer) and (type, shape); kernels asking the same question (primitive, named Cell, tensors) share one answer."""
+                    layers: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each op's Cell, how it was placed, the Cells its shapes could belong to): backward kernels named after a
+    reused Cell re-placed by their shapes (module docstring). How: "named" (by its scope), "moved" (to the one
+    Cell its shapes name), "shared" (to the Cell all the Cells its shapes could belong to share). Forward Cells
+    are indexed by (type, layer) and (type, shape); kernels asking the same question (primitive, named Cell,
+    tensors) share one answer."""
     types = ops["type"].astype(str).to_numpy()
     shapes = ops["input_shapes"].astype(object).fillna("").astype(str)
     frame = pd.DataFrame({"path": paths, "grad_of": grad_of, "type": types,
@@ -225,10 +230,13 @@ def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
                           "tensors": np.where(np.isin(types, MATMUL_TYPES), MATMUL_TENSORS + shapes,
                                               np.where(layers.notna(), "layer " + layers.astype(str), shapes))})
     out_paths, placed = frame["path"].to_numpy(dtype=object).copy(), np.full(len(frame), "named", dtype=object)
+    candidates = np.empty(len(frame), dtype=object)
+    for row, path in enumerate(out_paths):  # one tuple per element: numpy would make a list of tuples a 2-D array
+        candidates[row] = (path,)
     forward = frame[frame["pass"] == "forward"]
     backward = frame[(frame["pass"] == "backward") & frame["grad_of"].notna()]
     if not len(forward) or not len(backward):
-        return out_paths, placed
+        return out_paths, placed, candidates
     named_count = backward.groupby(["path", "grad_of"]).size().to_dict()
     forward_count = forward.groupby(["path", "type"]).size().to_dict()
     cells_by_key: dict[tuple, set] = {}   # (type, layer) or (type, shape) -> forward Cells
@@ -246,7 +254,9 @@ def _place_backward(ops: pd.DataFrame, paths: pd.Series, grad_of: pd.Series,
     answered = keyed.map(answers)
     out_paths[backward.index] = [answer[0] for answer in answered]
     placed[backward.index] = [answer[1] for answer in answered]
-    return out_paths, placed
+    for row, answer in zip(backward.index, answered):
+        candidates[row] = answer[2]
+    return out_paths, placed, candidates
 
 
 def _tensor_keys(tensors: str, forward: bool = False) -> tuple:
@@ -281,23 +291,25 @@ def matmul_gradient_pairs(first: tuple[int, ...], second: tuple[int, ...]) -> tu
 
 
 def _placement(primitive: str, named: str, tensors: tuple, types: list[str], cells_by_key: dict,
-               forward_count: dict, named_count: dict) -> tuple[str, str]:
-    """(Cell, how) for the backward kernels of `primitive` named under `named` that read `tensors`."""
+               forward_count: dict, named_count: dict) -> tuple[str, str, tuple[str, ...]]:
+    """(Cell, how, candidate Cells) for the backward kernels of `primitive` named under `named` that read
+    `tensors`."""
     keys = [(t, key) for t in types for key in tensors]
     cells_of = sorted(set().union(*(cells_by_key.get(key, set()) for key in keys)))
     if not cells_of:
-        return named, "named"
+        return named, "named", (named,)
     forward_here = sum(forward_count.get((named, t), 0) for t in types)
     if primitive in MATMUL_TYPES:
         forward_here *= MATMUL_GRADIENTS_PER_CALL
     if named in cells_of and named_count[(named, primitive)] <= forward_here:
-        return named, "named"
+        return named, "named", (named,)
     if len(cells_of) == 1:
-        return cells_of[0], "moved"
-    return _common_ancestor(cells_of), "shared"
+        return cells_of[0], "moved", (cells_of[0],)
+    return common_ancestor(cells_of), "shared", tuple(cells_of)
 
 
-def _common_ancestor(paths: list[str]) -> str:
+def common_ancestor(paths: list[str]) -> str:
+    """The deepest Cell path every one of `paths` lies in (a path is in itself); NO_CELL where they share none."""
     parts = [path.split("/") for path in paths]
     common = []
     for level in zip(*parts):

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from .runfolder import ANALYSIS_LOG, MINDDATA_DIR, claim, now_iso, read_manifest, script_manifest, write_manifest
-from .train import SAVE_STEPS_SECONDS, describe
+from .train import SAVE_STEPS_SECONDS, describe, loss_scale_of
 
 # A schedule needs the length of its recording window; "until the loop ends" is this many steps.
 ALL_STEPS = 1 << 30
@@ -442,6 +442,7 @@ def start_session(job: dict, folder: Path, model_module) -> None:
         if _session.manifest.get("step_timer") is None:
             _session.manifest["step_timer"] = TIMER_MODEL_TRAIN
         _note_batch_size(train_dataset)  # a sunk dataset is never iterated from Python
+        _note_loss_scale(self)
         return original(self, epoch, train_dataset, _with_step_timer(callbacks), *args, **kwargs)
 
     model_module.Model.train = train
@@ -476,6 +477,13 @@ def _note_batch_size(dataset) -> None:
         batch = batch_size_of(dataset)
         if batch is not None:
             config["batch_size"] = batch
+
+
+def _note_loss_scale(model) -> None:
+    """Into the profile being taken (its manifest's config), the first Model.train's loss scaling (loss_scale_of)."""
+    profile = _timer_target(None)
+    if profile is not None:
+        profile.manifest.setdefault("config", {}).setdefault("loss_scale", loss_scale_of(model))
 
 
 def batch_size_of(dataset) -> int | None:

@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..core import boundedjson
 from ..core.host import capped_workers
@@ -247,6 +248,7 @@ class Trainer:
         loss_scale = ms.amp.FixedLossScaleManager(LOSS_SCALE, drop_overflow_update=False)
         model = Model(network, loss_fn=loss, optimizer=optimizer, amp_level=amp_level,
                       loss_scale_manager=loss_scale)
+        self.manifest.setdefault("config", {})["loss_scale"] = loss_scale_of(model)
         profile_memory = config["profile_memory"]
         self.profiler = ms.Profiler(start_profile=False, output_path=str(self.folder),
                                     data_process=device != "CPU", profile_memory=profile_memory)
@@ -381,5 +383,20 @@ def check_file_size_limit(folder: Path) -> None:
                                        "the file is cut there)", str(path))
 
 
+def loss_scale_of(model) -> dict[str, Any]:
+    """How a Model scales its loss (the manifest's `config.loss_scale`, docs/migration.md): the loss scale manager
+    given to it (FixedLossScaleManager, DynamicLossScaleManager; None: none), its scale and whether an overflow
+    drops the update, and the Cell that trains one step (TrainOneStepWithLossScaleCell checks for overflow)."""
+    manager = getattr(model, "_loss_scale_manager", None)
+    network = getattr(model, "_train_network", None)
+    record: dict[str, Any] = {"manager": None if manager is None else type(manager).__name__,
+                              "train_cell": None if network is None else type(network).__name__}
+    if manager is not None:
+        record["scale"] = float(manager.get_loss_scale())
+        record["drop_overflow_update"] = bool(manager.get_drop_overflow_update())
+    return record
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ..analysis.cells import cells
+from ..analysis.cells import cells, placed_per_step
 from ..analysis.measures import step_means
 from ..analysis.migration import (
     FAMILIES,
@@ -29,12 +29,22 @@ from ..analysis.migration import (
 from ..analysis.statistics import NOISE_FLOOR_PCT, per_rank_batch, samples_per_s, spread, step_totals, verdict
 from ..core.errors import PerfkitError
 from ..core.model import Run
-from ..core.scopes import NO_CELL, WRAPPER_NAMES
+from ..core.scopes import NO_CELL, WRAPPER_NAMES, common_ancestor
 from .compare import BACKBONE, op_type_ms_per_step
 
 # Settings that change the answer: a speedup is refused while they differ (both sides known). The execution mode is
 # shown, not required equal: eager PyTorch against a MindSpore graph is what a migration compares.
 BLOCKING = ("network", "device", "batch_size", "image_size", "precision", "isa_cap", "threads")
+# Settings listed where they differ without refusing the verdict (docs/migration.md says why): their cost is ops
+# the comparison shows (a scaling side's unscale and overflow check are ops without a partner).
+SHOWN = ("loss_scale",)
+# The ops loss scaling leaves in a trace. torch: GradScaler's unscale-and-check of the gradients (scaler.step) and
+# its scale update (scaler.update). MindSpore: the overflow check of TrainOneStepWithLossScaleCell
+# (mindspore/nn/wrap/loss_scale.py: NPU float status on Ascend, FloatStatus elsewhere, or AllFinite); a fixed scale
+# that never drops an update (the only one MindSpore 2.10 runs on CPU) leaves no op of its own.
+LOSS_SCALE_OPS = {TORCH: ("aten::_amp_foreach_non_finite_check_and_unscale_", "aten::_amp_update_scale_"),
+                  MINDSPORE: ("NPUGetFloatStatusV2", "NPUClearFloatStatusV2", "NPUAllocFloatStatus",
+                              "NPUGetFloatStatus", "NPUClearFloatStatus", "FloatStatus", "AllFinite")}
 # MindSpore's optimizer kernels, as its op tables name them.
 MINDSPORE_OPTIMIZERS = ("Adam", "ApplyAdam", "AdamWeightDecay", "FusedAdam", "FusedAdamWeightDecay", "ApplyMomentum",
                         "SGD", "Lamb", "ApplyAdagrad", "ApplyRMSProp", "LARSUpdate")
@@ -81,6 +91,7 @@ def side_settings(run: Run, runs: int) -> dict[str, Any]:
         "image_size": image_size(run),
         "precision": precision(run),
         "optimizer": optimizer(run),
+        "loss_scale": loss_scale(run),
         "data_workers": config.get("workers") if framework == MINDSPORE else None,
         "runs": runs,
     }
@@ -155,6 +166,49 @@ def precision(run: Run) -> str | None:
     return None if not found else found.pop() if len(found) == 1 else "mixed"
 
 
+def loss_scale(run: Run) -> dict[str, Any] | None:
+    """Whether the run scales its loss, with the evidence: {scaling: "none" / "fixed 1024" / "dynamic, from 1024",
+    evidence}; None where neither the files nor perfkit's record tell. Evidence: perfkit's record (the reference
+    runner's GradScaler, the profile hook's Model loss_scale_manager: config.loss_scale) and the ops
+    (LOSS_SCALE_OPS, calls per step). A torch trace without GradScaler's ops is a run without it: scaler.step
+    unscales every step."""
+    framework = framework_of(run)
+    record = run.meta.config.get("loss_scale")
+    record = record if isinstance(record, dict) else None
+    kinds = run.ops["type"].astype(str) if len(run.ops) else pd.Series(dtype=str)
+    counts = run.ops.loc[kinds.isin(LOSS_SCALE_OPS[framework]), ["type", "count"]] if len(run.ops) else None
+    steps = max(int(run.steps["step"].nunique()) if len(run.steps) else 1, 1)
+    ops = ([f"{kind} x{calls / steps:.0f}/step" for kind, calls in
+            counts.groupby("type", observed=True)["count"].sum().items()] if counts is not None else [])
+    evidence = [] if not ops else [", ".join(ops)]
+    scaling = None
+    if framework == TORCH and record is not None and record.get("scaler"):
+        scaling = (f"dynamic, from {record['scale']:g} ({record['scaler']}: x{record['growth_factor']:g} every "
+                   f"{record['growth_interval']} steps without inf, x{record['backoff_factor']:g} on one)"
+                   if record.get("enabled") else "none")
+        evidence.insert(0, f"{record['scaler']}(enabled={record.get('enabled')}) recorded by perfkit's runner")
+    elif framework == TORCH:
+        scaling = "dynamic (GradScaler)" if ops else "none"
+        if not ops:
+            evidence.append("no GradScaler op (aten::_amp_*) in the trace")
+    elif record is not None and "manager" in record:
+        manager = record["manager"]
+        scaling = ("none" if manager is None else f"dynamic, from {record.get('scale', 0):g}"
+                   if manager.startswith("Dynamic") else f"fixed {record.get('scale', 0):g}"
+                   + (", overflow drops the update" if record.get("drop_overflow_update") else ""))
+        evidence.insert(0, f"Model(loss_scale_manager={manager}) through {record.get('train_cell')}, recorded by "
+                           "perfkit's hook")
+    elif ops:
+        scaling = "overflow-checked (a dynamic scale, or a fixed one that drops overflowing updates)"
+    return None if scaling is None else {"scaling": scaling, "evidence": "; ".join(evidence)}
+
+
+def _differs(a: Any, b: Any, key: str) -> bool:
+    if key == "loss_scale":  # scaling on one side only; scales that differ are shown, not a difference
+        return (a["scaling"] == "none") != (b["scaling"] == "none")
+    return str(a).lower() != str(b).lower()
+
+
 def compare_frameworks(reference: Sequence[Run], port: Sequence[Run],
                        noise_floor_pct: float = NOISE_FLOOR_PCT) -> dict[str, Any]:
     """The cross-framework comparison (module docstring): `reference` the PyTorch runs, `port` the MindSpore runs
@@ -164,13 +218,13 @@ def compare_frameworks(reference: Sequence[Run], port: Sequence[Run],
         raise PerfkitError(f"the cross-framework comparison takes a PyTorch reference then its MindSpore port: "
                            f"{ref.path} is {framework_of(ref)}, {prt.path} is {framework_of(prt)}")
     settings = {"reference": side_settings(ref, len(reference)), "port": side_settings(prt, len(port))}
-    differing, unchecked = [], []
-    for key in BLOCKING:
+    differing, shown, unchecked = [], [], []
+    for key in BLOCKING + SHOWN:
         a, b = settings["reference"][key], settings["port"][key]
         if a is None or b is None:
             unchecked.append(key)
-        elif str(a).lower() != str(b).lower():
-            differing.append({"setting": key, "reference": a, "port": b})
+        elif _differs(a, b, key):
+            (differing if key in BLOCKING else shown).append({"setting": key, "reference": a, "port": b})
     sides = {}
     for side, run, group in (("reference", ref, reference), ("port", prt, port)):
         means = step_means(run.steps) or {}
@@ -180,8 +234,9 @@ def compare_frameworks(reference: Sequence[Run], port: Sequence[Run],
     judged = _verdict(reference, port, differing, noise_floor_pct)
     matched = match_families(_kinds(ref), _kinds(prt))
     return {"kind": "cross_framework", "reference": ref.path, "port": prt.path, "settings": settings,
-            "differing": differing, "not_checked": unchecked, **sides_of(sides), "verdict": judged, **matched,
-            **match_stages(stages(ref), stages(prt)),
+            "differing": differing, "differing_not_blocking": shown, "not_checked": unchecked, **sides_of(sides),
+            "verdict": judged, **matched,
+            **match_stages(stages(ref)[0], *stages(prt)),
             "changes": port_changes(settings, sides, matched["families"], judged)}
 
 
@@ -189,19 +244,32 @@ def sides_of(sides: dict[str, dict]) -> dict[str, dict]:
     return {"reference_run": sides["reference"], "port_run": sides["port"]}
 
 
-def stages(run: Run) -> dict[str, dict[str, Any]]:
-    """The network's stages (its top-level modules or Cells: conv1, layer1, ..., fc) by attribute name: class and
-    forward / backward ms per profiled step (analysis/cells.py: torch's backward ops in the module of the forward
-    op their flow names, MindSpore's backward kernels placed by shapes). The network is the largest top-level
-    Cell, below MindSpore's wrappers (Default, network, _backbone)."""
+# A torch module class -> the MindSpore Cell classes that do its work (docs/migration.md, "Stages"); a class not
+# listed (the network's own: Bottleneck, ResNet50) maps to the Cell class of the same name.
+CLASS_MAP = {"Sequential": ("SequentialCell",), "ModuleList": ("CellList",), "Linear": ("Dense",),
+             "Conv1d": ("Conv1d",), "Conv2d": ("Conv2d",), "BatchNorm1d": ("BatchNorm1d",),
+             "BatchNorm2d": ("BatchNorm2d",), "LayerNorm": ("LayerNorm",), "ReLU": ("ReLU",), "GELU": ("GELU",),
+             "MaxPool2d": ("MaxPool2d",), "AvgPool2d": ("AvgPool2d",), "AdaptiveAvgPool2d": ("AdaptiveAvgPool2d",),
+             "Flatten": ("Flatten",), "Dropout": ("Dropout",), "Embedding": ("Embedding",), "Softmax": ("Softmax",)}
+# The depth of stages `perfkit compare` shows in text and markdown (1: the network's top-level modules); JSON holds all.
+STAGE_DEPTH = 2
+
+
+def classes_map(torch_class: str, mindspore_class: str) -> bool:
+    return mindspore_class in CLASS_MAP.get(torch_class, (torch_class,))
+
+
+def network_path(run: Run) -> str | None:
+    """The network's Cell path: the largest top-level Cell, below MindSpore's wrappers (Default, network,
+    _backbone); torch's outermost module."""
     tree = cells(run)
     if not len(tree):
-        return {}
+        return None
     rank = tree["rank"].iloc[0]
     tree = tree[tree["rank"].isna()] if pd.isna(rank) else tree[tree["rank"] == rank]
     tree = tree[tree["path"] != NO_CELL]
     if not len(tree):
-        return {}
+        return None
 
     def wrapper(row) -> bool:
         return row["path"].rsplit("/", 1)[-1].split("-", 1)[0] in WRAPPER_NAMES
@@ -213,19 +281,157 @@ def stages(run: Run) -> dict[str, dict[str, Any]]:
         if largest is None or not wrapper(largest):
             break
         node = largest
-    children = tree[tree["parent"] == node["path"]]
-    return {str(row.path).rsplit("/", 1)[-1].split("-", 1)[0]: {
-        "class": row.cell_type, "forward_ms": float(row.forward_ms), "backward_ms": float(row.backward_ms)}
-        for row in children.itertuples(index=False)}
+    return str(node["path"])
 
 
-def match_stages(reference: dict[str, dict], port: dict[str, dict]) -> dict[str, Any]:
-    """Stages matched by attribute name (tree position), both classes shown; a stage one side lacks is listed."""
-    rows = [{"stage": name, "reference": reference[name], "port": port[name]} for name in reference if name in port]
-    rows.sort(key=lambda row: -max(sum(row[side][k] for k in ("forward_ms", "backward_ms"))
-                                   for side in ("reference", "port")))
-    return {"stages": rows, "unmatched_stages": {"reference": sorted(set(reference) - set(port)),
-                                                 "port": sorted(set(port) - set(reference))}}
+def stages(run: Run) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Every Cell (module) under the network, by its dotted label below it (`layer1.0.conv1`): class, depth (1: the
+    network's top-level modules), parent label, forward ms per steady step (every forward op is in its Cell by
+    name) and backward ms per steady step where the Cell's backward is its own: torch's backward ops sit in the
+    module of the forward op their flow names; MindSpore's backward kernels were placed by shapes
+    (core/scopes.py), and a kernel whose shapes fit several Cells (identical blocks: layer1.1 and layer1.2) sits
+    on their shared ancestor. Such Cells hold their backward as a group: `backward_ms` None, `backward_with` the
+    labels of the smallest group of siblings (the Cell's or an ancestor's) whose backward is whole, and the group's
+    ms in the groups, never split by guess. Returned: ({label: row}, [{parent, stages, backward_ms}])."""
+    root = network_path(run)
+    if root is None:
+        return {}, []
+    placed = placed_per_step(run)
+    placed = placed[placed["path"].astype(str).str.startswith(root + "/")]
+    passes = placed["pass"].astype(str)
+    nodes: dict[str, dict[str, Any]] = {}
+    for path in placed["path"].unique():
+        parts = str(path)[len(root) + 1:].split("/")
+        for depth in range(1, len(parts) + 1):
+            nodes.setdefault("/".join(parts[:depth]), {"depth": depth})
+    forward = _subtree_sums(placed.loc[passes == "forward"], root)
+    backward = placed.loc[passes == "backward"]
+    own_backward = _subtree_sums(backward, root)
+    parent_of = {key: key.rsplit("/", 1)[0] if "/" in key else "" for key in nodes}
+    # Union-find over siblings: a kernel whose candidate Cells lie under two children of their shared ancestor
+    # joins those children; one whose candidates meet above a Cell's parent makes that Cell's backward not its own.
+    group = {key: key for key in nodes}
+
+    def find(key: str) -> str:
+        while group[key] != key:
+            group[key] = group[group[key]]
+            key = group[key]
+        return key
+
+    beyond: set[str] = set()
+    at_parent: dict[tuple[str, str], float] = {}  # (parent, group root) -> ms of kernels placed on the parent
+    for candidates, ms in zip(backward["candidates"], backward["ms"]):
+        relative = [str(c)[len(root) + 1:] if str(c).startswith(root + "/") else None for c in candidates]
+        ancestor = common_ancestor(relative) if all(relative) else None
+        ancestor = "" if ancestor == NO_CELL else ancestor  # candidates in two top-level Cells meet at the network
+        touched = {"/".join(r.split("/")[:depth]) for r in relative if r is not None
+                   for depth in range(1, r.count("/") + 2)}
+        touched = {key for key in touched if key in nodes and (ancestor is None or _below(key, ancestor))}
+        children = [key for key in touched if ancestor is not None and parent_of[key] == ancestor]
+        beyond |= touched - set(children)
+        for child in children[1:]:
+            group[find(child)] = find(children[0])
+        if len(children) > 1:
+            at_parent[(ancestor, children[0])] = at_parent.get((ancestor, children[0]), 0.0) + float(ms)
+    members: dict[str, list[str]] = {}
+    for key in nodes:
+        members.setdefault(find(key), []).append(key)
+    whole: dict[str, bool] = {head: not (set(keys) & beyond) for head, keys in members.items()}
+
+    def label(key: str) -> str:
+        return ".".join(part.split("-", 1)[0] for part in key.split("/"))
+
+    def backward_with(key: str) -> list[str] | None:
+        while key:
+            head = find(key)
+            if whole[head] and len(members[head]) > 1:
+                return sorted(label(k) for k in members[head])
+            key = parent_of[key]
+        return None
+
+    rows: dict[str, dict[str, Any]] = {}
+    for key, node in nodes.items():
+        alone = whole[find(key)] and len(members[find(key)]) == 1
+        last = key.rsplit("/", 1)[-1]
+        rows[label(key)] = {"class": last.split("-", 1)[1] if "-" in last else "", "depth": node["depth"],
+                            "parent": label(parent_of[key]) if parent_of[key] else "",
+                            "forward_ms": forward.get(key, 0.0),
+                            "backward_ms": own_backward.get(key, 0.0) if alone else None,
+                            "backward_with": None if alone else backward_with(key)}
+    groups = []
+    for head, keys in members.items():
+        if len(keys) > 1 and whole[head]:
+            parent = parent_of[keys[0]]
+            placed_on_parent = sum(ms for (on, first), ms in at_parent.items() if on == parent and find(first) == head)
+            groups.append({"parent": label(parent) if parent else "", "stages": sorted(label(k) for k in keys),
+                           "backward_ms": sum(own_backward.get(k, 0.0) for k in keys) + placed_on_parent})
+    return rows, groups
+
+
+def _below(key: str, ancestor: str) -> bool:
+    return ancestor == "" or key.startswith(ancestor + "/")
+
+
+def _subtree_sums(ops: pd.DataFrame, root: str) -> dict[str, float]:
+    """ms per step of the ops placed in each Cell or below it, by Cell key relative to the network `root`."""
+    sums: dict[str, float] = {}
+    for path, ms in ops.groupby("path", sort=False)["ms"].sum().items():
+        parts = str(path)[len(root) + 1:].split("/")
+        for depth in range(1, len(parts) + 1):
+            key = "/".join(parts[:depth])
+            sums[key] = sums.get(key, 0.0) + float(ms)
+    return sums
+
+
+def match_stages(reference: dict[str, dict], port: dict[str, dict], port_groups: list[dict]) -> dict[str, Any]:
+    """Modules and Cells matched down the tree by position (the attribute name among siblings) and class
+    (classes_map): a pair whose classes do not map is listed, not matched, and its children are not compared; a
+    Cell one side lacks is listed. Rows in display order: the top level by time, largest first, each followed by
+    its matched children in attribute order. Groups: MindSpore's backward held by sibling Cells together (stages),
+    beside the reference's backward of the same modules."""
+    matched: dict[str, dict] = {}
+    mismatched, only = [], {"reference": [], "port": []}
+
+    def visit(parent: str) -> None:
+        ref_children = {k for k, row in reference.items() if row["parent"] == parent}
+        port_children = {k for k, row in port.items() if row["parent"] == parent}
+        only["reference"] += sorted(ref_children - port_children)
+        only["port"] += sorted(port_children - ref_children)
+        for key in sorted(ref_children & port_children, key=_natural):
+            ref, prt = reference[key], port[key]
+            if not classes_map(ref["class"], prt["class"]):
+                mismatched.append({"stage": key, "reference": ref["class"], "port": prt["class"]})
+                continue
+            matched[key] = {"stage": key, "depth": ref["depth"], "parent": parent,
+                            "reference": {k: ref[k] for k in ("class", "forward_ms", "backward_ms")},
+                            "port": {k: prt[k] for k in ("class", "forward_ms", "backward_ms", "backward_with")}}
+            visit(key)
+
+    visit("")
+    rows: list[dict] = []
+
+    def total(row: dict) -> float:
+        return max(row[side]["forward_ms"] + (row[side]["backward_ms"] or 0.0) for side in ("reference", "port"))
+
+    def emit(parent: str) -> None:
+        children = [row for row in matched.values() if row["parent"] == parent]
+        children.sort(key=(lambda row: -total(row)) if parent == "" else (lambda row: _natural(row["stage"])))
+        for row in children:
+            rows.append(row)
+            emit(row["stage"])
+
+    emit("")
+    groups = [{**entry, "reference_backward_ms": sum(reference[k]["backward_ms"] for k in entry["stages"])
+               if all(k in matched for k in entry["stages"]) else None}
+              for entry in port_groups if any(k in matched for k in entry["stages"])]
+    groups.sort(key=lambda entry: _natural(entry["stages"][0]))
+    return {"stages": rows, "stage_groups": groups, "stage_class_mismatches": mismatched,
+            "unmatched_stages": {side: sorted(keys, key=_natural) for side, keys in only.items()}}
+
+
+def _natural(label: str) -> tuple:
+    """`layer1.10` after `layer1.9`: numbers compare as numbers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in label.split("."))
 
 
 def _kinds(run: Run):

@@ -8,8 +8,10 @@ torch), runs the user's script unchanged as `__main__` with:
 - a step ended (`prof.step()`) as each optimizer's step() returns (its __init__ wraps the instance's step);
 - each nn.Module's forward inside a `nn.Module: <path> (<Class>)` span (global forward hooks; torch's own
   with_modules records none in eager mode), the path as named_modules() names it under the first module called;
+- the first torch.amp.GradScaler made (its __init__ wrapped): its device, whether enabled, its initial scale and
+  growth settings (loss scaling; torch.cuda.amp.GradScaler is one too);
 - at exit, the sidecar perfkit_run.json (docs/migration.md): versions, threads, CPU capability, batch and image size
-  taken from the first tensor the first module was called with.
+  taken from the first tensor the first module was called with, the loss scaler.
 """
 
 import json
@@ -34,7 +36,7 @@ def main() -> None:
 
     os.makedirs(OUTPUT, exist_ok=True)
     wait, warmup, active = SCHEDULE
-    facts = {"batch_size": None, "image_size": None, "input_shape": None, "steps_ended": 0}
+    facts = {"batch_size": None, "image_size": None, "input_shape": None, "steps_ended": 0, "loss_scale": None}
     names: dict[int, str] = {}
     spans: list = []
 
@@ -79,6 +81,19 @@ def main() -> None:
             return result
         optimizer.step = step_then_end
 
+    original_scaler_init = torch.amp.GradScaler.__init__
+
+    def init_and_record(scaler, *args, **kwargs):
+        original_scaler_init(scaler, *args, **kwargs)
+        if facts["loss_scale"] is None:
+            facts["loss_scale"] = {
+                "scaler": type(scaler).__name__, "device": str(getattr(scaler, "_device", "")) or None,
+                "enabled": bool(scaler.is_enabled()), "scale": float(scaler.get_scale()),
+                "growth_factor": float(scaler.get_growth_factor()),
+                "backoff_factor": float(scaler.get_backoff_factor()),
+                "growth_interval": int(scaler.get_growth_interval())}
+
+    torch.amp.GradScaler.__init__ = init_and_record
     torch.nn.modules.module.register_module_forward_pre_hook(enter)
     torch.nn.modules.module.register_module_forward_hook(leave)
     torch.optim.Optimizer.__init__ = init_then_step_profiler
@@ -114,6 +129,7 @@ def _write_manifest(torch, facts: dict, activities: list, status: str, error, st
         "input_shape": facts["input_shape"],
         "schedule": dict(zip(("wait", "warmup", "active"), steps)),
         "steps_ended": facts["steps_ended"],
+        "loss_scale": facts["loss_scale"] or {"scaler": None},
     }
     manifest = {
         "framework": "torch", "device": device, "rank": 0, "status": status, "error": error, "config": config,
