@@ -10,6 +10,7 @@ the trace marks none, are the Step IDs of kernel_details.csv (`kernel_step_bound
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Callable
@@ -170,7 +171,7 @@ def read_profiler_info(folder: Path, parts: Parts) -> int:
         parts.warnings.append(f"several profiler_info files ({', '.join(f.name for f in files)}); "
                               f"using {files[0].name}")
     path = files[0]
-    info = json_object(parts, path)
+    info = _profiler_info_object(parts, path)
     named_rank = rank_of(path.name)
     if not isinstance(info, dict):
         if info is not None:
@@ -197,6 +198,33 @@ def read_profiler_info(folder: Path, parts: Parts) -> int:
     if type(mode) in (int, str) and CONTEXT_MODES.get(mode):
         parts.meta["mode"] = CONTEXT_MODES[mode]
     return rank
+
+
+# The last profiler_info files decoded, by (path, size, mtime, ctime, inode): (the object, the warnings and sources it
+# added). The ascend_ms and the communication reader both read a rank's, one after the other: decoded once.
+_INFO_DECODED: dict[tuple, tuple] = {}
+INFO_KEPT = 8
+
+
+def _profiler_info_object(parts: Parts, path: Path) -> dict | None:
+    """json_object of a profiler_info file, decoded once for the file as it is on disk (its size, times and inode:
+    a rewritten file is decoded again); what it said is said again on `parts`."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return json_object(parts, path)
+    key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    kept = _INFO_DECODED.get(key)
+    if kept is None:
+        warned, read = len(parts.warnings), len(parts.sources)
+        kept = (json_object(parts, path), parts.warnings[warned:], parts.sources[read:])
+        if len(_INFO_DECODED) >= INFO_KEPT:
+            _INFO_DECODED.clear()
+        _INFO_DECODED[key] = kept
+        return kept[0]
+    parts.warnings += kept[1]
+    parts.sources += kept[2]
+    return kept[0]
 
 
 class _Kernels:
