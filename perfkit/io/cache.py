@@ -9,9 +9,12 @@ the next load a cold read. One entry per run, not per folder: a warm load of
 perfkit/io/loader.py decides what is read and how.
 
 **Answers.** `perfkit summary`, `advise` and `ranks` keep their finished output, keyed by the command,
-its options, perfkit's code and every file under the run: when nothing changed, the answer is printed
+its options, perfkit's code and the run's files: when nothing changed, the answer is printed
 without importing pandas or pyarrow (0.7 s of a 1.1 s warm summary was importing pandas). This module
-imports them only where a Run entry is read or written, for that reason.
+imports them only where a Run entry is read or written, for that reason. `ranks` (and the timeline's index
+location) key theirs by every file under the run; `summary` and `advise` by what they read (AnswerReads: the folders
+the walks listed, with their mtimes, and each file the load read, with its size and mtime, a large run's
+op-level files only for its representative ranks), kept beside the answer and checked by a stat of each.
 
 Everything lives under the user's cache dir ($PERFKIT_CACHE_DIR, else $XDG_CACHE_HOME/perfkit, else
 ~/.cache/perfkit), never inside the run being read. Entries are written to a temporary name and renamed
