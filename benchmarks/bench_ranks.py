@@ -13,7 +13,8 @@ in-process summary: --cold-runs of it (3), each shown, the targets judged on the
 
 Issue 39 (a large run's first answer reads the op-level tables of its representative ranks only): --before DIR, a
 checkout of perfkit before that change, measures its cold `summary` and this code's alternately, beside
-`msprof-analyze cluster -m all` on the same folder, every line with the load average when it was taken:
+`msprof-analyze cluster -m all` on the same folder (PEER: where msprof-analyze is, bench_load.py), every line with the
+load average when it was taken:
 
     python benchmarks/bench_ranks.py --runs /tmp/runs --sizes 256 4096 --before /tmp/before --pairs 2 \
         --out benchmarks/results/ranks.txt --append
