@@ -82,8 +82,8 @@ _FOLDERS_SEEN: contextvars.ContextVar[dict[str, int] | None] = contextvars.Conte
 @contextmanager
 def folders_seen(into: dict[str, int]):
     """Within this block every walk records in `into` each folder it lists, with its mtime_ns taken before its
-    first listing (-1 where it has none): a name added, removed or renamed in it since moves that on (perfkit/io/cache.py:
-    what an answer read)."""
+    first listing (-1 where it has none): a name added, removed or renamed in it since moves that on
+    (perfkit/io/cache.py: what an answer read)."""
     token = _FOLDERS_SEEN.set(into)
     try:
         yield into
