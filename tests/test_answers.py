@@ -31,9 +31,10 @@ def run(tmp_path) -> Path:
 def computed(monkeypatch) -> list:
     """Every question that was computed rather than answered from the cache."""
     calls = []
-    original = cache.store_answer
-    monkeypatch.setattr(cache, "store_answer", lambda entry, output, code: calls.append(output) or
-                        original(entry, output, code))
+    for name in ("store_answer", "store_read_answer"):  # summary and advise keep theirs with what they read
+        original = getattr(cache, name)
+        monkeypatch.setattr(cache, name, lambda entry, output, *rest, original=original: calls.append(output) or
+                            original(entry, output, *rest))
     return calls
 
 

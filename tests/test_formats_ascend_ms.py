@@ -312,3 +312,33 @@ def test_broken_profiler_info_falls_back_to_rank_zero_with_a_warning(tmp_path):
     run = perfkit.load(rank_dir)
     assert run.ranks == [0]
     assert any("profiler_info.json" in w and "JSON" in w for w in run.warnings)
+
+
+def test_a_ranks_profiler_info_is_decoded_once_for_both_readers(tmp_path, monkeypatch):
+    """The ascend_ms and the communication reader both take the rank from profiler_info: the file is decoded once
+    while it is unchanged, again once rewritten, and each reader gets the same rank, meta and warnings as a
+    decode of its own would give."""
+    import os
+
+    from perfkit.io.formats import communication, files
+    folder = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(LEVEL1_RANK0, folder)
+    info = next(folder.glob("profiler_info*.json"))
+    decoded = []
+    real = files.read_json_object
+    monkeypatch.setattr(files, "read_json_object", lambda path, warnings: decoded.append(path.name) or real(path,
+                                                                                                           warnings))
+    monkeypatch.setattr(ascend_ms, "_INFO_DECODED", {})
+    ascend_ms.read_steps(folder)
+    communication.read(folder)
+    assert decoded.count(info.name) == 1
+    data = json.loads(info.read_text())
+    data["rank_id"] = "not a rank"
+    info.write_text(json.dumps(data))
+    os.utime(info, ns=(info.stat().st_atime_ns, info.stat().st_mtime_ns + 1_000_000_000))
+    first, second = ascend_ms.read_steps(folder), communication.read(folder)
+    assert decoded.count(info.name) == 2
+    monkeypatch.setattr(ascend_ms, "_INFO_DECODED", {})
+    assert [list(result) for result in (first, second)] == [list(ascend_ms.read_steps(folder)),
+                                                            list(communication.read(folder))]
+    assert first[0].warnings == ascend_ms.read_steps(folder)[0].warnings

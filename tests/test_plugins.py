@@ -374,9 +374,9 @@ def test_a_changed_plugin_makes_kept_answers_and_cached_runs_stale(tmp_path, mon
     assert tmp_path / "site" / "perfkit_test_chart" in plugins.code_paths()
     folder = str(FIXTURE_RUNS["legacy_run_2"])
     computed = []
-    original = cache.store_answer
-    monkeypatch.setattr(cache, "store_answer", lambda entry, output, code: computed.append(output) or
-                        original(entry, output, code))
+    original = cache.store_read_answer  # summary keeps its answer with what it read
+    monkeypatch.setattr(cache, "store_read_answer", lambda entry, output, *rest: computed.append(output) or
+                        original(entry, output, *rest))
     CliRunner().invoke(main, ["summary", folder])
     CliRunner().invoke(main, ["summary", folder])
     assert len(computed) == 1

@@ -235,8 +235,8 @@ def test_the_cache_keeps_what_was_read(run_folder, cache_dir, monkeypatch):
     """A second question is the kept answer; the Run's entry holds the representative ranks' tables and says so."""
     from perfkit.io import cache
     stored = []
-    original = cache.store_answer
-    monkeypatch.setattr(cache, "store_answer", lambda *args: stored.append(args) or original(*args))
+    original = cache.store_read_answer
+    monkeypatch.setattr(cache, "store_read_answer", lambda *args: stored.append(args) or original(*args))
     first_answer = invoke("summary", "--format", "json", str(run_folder))  # its Run's entry written as it ends
     assert invoke("summary", "--format", "json", str(run_folder)) == first_answer and len(stored) == 1
     monkeypatch.setattr(loader, "_load_op_ranks", lambda *args: pytest.fail("read again, not from the cache"))

@@ -207,24 +207,32 @@ def _finite(node):
     return node
 
 
-def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str, int]]) -> None:
+def _answer(question: tuple[str, ...], run: str, compute: Callable[[], tuple[str, int]],
+            keyed_by_reads: bool = False) -> None:
     """Print `compute()`'s (output, exit code), or the answer kept from an earlier identical question about
-    the same, unchanged files: that costs no pandas import (perfkit/io/cache.py, answers)."""
+    the same, unchanged files: that costs no pandas import (perfkit/io/cache.py, answers). `keyed_by_reads`, for
+    an answer computed from one load of the run alone: kept with what that load read (the folders listed, the
+    files read: a large run's cluster-level files and its representative ranks' folders), checked file by file."""
     from ..core import plugins
     from ..io import cache
     if _cycle() is not None:
         question += ("cycle", str(_cycle()))
     if _rank_choice() is not None:
         question += ("ranks", _rank_choice())
-    entry = cache.answer_entry(run, question, CODE + plugins.code_paths())
-    kept = cache.fetch_answer(entry) if entry is not None else None
+    code = CODE + plugins.code_paths()
+    entry = (cache.read_answer_entry if keyed_by_reads else cache.answer_entry)(run, question, code)
+    kept = ((cache.fetch_read_answer if keyed_by_reads else cache.fetch_answer)(entry)
+            if entry is not None else None)
     if kept is None:
-        with cache.stores_in_background():  # a cold load's Run entry written while the answer is computed
-            output, exit_code = compute()
+        with cache.answer_reads() as reads, cache.stores_in_background():  # a cold load's Run entry written
+            output, exit_code = compute()                                   # while the answer is computed
+        if entry is not None:
+            if keyed_by_reads:
+                cache.store_read_answer(entry, output, exit_code, reads)
+            else:
+                cache.store_answer(entry, output, exit_code)
     else:
         output, exit_code = kept
-    if entry is not None and kept is None:
-        cache.store_answer(entry, output, exit_code)
     click.echo(output)
     if exit_code:
         click.get_current_context().exit(exit_code)
@@ -254,7 +262,7 @@ def summary(run: str, fmt: str, by: str) -> None:
         if fmt == "json":
             return _json(result), 0
         return (cell_tree_text(result) if by == "cell" else summary_text(result)), 0
-    _answer(("summary", fmt) + (("by", by) if by != "step" else ()), run, compute)
+    _answer(("summary", fmt) + (("by", by) if by != "step" else ()), run, compute, keyed_by_reads=True)
 
 
 @main.command()
@@ -285,7 +293,7 @@ def advise(run: str, fmt: str, fail_on: str | None) -> None:
         return output, 1 if failed else 0
     from ..core.plugins import RULES, fingerprint
     # rules from installed packages are part of the answer: adding, removing or upgrading one asks again
-    _answer(("advise", fmt, fail_on or "", *fingerprint(RULES)), run, compute)
+    _answer(("advise", fmt, fail_on or "", *fingerprint(RULES)), run, compute, keyed_by_reads=True)
 
 
 @main.command()

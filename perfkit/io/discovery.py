@@ -55,17 +55,48 @@ def walk(root: Path, depth: int) -> Iterator[tuple[Path, list[os.DirEntry]]]:
     first; never entering a SKIPPED folder, nor following a link into a folder (a link loop cannot trap it). A
     folder that cannot be listed has no entries."""
     queue = deque([(Path(root), 0)])
+    seen = _FOLDERS_SEEN.get()
     while queue:
         folder, level = queue.popleft()
+        if seen is not None and os.fspath(folder) not in seen:  # before its first listing: a change moves it on
+            seen[os.fspath(folder)] = folder_mtime(folder)
         try:
             with os.scandir(folder) as listing:
                 entries = sorted(listing, key=lambda entry: entry.name)
         except OSError:
             entries = []
         yield folder, entries
+        below = [entry for entry in entries if is_folder(entry) and not entry.name.startswith(SKIPPED)]
         if level < depth:
-            queue.extend((Path(entry.path), level + 1) for entry in entries
-                         if is_folder(entry) and not entry.name.startswith(SKIPPED))
+            queue.extend((Path(entry.path), level + 1) for entry in below)
+        elif seen is not None:  # not listed here, but a reader's detect may look into them
+            for entry in below:
+                seen.setdefault(entry.path, folder_mtime(entry.path))
+
+
+# Within folders_seen(): each folder a walk listed, with its mtime_ns when it was listed.
+_FOLDERS_SEEN: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("perfkit_folders_seen",
+                                                                                      default=None)
+
+
+@contextmanager
+def folders_seen(into: dict[str, int]):
+    """Within this block every walk records in `into` each folder it lists, with its mtime_ns taken before its
+    first listing (-1 where it has none): a name added, removed or renamed in it since moves that on
+    (perfkit/io/cache.py: what an answer read)."""
+    token = _FOLDERS_SEEN.set(into)
+    try:
+        yield into
+    finally:
+        _FOLDERS_SEEN.reset(token)
+
+
+def folder_mtime(folder: str | os.PathLike) -> int:
+    """A folder's mtime_ns, -1 where it cannot be read."""
+    try:
+        return os.stat(folder).st_mtime_ns
+    except OSError:
+        return -1
 
 
 def is_folder(entry: os.DirEntry) -> bool:

@@ -81,7 +81,9 @@ def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle:
     entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], code, selection)
     run = (cache.fetch(entry, reload=lambda name: getattr(load(root, dask, cycle, ranks), name))
            if entry is not None else None)
-    if run is None:
+    if run is not None:  # read from every file under its folders, as its entry's key says
+        cache.note_reads((folder, None) for _, folder in jobs)
+    else:
         try:
             run = _read_and_assemble(root, *unread_cycles(jobs, cycle), problems, dask, cycle, ranks)
         except UnreadCycleChosen:
@@ -96,6 +98,7 @@ def _read_and_assemble(root: Path, jobs: list[Job], unread: dict[Path, list[Path
     """The Run of `jobs` (the cycles in `unread` counted, not read: cycles.unread_cycles)."""
     dask_ingest.GIVEN_UP.clear()  # a cluster given up on in an earlier load (a dashboard's) is tried again
     if ranks is None:
+        cache.note_reads((folder, None) for _, folder in jobs)
         return assemble(root, jobs, _read_all(_read_folder, jobs, dask), problems, cycle, unread=unread)
     return _load_op_ranks(root, jobs, unread, problems, dask, cycle, ranks)
 
@@ -139,6 +142,9 @@ def _load_op_ranks(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], 
                 shown -= near[index] or set()  # its cluster-level tables stand; its op-level ones were not read
                 continue
             results[index] = result
+    whole = set(again)
+    cache.note_reads((folder, None if index in whole else reader.cluster_files)
+                     for index, (reader, folder) in enumerate(jobs) if index in whole or how[index] != "skip")
     return assemble(root, jobs, results, problems, cycle, op_ranks=shown, unread=unread)
 
 

@@ -10,6 +10,8 @@ the trace marks none, are the Step IDs of kernel_details.csv (`kernel_step_bound
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import re
 from pathlib import Path
 from typing import Callable
@@ -85,6 +87,8 @@ SINK_OP_TYPES = {"GetNext", "GetNextFromQueue", "DynamicGetNext"}
 # HCCL's collective tasks in kernel_details.csv (Accelerator Core HCCL), which op_statistic.csv leaves out.
 COLLECTIVE_TYPE_PREFIX = "hcom_"
 METADATA = "profiler_metadata.json"
+PROFILER_INFO = "profiler_info*.json"
+PROFILER_INFO_NAME = re.compile(fnmatch.translate(PROFILER_INFO))
 CONTEXT_MODES = {0: "graph", 1: "pynative", "graph": "graph", "graph_mode": "graph",
                  "pynative": "pynative", "pynative_mode": "pynative"}
 
@@ -162,14 +166,17 @@ def _read_metadata(folder: Path, parts: Parts) -> None:
 
 def read_profiler_info(folder: Path, parts: Parts) -> int:
     """The rank (file name, else rank_id inside, else 0), and ms_version / mode where the file has them."""
-    files = sorted(folder.glob("profiler_info*.json"))
+    try:  # the names, not pathlib's glob: a tenth of a millisecond a rank of a cluster-level read
+        files = [folder / name for name in sorted(os.listdir(folder)) if PROFILER_INFO_NAME.fullmatch(name)]
+    except OSError:
+        files = []
     if not files:
         return 0
     if len(files) > 1:
         parts.warnings.append(f"several profiler_info files ({', '.join(f.name for f in files)}); "
                               f"using {files[0].name}")
     path = files[0]
-    info = json_object(parts, path)
+    info = _profiler_info_object(parts, path)
     named_rank = rank_of(path.name)
     if not isinstance(info, dict):
         if info is not None:
@@ -196,6 +203,33 @@ def read_profiler_info(folder: Path, parts: Parts) -> int:
     if type(mode) in (int, str) and CONTEXT_MODES.get(mode):
         parts.meta["mode"] = CONTEXT_MODES[mode]
     return rank
+
+
+# The last profiler_info files decoded, by (path, size, mtime, ctime, inode): (the object, the warnings and sources it
+# added). The ascend_ms and the communication reader both read a rank's, one after the other: decoded once.
+_INFO_DECODED: dict[tuple, tuple] = {}
+INFO_KEPT = 8
+
+
+def _profiler_info_object(parts: Parts, path: Path) -> dict | None:
+    """json_object of a profiler_info file, decoded once for the file as it is on disk (its size, times and inode:
+    a rewritten file is decoded again); what it said is said again on `parts`."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return json_object(parts, path)
+    key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    kept = _INFO_DECODED.get(key)
+    if kept is None:
+        warned, read = len(parts.warnings), len(parts.sources)
+        kept = (json_object(parts, path), parts.warnings[warned:], parts.sources[read:])
+        if len(_INFO_DECODED) >= INFO_KEPT:
+            _INFO_DECODED.clear()
+        _INFO_DECODED[key] = kept
+        return kept[0]
+    parts.warnings += kept[1]
+    parts.sources += kept[2]
+    return kept[0]
 
 
 class _Kernels:
@@ -517,4 +551,5 @@ def kernel_step_bounds_us(path: Path) -> dict[int, list[float]]:
 
 READER = Reader(name="ascend_ms", provides=frozenset({"steps", "op_types", "ops"}),
                 detect=detect, read=read, read_steps=read_steps, read_cluster=read_steps,
+                cluster_files=(PROFILER_INFO, METADATA, f"{OUTPUT_DIR}/{STEP_TRACE}"),
                 looks_for="ASCEND_PROFILER_OUTPUT/ text export", ops_cover_device=True, traces=traces)

@@ -109,6 +109,11 @@ class Reader:
     # whose tables are all op-level is not read for a rank no view shows; one whose tables are all cluster-level
     # is read whole; any other without it is read whole and its op-level tables left out for such a rank.
     read_cluster: Callable[[Path], "dict[int, Parts]"] | None = None
+    # Glob patterns, relative to its folder, of every file its cluster-level read opens (read_cluster's, or read's
+    # for a reader whose tables are all cluster-level), or None: any file under the folder. A kept answer about a
+    # large run is keyed by these files of each rank read so (perfkit/io/cache.py: what an answer read); a file
+    # left out of them must not change what that read gives (tests/test_cache_reads.py checks the files opened).
+    cluster_files: tuple[str, ...] | None = None
     # Its ranks' traces in one of its folders (see the class doc), or None.
     traces: Callable[[Path], "list[TraceFile]"] | None = None
     # The installed package it comes from ("entry point name = module:attribute"), None for perfkit's own.

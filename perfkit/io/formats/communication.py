@@ -31,7 +31,7 @@ from ...core.errors import FileFormatError
 from ...core.files import open_regular
 from ...core.units import US_PER_MS
 from ..discovery import has_match
-from .ascend_ms import OUTPUT_DIR, read_profiler_info
+from .ascend_ms import OUTPUT_DIR, PROFILER_INFO, read_profiler_info
 from .base import Parts, Reader
 from .files import is_real_number, json_object
 from .integers import RANK, whole
@@ -280,4 +280,4 @@ def _link(pair: str, link: object, skipped: _Skipped) -> tuple | None:
 
 # Not a unit: communication files add to the rank whose profiler folder they sit in.
 READER = Reader(name="communication", provides=frozenset({"comm_ops", "comm_links"}), detect=detect, read=read,
-                unit=False)
+                unit=False, cluster_files=(PROFILER_INFO, f"{OUTPUT_DIR}/{COMMUNICATION}", f"{OUTPUT_DIR}/{MATRIX}"))
