@@ -282,3 +282,14 @@ def test_every_dashboard_page_of_a_gpu_run_renders(v100):
     for path in ids.PAGES:
         if path != "/compare":
             assert layout.run_page(path, v100, 0, "") is not None
+
+
+def test_a_compute_bound_step_without_ops_names_no_empty_list():
+    """The ROCm toy's steady step holds no op (its one kernel-less step is the one the means cover): compute_bound
+    cannot name op types and says so, never "computes):  of op time"."""
+    from perfkit.advisor import advise
+    from perfkit.analysis.measures import op_type_shares
+    run = perfkit.load(ROCM)
+    assert not len(op_type_shares(run))
+    advice = advise(run)
+    assert "compute_bound" not in advice.ids() and "no op type" in advice.not_checked["compute_bound"]

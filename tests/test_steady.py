@@ -48,6 +48,16 @@ def test_outlier_first_step_is_left_out_and_a_normal_one_kept():
     assert 3000.0 > FIRST_STEP_OUTLIER * 1000.0 > 1200.0
 
 
+def test_each_ranks_mean_says_why_its_first_step_is_left_out_or_that_it_is_kept():
+    # one rank's first step an outlier, the other's kept: the reasons of both in one table (a KeyError on NaN before)
+    from perfkit.analysis.measures import per_rank_step_means
+    from perfkit.analysis.steady import FIRST_STEP_REASONS
+    table = steps_table({0: [3000.0, 1000.0, 1100.0], 1: [1000.0, 1000.0, 1100.0]}).assign(fwd_bwd_ms=0.0, tail_ms=0.0)
+    means = {entry["rank"]: entry["steps"]["mean_of"] for entry in per_rank_step_means(table)}
+    assert means[0]["first_step"] == FIRST_STEP_REASONS["outlier"] and means[0]["first"] == 2
+    assert means[1]["first_step"] is None and means[1]["first"] == 1
+
+
 def test_a_lone_step_and_an_unknown_first_total():
     assert steady_steps(steps_table({0: [5000.0]}))["step"].tolist() == [1]
     table = steps_table({0: [math.nan, 10.0, 11.0]})

@@ -41,8 +41,9 @@ def first_step_verdicts(steps: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     left_out = is_first & keep & has_others & (warmup | outlier)
     reason = np.where(left_out & warmup, "warmup", np.where(left_out, "outlier", None))
     reason = np.where(is_first & ~keep, "unknown_total", reason)
+    # an object column keeps None for a kept step (a string column would turn it into NaN beside a reason)
     first = pd.DataFrame({"rank": rank.to_numpy()[is_first], "step": step.to_numpy()[is_first],
-                          "total_ms": total.to_numpy()[is_first], "reason": reason[is_first],
+                          "total_ms": total.to_numpy()[is_first], "reason": pd.Series(reason[is_first], dtype=object),
                           "median_others_ms": median_others[is_first],
                           "outlier": (keep & has_others & outlier)[is_first]})
     return keep & ~left_out, first.drop_duplicates("rank").sort_values("rank").reset_index(drop=True)

@@ -172,6 +172,8 @@ def compute_bound(run: Run) -> list[Finding]:
     if where.kind != "compute":
         return []
     shares = op_type_shares(run)
+    if not len(shares):
+        raise NotChecked("no op runs in the steps the means cover: no op type to name")
     covered = shares["share"].cumsum()
     top = shares[(covered.shift(fill_value=0.0) < COMPUTE_TYPES_COVER)].head(COMPUTE_TOP_TYPES)
     device = device_name(run)
