@@ -5,7 +5,7 @@ Not a Run reader (so not under formats/, whose registry imports pandas): only th
 
 Why not one `orjson.loads`: a 1 GB trace holds ~5 million events, and building a Python dict for each
 takes ~25 s and 7.6 GB (benchmarks/results/timeline.txt). Instead the file is cut into blocks of
-~16 MB between two events (`},{`, spaces allowed), and each block is decoded by msgspec, ~2 MB at a
+~16 MB between two events (`},{`, spaces allowed), and each block is decoded by msgspec, ~1 MB at a
 time (PIECE_BYTES), into small structs holding only the fields the timeline uses (every other key is skipped
 without building an object), then turned into Arrow columns. Blocks are independent, so the index decodes them in forked
 worker processes, one per core (map_blocks); memory is bounded by the blocks in flight, not the trace.
@@ -44,8 +44,9 @@ from .parallel import map_ahead
 BLOCK_BYTES = 16 * BYTES_PER_MB
 # A block is decoded in pieces of about this size, cut at gaps between events: each piece's structs and strings
 # are freed before the next is made, so the memory they take is reused, not mapped and faulted in afresh, and stays
-# in the CPU's cache (the benchmark trace: ~25 % less CPU per block than 16 MB decoded at once; 1-4 MB alike).
-PIECE_BYTES = 2 * BYTES_PER_MB
+# in the CPU's cache (a 16 MB block of the benchmark trace: 170-190 ms of CPU decoded at once, 105-115 ms in 1 MB
+# pieces; 2 and 4 MB pieces 5-15 % more, 256 KB ones 25 % more: each piece costs its own Arrow table).
+PIECE_BYTES = BYTES_PER_MB
 # A block msgspec rejects is halved down to this size before the standard library decodes it.
 SLOW_BYTES = BYTES_PER_MB
 HEAD_BYTES = BYTES_PER_MB  # where the opening `[` must be
