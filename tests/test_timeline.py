@@ -517,7 +517,7 @@ def test_a_block_is_decoded_in_pieces_cut_between_events(monkeypatch):
     lengths = _decoded_lengths(monkeypatch)
     path = TRACES["new_level1"][0]
     blocks = list(trace_json.read_blocks(path))
-    raw = json.load(open(path))
+    raw = json.loads(path.read_text())
     assert len(blocks) == 1 and len(lengths) >= path.stat().st_size // 25_000
     assert max(lengths) < 20_000 + max(len(json.dumps(event)) for event in raw) + 2
     assert blocks[0].column("name").to_pylist() == [event.get("name") for event in raw]
@@ -527,7 +527,7 @@ def test_a_block_is_decoded_in_pieces_cut_between_events(monkeypatch):
 def test_a_piece_cut_inside_a_string_decodes_the_block_whole(tmp_path, monkeypatch):
     """`},{` inside a name (crafted: no real trace has one) where a piece would be cut: the piece ends inside the
     event, msgspec rejects it, and the block is decoded whole as it was (no slow decoding), its bytes intact."""
-    events = json.load(open(TRACES["new_level1"][0]))
+    events = json.loads(TRACES["new_level1"][0].read_text())
     odd = len(events) // 2
     events[odd]["name"] = "odd},{name"
     path = tmp_path / "trace_view.json"
