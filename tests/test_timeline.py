@@ -503,44 +503,6 @@ def test_parts_keep_dictionaries_for_text_only():
                 assert dictionary == (column.path_in_schema not in ("start_us", "dur_us")), column
 
 
-def _decoded_lengths(monkeypatch) -> list[int]:
-    """The length of each array trace_json._fast decodes from now on (a list filled as it is called)."""
-    lengths, fast = [], trace_json._fast
-    monkeypatch.setattr(trace_json, "_fast", lambda array, stats: lengths.append(len(array)) or fast(array, stats))
-    return lengths
-
-
-def test_a_block_is_decoded_in_pieces_cut_between_events(monkeypatch):
-    """A block bigger than PIECE_BYTES is decoded a piece at a time (the memory of one piece reused for the next),
-    each cut at a gap between two events; together they hold every event of the real trace, in file order."""
-    monkeypatch.setattr(trace_json, "PIECE_BYTES", 20_000)
-    lengths = _decoded_lengths(monkeypatch)
-    path = TRACES["new_level1"][0]
-    blocks = list(trace_json.read_blocks(path))
-    raw = json.loads(path.read_text())
-    assert len(blocks) == 1 and len(lengths) >= path.stat().st_size // 25_000
-    assert max(lengths) < 20_000 + max(len(json.dumps(event)) for event in raw) + 2
-    assert blocks[0].column("name").to_pylist() == [event.get("name") for event in raw]
-    assert blocks[0].column("ts").to_pylist() == [float(event["ts"]) if "ts" in event else None for event in raw]
-
-
-def test_a_piece_cut_inside_a_string_decodes_the_block_whole(tmp_path, monkeypatch):
-    """`},{` inside a name (crafted: no real trace has one) where a piece would be cut: the piece ends inside the
-    event, msgspec rejects it, and the block is decoded whole as it was (no slow decoding), its bytes intact."""
-    events = json.loads(TRACES["new_level1"][0].read_text())
-    odd = len(events) // 2
-    events[odd]["name"] = "odd},{name"
-    path = tmp_path / "trace_view.json"
-    path.write_text(json.dumps(events, separators=(",", ":")))
-    inside = path.read_bytes().index(b"odd},{name")
-    monkeypatch.setattr(trace_json, "PIECE_BYTES", inside - 1)  # the first gap after it is the one in the name
-    lengths = _decoded_lengths(monkeypatch)
-    stats = trace_json.Stats()
-    blocks = list(trace_json.read_blocks(path, stats))
-    assert [name for block in blocks for name in block.column("name").to_pylist()] == [e["name"] for e in events]
-    assert lengths[-1] == path.stat().st_size and stats.slow_bytes == 0 and stats.truncated_at is None
-
-
 # ---------------------------------------------------------------- lanes coloured by what runs on them (issue 29)
 
 CPU_RANKS2 = Path(__file__).resolve().parents[1] / "sample_runs/cpu_ranks2"

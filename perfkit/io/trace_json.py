@@ -5,9 +5,9 @@ Not a Run reader (so not under formats/, whose registry imports pandas): only th
 
 Why not one `orjson.loads`: a 1 GB trace holds ~5 million events, and building a Python dict for each
 takes ~25 s and 7.6 GB (benchmarks/results/timeline.txt). Instead the file is cut into blocks of
-~16 MB between two events (`},{`, spaces allowed), and each block is decoded by msgspec, ~1 MB at a
-time (PIECE_BYTES), into small structs holding only the fields the timeline uses (every other key is skipped
-without building an object), then turned into Arrow columns. Blocks are independent, so the index decodes them in forked
+~16 MB between two events (`},{`, spaces allowed), and each block is decoded by msgspec into small
+structs holding only the fields the timeline uses (every other key is skipped without building an
+object), then turned into Arrow columns. Blocks are independent, so the index decodes them in forked
 worker processes, one per core (map_blocks); memory is bounded by the blocks in flight, not the trace.
 This takes two thirds of the CPU of the design it replaced (~13 s per GB against ~20 s for each block
 rewritten one event a line for Arrow's JSON reader), and needs no type guessing: msgspec takes `ts` as a number
@@ -42,11 +42,6 @@ from ..core.units import BYTES_PER_MB
 from .parallel import map_ahead
 
 BLOCK_BYTES = 16 * BYTES_PER_MB
-# A block is decoded in pieces of about this size, cut at gaps between events: each piece's structs and strings
-# are freed before the next is made, so the memory they take is reused, not mapped and faulted in afresh, and stays
-# in the CPU's cache (a 16 MB block of the benchmark trace: 170-190 ms of CPU decoded at once, 105-115 ms in 1 MB
-# pieces; 2 and 4 MB pieces 5-15 % more, 256 KB ones 25 % more: each piece costs its own Arrow table).
-PIECE_BYTES = BYTES_PER_MB
 # A block msgspec rejects is halved down to this size before the standard library decodes it.
 SLOW_BYTES = BYTES_PER_MB
 HEAD_BYTES = BYTES_PER_MB  # where the opening `[` must be
@@ -294,7 +289,7 @@ def _decode(array: bytearray, number: int, each: Callable) -> tuple[Stats, int, 
     stats = Stats()
     try:
         with boundedjson.default_recursion_limit():
-            table, used = _fast_pieces(array, stats), len(array) - 2
+            table, used = _fast(array, stats), len(array) - 2
     except _REJECTED:
         table, used = _halves(bytes(array[1:-1]), stats)
     stats.events = len(table)
@@ -331,40 +326,7 @@ def _halves(body: bytes, stats: Stats) -> tuple[pa.Table, int]:
     return pa.concat_tables([left, right]), start + right_used
 
 
-def _fast_pieces(array: bytearray, stats: Stats) -> pa.Table:
-    """As _fast, decoding `array` in pieces of ~PIECE_BYTES cut at gaps between events. Each piece is decoded in
-    place: the comma of the gap after it is made its closing `]`, then the next piece's opening `[` (`array` is
-    as it was after). A gap found inside a string or a nested list cuts an event in two, which msgspec rejects:
-    then the whole array is decoded at once, as _fast does (and raises what it raises)."""
-    if len(array) <= PIECE_BYTES + 2:
-        return _fast(array, stats)
-    found = Stats()  # added to `stats` only when every piece decodes
-    view, tables, start, commas, whole = memoryview(array), [], 0, [], False
-    try:
-        while True:
-            gap = EVENT_GAP.search(array, start + PIECE_BYTES, len(array) - 1)
-            if gap is None:
-                tables.append(_fast(view[start:], found))
-                break
-            comma = array.index(b",", gap.start() + 1, gap.end())
-            commas.append(comma)
-            array[comma] = ord("]")
-            tables.append(_fast(view[start:comma + 1], found))
-            array[comma] = ord("[")
-            start = comma
-    except _REJECTED:
-        whole = True
-    finally:
-        for comma in commas:
-            array[comma] = ord(",")
-        view.release()
-    if whole:
-        return _fast(array, stats)
-    stats.bad_values += found.bad_values
-    return pa.concat_tables(tables).combine_chunks()
-
-
-def _fast(array: bytes | bytearray | memoryview, stats: Stats) -> pa.Table:
+def _fast(array: bytes | bytearray, stats: Stats) -> pa.Table:
     """`array` (a JSON array of events) through msgspec, into the columns of OUTPUT."""
     events = _DECODER.decode(array)
     # One list comprehension per field: the fastest way found to turn structs into columns (~4 ms per
