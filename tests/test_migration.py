@@ -7,7 +7,11 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -289,6 +293,37 @@ def test_compare_shows_stages_to_a_depth(result):
     top = json.loads(runner.invoke(main, ["compare", str(REFERENCE), str(PORT), "--format", "json",
                                           "--depth", "1"]).output)
     assert {row["depth"] for row in top["stages"]} == {1} and top["stage_groups"] == []
+
+
+def test_a_cell_the_port_renamed_is_matched_by_its_place_and_class(tmp_path, result):
+    """The port's files with every `downsample` Cell named `down_sample` (scope names rewritten in a copy): the one
+    unpaired sibling of a mapping class on each side is its partner, its subtree matched below it with the numbers
+    of the port as recorded; nothing is left without a partner that was matched before."""
+    port = tmp_path / "port"
+    shutil.copytree(PORT, port)
+    for path in port.rglob("*"):
+        if path.is_file() and b"downsample" in path.read_bytes():
+            path.write_bytes(path.read_bytes().replace(b"downsample", b"down_sample"))
+    renamed = compare_frameworks([perfkit.load(REFERENCE)], [perfkit.load(port)])
+    before = {row["stage"]: row for row in result["stages"]}
+    after = {row["stage"]: row for row in renamed["stages"]}
+    assert set(after) == set(before) and renamed["unmatched_stages"] == result["unmatched_stages"]
+    assert after["layer4.0.downsample"]["port_stage"] == "layer4.0.down_sample"
+    assert after["layer4.0.downsample.0"]["port"] == before["layer4.0.downsample.0"]["port"]
+    text = CliRunner().invoke(main, ["compare", str(REFERENCE), str(port), "--depth", "3"]).output
+    assert "layer4.0.downsample = down_sample  (Sequential / SequentialCell)" in text
+
+
+def test_the_comparison_is_the_same_whatever_the_process_string_hashing():
+    """Sums over sets kept in sorted order: the JSON of two processes with other hash seeds is byte-identical."""
+    outputs = set()
+    for seed in ("0", "1", "2", "3"):
+        done = subprocess.run([sys.executable, "-m", "perfkit", "compare", str(REFERENCE), str(PORT), "--format",
+                               "json"], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONHASHSEED": seed, "PERFKIT_NO_CACHE": "1"})
+        assert done.returncode == 0, done.stderr
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
 
 
 def test_torch_classes_map_to_their_mindspore_cells():

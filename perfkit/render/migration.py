@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..views.migration import STAGE_DEPTH
+from ..views.migration import STAGE_DEPTH, attribute_of
 
 FAMILIES_SHOWN = 16
 UNMATCHED_SHOWN = 12
@@ -80,7 +80,10 @@ def _rows(result: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]
                     f"{_ms(row['reference_ms_per_step'])}  {_ops(row['reference_ops'])}",
                     f"{_ms(row['port_ms_per_step'])}  {_ops(row['port_ops'])}")
                    for row in result["families"][:FAMILIES_SHOWN]]
-    stage_rows = [("  " * (row["depth"] - 1) + f"{row['stage']}  ({row['reference']['class']} / "
+    stage_rows = [("  " * (row["depth"] - 1) + f"{row['stage']}"
+                   + (f" = {attribute_of(row['port_stage'])}" if attribute_of(row.get("port_stage", row["stage"]))
+                      != attribute_of(row["stage"]) else "")
+                   + f"  ({row['reference']['class']} / "
                    f"{row['port']['class']})", *(_stage_side(row[side]) for side in ("reference", "port")))
                   for row in result["stages"]]
     group_rows = [(group_name(group["stages"]), _ms(group["reference_backward_ms"]), _ms(group["backward_ms"]))

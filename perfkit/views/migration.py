@@ -327,7 +327,8 @@ def stages(run: Run) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
         touched = {"/".join(r.split("/")[:depth]) for r in relative if r is not None
                    for depth in range(1, r.count("/") + 2)}
         touched = {key for key in touched if key in nodes and (ancestor is None or _below(key, ancestor))}
-        children = [key for key in touched if ancestor is not None and parent_of[key] == ancestor]
+        # sorted: a set's order changes with each process's string hashing, and with it the sums' last digits
+        children = sorted(key for key in touched if ancestor is not None and parent_of[key] == ancestor)
         beyond |= touched - set(children)
         for child in children[1:]:
             group[find(child)] = find(children[0])
@@ -383,31 +384,62 @@ def _subtree_sums(ops: pd.DataFrame, root: str) -> dict[str, float]:
     return sums
 
 
+def attribute_of(label: str) -> str:
+    """A stage's own attribute name: `downsample` of `layer1.0.downsample`."""
+    return label.rpartition(".")[2]
+
+
+def _pairs_by_name_then_class(reference: dict[str, dict], port: dict[str, dict], ref_keys: set[str],
+                              port_keys: set[str]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """Sibling modules and Cells paired by attribute name, then the rest where a class occurs once among each side's
+    unpaired siblings and maps (a port that renamed `downsample` to `down_sample`); what is left is one side's
+    alone."""
+    port_by_name = {attribute_of(key): key for key in port_keys}
+    pairs = [(key, port_by_name[attribute_of(key)]) for key in ref_keys if attribute_of(key) in port_by_name]
+    ref_left = sorted(ref_keys - {r for r, _ in pairs}, key=_natural)
+    port_left = sorted(port_keys - {p for _, p in pairs}, key=_natural)
+    for ref_key in list(ref_left):
+        ref_class = reference[ref_key]["class"]
+        if sum(reference[k]["class"] == ref_class for k in ref_left) != 1:
+            continue
+        fits = [k for k in port_left if classes_map(ref_class, port[k]["class"])]
+        if len(fits) == 1 and sum(classes_map(reference[k]["class"], port[fits[0]]["class"]) for k in ref_left) == 1:
+            pairs.append((ref_key, fits[0]))
+            ref_left.remove(ref_key)
+            port_left.remove(fits[0])
+    return sorted(pairs, key=lambda pair: _natural(pair[0])), ref_left, port_left
+
+
 def match_stages(reference: dict[str, dict], port: dict[str, dict], port_groups: list[dict]) -> dict[str, Any]:
-    """Modules and Cells matched down the tree by position (the attribute name among siblings) and class
-    (classes_map): a pair whose classes do not map is listed, not matched, and its children are not compared; a
-    Cell one side lacks is listed. Rows in display order: the top level by time, largest first, each followed by
-    its matched children in attribute order. Groups: MindSpore's backward held by sibling Cells together (stages),
-    beside the reference's backward of the same modules."""
+    """Modules and Cells matched down the tree by position (the attribute name among siblings, else the one
+    sibling of a mapping class) and class (classes_map): a pair whose classes do not map is listed, not matched,
+    and its children are not compared; a Cell one side lacks is listed. Rows, labelled by the reference's names
+    (`port_stage` where the port's differs), in display order: the top level by time, largest first, each followed
+    by its matched children in attribute order. Groups: MindSpore's backward held by sibling Cells together
+    (stages), beside the reference's backward of the same modules."""
     matched: dict[str, dict] = {}
+    reference_of: dict[str, str] = {}  # port label -> the reference label it is shown as
     mismatched, only = [], {"reference": [], "port": []}
 
-    def visit(parent: str) -> None:
+    def visit(parent: str, port_parent: str) -> None:
         ref_children = {k for k, row in reference.items() if row["parent"] == parent}
-        port_children = {k for k, row in port.items() if row["parent"] == parent}
-        only["reference"] += sorted(ref_children - port_children)
-        only["port"] += sorted(port_children - ref_children)
-        for key in sorted(ref_children & port_children, key=_natural):
-            ref, prt = reference[key], port[key]
+        port_children = {k for k, row in port.items() if row["parent"] == port_parent}
+        pairs, ref_left, port_left = _pairs_by_name_then_class(reference, port, ref_children, port_children)
+        only["reference"] += ref_left
+        only["port"] += port_left
+        for key, port_key in pairs:
+            ref, prt = reference[key], port[port_key]
             if not classes_map(ref["class"], prt["class"]):
                 mismatched.append({"stage": key, "reference": ref["class"], "port": prt["class"]})
                 continue
+            reference_of[port_key] = key
             matched[key] = {"stage": key, "depth": ref["depth"], "parent": parent,
+                            **({"port_stage": port_key} if port_key != key else {}),
                             "reference": {k: ref[k] for k in ("class", "forward_ms", "backward_ms")},
                             "port": {k: prt[k] for k in ("class", "forward_ms", "backward_ms", "backward_with")}}
-            visit(key)
+            visit(key, port_key)
 
-    visit("")
+    visit("", "")
     rows: list[dict] = []
 
     def total(row: dict) -> float:
@@ -421,9 +453,13 @@ def match_stages(reference: dict[str, dict], port: dict[str, dict], port_groups:
             emit(row["stage"])
 
     emit("")
-    groups = [{**entry, "reference_backward_ms": sum(reference[k]["backward_ms"] for k in entry["stages"])
-               if all(k in matched for k in entry["stages"]) else None}
-              for entry in port_groups if any(k in matched for k in entry["stages"])]
+    groups = []
+    for entry in port_groups:
+        shown = [reference_of.get(stage) for stage in entry["stages"]]
+        if not any(shown):
+            continue
+        groups.append({**entry, "reference_backward_ms": sum(reference[k]["backward_ms"] for k in shown)
+                       if all(shown) else None})
     groups.sort(key=lambda entry: _natural(entry["stages"][0]))
     return {"stages": rows, "stage_groups": groups, "stage_class_mismatches": mismatched,
             "unmatched_stages": {side: sorted(keys, key=_natural) for side, keys in only.items()}}
