@@ -193,8 +193,13 @@ def finished(command: subprocess.Popen) -> tuple[str, str]:
         pytest.fail(f"perfkit did not end within {RUN_S} s; its threads:\n{err[-6000:]}")
 
 
+# A run read whole in one pass (at most 16 ranks): a larger run's first pass reads only its ranks' small
+# cluster-level files, a few folders a task, and may end before a kill lands in it.
+MID_RUN_RANKS = 16
+
+
 def test_a_worker_killed_mid_run(cluster, tmp_path):
-    ranks = 48
+    ranks = MID_RUN_RANKS
     run = generated_run(tmp_path, ranks=ranks)
     alone = perfkit("summary", "--format", "json", str(run), cache=tmp_path / "cache-alone")
 
@@ -207,7 +212,7 @@ def test_a_worker_killed_mid_run(cluster, tmp_path):
 
 
 def test_the_last_worker_killed_loads_what_was_read(cluster, tmp_path):
-    ranks = 48
+    ranks = MID_RUN_RANKS
     run = generated_run(tmp_path, ranks=ranks)
     # the last worker killed: the ranks read so far load; the others are named, in bounded time
     began = time.monotonic()
@@ -228,7 +233,7 @@ def test_the_last_worker_killed_loads_what_was_read(cluster, tmp_path):
 def test_a_scheduler_that_stops_answering_mid_run(cluster, tmp_path):
     """The scheduler stopped (SIGSTOP), its connections open: no answer ever comes, and no error either. The
     run ends in bounded time with the ranks read so far, the others named."""
-    ranks = 48
+    ranks = MID_RUN_RANKS
     run = generated_run(tmp_path, ranks=ranks)
     began = time.monotonic()
     command, _ = run_killing(cluster, [], run, tmp_path / "storage", tmp_path / "cache")
@@ -244,6 +249,59 @@ def test_a_scheduler_that_stops_answering_mid_run(cluster, tmp_path):
     (warning,) = [w for w in summary["warnings"] if "not read: the Dask scheduler did not answer for 3 s" in w]
     named = {int(name) for name in re.findall(r"rank(\d+)_ascend_pt", warning)}
     assert named and named <= set(range(ranks)) - set(summary["ranks"])
+
+
+STOP_AFTER_FIRST_PASS = """
+import json, os, signal, sys
+import perfkit
+from perfkit.io import dask_ingest
+read = dask_ingest.read_folders
+passes = []
+
+def read_then_stop(*arguments):
+    got = read(*arguments)
+    passes.append(sum(not isinstance(outcome, Exception) for outcome in got))
+    if len(passes) == 1:
+        for pid, how in json.loads(os.environ["STOP"]):
+            os.kill(pid, getattr(signal, how))
+    return got
+
+dask_ingest.read_folders = read_then_stop
+run = perfkit.load(sys.argv[1], dask=dask_ingest.Target(sys.argv[2], sys.argv[3]))
+print(json.dumps({"passes": passes, "ranks": list(map(int, run.ranks)), "op_ranks": run.meta.op_ranks,
+                  "warnings": list(run.warnings)}))
+"""
+
+
+@pytest.mark.parametrize("stopped", ["scheduler", "workers"])
+def test_a_cluster_that_stops_between_the_passes(cluster, tmp_path, stopped):
+    """Every rank's cluster-level files read through the cluster, then the scheduler stops answering (SIGSTOP) or
+    every worker is killed before the representative ranks' op-level read: that read ends in bounded time, every
+    rank keeps what the first pass read, and the folders whose op-level tables were not read are named."""
+    ranks = 24
+    run = generated_run(tmp_path, ranks=ranks)
+    stop = ([(cluster.scheduler.pid, "SIGSTOP")] if stopped == "scheduler" else
+            [(worker.pid, "SIGKILL") for worker in cluster.workers])
+    environment = dict(os.environ, PYTHONPATH=str(REPO), PERFKIT_CACHE_DIR=str(tmp_path / "cache"),
+                       PERFKIT_DASK_TIMEOUT="3", STOP=json.dumps(stop), PYTHONFAULTHANDLER="1")
+    began = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-c", STOP_AFTER_FIRST_PASS, str(run), cluster.address,
+                               str(tmp_path / "storage")], capture_output=True, text=True, env=environment,
+                              timeout=RUN_S)
+    finally:
+        os.kill(cluster.scheduler.pid, signal.SIGCONT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert time.monotonic() - began < 90
+    result = json.loads(done.stdout)
+    first, second = result["passes"]  # the second pass read nothing through the cluster
+    assert first >= ranks and second == 0
+    assert result["ranks"] == list(range(ranks))
+    why = ("the Dask scheduler did not answer for 6 s" if stopped == "scheduler" else
+           "no Dask worker is connected to the scheduler (waited 3 s)")
+    (unread,) = [w for w in result["warnings"] if f"op-level tables not read (not read: {why})" in w]
+    assert re.findall(r"rank\d+_ascend_pt", unread)
+    assert result["op_ranks"] == []  # no rank's op-level numbers: none is claimed
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),

@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -88,9 +89,28 @@ def _failure(future) -> str:
 
 # Clusters given up on during one load's reads (no worker left, or a scheduler that stopped answering), with why:
 # a later read of the same load (the loader's second pass) gives up at once, for a new client would wait on a
-# silent scheduler's handshake without end (its timeout does not cover it) or find no worker. Each load starts
-# afresh (loader._read_and_assemble clears it).
+# silent scheduler's handshake past its timeout or find no worker. Each load starts afresh (forget_clusters).
 GIVEN_UP: dict[str, str] = {}
+# Schedulers one load has connected to: a later pass that cannot connect keeps what the earlier read.
+CONNECTED: set[str] = set()
+
+
+class SchedulerUnreachable(PerfkitError):
+    """No client of the scheduler could start within the waits."""
+
+
+class NoWorker(PerfkitError):
+    """The scheduler answers, and no worker is connected to it within the wait."""
+
+
+def forget_clusters() -> None:
+    """Start a load afresh: no cluster given up on or connected to yet (a dashboard's earlier load may have)."""
+    GIVEN_UP.clear()
+    CONNECTED.clear()
+
+
+# A client's start is waited for this many timeouts (its own, then the handshake's) before it is given up on.
+CONNECT_WAITS = 2
 # Past this PERFKIT_DASK_TIMEOUT is no bound (an hour per wait), and Dask's own timeouts refuse non-finite ones.
 MAX_TIMEOUT_S = 3600.0
 # The longest host name DNS allows: a longer address is no scheduler's, and is said before any connection.
@@ -128,9 +148,25 @@ def read_folders(where: Target, jobs: list[tuple[str, str]], function: Callable,
     readers_of: dict[str, list[str]] = {}
     for reader_name, folder in jobs:
         readers_of.setdefault(folder, []).append(reader_name)
-    client = _connect(distributed, where.address)
+    try:
+        client = _connect(distributed, where.address)
+    except SchedulerUnreachable:
+        if where.address not in CONNECTED:
+            raise
+        # a later pass of a load that read through this scheduler: what the earlier pass read stands
+        GIVEN_UP[where.address] = f"the Dask scheduler did not answer for {CONNECT_WAITS * timeout_s():g} s"
+        return [FileFormatError(f"not read: {GIVEN_UP[where.address]}", folder) for _, folder in jobs]
     try:
         _check_workers_see(client, distributed, where, probe)
+    except PerfkitError as failed:
+        _remove(fs, probe)
+        _close(client, distributed)
+        if not isinstance(failed, NoWorker) or where.address not in CONNECTED:
+            raise
+        GIVEN_UP[where.address] = failed.message  # a later pass: what the earlier pass read stands
+        return [FileFormatError(f"not read: {failed.message}", folder) for _, folder in jobs]
+    CONNECTED.add(where.address)
+    try:
         folders = list(readers_of)
         # a task per folder cost the scheduler ~2 ms and the worker ~4 ms besides the read (10,000 ranks: 19 s
         # and 41 s of CPU with every entry already written): a task takes several
@@ -200,15 +236,31 @@ def _connect(distributed, address: str):
             made.append(self)
             super().__init__(*args, **kwargs)
 
-    try:
-        return Client(address, timeout=timeout_s(), set_as_default=False)
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        for client in made:
+    started: list = []
+
+    def start() -> None:
+        try:
+            started.append(Client(address, timeout=timeout_s(), set_as_default=False))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, which decides
+            started.append(exc)
+
+    # A scheduler that accepts the connection and never answers (stopped, starved) holds the client's start past
+    # its own timeout: it starts on a thread of its own, given up on (left to exit with the process) after that.
+    starter = threading.Thread(target=start, name="perfkit-dask-connect", daemon=True)
+    starter.start()
+    starter.join(CONNECT_WAITS * timeout_s())
+    outcome = started[0] if started else TimeoutError(f"no answer within {CONNECT_WAITS * timeout_s():g} s")
+    if isinstance(outcome, distributed.Client):
+        return outcome
+    if not isinstance(outcome, (OSError, TimeoutError, ValueError, TypeError)):
+        raise outcome
+    for client in made:
+        if started:
             with contextlib.suppress(Exception):  # any failure to close leaves nothing to close
                 client.close(timeout=min(timeout_s(), 2.0))
-            client.__dict__["_Client__loop"] = None  # Client.__del__ closes nothing without a loop
-        raise PerfkitError(f"cannot reach the Dask scheduler within {timeout_s():g} s "
-                           f"({str(exc).splitlines()[0][:200] or type(exc).__name__})", address[:300]) from None
+        client.__dict__["_Client__loop"] = None  # Client.__del__ closes nothing without a loop
+    raise SchedulerUnreachable(f"cannot reach the Dask scheduler within {timeout_s():g} s "
+                               f"({str(outcome).splitlines()[0][:200] or type(outcome).__name__})", address[:300])
 
 
 def _tls_configured() -> bool:
@@ -225,8 +277,8 @@ def _check_workers_see(client, distributed, where: Target, probe: str) -> None:
     try:
         client.wait_for_workers(1, timeout=timeout_s())
     except (TimeoutError, distributed.TimeoutError, OSError):
-        raise PerfkitError(f"no Dask worker is connected to the scheduler (waited {timeout_s():g} s)",
-                           where.address) from None
+        raise NoWorker(f"no Dask worker is connected to the scheduler (waited {timeout_s():g} s)",
+                       where.address) from None
     seen = client.run(_sees, where.storage, probe)
     blind = sorted(worker for worker, sees in seen.items() if not sees)
     if blind:

@@ -96,7 +96,7 @@ def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle:
 def _read_and_assemble(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], problems: list,
                        dask: dask_ingest.Target | None, cycle: Cycle, ranks: Ranks) -> Run:
     """The Run of `jobs` (the cycles in `unread` counted, not read: cycles.unread_cycles)."""
-    dask_ingest.GIVEN_UP.clear()  # a cluster given up on in an earlier load (a dashboard's) is tried again
+    dask_ingest.forget_clusters()  # a cluster given up on in an earlier load (a dashboard's) is tried again
     if ranks is None:
         cache.note_reads((folder, None) for _, folder in jobs)
         return assemble(root, jobs, _read_all(_read_folder, jobs, dask), problems, cycle, unread=unread)
@@ -140,6 +140,8 @@ def _load_op_ranks(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], 
         for index, result in zip(again, _read_all(_read_folder, [jobs[index] for index in again], dask, in_process)):
             if isinstance(result, FileFormatError) and not isinstance(results[index], FileFormatError):
                 shown -= near[index] or set()  # its cluster-level tables stand; its op-level ones were not read
+                problems.append((os.path.relpath(result.path, root) if result.path else ".",
+                                 f"op-level tables not read ({result.message}); its cluster-level tables stand"))
                 continue
             results[index] = result
     whole = set(again)
