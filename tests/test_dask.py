@@ -43,9 +43,9 @@ def cluster(tmp_path):
     started.stop()
 
 
-def generated_run(folder: Path, ranks: int) -> Path:
+def generated_run(folder: Path, ranks: int, steps: int = 3) -> Path:
     run = folder / f"ranks_{ranks}"
-    generate.generate_cluster(run, ranks=ranks, steps=3, slow_ranks=(SLOW_RANK,))
+    generate.generate_cluster(run, ranks=ranks, steps=steps, slow_ranks=(SLOW_RANK,))
     return run
 
 
@@ -194,13 +194,15 @@ def finished(command: subprocess.Popen) -> tuple[str, str]:
 
 
 # A run read whole in one pass (at most 16 ranks): a larger run's first pass reads only its ranks' small
-# cluster-level files, a few folders a task, and may end before a kill lands in it.
+# cluster-level files, a few folders a task, and may end before a kill lands in it; ranks of 12 steps each take
+# a few times longer to read than the 3-step ones, so the pass outlasts the wait before the kill.
 MID_RUN_RANKS = 16
+MID_RUN_STEPS = 12
 
 
 def test_a_worker_killed_mid_run(cluster, tmp_path):
     ranks = MID_RUN_RANKS
-    run = generated_run(tmp_path, ranks=ranks)
+    run = generated_run(tmp_path, ranks=ranks, steps=MID_RUN_STEPS)
     alone = perfkit("summary", "--format", "json", str(run), cache=tmp_path / "cache-alone")
 
     # one of two workers killed: Dask runs its tasks again on the other; the answer is whole
@@ -213,7 +215,7 @@ def test_a_worker_killed_mid_run(cluster, tmp_path):
 
 def test_the_last_worker_killed_loads_what_was_read(cluster, tmp_path):
     ranks = MID_RUN_RANKS
-    run = generated_run(tmp_path, ranks=ranks)
+    run = generated_run(tmp_path, ranks=ranks, steps=MID_RUN_STEPS)
     # the last worker killed: the ranks read so far load; the others are named, in bounded time
     began = time.monotonic()
     command, written = run_killing(cluster, [0, 1], run, tmp_path / "storage-2", tmp_path / "cache-2")
@@ -234,7 +236,7 @@ def test_a_scheduler_that_stops_answering_mid_run(cluster, tmp_path):
     """The scheduler stopped (SIGSTOP), its connections open: no answer ever comes, and no error either. The
     run ends in bounded time with the ranks read so far, the others named."""
     ranks = MID_RUN_RANKS
-    run = generated_run(tmp_path, ranks=ranks)
+    run = generated_run(tmp_path, ranks=ranks, steps=MID_RUN_STEPS)
     began = time.monotonic()
     command, _ = run_killing(cluster, [], run, tmp_path / "storage", tmp_path / "cache")
     os.kill(cluster.scheduler.pid, signal.SIGSTOP)
