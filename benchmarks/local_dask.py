@@ -24,10 +24,11 @@ def free_port() -> int:
 
 class LocalCluster:
     """A scheduler and `workers` one-thread worker processes on 127.0.0.1, each worker started through `wrap`
-    (a command prefix, e.g. a mount namespace) with perfkit imported from `code` (default this checkout); logs
-    under `folder`/logs."""
+    (a command prefix, e.g. a mount namespace) with perfkit imported from `code` (default this checkout) and the
+    Dask preload script `preload` run in each worker as it starts; logs under `folder`/logs."""
 
-    def __init__(self, folder: Path, workers: int = 2, wrap: list[str] | None = None, code: Path = REPO):
+    def __init__(self, folder: Path, workers: int = 2, wrap: list[str] | None = None, code: Path = REPO,
+                 preload: Path | None = None):
         self.address = f"tcp://127.0.0.1:{free_port()}"
         env = dict(os.environ, PYTHONPATH=str(code))
         logs = folder / "logs"
@@ -37,7 +38,8 @@ class LocalCluster:
              "--no-dashboard"], env=env, stdout=subprocess.DEVNULL, stderr=open(logs / "scheduler.log", "w"))
         self.workers = [subprocess.Popen(
             [*(wrap or []), str(DASK), "worker", self.address, "--no-nanny", "--nthreads", "1", "--host",
-             "127.0.0.1", "--no-dashboard", "--local-directory", str(folder / f"worker{index}")],
+             "127.0.0.1", "--no-dashboard", "--local-directory", str(folder / f"worker{index}"),
+             *(["--preload", str(preload)] if preload else [])],
             env=env, stdout=subprocess.DEVNULL, stderr=open(logs / f"worker{index}.log", "w"))
             for index in range(workers)]
         try:

@@ -157,10 +157,64 @@ def told(storage: Path) -> list[Path]:
     return list((storage / ENTRY_KIND).glob(f"{OUTCOMES}-*/*.json"))
 
 
+# The workers read the first PASSED folders (across workers: each folder claims a numbered file) and hold every later one
+# until the test releases them (a file it writes), so a kill lands when exactly PASSED folders were read, whatever
+# the machine's speed.
+MID_RUN_RANKS = 16
+PASSED = 8
+GATE = """
+import os, time
+from pathlib import Path
+from perfkit.io import loader
+
+RELEASE, CLAIMS = Path({release!r}), Path({claims!r})
+# Dask imports a preload file twice: the second import must wrap the reader, not the first import's gate
+read_folder = getattr(loader._read_folder, "ungated", loader._read_folder)
+
+def claimed(folder):
+    # a folder's readers each call the reader function: the folder, not the call, takes a slot
+    mine = CLAIMS / ("folder-" + Path(folder).name)
+    if mine.exists():
+        return True
+    for slot in range({passed}):
+        try:
+            os.close(os.open(CLAIMS / str(slot), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            continue
+        mine.touch()
+        return True
+    return False
+
+def gated(reader_name, folder, *args, **kwargs):
+    if not claimed(folder):
+        deadline = time.monotonic() + {wait_s}
+        while not RELEASE.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return read_folder(reader_name, folder, *args, **kwargs)
+
+gated.ungated = read_folder
+loader._read_folder = gated
+"""
+
+
+@pytest.fixture
+def gated_cluster(tmp_path):
+    """A cluster whose workers read PASSED folders, then hold each until `release` exists; released as it
+    stops, so a worker left waiting ends at once."""
+    release, claims, preload = tmp_path / "release", tmp_path / "claims", tmp_path / "gate.py"
+    claims.mkdir()
+    preload.write_text(GATE.format(release=str(release), claims=str(claims), passed=PASSED, wait_s=RUN_S))
+    started = LocalCluster(tmp_path / "cluster", preload=preload)
+    started.release = release
+    yield started
+    release.touch()
+    started.stop()
+
+
 def run_killing(cluster: LocalCluster, workers: list[int], run: Path, storage: Path, cache: Path
                 ) -> tuple[subprocess.Popen, int]:
-    """Start `perfkit summary --dask` on `run`; once the workers have done a few of its tasks, kill
-    `workers`. (the command, entries written when they were killed)."""
+    """Start `perfkit summary --dask` on `run` on a gated cluster; once the workers have read the PASSED folders
+    (and wait at the gate), kill `workers`. (the command, entries written when they were killed)."""
     # PYTHONFAULTHANDLER: a command that outlasts its bound is stopped by SIGABRT, which prints where it waited
     environment = dict(os.environ, PYTHONPATH=str(REPO), PERFKIT_CACHE_DIR=str(cache), PERFKIT_DASK_TIMEOUT="3",
                        PYTHONFAULTHANDLER="1")
@@ -168,15 +222,14 @@ def run_killing(cluster: LocalCluster, workers: list[int], run: Path, storage: P
                                 cluster.address, "--dask-storage", str(storage), str(run)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
     deadline = time.monotonic() + RUN_S
-    # a few tasks done (their outcome written, which is their last act): the scheduler has them as finished
-    while len(told(storage)) < 4 and time.monotonic() < deadline and command.poll() is None:
+    # every folder let through read (its outcome written, which is its task's last act for it)
+    while len(told(storage)) < PASSED and time.monotonic() < deadline and command.poll() is None:
         time.sleep(0.005)
-    time.sleep(0.1)
     written = len(entries(storage))
     if command.poll() is not None:
         pytest.fail(f"the run ended (exit {command.returncode}) before a worker could be killed in it: "
                     f"{command.communicate()[1][-2000:]}")
-    assert 0 < written
+    assert written == PASSED
     for index in workers:
         cluster.kill_worker(index)
     return command, written
@@ -193,38 +246,32 @@ def finished(command: subprocess.Popen) -> tuple[str, str]:
         pytest.fail(f"perfkit did not end within {RUN_S} s; its threads:\n{err[-6000:]}")
 
 
-# A run read whole in one pass (at most 16 ranks): a larger run's first pass reads only its ranks' small
-# cluster-level files, a few folders a task, and may end before a kill lands in it; ranks of 12 steps each take
-# a few times longer to read than the 3-step ones, so the pass outlasts the wait before the kill.
-MID_RUN_RANKS = 16
-MID_RUN_STEPS = 12
-
-
-def test_a_worker_killed_mid_run(cluster, tmp_path):
+def test_a_worker_killed_mid_run(gated_cluster, tmp_path):
     ranks = MID_RUN_RANKS
-    run = generated_run(tmp_path, ranks=ranks, steps=MID_RUN_STEPS)
+    run = generated_run(tmp_path, ranks=ranks)
     alone = perfkit("summary", "--format", "json", str(run), cache=tmp_path / "cache-alone")
 
     # one of two workers killed: Dask runs its tasks again on the other; the answer is whole
-    command, written = run_killing(cluster, [0], run, tmp_path / "storage", tmp_path / "cache-1")
+    command, written = run_killing(gated_cluster, [0], run, tmp_path / "storage", tmp_path / "cache-1")
+    gated_cluster.release.touch()
     out, err = finished(command)
     assert written < ranks
     assert command.returncode == 0, err
     assert json.loads(out) == json.loads(alone.stdout)
 
 
-def test_the_last_worker_killed_loads_what_was_read(cluster, tmp_path):
+def test_the_last_worker_killed_loads_what_was_read(gated_cluster, tmp_path):
     ranks = MID_RUN_RANKS
-    run = generated_run(tmp_path, ranks=ranks, steps=MID_RUN_STEPS)
+    run = generated_run(tmp_path, ranks=ranks)
     # the last worker killed: the ranks read so far load; the others are named, in bounded time
     began = time.monotonic()
-    command, written = run_killing(cluster, [0, 1], run, tmp_path / "storage-2", tmp_path / "cache-2")
+    command, written = run_killing(gated_cluster, [0, 1], run, tmp_path / "storage-2", tmp_path / "cache-2")
     out, err = finished(command)
     assert time.monotonic() - began < 60
     assert command.returncode == 0, err
     summary = json.loads(out)
     loaded = summary["ranks"] if "ranks" in summary else summary["meta"]["ranks"]
-    assert 0 < len(loaded) < ranks
+    assert len(loaded) == PASSED
     missing = set(range(ranks)) - set(loaded)
     (warning,) = [w for w in summary["warnings"] if "not read: no Dask worker left to read it" in w]
     named = {int(name) for name in re.findall(r"rank(\d+)_ascend_pt", warning)}
@@ -232,22 +279,22 @@ def test_the_last_worker_killed_loads_what_was_read(cluster, tmp_path):
     assert len(missing) <= 3 or f"skipped {len(missing)} folders (" in warning
 
 
-def test_a_scheduler_that_stops_answering_mid_run(cluster, tmp_path):
+def test_a_scheduler_that_stops_answering_mid_run(gated_cluster, tmp_path):
     """The scheduler stopped (SIGSTOP), its connections open: no answer ever comes, and no error either. The
     run ends in bounded time with the ranks read so far, the others named."""
     ranks = MID_RUN_RANKS
-    run = generated_run(tmp_path, ranks=ranks, steps=MID_RUN_STEPS)
+    run = generated_run(tmp_path, ranks=ranks)
     began = time.monotonic()
-    command, _ = run_killing(cluster, [], run, tmp_path / "storage", tmp_path / "cache")
-    os.kill(cluster.scheduler.pid, signal.SIGSTOP)
+    command, _ = run_killing(gated_cluster, [], run, tmp_path / "storage", tmp_path / "cache")
+    os.kill(gated_cluster.scheduler.pid, signal.SIGSTOP)
     try:
         out, err = finished(command)
     finally:
-        os.kill(cluster.scheduler.pid, signal.SIGCONT)
+        os.kill(gated_cluster.scheduler.pid, signal.SIGCONT)
     assert time.monotonic() - began < 90
     assert command.returncode == 0, err
     summary = json.loads(out)
-    assert 0 < len(summary["ranks"]) < ranks
+    assert len(summary["ranks"]) == PASSED
     (warning,) = [w for w in summary["warnings"] if "not read: the Dask scheduler did not answer for 3 s" in w]
     named = {int(name) for name in re.findall(r"rank(\d+)_ascend_pt", warning)}
     assert named and named <= set(range(ranks)) - set(summary["ranks"])
