@@ -184,6 +184,18 @@ def test_a_script_exiting_3_makes_perfkit_exit_3_after_saving(tmp_path):
 
 
 @pytest.mark.mindspore
+def test_an_error_the_script_recovers_from_leaves_an_ok_run_with_no_error(tmp_path):
+    """An exception printed through sys.excepthook while the script trains on (an extension module's PyErr_Print)
+    is not the run's error: the script ended well."""
+    done = profile(tmp_path, "--output", "runs/recovered", "--", "python", MODEL_TRAIN, "--recovered-error")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ImportError: a module that was compiled using NumPy 1.x" in done.stderr  # the user still sees it
+    recorded = manifest(tmp_path / "runs" / "recovered")
+    assert recorded["status"] == "ok" and recorded["error"] is None
+    assert perfkit.load(tmp_path / "runs" / "recovered").meta.status == "ok"
+
+
+@pytest.mark.mindspore
 def test_a_crashing_script_shows_its_traceback_and_leaves_a_loadable_failed_run(tmp_path):
     done = profile(tmp_path, "--output", "runs/crash", "--", "python", MODEL_TRAIN, "--crash")
     assert done.returncode == 1

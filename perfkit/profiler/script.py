@@ -180,7 +180,10 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
     used_mindspore = False
     for rank_folder in ranks:
         recorded = read_manifest(rank_folder)
-        rank_notes, rank_status, rank_error = list(recorded["notes"]), status, recorded["error"] or error
+        # the script's exception (the hook records it) says more than its exit code, but only where the script
+        # failed: an extension module prints errors it recovers from through sys.excepthook (MindSpore on NumPy 2)
+        rank_error = (recorded["error"] or error) if status == "failed" else error
+        rank_notes, rank_status = list(recorded["notes"]), status
         if recorded.get("attached_at") is None:  # api.start_session never ran: MindSpore was never imported
             rank_notes.append(NO_MINDSPORE)
         else:
@@ -196,7 +199,6 @@ def _settle(folder: Path, manifest: dict, msrun: bool, keeper: ScriptKeeper, ret
         notes += [note for note in rank_notes if note not in notes]
         if rank_status == "incomplete" and status == "ok":
             status = "incomplete"  # for the top-level manifest and the outcome
-        # the script's own error (its exception, recorded as it ended) says more than its exit code
         unrecorded = record_manifest(rank_folder, {**recorded, "status": rank_status, "error": rank_error,
                                            "notes": rank_notes, "finished_at": now_iso()})
         if unrecorded:

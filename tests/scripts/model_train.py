@@ -2,7 +2,9 @@
 `--crash` raises in the middle of training, `--os-exit-at N` ends the process with os._exit(0) at step N (no
 atexit, no profiler analysis), `--epochs N` trains longer, `--data-parallel` trains data parallel under msrun, `--step-timer`
 times the steps with perfkit.StepTimer and prints how many it timed, `--bad-data` gives Model.train a
-dataset whose samples MindSpore cannot batch (its own error, raised inside Model.train before the first step)."""
+dataset whose samples MindSpore cannot batch (its own error, raised inside Model.train before the first step),
+`--recovered-error` prints an exception through sys.excepthook and trains on, as an extension module's PyErr_Print
+does for an error it recovers from (MindSpore's "Numpy init failed" on NumPy 2)."""
 
 import argparse
 import os
@@ -21,6 +23,7 @@ parser.add_argument("--os-exit-at", type=int)
 parser.add_argument("--data-parallel", action="store_true")
 parser.add_argument("--step-timer", action="store_true")
 parser.add_argument("--bad-data", action="store_true")
+parser.add_argument("--recovered-error", action="store_true")
 args = parser.parse_args()
 
 
@@ -37,6 +40,11 @@ class OsExitAtStep(Callback):
 
 
 ms.set_context(mode=ms.GRAPH_MODE)
+if args.recovered_error:
+    try:
+        raise ImportError("a module that was compiled using NumPy 1.x cannot be run in NumPy 2")
+    except ImportError:
+        sys.excepthook(*sys.exc_info())
 shards, shard_id = 1, 0
 if args.data_parallel:
     from mindspore.communication import get_group_size, get_rank, init
