@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from ..core.model import Run, kept_on_run
 from ..core.opnames import comm_kind
 from .migration import TORCH, framework_of
-from .steady import FIRST_STEP_REASONS, first_step_verdicts, steady_steps
+from .steady import FIRST_STEP_REASONS, first_step_verdicts, periodic_reason, periodic_steps, steady_steps
 
 STEP_KEYS = ("interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms")
 # Reported only where a layout measures them (step_trace_time.csv's columns).
@@ -46,13 +46,25 @@ def json_number(value: Any) -> float | None:
 
 
 def _mean_of(steps: pd.DataFrame, used: np.ndarray, first: pd.DataFrame) -> dict[str, Any]:
-    """Which steps the means cover, and what became of the first profiled step."""
+    """Which steps the means cover, what became of the first profiled step, and the periodic steps left out (only
+    where there are: `_periodic_keys`)."""
     covered = steps[used]
     reasons = [reason for reason in first["reason"] if isinstance(reason, str)]  # None or NaN: included
     return {"count": int(covered.groupby("rank")["step"].nunique().max()) if len(covered) else 0,
             "first": int(covered["step"].min()) if len(covered) else None,
             "last": int(covered["step"].max()) if len(covered) else None,
-            "first_step": FIRST_STEP_REASONS[reasons[0] if reasons else None]}
+            "first_step": FIRST_STEP_REASONS[reasons[0] if reasons else None],
+            **_periodic_keys(periodic_steps(steps))}
+
+
+def _periodic_keys(periodic: pd.DataFrame) -> dict[str, Any]:
+    """`mean_of`'s periodic_steps (the steps left out, of the first rank that has them) and why they are left
+    out; nothing where no rank has periodic steps."""
+    if not len(periodic):
+        return {}
+    row = periodic.iloc[0]
+    return {"periodic_steps": list(row["steps"]),
+            "periodic": periodic_reason(int(row["period"]), float(row["mean_ms"]), float(row["median_others_ms"]))}
 
 
 def step_means(steps: pd.DataFrame) -> dict[str, Any] | None:
@@ -96,6 +108,8 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
         means[key] = (np.where(known_count > 0, sums / np.maximum(known_count, 1), np.nan), known_count)
     first_total = first.set_index("rank")["total_ms"].to_dict()
     first_reason = first.set_index("rank")["reason"].to_dict()
+    periodic = periodic_steps(steps)
+    periodic_of = {rank: periodic[periodic["rank"] == rank] for rank in periodic["rank"].tolist()}
     spans = {rank: span for rank, span in zip(covered.index, covered.to_dict("records"))}  # not .loc per rank
     result = []
     for position, rank in enumerate(ranks.tolist()):
@@ -105,7 +119,8 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
             "mean_of": {"count": 0 if span is None else int(span["nunique"]),
                         "first": None if span is None else int(span["min"]),
                         "last": None if span is None else int(span["max"]),
-                        "first_step": FIRST_STEP_REASONS[first_reason.get(rank)]},
+                        "first_step": FIRST_STEP_REASONS[first_reason.get(rank)],
+                        **_periodic_keys(periodic_of.get(rank, periodic.iloc[:0]))},
             "first_step_ms": json_number(first_total.get(rank))}
         # optional keys only where the rank measured them, as step_means
         rank_means.update({key: json_number(mean[position]) for key, (mean, known_count) in means.items()

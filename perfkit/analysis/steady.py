@@ -1,5 +1,7 @@
 """Which profiled steps a step mean covers: one rule for every mean perfkit prints (summary, ranks, advise,
-compare, figures). Kept apart from analysis.py so that cluster.py, which analysis imports, can use it too."""
+compare, figures): every profiled step but a first one that is compilation or warm-up, and but the steps a loop makes
+heavier at a fixed period (an evaluation pass every N steps). Kept apart from analysis.py so that cluster.py, which
+analysis imports, can use it too."""
 
 from __future__ import annotations
 
@@ -22,9 +24,83 @@ FIRST_STEP_REASONS = {
 }
 
 
+# A loop that does more every N steps (an evaluation pass, a checkpoint, logging) makes every N-th step heavier: those
+# steps are not the training step, and a mean over them says neither what a step costs nor what the extra work
+# costs. They are left out where at least PERIODIC_MIN_STEPS steps at one period (the smallest that fits) each take
+# over PERIODIC_OUTLIER times the median of the rank's other steps (the first step's bar: above the steady spread).
+# The advisor's periodic_steps finding says what they cost.
+PERIODIC_OUTLIER = FIRST_STEP_OUTLIER
+PERIODIC_MIN_STEPS = 3
+
+
 def first_step_verdicts(steps: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """(row mask of the steps the means cover, per rank: first step number, its total, why it is left out,
-    the median total of the rank's other steps, and whether the first step is an outlier against it)."""
+    the median total of the rank's other steps, and whether the first step is an outlier against it). The mask
+    leaves out the periodic steps too (`periodic_steps`)."""
+    used, first = _first_step_verdicts(steps)
+    periodic, _ = _periodic(steps, used)
+    return used & ~periodic, first
+
+
+def periodic_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per rank whose steps a loop makes heavier at a fixed period (PERIODIC_OUTLIER): its period, the steps left
+    out (a tuple), their mean total and the median total of the rank's other steps the means cover."""
+    used, _ = _first_step_verdicts(steps)
+    _, found = _periodic(steps, used)
+    return found
+
+
+def periodic_reason(period: int, mean_ms: float, median_others_ms: float) -> str:
+    """Why a rank's periodic steps are not in its means (`mean_of.periodic`)."""
+    nth = {2: "2nd", 3: "3rd"}.get(period, f"{period}th")
+    return (f"left out: every {nth} step, {mean_ms / median_others_ms:.1f}x the median of the others (work the loop "
+            f"does every {period} steps: evaluation, checkpoints, logging)")
+
+
+def _periodic(steps: pd.DataFrame, used: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+    """(row mask of the periodic steps, `periodic_steps`' table) among the rows `used`."""
+    mask = np.zeros(len(steps), dtype=bool)
+    columns = {"rank": [], "period": [], "steps": [], "mean_ms": [], "median_others_ms": []}
+    total = steps["total_ms"].to_numpy(dtype=np.float64, na_value=np.nan)
+    candidates = used & ~np.isnan(total)
+    if candidates.sum() >= 2 * PERIODIC_MIN_STEPS:
+        rows = pd.DataFrame({"rank": steps["rank"].to_numpy()[candidates], "total": total[candidates]})
+        # The others are at least half the steps (period 2 or more), so their median is at least the steps' lower
+        # quartile: fewer than PERIODIC_MIN_STEPS steps over that bar and the rank has no period to look for.
+        bar = PERIODIC_OUTLIER * rows.groupby("rank")["total"].transform(lambda totals: totals.quantile(0.25))
+        heavy = (rows["total"] > bar).groupby(rows["rank"]).sum()
+        for rank in heavy.index[heavy >= PERIODIC_MIN_STEPS]:
+            positions = np.flatnonzero(candidates & (steps["rank"].to_numpy() == rank))
+            found = _period(steps["step"].to_numpy()[positions], total[positions])
+            if found is None:
+                continue
+            period, members = found
+            mask[positions[members]] = True
+            others = total[positions[~members]]
+            columns["rank"].append(rank)
+            columns["period"].append(period)
+            columns["steps"].append(tuple(int(step) for step in steps["step"].to_numpy()[positions[members]]))
+            columns["mean_ms"].append(float(total[positions[members]].mean()))
+            columns["median_others_ms"].append(float(np.median(others)))
+    return mask, pd.DataFrame(columns)
+
+
+def _period(numbers: np.ndarray, totals: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """(period, member mask) of the smallest period at which every step of one phase (PERIODIC_MIN_STEPS or more)
+    takes over PERIODIC_OUTLIER times the median of the other steps; None where no period fits."""
+    offsets = numbers - numbers.min()
+    for period in range(2, int(offsets.max()) // (PERIODIC_MIN_STEPS - 1) + 1):
+        for phase in range(period):
+            members = offsets % period == phase
+            if members.sum() < PERIODIC_MIN_STEPS or not (~members).any():
+                continue
+            if totals[members].min() > PERIODIC_OUTLIER * np.median(totals[~members]):
+                # heavy steps the majority (every 2nd of an odd count): the light ones are the exception, not the rule
+                return (period, members) if members.sum() <= (~members).sum() else None
+    return None
+
+
+def _first_step_verdicts(steps: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     rank, step, total = steps["rank"], steps["step"], steps["total_ms"]
     known = total.notna()
     # A step whose start is unknown (the first one, derived from op timestamps) has parts but no total;

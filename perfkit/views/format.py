@@ -229,9 +229,15 @@ def mean_of_text(means: dict[str, Any], brief: bool = False) -> str:
     covered = (f"step {mean_of['first']}" if mean_of["first"] == mean_of["last"]
                else f"steps {mean_of['first']}-{mean_of['last']}")
     first = means.get("first_step_ms")
-    if brief or mean_of["first_step"] is None:
+    if "periodic" in mean_of:
+        covered += f" but {', '.join(map(str, mean_of['periodic_steps']))}"
+    if brief:
         return covered
-    return covered + f"; first step{'' if first is None else f' {ms(first)}'} {mean_of['first_step']}"
+    if mean_of["first_step"] is not None:
+        covered += f"; first step{'' if first is None else f' {ms(first)}'} {mean_of['first_step']}"
+    if "periodic" in mean_of:
+        covered += f"; steps {', '.join(map(str, mean_of['periodic_steps']))} {mean_of['periodic']}"
+    return covered
 
 
 # Ranks whose pipelines are shown side by side; beyond this, each op's usage is pooled: min / median / max.

@@ -2,8 +2,9 @@
 
 tail (the optimizer update and trailing all-reduce after backward), host_loop (the host's own work between steps:
 callbacks, logging, Python in the loop), idle_unexplained (step time no op covers and no file explains),
-compile_or_first_call (compilation or first
-calls inside the profiled window: a first step the means leave out, or one op call far above the others).
+compile_or_first_call (compilation or first calls inside the profiled window: a first step the means leave out, or
+one op call far above the others), periodic_steps (every N-th step heavier: work the loop does every N steps, which
+the means leave out).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pandas as pd
 
 from ...analysis.ledger import steady_means
 from ...analysis.measures import step_means
-from ...analysis.steady import first_step_verdicts
+from ...analysis.steady import first_step_verdicts, periodic_steps as periodic_step_table
 from ...core.model import Run
 from ..change import Change
 from ..finding import Finding, severity_for
@@ -232,3 +233,37 @@ def compile_or_first_call(run: Run) -> list[Finding]:
         title="Compilation or first calls inside the profiled window: " + "; ".join(said),
         evidence=evidence, action=action, target=target, est_gain_pct=None,
         change=None if is_torch(run) else Change("profiler_warmup", 1))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# periodic_steps
+
+# From a quarter of the profiled time, the extra work is the first thing to look at.
+PERIODIC_MEDIUM_SHARE = 0.25
+
+
+@rule("periodic_steps", needs=("steps",))
+def periodic_steps(run: Run) -> list[Finding]:
+    """Steps a loop makes heavier at a fixed period (steady.periodic_steps), which every step mean leaves out: what
+    the extra work costs, so that neither the means nor the tail or host-loop findings count it as the step's."""
+    periodic = periodic_step_table(run.steps)
+    if not len(periodic):
+        return []
+    row = periodic.loc[(periodic["mean_ms"] / periodic["median_others_ms"]).idxmax()]
+    rank, period, steps = int(row["rank"]), int(row["period"]), list(row["steps"])
+    totals = run.steps.loc[run.steps["rank"] == rank, "total_ms"]
+    extra = len(steps) * (float(row["mean_ms"]) - float(row["median_others_ms"]))
+    share = extra / float(totals.sum()) if totals.sum() > 0 else 0.0
+    listed = ", ".join(map(str, steps))
+    return [Finding(
+        id="periodic_steps", severity="medium" if share >= PERIODIC_MEDIUM_SHARE else "low",
+        title=f"Every {period} steps the loop does more: steps {listed} take {row['mean_ms'] / row['median_others_ms']:.1f}x "
+              f"the median of the others; the extra {percent(share):.1f} % of the profiled time is work done every "
+              f"{period} steps (an evaluation pass, checkpoints, logging), left out of the step means",
+        evidence={"period": period, "periodic_steps": steps, "rank": rank, "extra_share_pct": percent(share),
+                  **known_ms(periodic_step_ms=row["mean_ms"], median_other_steps_ms=row["median_others_ms"],
+                             extra_ms=extra)},
+        action=(f"If it is evaluation or a checkpoint, it costs {percent(share):.1f} % of the training time: run it "
+                f"less often or on fewer batches. To see what it is, open one such step: `perfkit trace RUN --step "
+                f"{steps[0]}` or the dashboard's Timeline page at step {steps[0]}"),
+        target=None, est_gain_pct=None)]
