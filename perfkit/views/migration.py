@@ -99,10 +99,10 @@ def side_settings(run: Run, runs: int) -> dict[str, Any]:
 
 def op_time(run: Run) -> str:
     """What an op family's time is on this side (docs/migration.md): a torch trace with GPU kernels counts their
-    device time (host self time for families that launched none: io/formats/kineto.py's op-time rule), one without
-    its host self time; MindSpore's op tables time each kernel where it ran."""
+    device time (0 for families that launched none: io/formats/kineto.py's op-time rule), one without its host
+    self time; MindSpore's op tables time each kernel where it ran."""
     if framework_of(run) == TORCH:
-        return "device kernels (else host self time)" if run.meta.device == "GPU" else "host self time"
+        return "device kernels (none: 0)" if run.meta.device == "GPU" else "host self time"
     return f"{run.meta.device or 'device'} kernel time"
 
 
