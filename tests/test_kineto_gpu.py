@@ -158,7 +158,8 @@ def test_a_step_holds_the_device_time_its_host_span_launched(v100):
 def test_a_gpu_step_is_its_window_every_us_once_its_kernels_inside(run):
     """The step: from the end of the step before it to the later of its host span's end and its kernels' end.
     The windows tile the trace from the first step's start to the last host span's or device event's end, every
-    device event lies in the window of the step that launched it, and busy + exposed communication + free = the window."""
+    device event lies in the window of the step that launched it, and busy + exposed communication + free = the
+    window."""
     events = raw(run)["traceEvents"]
     placed = by_launch(events)
     found = windows(events, placed)
