@@ -199,6 +199,29 @@ def test_the_device_side_step_annotation_misses_kernels_its_step_launched():
     assert end >= max(e["ts"] + e["dur"] for e in launched) > annotation["ts"] + annotation["dur"]
 
 
+def test_a_gpu_step_data_wait_is_the_dataloader_time_the_gpu_sat_idle_through(tmp_path):
+    """The MI250 trace with a DataLoader `__next__` span put on its main thread, over 1.9-5.0 ms of step 1: two
+    kernels run in it, the GPU idles the rest; the step's interval is that idle part, and busy + free still make
+    up the step."""
+    data = raw(ROCM)
+    events = data["traceEvents"]
+    start = host_steps(events)[1][0]
+    main_thread = next(e for e in events if e.get("name") == "ProfilerStep#1" and e.get("cat") == "user_annotation")
+    span = {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            "pid": main_thread["pid"], "tid": main_thread["tid"], "ts": start + 1900.0, "dur": 3100.0}
+    (tmp_path / "rocm.pt.trace.json").write_text(json.dumps({**data, "traceEvents": events + [span]}))
+    run = perfkit.load(tmp_path)
+    begin, end = windows(events, by_launch(events))[1]
+    device = clipped([e for e in events if e.get("cat") in DEVICE], begin, end)
+    kernels_in_span = union(clipped([e for e in events if e.get("cat") in DEVICE], span["ts"], span["ts"] + 3100.0))
+    assert kernels_in_span > 0
+    row = run.steps.set_index("step").loc[1]
+    assert row["interval_ms"] == pytest.approx((3100.0 - kernels_in_span) / 1000, rel=1e-9)
+    assert row["interval_ms"] == pytest.approx((union(device + [(span["ts"], span["ts"] + 3100.0)])
+                                                - union(device)) / 1000, rel=1e-9)
+    assert row["busy_ms"] + row["free_ms"] == pytest.approx((end - begin) / 1000, rel=1e-9)
+
+
 def test_no_share_of_a_gpu_step_passes_100_percent(v100):
     """The V100 trace's first step: a 35 ms host span that launched 94.6 ms of kernels. Over its window its share
     and every other step's stay within 0-100 %: the Cells, the op types of each step, and the ledger adds up to each

@@ -512,7 +512,7 @@ def step_windows(steps: list[Event], device: list[DeviceEvent]) -> list[tuple[in
     """A GPU trace's steps as [(step, begin, end)] in µs, one window after the other: a step ends where the later
     of its host span and the device events it launched ends (never before the step before it), and begins where
     the step before it ended (the first: at its host span's start). Every µs from the first step's start to the
-    last step's device end lies in one window, and a step's kernels in its own (docs/formats.md §5)."""
+    last step's end lies in one window, and a step's kernels in its own (docs/formats.md §5)."""
     device_end: dict[int | None, float] = defaultdict(lambda: float("-inf"))
     for event in device:
         device_end[event.step] = max(device_end[event.step], event.end)
@@ -530,22 +530,22 @@ def _device_steps(ops: list[Event], data: list[Event], steps: list[Event],
     """A GPU trace's steps over their windows (step_windows), in ms: busy = the compute device events' union over
     every stream, comm = the NCCL kernels' union, comm_exposed = the part of comm no compute event overlaps, free =
     the window's time no device event covers (GPU idle), interval = the part of the free time the host spent in
-    the DataLoader's `__next__` (the GPU waiting for data), tail = after the step's last backward work (its kernels
-    or, where it launched none, its host ops), fwd_bwd = the rest. Busy + comm_exposed + free = total."""
-    launched_by: dict[int, list[Event]] = defaultdict(list)  # backward host ops and the device events they launched
+    the DataLoader's `__next__` (the GPU waiting for data), tail = after the end of the step's last backward work
+    (its backward ops' kernels and host time), fwd_bwd = the rest. Busy + comm_exposed + free = total."""
+    backward_kernels: dict[int | None, list[DeviceEvent]] = defaultdict(list)
     for event in device:
         op = event.launch.op_parent if event.launch is not None else None
         if op is not None and op.flags.get("pass") == "backward":
-            launched_by[event.step].append(event)
+            backward_kernels[event.step].append(event)
+    compute = [event for event in device if not COMM_KERNEL.match(event.name)]
+    comm = [event for event in device if COMM_KERNEL.match(event.name)]
     rows = []
     for number, begin, end in step_windows(steps, device):
-        clip = (lambda items: [(max(item.ts, begin), min(item.end, end)) for item in items
-                               if item.ts < end and item.end > begin])
-        compute = clip([event for event in device if not COMM_KERNEL.match(event.name)])
-        comm = clip([event for event in device if COMM_KERNEL.match(event.name)])
-        busy, comm_us, covered = covered_us(compute), covered_us(comm), covered_us(compute + comm)
-        waits = covered_us(compute + comm + clip(data)) - covered
-        backward_ends = [event.end for event in launched_by[number]] + [
+        computing, communicating = _clipped(compute, begin, end), _clipped(comm, begin, end)
+        busy, comm_us = covered_us(computing), covered_us(communicating)
+        covered = covered_us(computing + communicating)
+        waits = covered_us(computing + communicating + _clipped(data, begin, end)) - covered
+        backward_ends = [event.end for event in backward_kernels[number]] + [
             event.end for event in ops if event.flags.get("step") == number and event.flags["pass"] == "backward"]
         tail = max(end - max(backward_ends), 0.0) if backward_ends else float("nan")
         total = end - begin
@@ -554,6 +554,11 @@ def _device_steps(ops: list[Event], data: list[Event], steps: list[Event],
                      "busy_ms": busy / US_PER_MS, "free_ms": (total - covered) / US_PER_MS,
                      "comm_ms": comm_us / US_PER_MS, "comm_exposed_ms": (covered - busy) / US_PER_MS})
     return pd.DataFrame(rows)
+
+
+def _clipped(items: list, begin: float, end: float) -> list[tuple[float, float]]:
+    """The (start, end) of the events or device events that meet [begin, end), cut to it."""
+    return [(max(item.ts, begin), min(item.end, end)) for item in items if item.ts < end and item.end > begin]
 
 
 def covered_us(intervals) -> float:
