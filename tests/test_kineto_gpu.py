@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -27,6 +28,7 @@ STREAMS = RUNS / "torch_gpu_multistream"
 ROCM = ROOT / "tests" / "raw" / "torch_rocm_mi250"
 MINDSPORE_CPU = ROOT / "sample_runs" / "cpu_avx2"
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
+AUTOGRAD = r"autograd::engine::evaluate_function: .*|\w+Backward\d+"  # the autograd engine's ops: backward
 
 
 @pytest.fixture(autouse=True)
@@ -70,11 +72,13 @@ def windows(events: list[dict], placed: dict[int, list[dict]]) -> dict[int, tupl
     return found
 
 
-def launched_in_ops(events: list[dict]) -> set:
-    """The correlations of the launches a cpu_op on the launch's thread holds (the others' device events are in no
-    family): each thread's cpu_ops merged into the stretches they cover, a launch looked up among them."""
+def launched_in_ops(events: list[dict], name: str = r".*") -> set:
+    """The correlations of the launches a cpu_op (whose name matches `name`) on the launch's thread holds (the
+    others' device events are in no family): each thread's cpu_ops merged into the stretches they cover, a launch
+    looked up among them."""
     covered: dict[object, list[list[float]]] = defaultdict(list)
-    for op in sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: e["ts"]):
+    ops = [e for e in events if e.get("cat") == "cpu_op" and re.fullmatch(name, e["name"])]
+    for op in sorted(ops, key=lambda e: e["ts"]):
         stretches = covered[op["tid"]]
         if stretches and op["ts"] <= stretches[-1][1]:
             stretches[-1][1] = max(stretches[-1][1], op["ts"] + op["dur"])
@@ -168,8 +172,11 @@ def test_a_gpu_step_is_its_window_every_us_once_its_kernels_inside(run):
     device = [e for e in events if e.get("cat") in DEVICE and e.get("ph") == "X"]
     ordered = sorted(found.values())
     in_ops = launched_in_ops(events)
+    backward = launched_in_ops(events, AUTOGRAD)
+    wrappers = [e for e in events if e.get("cat") == "cpu_op" and re.fullmatch(AUTOGRAD, e["name"])]
+    host = host_steps(events)
     assert all(before[1] == after[0] for before, after in zip(ordered, ordered[1:]))
-    assert ordered[-1][1] == max([e["ts"] + e["dur"] for e in device] + [end for _, end in host_steps(events).values()])
+    assert ordered[-1][1] == max([e["ts"] + e["dur"] for e in device] + [end for _, end in host.values()])
     assert steps["total_ms"].sum() == pytest.approx((ordered[-1][1] - ordered[0][0]) / 1000, rel=1e-9)
     for step, (begin, end) in found.items():
         assert all(begin <= e["ts"] and e["ts"] + e["dur"] <= end for e in placed.get(step, []))
@@ -184,6 +191,17 @@ def test_a_gpu_step_is_its_window_every_us_once_its_kernels_inside(run):
         families = loaded.op_type_steps.loc[loaded.op_type_steps["step"] == step, "total_ms"].sum()
         by_ops = [e for e in placed.get(step, []) if e["args"]["correlation"] in in_ops]
         assert families == pytest.approx(sum(e["dur"] for e in by_ops) / 1000, rel=1e-9)
+        # the tail: the window after the step's last backward work (the autograd engine's ops and their kernels);
+        # comm_tail: the NCCL kernels' union in it
+        backward_ends = ([e["ts"] + e["dur"] for e in placed.get(step, []) if e["args"]["correlation"] in backward]
+                         + [e["ts"] + e["dur"] for e in wrappers if host[step][0] <= e["ts"] < host[step][1]])
+        if not backward_ends:  # the MI250 loop's second step runs no backward
+            assert math.isnan(row["tail_ms"]) and math.isnan(row["comm_tail_ms"])
+            continue
+        backward_end = max(backward_ends)
+        assert row["tail_ms"] == pytest.approx((end - backward_end) / 1000, abs=1e-6)
+        nccl = clipped([e for e in device if e["name"].startswith("nccl")], backward_end, end)
+        assert row["comm_tail_ms"] == pytest.approx(union(nccl) / 1000, abs=1e-6)
 
 
 def test_the_device_side_step_annotation_misses_kernels_its_step_launched():

@@ -531,7 +531,8 @@ def _device_steps(ops: list[Event], data: list[Event], steps: list[Event],
     every stream, comm = the NCCL kernels' union, comm_exposed = the part of comm no compute event overlaps, free =
     the window's time no device event covers (GPU idle), interval = the part of the free time the host spent in
     the DataLoader's `__next__` (the GPU waiting for data), tail = after the end of the step's last backward work
-    (its backward ops' kernels and host time), fwd_bwd = the rest. Busy + comm_exposed + free = total."""
+    (its backward ops' kernels and host time), comm_tail = the NCCL kernels' union in the tail, fwd_bwd = the rest.
+    Busy + comm_exposed + free = total."""
     backward_kernels: dict[int | None, list[DeviceEvent]] = defaultdict(list)
     for event in device:
         op = event.launch.op_parent if event.launch is not None else None
@@ -548,11 +549,13 @@ def _device_steps(ops: list[Event], data: list[Event], steps: list[Event],
         backward_ends = [event.end for event in backward_kernels[number]] + [
             event.end for event in ops if event.flags.get("step") == number and event.flags["pass"] == "backward"]
         tail = max(end - max(backward_ends), 0.0) if backward_ends else float("nan")
+        comm_tail = covered_us(_clipped(comm, end - tail, end)) if backward_ends else float("nan")
         total = end - begin
         rows.append({"step": number, "total_ms": total / US_PER_MS, "interval_ms": waits / US_PER_MS,
                      "tail_ms": tail / US_PER_MS, "fwd_bwd_ms": (total - waits - tail) / US_PER_MS,
                      "busy_ms": busy / US_PER_MS, "free_ms": (total - covered) / US_PER_MS,
-                     "comm_ms": comm_us / US_PER_MS, "comm_exposed_ms": (covered - busy) / US_PER_MS})
+                     "comm_ms": comm_us / US_PER_MS, "comm_exposed_ms": (covered - busy) / US_PER_MS,
+                     "comm_tail_ms": comm_tail / US_PER_MS})
     return pd.DataFrame(rows)
 
 
