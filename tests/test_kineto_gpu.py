@@ -191,17 +191,18 @@ def test_a_gpu_step_is_its_window_every_us_once_its_kernels_inside(run):
         families = loaded.op_type_steps.loc[loaded.op_type_steps["step"] == step, "total_ms"].sum()
         by_ops = [e for e in placed.get(step, []) if e["args"]["correlation"] in in_ops]
         assert families == pytest.approx(sum(e["dur"] for e in by_ops) / 1000, rel=1e-9)
-        # the tail: the window after the step's last backward work (the autograd engine's ops and their kernels);
-        # comm_tail: the NCCL kernels' union in it
+        # the tail: the device's work after the step's last backward work (the autograd engine's ops and their
+        # kernels), the GPU idle there left out (free time); comm_tail: the NCCL kernels' union in it
         backward_ends = ([e["ts"] + e["dur"] for e in placed.get(step, []) if e["args"]["correlation"] in backward]
                          + [e["ts"] + e["dur"] for e in wrappers if host[step][0] <= e["ts"] < host[step][1]])
         if not backward_ends:  # the MI250 loop's second step runs no backward
             assert math.isnan(row["tail_ms"]) and math.isnan(row["comm_tail_ms"])
             continue
         backward_end = max(backward_ends)
-        assert row["tail_ms"] == pytest.approx((end - backward_end) / 1000, abs=1e-6)
+        assert row["tail_ms"] == pytest.approx(union(clipped(device, backward_end, end)) / 1000, abs=1e-6)
         nccl = clipped([e for e in device if e["name"].startswith("nccl")], backward_end, end)
         assert row["comm_tail_ms"] == pytest.approx(union(nccl) / 1000, abs=1e-6)
+        assert row["interval_ms"] + row["fwd_bwd_ms"] + row["tail_ms"] == pytest.approx(row["total_ms"], abs=1e-6)
 
 
 def test_the_device_side_step_annotation_misses_kernels_its_step_launched():

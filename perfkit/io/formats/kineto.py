@@ -530,9 +530,10 @@ def _device_steps(ops: list[Event], data: list[Event], steps: list[Event],
     """A GPU trace's steps over their windows (step_windows), in ms: busy = the compute device events' union over
     every stream, comm = the NCCL kernels' union, comm_exposed = the part of comm no compute event overlaps, free =
     the window's time no device event covers (GPU idle), interval = the part of the free time the host spent in
-    the DataLoader's `__next__` (the GPU waiting for data), tail = after the end of the step's last backward work
-    (its backward ops' kernels and host time), comm_tail = the NCCL kernels' union in the tail, fwd_bwd = the rest.
-    Busy + comm_exposed + free = total."""
+    the DataLoader's `__next__` (the GPU waiting for data), tail = the device events' union after the end of the
+    step's last backward work (its backward ops' kernels and host time), comm_tail = the NCCL kernels' union there,
+    fwd_bwd = the rest. Busy + comm_exposed + free = total; the ledger's optimizer, tail less comm_tail, is the
+    device's compute after backward."""
     backward_kernels: dict[int | None, list[DeviceEvent]] = defaultdict(list)
     for event in device:
         op = event.launch.op_parent if event.launch is not None else None
@@ -548,8 +549,10 @@ def _device_steps(ops: list[Event], data: list[Event], steps: list[Event],
         waits = covered_us(computing + communicating + _clipped(data, begin, end)) - covered
         backward_ends = [event.end for event in backward_kernels[number]] + [
             event.end for event in ops if event.flags.get("step") == number and event.flags["pass"] == "backward"]
-        tail = max(end - max(backward_ends), 0.0) if backward_ends else float("nan")
-        comm_tail = covered_us(_clipped(comm, end - tail, end)) if backward_ends else float("nan")
+        after = max(backward_ends, default=end)
+        # the device's work after backward, not the stretch: the GPU idle in it is free time, the host's
+        tail = covered_us(_clipped(device, after, end)) if backward_ends else float("nan")
+        comm_tail = covered_us(_clipped(comm, after, end)) if backward_ends else float("nan")
         total = end - begin
         rows.append({"step": number, "total_ms": total / US_PER_MS, "interval_ms": waits / US_PER_MS,
                      "tail_ms": tail / US_PER_MS, "fwd_bwd_ms": (total - waits - tail) / US_PER_MS,
