@@ -60,6 +60,14 @@ DATA_WAIT = {TORCH: "time inside the DataLoader's __next__ spans (the main proce
                         "host)"}
 
 
+def data_wait_is(run: Run) -> str:
+    """What a side's data wait is: on a torch GPU trace only the DataLoader time the GPU sat idle through (the
+    kineto reader's interval over the step's window)."""
+    if framework_of(run) == TORCH and run.meta.device == "GPU":
+        return "the part of the step's GPU idle time the main process spent in the DataLoader's __next__"
+    return DATA_WAIT[framework_of(run)]
+
+
 def is_cross_framework(run_a: Run, run_b: Run) -> bool:
     return framework_of(run_a) != framework_of(run_b)
 
@@ -99,10 +107,10 @@ def side_settings(run: Run, runs: int) -> dict[str, Any]:
 
 def op_time(run: Run) -> str:
     """What an op family's time is on this side (docs/migration.md): a torch trace with GPU kernels counts their
-    device time (host self time for families that launched none: io/formats/kineto.py's op-time rule), one without
-    its host self time; MindSpore's op tables time each kernel where it ran."""
+    device time (0 for families that launched none: io/formats/kineto.py's op-time rule), one without its host
+    self time; MindSpore's op tables time each kernel where it ran."""
     if framework_of(run) == TORCH:
-        return "device kernels (else host self time)" if run.meta.device == "GPU" else "host self time"
+        return "device kernels (none: 0)" if run.meta.device == "GPU" else "host self time"
     return f"{run.meta.device or 'device'} kernel time"
 
 
@@ -230,7 +238,7 @@ def compare_frameworks(reference: Sequence[Run], port: Sequence[Run],
         means = step_means(run.steps) or {}
         sides[side] = {"run": run.path, "runs": [r.path for r in group], "step_ms": means.get("total_ms"),
                        "samples_per_s": samples_per_s(run), "spread": spread(step_totals(run.steps)),
-                       "data_wait_ms": means.get("interval_ms"), "data_wait_is": DATA_WAIT[framework_of(run)]}
+                       "data_wait_ms": means.get("interval_ms"), "data_wait_is": data_wait_is(run)}
     judged = _verdict(reference, port, differing, noise_floor_pct)
     matched = match_families(_kinds(ref), _kinds(prt))
     return {"kind": "cross_framework", "reference": ref.path, "port": prt.path, "settings": settings,

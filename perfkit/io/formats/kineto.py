@@ -21,11 +21,16 @@ A Run with meta.framework "torch". What the trace holds and how it becomes the R
   `gpu_memcpy`, `gpu_memset`; device in pid, stream in tid) each linked to the host launch (`cuda_runtime` /
   `cuda_driver`, `hipLaunchKernel` on ROCm) that shares its `args.correlation` (else the `ac2g` flow between the
   two), so to the cpu_op around the launch and its family. A device event belongs to the step whose host span
-  holds its launch (kernels run after their launch, often in the next step's span); op time is the device time
-  of the events a family launched, and the host self time for a family that launched none (the op-time rule,
-  which meta.device "GPU" says holds); a step's busy_ms is the union of its compute device events over every stream
-  (kernels overlapping on two streams count once), comm_ms the union of its NCCL kernels and comm_exposed_ms the part
-  of it no compute event overlaps, free_ms the part of its host span no device event covers.
+  holds its launch (kernels run after their launch, often in the next step's span). The step itself is its
+  window on the trace's clock (step_windows): from the end of the step before it to the later of its host span's
+  end and its device events' end, so that every µs is in one step and a step's kernels in its own; the device-side
+  `ProfilerStep#N` annotation is not used (on ROCm it ends before the step's backward kernels). Op time is the
+  device time of the events a family launched, 0 for a family that launched none (the op-time rule, which
+  meta.device "GPU" says holds: the host works while the device runs, so its time is no step time of its own
+  but where the device waits for it, the step's free time); busy_ms is the union of the device's compute events
+  in the window over every stream (kernels overlapping on two streams count once), comm_ms the union of its NCCL
+  kernels and comm_exposed_ms the part of it no compute event overlaps, free_ms the window's time no device event
+  covers, interval_ms the part of that the host spent waiting for the DataLoader.
 The sidecar perfkit_run.json (torch version, threads, batch) is the manifest reader's (manifest.py).
 """
 
@@ -47,7 +52,7 @@ import pandas as pd
 from ...core import boundedjson
 from ...core.errors import FileFormatError
 from ...core.files import open_regular
-from ...core.units import US_PER_MS
+from ...core.units import NS_PER_US, US_PER_MS
 from ..discovery import has_match
 from .base import Parts, Reader, TraceFile
 
@@ -236,6 +241,10 @@ def read_trace(data: dict) -> Parts:
                               "as one step")
     rows = _op_rows(events, device)
     parts.tables["steps"] = _steps(events, steps, device)
+    if device and steps:  # the timeline cuts a step where the steps table measured it (io/timeline.py)
+        parts.tables["step_times"] = pd.DataFrame(
+            [(number, round(begin * NS_PER_US), round(end * NS_PER_US))
+             for number, begin, end in step_windows(steps, device)], columns=["step", "begin_ns", "end_ns"])
     if not len(rows):
         parts.warnings.append("no op ran inside a profiled step")
         return parts
@@ -426,8 +435,8 @@ def family_name(event: Event) -> str:
 
 def _op_rows(events: list[Event], device: list[DeviceEvent]) -> pd.DataFrame:
     """One row per family op execution inside a step and outside data loading: by the op-time rule (module
-    docstring) the device time of the events its ops launched, else its self time summed over the ops under it
-    (ms); with the step, pass, scope and shapes; the autograd engine's wrappers a row each."""
+    docstring) on a GPU trace the device time of the events its ops launched, on a CPU trace its self time summed
+    over the ops under it (ms); with the step, pass, scope and shapes; the autograd engine's wrappers a row each."""
     totals: dict[int, float] = defaultdict(float)
     roots: dict[int, Event] = {}
     one_step = not any(STEP_SPAN.match(event.name) for event in events)
@@ -441,7 +450,8 @@ def _op_rows(events: list[Event], device: list[DeviceEvent]) -> pd.DataFrame:
     for event in device:
         if event.launch is not None and event.launch.op_parent is not None:
             device_us[id(_row_root(event.launch.op_parent))] += event.dur
-    totals.update((key, device_us[key]) for key in roots.keys() & device_us.keys())
+    if device:  # the op-time rule: a GPU step's ms are the device's; host work overlaps them
+        totals = {key: device_us[key] for key in roots}
     rows = []
     for key, root in roots.items():
         dims, types = root.args.get("Input Dims"), root.args.get("Input type")
@@ -475,17 +485,15 @@ def _ops(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _steps(events: list[Event], steps: list[Event], device: list[DeviceEvent]) -> pd.DataFrame:
     """Per step: total (the span), interval (data wait), tail (after the last backward op), busy (op time on the
-    step's threads, their union; on a GPU trace the union of the step's device events over every stream) and, on a
-    GPU trace, free (the span's time no device event covers)."""
+    step's threads, their union) on a CPU trace; on a GPU trace the same over the step's window (step_windows)."""
     ops = [event for event in events if event.is_op and event.op_parent is None and not event.flags.get("data")]
     data = [event for event in events if DATA_SPAN.search(event.name)
             and not (event.parent is not None and event.parent.flags.get("data"))]
     if not steps:
         begin = min(event.ts for event in events)
         steps = [Event("ProfilerStep#0", "user_annotation", None, begin, max(e.end for e in events) - begin, {})]
-    launched: dict[int | None, list[DeviceEvent]] = defaultdict(list)
-    for event in device:
-        launched[event.step].append(event)
+    if device:
+        return _device_steps(ops, data, steps, device)
     rows = []
     for span in steps:
         number = int(STEP_SPAN.match(span.name).group(1))
@@ -494,26 +502,69 @@ def _steps(events: list[Event], steps: list[Event], device: list[DeviceEvent]) -
         backward_ends = [event.end for event in inside if event.flags["pass"] == "backward"]
         tail = span.end - max(backward_ends) if backward_ends else float("nan")
         total = span.dur
-        row = {"step": number, "total_ms": total / US_PER_MS, "interval_ms": waits / US_PER_MS,
-               "tail_ms": tail / US_PER_MS, "fwd_bwd_ms": (total - waits - tail) / US_PER_MS,
-               "busy_ms": covered_us((event.ts, min(event.end, span.end)) for event in inside) / US_PER_MS}
-        if device:
-            row.update(_device_split(launched[number], device, span))
-        rows.append(row)
+        rows.append({"step": number, "total_ms": total / US_PER_MS, "interval_ms": waits / US_PER_MS,
+                     "tail_ms": tail / US_PER_MS, "fwd_bwd_ms": (total - waits - tail) / US_PER_MS,
+                     "busy_ms": covered_us((event.ts, min(event.end, span.end)) for event in inside) / US_PER_MS})
     return pd.DataFrame(rows)
 
 
-def _device_split(launched: list[DeviceEvent], device: list[DeviceEvent], span: Event) -> dict[str, float]:
-    """A step's device time (ms): busy = its compute events' union over every stream, comm = its NCCL kernels'
-    union, comm_exposed = the part of comm no compute event of the step overlaps (the step's events: those its span
-    launched, wherever they ran); free = the part of its span no device event of any step covers."""
-    compute = [(event.ts, event.end) for event in launched if not COMM_KERNEL.match(event.name)]
-    comm = [(event.ts, event.end) for event in launched if COMM_KERNEL.match(event.name)]
-    busy, comm_us = covered_us(compute), covered_us(comm)
-    in_span = covered_us((max(event.ts, span.ts), min(event.end, span.end)) for event in device)
-    # measured 0 where no NCCL kernel ran: the host time of a c10d op that launched none is no device communication
-    return {"busy_ms": busy / US_PER_MS, "free_ms": (span.dur - in_span) / US_PER_MS, "comm_ms": comm_us / US_PER_MS,
-            "comm_exposed_ms": (covered_us(compute + comm) - busy) / US_PER_MS}
+def step_windows(steps: list[Event], device: list[DeviceEvent]) -> list[tuple[int, float, float]]:
+    """A GPU trace's steps as [(step, begin, end)] in µs, one window after the other: a step ends where the later
+    of its host span and the device events it launched ends (never before the step before it), and begins where
+    the step before it ended (the first: at its host span's start). Every µs from the first step's start to the
+    last step's end lies in one window, and a step's kernels in its own (docs/formats.md §5)."""
+    device_end: dict[int | None, float] = defaultdict(lambda: float("-inf"))
+    for event in device:
+        device_end[event.step] = max(device_end[event.step], event.end)
+    windows, reach = [], None
+    for span in sorted(steps, key=lambda span: span.ts):
+        number = int(STEP_SPAN.match(span.name).group(1))
+        begin = span.ts if reach is None else reach
+        reach = max(span.end, device_end[number], begin)
+        windows.append((number, begin, reach))
+    return windows
+
+
+def _device_steps(ops: list[Event], data: list[Event], steps: list[Event],
+                  device: list[DeviceEvent]) -> pd.DataFrame:
+    """A GPU trace's steps over their windows (step_windows), in ms: busy = the compute device events' union over
+    every stream, comm = the NCCL kernels' union, comm_exposed = the part of comm no compute event overlaps, free =
+    the window's time no device event covers (GPU idle), interval = the part of the free time the host spent in
+    the DataLoader's `__next__` (the GPU waiting for data), tail = the device events' union after the end of the
+    step's last backward work (its backward ops' kernels and host time), comm_tail = the NCCL kernels' union there,
+    fwd_bwd = the rest. Busy + comm_exposed + free = total; the ledger's optimizer, tail less comm_tail, is the
+    device's compute after backward."""
+    backward_kernels: dict[int | None, list[DeviceEvent]] = defaultdict(list)
+    for event in device:
+        op = event.launch.op_parent if event.launch is not None else None
+        if op is not None and op.flags.get("pass") == "backward":
+            backward_kernels[event.step].append(event)
+    compute = [event for event in device if not COMM_KERNEL.match(event.name)]
+    comm = [event for event in device if COMM_KERNEL.match(event.name)]
+    rows = []
+    for number, begin, end in step_windows(steps, device):
+        computing, communicating = _clipped(compute, begin, end), _clipped(comm, begin, end)
+        busy, comm_us = covered_us(computing), covered_us(communicating)
+        covered = covered_us(computing + communicating)
+        waits = covered_us(computing + communicating + _clipped(data, begin, end)) - covered
+        backward_ends = [event.end for event in backward_kernels[number]] + [
+            event.end for event in ops if event.flags.get("step") == number and event.flags["pass"] == "backward"]
+        after = max(backward_ends, default=end)
+        # the device's work after backward, not the stretch: the GPU idle in it is free time, the host's
+        tail = covered_us(_clipped(device, after, end)) if backward_ends else float("nan")
+        comm_tail = covered_us(_clipped(comm, after, end)) if backward_ends else float("nan")
+        total = end - begin
+        rows.append({"step": number, "total_ms": total / US_PER_MS, "interval_ms": waits / US_PER_MS,
+                     "tail_ms": tail / US_PER_MS, "fwd_bwd_ms": (total - waits - tail) / US_PER_MS,
+                     "busy_ms": busy / US_PER_MS, "free_ms": (total - covered) / US_PER_MS,
+                     "comm_ms": comm_us / US_PER_MS, "comm_exposed_ms": (covered - busy) / US_PER_MS,
+                     "comm_tail_ms": comm_tail / US_PER_MS})
+    return pd.DataFrame(rows)
+
+
+def _clipped(items: list, begin: float, end: float) -> list[tuple[float, float]]:
+    """The (start, end) of the events or device events that meet [begin, end), cut to it."""
+    return [(max(item.ts, begin), min(item.end, end)) for item in items if item.ts < end and item.end > begin]
 
 
 def covered_us(intervals) -> float:
@@ -572,5 +623,6 @@ def traces(folder: Path) -> list[TraceFile]:
             for rank, path in sorted(chosen.items())]
 
 
-READER = Reader(name="kineto", provides=frozenset({"op_types", "ops", "steps", "op_type_steps"}), detect=detect,
-                read=read, looks_for="*.pt.trace.json[.gz] (torch.profiler)", ops_cover_device=True, traces=traces)
+READER = Reader(name="kineto", provides=frozenset({"op_types", "ops", "steps", "op_type_steps", "step_times"}),
+                detect=detect, read=read, looks_for="*.pt.trace.json[.gz] (torch.profiler)", ops_cover_device=True,
+                traces=traces)
