@@ -28,8 +28,9 @@ class Samples:
         return len(self.y)
 
 
-class ConvNet(nn.Cell):
-    """Conv-bn-relu-pool twice and a dense layer to `classes`, on 3-channel 32x32 images."""
+class Net(nn.Cell):
+    """The small conv net: conv-bn-relu-pool twice and a dense layer to `classes`, on 3-channel 32x32 images. Its
+    class name is in every op's scope (`_backbone-Net/features-SequentialCell/...`), as in the committed runs."""
 
     def __init__(self, classes: int = 10):
         super().__init__()

@@ -17,7 +17,7 @@ import time
 
 import mindspore as ms
 import numpy as np
-from common import ConvNet, momentum, train_step
+from common import Net, momentum, train_step
 from mindspore.profiler import DynamicProfilerMonitor, ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 BATCH, CLASSES = 16, 10
@@ -31,7 +31,7 @@ def batches(count: int, seed: int):
 
 
 def conv_net_step(jit: bool, reduce_grads: bool = False):
-    net = ConvNet(CLASSES)
+    net = Net(CLASSES)
     return train_step(net, momentum(net), jit, reduce_grads)
 
 

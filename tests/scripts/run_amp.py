@@ -10,7 +10,7 @@ import sys
 
 import mindspore as ms
 import mindspore.dataset as ds
-from common import ConvNet, Samples, model
+from common import Net, Samples, model
 
 BATCH, CLASSES, STEPS = 16, 10, 6
 
@@ -18,5 +18,5 @@ level = sys.argv[1] if len(sys.argv) > 1 else "O0"
 ms.set_context(mode=ms.GRAPH_MODE)
 extra = {"loss_scale_manager": None} if level == "O2" else {}
 data = ds.GeneratorDataset(Samples(BATCH * STEPS, (3, 32, 32), CLASSES), ["x", "y"], shuffle=False).batch(BATCH)
-model(ConvNet(CLASSES), amp_level=level, **extra).train(1, data, dataset_sink_mode=False)
+model(Net(CLASSES), amp_level=level, **extra).train(1, data, dataset_sink_mode=False)
 print(f"trained at {level}")

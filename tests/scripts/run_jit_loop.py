@@ -7,7 +7,7 @@ classes), a `data.batch(16)` pipeline of random 32x32 images, steps marked with 
 
 import mindspore.dataset as ds
 import numpy as np
-from common import ConvNet, momentum, train_step
+from common import Net, momentum, train_step
 
 import perfkit
 
@@ -21,7 +21,7 @@ def samples():
 
 
 data = ds.GeneratorDataset(samples, ["x", "y"], shuffle=False).batch(BATCH)
-net = ConvNet(CLASSES)
+net = Net(CLASSES)
 step = train_step(net, momentum(net), jit=True)
 
 with perfkit.profiling(skip_first=1) as prof:

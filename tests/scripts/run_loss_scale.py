@@ -11,12 +11,12 @@ reports overflow). Float32, batch 16 at 32x32, random data, 6 steps, graph mode,
 
 import mindspore as ms
 import mindspore.dataset as ds
-from common import ConvNet, Samples, model
+from common import Net, Samples, model
 
 BATCH, CLASSES, STEPS = 16, 10, 6
 
 ms.set_context(mode=ms.GRAPH_MODE)
-trainer = model(ConvNet(CLASSES), loss_scale_manager=ms.amp.FixedLossScaleManager(1024.0, drop_overflow_update=False))
+trainer = model(Net(CLASSES), loss_scale_manager=ms.amp.FixedLossScaleManager(1024.0, drop_overflow_update=False))
 data = ds.GeneratorDataset(Samples(BATCH * STEPS, (3, 32, 32), CLASSES), ["x", "y"], shuffle=False).batch(BATCH)
 trainer.train(1, data, dataset_sink_mode=False)
 print("trained with", type(trainer._train_network).__name__)
