@@ -67,6 +67,27 @@ def non_utf8(path: Path) -> None:
     path.write_bytes(b"".join(rows))
 
 
+CSV_BREAKS = ["empty", "header_only", "truncated_row", "unknown_columns", "not_utf8"]
+
+
+def broken_csv(original: bytes, how: str, cut_at: int, bad_cell: int = 0) -> bytes:
+    """A CSV file's bytes broken `how` (one of CSV_BREAKS): emptied, its header alone, its first data row cut to
+    `cut_at` bytes appended (a write cut off in the middle of the last row), columns no reader knows, or bytes no
+    UTF-8 text has at the start of cell `bad_cell` of the first data row (a cell the reader uses)."""
+    header, _, body = original.partition(b"\n")
+    if how == "empty":
+        return b""
+    if how == "header_only":
+        return header + b"\n"
+    if how == "truncated_row":
+        return original.rstrip(b"\r\n") + b"\n" + body.split(b"\n")[0][:cut_at]
+    if how == "unknown_columns":
+        return b"alpha,beta,gamma\n1,2,3\n"
+    assert how == "not_utf8"
+    *before, rest = body.split(b",", bad_cell)
+    return header + b"\n" + b"".join(cell + b"," for cell in before) + b"\xff\xfe" + rest
+
+
 def set_column(path: Path, column: str, value: str, row: int = 1) -> None:
     """Replace one cell of data row `row` (1 = first after the header) in a comma-separated file."""
     rows = [r.decode() for r in lines(path)]
