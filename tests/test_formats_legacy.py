@@ -24,9 +24,7 @@ TICKS_PER_MS = 1e5
 OPTIMIZER_UPDATES = {"ApplyMomentum", "SGD", "Adam", "ApplyAdam", "AdamWeightDecay", "Lamb", "ApplyRMSProp"}
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:

@@ -22,9 +22,7 @@ CPU_MD = FIXTURE_RUNS["cpu_2_10"] / "md"
 MINDDATA_RUNS = ["minddata_job1", "minddata_job2", "minddata_profiler"]
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def queue_records(path: Path) -> list[list[int]]:

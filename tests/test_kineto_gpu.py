@@ -28,9 +28,7 @@ MINDSPORE_CPU = ROOT / "sample_runs" / "cpu_avx2"
 DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def raw(run: Path) -> dict:
