@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+import perfkit
+
 
 def copy_run(src: Path, dst: Path) -> Path:
     """A private, writable copy of a fixture run folder (fixtures are never edited, may be read-only)."""
@@ -15,6 +17,15 @@ def copy_run(src: Path, dst: Path) -> Path:
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)
     return dst
+
+
+def load_broken(source: Path, folder: Path, name: str, content: bytes) -> tuple[perfkit.Run, list[str]]:
+    """A copy of run folder `source` at `folder` whose file `name` holds `content`, loaded: the run and its
+    warnings that name the file."""
+    copy_run(source, folder)
+    (folder / name).write_bytes(content)
+    run = perfkit.load(folder)
+    return run, [warning for warning in run.warnings if name in warning]
 
 
 def folder_digest(root: Path) -> dict[str, str]:
