@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+import perfkit
+
 
 def copy_run(src: Path, dst: Path) -> Path:
     """A private, writable copy of a fixture run folder (fixtures are never edited, may be read-only)."""
@@ -15,6 +17,15 @@ def copy_run(src: Path, dst: Path) -> Path:
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)
     return dst
+
+
+def load_broken(source: Path, folder: Path, name: str, content: bytes) -> tuple[perfkit.Run, list[str]]:
+    """A copy of run folder `source` at `folder` whose file `name` holds `content`, loaded: the run and its
+    warnings that name the file."""
+    copy_run(source, folder)
+    (folder / name).write_bytes(content)
+    run = perfkit.load(folder)
+    return run, [warning for warning in run.warnings if name in warning]
 
 
 def folder_digest(root: Path) -> dict[str, str]:
@@ -65,6 +76,27 @@ def non_utf8(path: Path) -> None:
     rows = lines(path)
     rows.insert(1 if len(rows) > 1 else 0, b"\xff\xfe\xc3\x28 bad bytes\n")
     path.write_bytes(b"".join(rows))
+
+
+CSV_BREAKS = ["empty", "header_only", "truncated_row", "unknown_columns", "not_utf8"]
+
+
+def broken_csv(original: bytes, how: str, cut_at: int, bad_cell: int = 0) -> bytes:
+    """A CSV file's bytes broken `how` (one of CSV_BREAKS): emptied, its header alone, its first data row cut to
+    `cut_at` bytes appended (a write cut off in the middle of the last row), columns no reader knows, or bytes no
+    UTF-8 text has at the start of cell `bad_cell` of the first data row (a cell the reader uses)."""
+    header, _, body = original.partition(b"\n")
+    if how == "empty":
+        return b""
+    if how == "header_only":
+        return header + b"\n"
+    if how == "truncated_row":
+        return original.rstrip(b"\r\n") + b"\n" + body.split(b"\n")[0][:cut_at]
+    if how == "unknown_columns":
+        return b"alpha,beta,gamma\n1,2,3\n"
+    assert how == "not_utf8"
+    *before, rest = body.split(b",", bad_cell)
+    return header + b"\n" + b"".join(cell + b"," for cell in before) + b"\xff\xfe" + rest
 
 
 def set_column(path: Path, column: str, value: str, row: int = 1) -> None:

@@ -18,9 +18,7 @@ CPU_MEMORY_RUN = REPO / "tests/runs/cpu_2_10_memory"
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def findings(run, rule_id: str):

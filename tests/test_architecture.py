@@ -63,6 +63,16 @@ def module_name(path: Path, root: Path = REPO) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def imported_from(node: ast.ImportFrom, package: str) -> str:
+    """The absolute name of the module a `from ... import` in `package` imports from (relative ones resolved)."""
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")
+        anchor = anchor[:len(anchor) - (node.level - 1)]
+        base = ".".join(anchor + ([base] if base else []))
+    return base
+
+
 def imported_modules(path: Path, modules: set[str], own: str | None = None) -> dict[str, int]:
     """The perfkit modules `path` (module `own`) imports anywhere in it, with the line of the first import: import
     statements (a function-level one closes a cycle too), `importlib.import_module` with a relative name, and
@@ -82,11 +92,7 @@ def imported_modules(path: Path, modules: set[str], own: str | None = None) -> d
             for alias in node.names:
                 add(alias.name, node.lineno)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
+            base = imported_from(node, package)
             for alias in node.names:
                 add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base, node.lineno)
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module" \
@@ -172,11 +178,7 @@ def private_names_imported(path: Path, own: str, modules: set[str]) -> list[str]
     found, module_aliases = [], set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[:len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
+            base = imported_from(node, package)
             if not base.startswith("perfkit"):
                 continue
             for alias in node.names:

@@ -21,9 +21,7 @@ DATA_BOUND = RUNS / "cpu_2_10_data_wait"
 TRANSFORMER = RUNS / "cpu_2_10_transformer"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def recorded_ns(run: Path) -> dict[int, tuple[int, int]]:

@@ -11,7 +11,7 @@ import json
 import pytest
 from conftest import REPO
 from selenium.webdriver.common.by import By
-from test_dashboard_browser import make_driver, open_page, screenshot, start_server, text_of, wait_for
+from test_dashboard_browser import driver, open_page, screenshot, start_server, text_of, wait_for  # noqa: F401
 
 import perfkit
 from perfkit.views import ids as panel_ids
@@ -37,13 +37,6 @@ def base_url(runs):
     url, stop = start_server(create_app(runs))
     yield url
     stop()
-
-
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
-    driver = make_driver(tmp_path_factory.mktemp("chromium-profile"))
-    yield driver
-    driver.quit()
 
 
 def ranks_link_shown(driver) -> bool:

@@ -10,6 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from broken import CSV_BREAKS, broken_csv
 from click.testing import CliRunner
 from conftest import FIXTURE_RUNS
 
@@ -25,9 +26,7 @@ RANK0_2023 = FIXTURE_RUNS["new_2023"] / "test_rank_0"
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:
@@ -241,30 +240,13 @@ def test_detect_needs_an_analysed_table(tmp_path):
     assert ascend_ms.detect(tmp_path)
 
 
-BROKEN_KINDS = ["empty", "header_only", "truncated_row", "unknown_columns", "not_utf8"]
-
-
-def broken_bytes(original: bytes, how: str) -> bytes:
-    header, _, body = original.partition(b"\n")
-    if how == "empty":
-        return b""
-    if how == "header_only":
-        return header + b"\n"
-    if how == "truncated_row":  # a write cut off in the middle of the last row
-        return original.rstrip(b"\r\n") + b"\n" + body.split(b"\n")[0][:12]
-    if how == "unknown_columns":
-        return b"alpha,beta,gamma\n1,2,3\n"
-    assert how == "not_utf8"
-    return header + b"\n" + b"\xff\xfe" + body
-
-
-@pytest.mark.parametrize("how", BROKEN_KINDS)
+@pytest.mark.parametrize("how", CSV_BREAKS)
 @pytest.mark.parametrize("file_name", ["step_trace_time.csv", "kernel_details.csv", "op_statistic.csv"])
 def test_a_broken_file_is_skipped_with_a_warning(tmp_path, file_name, how):
     rank_dir = tmp_path / "rank0_ascend_pt"
     shutil.copytree(LEVEL1_RANK0, rank_dir)
     path = rank_dir / OUTPUT / file_name
-    path.write_bytes(broken_bytes(path.read_bytes(), how))
+    path.write_bytes(broken_csv(path.read_bytes(), how, cut_at=12))
     run = perfkit.load(rank_dir)
     assert any(file_name in w for w in run.warnings), run.warnings
     if how == "truncated_row":

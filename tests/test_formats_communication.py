@@ -21,9 +21,7 @@ FOLDERS = {"new_level1": {0: "rank0_ascend_pt", 1: "rank1_ascend_pt"},
 ON_CHIP_AND_NETWORK = ("HCCS", "PCIE", "RDMA", "SIO")  # SDMA is their sum, LOCAL is not in communication.json
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def raw(fixture: str, rank: int, name: str) -> dict:

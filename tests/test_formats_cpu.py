@@ -10,6 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from broken import CSV_BREAKS, broken_csv
 from click.testing import CliRunner
 from conftest import FIXTURE_RUNS
 
@@ -23,9 +24,7 @@ PYNATIVE_RUN = Path(__file__).resolve().parent / "runs" / "cpu_2_10_pynative"  #
 FRAMEWORK = next(CPU_RUN.glob("*_ascend_ms")) / "FRAMEWORK"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:
@@ -175,31 +174,13 @@ def test_recorded_step_times_split_each_step_exactly(tmp_path):
     assert json.loads(result.output)["meta"]["step_source"] == "recorded_step_times"
 
 
-BROKEN_KINDS = ["empty", "header_only", "truncated_row", "unknown_columns", "not_utf8"]
-
-
-def broken_bytes(original: bytes, how: str) -> bytes:
-    header, _, body = original.partition(b"\n")
-    if how == "empty":
-        return b""
-    if how == "header_only":
-        return header + b"\n"
-    if how == "truncated_row":
-        return original.rstrip(b"\n") + b"\n" + body.split(b"\n")[0][:10]
-    if how == "unknown_columns":
-        return b"alpha,beta,gamma\n1,2,3\n"
-    assert how == "not_utf8"  # in the second cell, a column the reader uses
-    first_cell, _, rest = body.partition(b",")
-    return header + b"\n" + first_cell + b",\xff\xfe" + rest
-
-
-@pytest.mark.parametrize("how", BROKEN_KINDS)
+@pytest.mark.parametrize("how", CSV_BREAKS)
 @pytest.mark.parametrize("file_name", ["cpu_op_type_info_0.csv", "cpu_op_detail_info_0.csv"])
 def test_a_broken_csv_is_skipped_with_a_warning(tmp_path, file_name, how):
     run_dir = tmp_path / "run"
     shutil.copytree(CPU_RUN, run_dir)
     path = next(run_dir.glob("*_ascend_ms")) / "FRAMEWORK" / file_name
-    path.write_bytes(broken_bytes(path.read_bytes(), how))
+    path.write_bytes(broken_csv(path.read_bytes(), how, cut_at=10, bad_cell=1))
     run = perfkit.load(run_dir)
     assert any(file_name in w for w in run.warnings), run.warnings
     assert len(run.steps) == 4  # the timestamps still give the steps

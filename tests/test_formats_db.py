@@ -24,10 +24,7 @@ RANKS = (0, 1)
 MB = 1024 * 1024
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def profiler_db(rank: int, root: Path = RUN) -> Path:

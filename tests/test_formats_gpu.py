@@ -42,9 +42,7 @@ END_TIMES = [(3900, 4000), (8000, 8200), (12000, 12050)]
 ALLREDUCE_TIMES = [(3300, 3800), (7400, 7900), (11200, 11600)]
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def write_ops(folder: Path, rank: int = 0) -> None:

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from broken import load_broken
 from click.testing import CliRunner
 from conftest import FIXTURE_RUNS
 
@@ -24,9 +25,7 @@ TICKS_PER_MS = 1e5
 OPTIMIZER_UPDATES = {"ApplyMomentum", "SGD", "Adam", "ApplyAdam", "AdamWeightDecay", "Lamb", "ApplyRMSProp"}
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:
@@ -287,10 +286,7 @@ def test_data_mode_from_minddata_file_names():
 ])
 def test_broken_type_file_is_skipped_with_one_warning(tmp_path, content, problem):
     folder = tmp_path / "run"
-    shutil.copytree(FIXTURE_RUNS["legacy_run_2"], folder)
-    (folder / "aicore_intermediate_1_type.csv").write_bytes(content)
-    run = perfkit.load(folder)
-    named = [w for w in run.warnings if "aicore_intermediate_1_type.csv" in w]
+    run, named = load_broken(FIXTURE_RUNS["legacy_run_2"], folder, "aicore_intermediate_1_type.csv", content)
     assert len(named) == 1 and problem in named[0]
     assert not len(run.op_types)
     assert len(run.ops) == len(csv_rows(folder / "aicore_intermediate_1_detail.csv"))

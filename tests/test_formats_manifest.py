@@ -23,9 +23,7 @@ GOOD = {"perfkit_version": "0.1.0", "mindspore_version": "2.10.0", "device": "CP
         "finished_at": "2026-11-22T10:31:45+00:00", "command": "perfkit profile --device CPU --steps 2 --sink"}
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def read(tmp_path: Path, content) -> tuple[int, manifest.Parts]:

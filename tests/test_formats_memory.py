@@ -25,9 +25,7 @@ RANK_FOLDERS = {0: LEVEL1 / "rank0_ascend_pt", 1: LEVEL1 / "rank1_ascend_pt"}
 CPU_MEMORY_RUN = REPO / "tests/runs/cpu_2_10_memory"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def raw_rows(path: Path) -> list[dict[str, str]]:

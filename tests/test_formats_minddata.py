@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from broken import load_broken
 from click.testing import CliRunner
 from conftest import FIXTURE_RUNS
 
@@ -22,9 +23,7 @@ CPU_MD = FIXTURE_RUNS["cpu_2_10"] / "md"
 MINDDATA_RUNS = ["minddata_job1", "minddata_job2", "minddata_profiler"]
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def queue_records(path: Path) -> list[list[int]]:
@@ -173,10 +172,7 @@ def test_four_field_queue_lines(tmp_path):
 ])
 def test_broken_pipeline_json_falls_back_with_one_warning(tmp_path, content, problem):
     folder = tmp_path / "run"
-    shutil.copytree(FIXTURE_RUNS["legacy_run_2"], folder)
-    (folder / "pipeline_profiling_1.json").write_bytes(content)
-    run = perfkit.load(folder)
-    named = [w for w in run.warnings if "pipeline_profiling_1.json" in w]
+    run, named = load_broken(FIXTURE_RUNS["legacy_run_2"], folder, "pipeline_profiling_1.json", content)
     assert len(named) == 1 and problem in named[0]
     # the CSV in the same folder still gives the pipeline
     assert len(run.pipeline) == len(list(csv.DictReader(open(folder / "minddata_pipeline_raw_1.csv"))))
@@ -209,12 +205,10 @@ def test_a_pipeline_json_of_the_wrong_shape_falls_back_with_one_warning(edit, pr
     """Values the bounded decoder takes but no MindSpore writes (mutations of the real file): each was a
     ValueError, TypeError or AttributeError from numpy or a dict lookup."""
     folder = tmp_path / "run"
-    shutil.copytree(FIXTURE_RUNS["legacy_run_2"], folder)
-    data = json.loads((folder / "pipeline_profiling_1.json").read_text())
+    data = json.loads((FIXTURE_RUNS["legacy_run_2"] / "pipeline_profiling_1.json").read_text())
     edit(data["op_info"])
-    (folder / "pipeline_profiling_1.json").write_text(json.dumps(data))
-    run = perfkit.load(folder)
-    named = [w for w in run.warnings if "pipeline_profiling_1.json" in w]
+    run, named = load_broken(FIXTURE_RUNS["legacy_run_2"], folder, "pipeline_profiling_1.json",
+                             json.dumps(data).encode())
     assert len(named) == 1 and problem in named[0], named
     assert len(run.pipeline) == len(list(csv.DictReader(open(folder / "minddata_pipeline_raw_1.csv"))))
 

@@ -19,6 +19,7 @@ import pytest
 
 import perfkit
 from perfkit.advisor import advise
+from perfkit.profiler.runfolder import write_manifest
 
 TOY = '''
 import sys
@@ -63,7 +64,9 @@ profiler.analyse()
 
 
 def train_toy(folder: Path, variant: str, isa: str | None) -> str:
-    """Profiles the toy net; returns oneDNN's verbose log of the run."""
+    """Profiles the toy net and records its host facts and ISA cap as `perfkit profile` does (so the rule's
+    check against the host's peak applies, not only the comparison of kernel groups, whose ratio a loaded
+    machine blurs); returns oneDNN's verbose log of the run."""
     env = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}
     env["ONEDNN_VERBOSE"] = "1"
     if isa:
@@ -73,6 +76,7 @@ def train_toy(folder: Path, variant: str, isa: str | None) -> str:
     done = subprocess.run([sys.executable, str(script), str(folder), variant], capture_output=True, text=True,
                           env=env, timeout=600, cwd=folder.parent)
     assert done.returncode == 0, done.stderr[-2000:]
+    write_manifest(folder, {"status": "ok", "device": "CPU", "env": {"ONEDNN_MAX_CPU_ISA": isa} if isa else {}})
     return done.stdout + done.stderr
 
 
@@ -105,8 +109,10 @@ def test_small_net_at_the_default_isa_fires_exactly_when_onednn_ran_a_reference_
     log = train_toy(tmp_path / "default", "two_layers", isa=None)
     found = high_kernel_findings(tmp_path / "default")
     assert bool(found) == reference_convs(log)
-    for finding in found:
-        assert finding.evidence["ratio_to_reference"] < 0.1 and "ONEDNN_MAX_CPU_ISA=AVX2" in finding.action
+    for finding in found:  # slower than the same layers' other kernels, or below the host's reference-kernel rate
+        assert (finding.evidence.get("ratio_to_reference", 1) < 0.1
+                or finding.evidence["gflops_per_s"] < finding.evidence["reference_kernel_below_gflops_per_s"])
+        assert "ONEDNN_MAX_CPU_ISA=AVX2" in finding.action
 
 
 @pytest.mark.mindspore

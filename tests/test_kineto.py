@@ -24,9 +24,7 @@ MLP = RUNS / "torch_cpu_mlp"
 GRADSCALER = RUNS / "torch_cpu_gradscaler"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def raw_events(run: Path) -> list[dict]:
@@ -241,14 +239,23 @@ def test_a_trace_without_ops_names_the_file_and_exits_2(tmp_path):
     assert result.exit_code == 2 and "w.1.pt.trace.json" in result.output and "no cpu_op" in result.output
 
 
-@pytest.mark.skipif(not os.environ.get("PERFKIT_TORCH_PYTHON"),
-                    reason="needs a Python with torch: PERFKIT_TORCH_PYTHON=/path/to/python (torch is not in `test`)")
-def test_the_reference_runner_profiles_a_real_torch_script(tmp_path):
-    out = tmp_path / "ref"
+needs_torch = pytest.mark.skipif(
+    not os.environ.get("PERFKIT_TORCH_PYTHON"),
+    reason="needs a Python with torch: PERFKIT_TORCH_PYTHON=/path/to/python (torch is not in `test`)")
+
+
+def profile_torch_script(out: Path, script: str) -> Path:
+    """`perfkit profile --reference` of tests/scripts/`script` (4 steps, 2 of them profiled) into `out`."""
     result = CliRunner().invoke(main, ["profile", "--reference", "--steps", "2", "--warmup", "0", "--output", str(out),
                                        "--", os.environ["PERFKIT_TORCH_PYTHON"],
-                                       str(RUNS.parent / "scripts" / "run_torch_mlp.py"), "--steps", "4"])
+                                       str(RUNS.parent / "scripts" / script), "--steps", "4"])
     assert result.exit_code == 0, result.output
+    return out
+
+
+@needs_torch
+def test_the_reference_runner_profiles_a_real_torch_script(tmp_path):
+    out = profile_torch_script(tmp_path / "ref", "run_torch_mlp.py")
     trace = next(out.glob("*.pt.trace.json.gz"))
     with gzip.open(trace, "rt") as handle:
         data = json.load(handle)
@@ -260,14 +267,9 @@ def test_the_reference_runner_profiles_a_real_torch_script(tmp_path):
     assert perfkit.load(out).meta.framework == "torch"
 
 
-@pytest.mark.skipif(not os.environ.get("PERFKIT_TORCH_PYTHON"),
-                    reason="needs a Python with torch: PERFKIT_TORCH_PYTHON=/path/to/python (torch is not in `test`)")
+@needs_torch
 def test_the_reference_runner_records_the_scripts_grad_scaler(tmp_path):
-    out = tmp_path / "ref"
-    result = CliRunner().invoke(main, ["profile", "--reference", "--steps", "2", "--warmup", "0", "--output", str(out),
-                                       "--", os.environ["PERFKIT_TORCH_PYTHON"],
-                                       str(RUNS.parent / "scripts" / "run_torch_gradscaler.py"), "--steps", "4"])
-    assert result.exit_code == 0, result.output
+    out = profile_torch_script(tmp_path / "ref", "run_torch_gradscaler.py")
     recorded = json.loads((out / "perfkit_run.json").read_text())["config"]["loss_scale"]
     assert recorded["scaler"] == "GradScaler" and recorded["enabled"] and recorded["scale"] == 1024.0
     assert recorded["growth_interval"] == 2 and recorded["device"] == "cpu"

@@ -31,9 +31,7 @@ DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
 AUTOGRAD = r"autograd::engine::evaluate_function: .*|\w+Backward\d+"  # the autograd engine's ops: backward
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def raw(run: Path) -> dict:

@@ -31,9 +31,7 @@ GRADSCALER = ROOT / "tests" / "runs" / "torch_cpu_gradscaler"
 LOSS_SCALE_PORT = ROOT / "tests" / "runs" / "cpu_2_10_loss_scale"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 @pytest.fixture(scope="module")

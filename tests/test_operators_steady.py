@@ -20,9 +20,7 @@ DATA_BOUND = RUNS / "cpu_2_10_data_wait"
 PYNATIVE = RUNS / "cpu_2_10_pynative_steps"
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch):
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def detail_rows(run: Path) -> list[dict]:

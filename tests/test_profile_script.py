@@ -26,7 +26,7 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 REPO = SCRIPTS.parents[1]
 MODEL_TRAIN = str(SCRIPTS / "model_train.py")
 CUSTOM_LOOP = str(SCRIPTS / "custom_loop.py")
-BATCHES = 4                    # tests/scripts/tiny.py
+BATCHES = 4                    # tests/scripts/common.py: TINY_BATCHES
 STEP_SUM_TOLERANCE = 0.05      # the bound: loaded steps add up to the recorded step times within 5 %
 
 
@@ -130,7 +130,7 @@ def test_the_api_alone_writes_a_run_folder_with_its_schedule(tmp_path):
     recorded = manifest(folder)
     assert recorded["status"] == "ok" and recorded["step_timer"] == "perfkit.profiling"
     assert len(recorded["steps"]) == BATCHES - 1
-    assert recorded["config"]["batch_size"] == 2  # tests/scripts/tiny.py's .batch(2), from the dataset iterated
+    assert recorded["config"]["batch_size"] == 2  # common.py tiny_dataset's .batch(2), from the dataset iterated
     # MindSpore's schedule skipped the first step: every op it timed lies in a recorded step, and each step
     # ran the same graph
     steps = recorded["steps"]

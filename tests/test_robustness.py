@@ -49,11 +49,8 @@ RUNS = {**FIXTURE_RUNS, CPU_MEMORY: REPO / "tests/runs/cpu_2_10_memory", OWN_RUN
         DB_LEVEL0: REPO / "tests/runs/msinsight_db_level0/rank0_ascend_pt", GPU_TRACE: REPO / "tests/raw" / GPU_TRACE}
 
 
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch, tmp_path):
-    # A cached Parquet copy of the pristine run would hide every mutation.
-    monkeypatch.setenv("PERFKIT_NO_CACHE", "1")
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+# A cached Parquet copy of the pristine run would hide every mutation.
+pytestmark = pytest.mark.usefixtures("uncached")
 
 
 def _gunzipped(edit):

@@ -342,8 +342,8 @@ def test_cli_refuses_a_folder_that_is_not_a_tune(tmp_path):
 
 
 def test_hook_applies_changes_to_an_unchanged_script_with_real_mindspore(tmp_path):
-    """tests/scripts/model_train.py (tiny.py's 4 batches of 2) under the start-up hook: the batch of 4 halves
-    its steps, every change the script reaches is counted, the map it never calls is not (about 15 s)."""
+    """tests/scripts/model_train.py (common.py's tiny dataset: 4 batches of 2) under the start-up hook: the batch
+    of 4 halves its steps, every change the script reaches is counted, the map it never calls is not (about 15 s)."""
     import os
     import subprocess
     import sys

@@ -4,8 +4,7 @@
 import argparse
 
 import mindspore as ms
-from mindspore import nn
-from tiny import dataset, loss, network
+from common import momentum, tiny_dataset, tiny_network, train_step
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--output", default="runs/exp1")
@@ -13,27 +12,13 @@ parser.add_argument("--no-api", action="store_true")
 args = parser.parse_args()
 
 ms.set_context(mode=ms.GRAPH_MODE)
-net, loss_fn = network(), loss()
-optimizer = nn.Momentum(net.trainable_params(), 0.01, 0.9)
-
-
-def forward(x, y):
-    return loss_fn(net(x), y)
-
-
-grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
-
-
-@ms.jit
-def train_step(x, y):
-    value, grads = grad_fn(x, y)
-    optimizer(grads)
-    return value
+net = tiny_network()
+step = train_step(net, momentum(net), jit=True)
 
 
 def train(prof=None):
-    for x, y in dataset().create_tuple_iterator():
-        train_step(x, y)
+    for x, y in tiny_dataset().create_tuple_iterator():
+        step(x, y)
         if prof is not None:
             prof.step()
 

@@ -17,22 +17,10 @@ import time
 
 import mindspore as ms
 import numpy as np
-from mindspore import nn
+from common import Net, momentum, train_step
 from mindspore.profiler import DynamicProfilerMonitor, ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 BATCH, CLASSES = 16, 10
-
-
-class Net(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.features = nn.SequentialCell([
-            nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2, 2),
-            nn.Conv2d(16, 32, 3), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2, 2)])
-        self.head = nn.SequentialCell([nn.Flatten(), nn.Dense(32 * 8 * 8, CLASSES)])
-
-    def construct(self, x):
-        return self.head(self.features(x))
 
 
 def batches(count: int, seed: int):
@@ -42,33 +30,17 @@ def batches(count: int, seed: int):
                ms.Tensor(rng.integers(0, CLASSES, BATCH).astype(np.int32)))
 
 
-def train_step_fn(jit: bool, reduce_grads: bool = False):
-    net = Net()
-    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-    optimizer = nn.Momentum(net.trainable_params(), 0.01, 0.9)
-
-    def forward(x, y):
-        return loss_fn(net(x), y)
-
-    grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
-    reducer = nn.DistributedGradReducer(optimizer.parameters) if reduce_grads else None
-
-    def train_step(x, y):
-        loss, grads = grad_fn(x, y)
-        if reducer is not None:
-            grads = reducer(grads)
-        optimizer(grads)
-        return loss
-
-    return ms.jit(train_step) if jit else train_step
+def conv_net_step(jit: bool, reduce_grads: bool = False):
+    net = Net(CLASSES)
+    return train_step(net, momentum(net), jit, reduce_grads)
 
 
 def scheduled(out: str, steps: int, step_schedule, jit: bool, seed: int = 0, reduce_grads: bool = False):
-    train_step = train_step_fn(jit, reduce_grads)
+    step = conv_net_step(jit, reduce_grads)
     with profile(activities=[ProfilerActivity.CPU], schedule=step_schedule,
                  on_trace_ready=tensorboard_trace_handler(out)) as prof:
         for x, y in batches(steps, seed):
-            train_step(x, y).asnumpy()  # wait for the step (graph mode runs asynchronously)
+            step(x, y).asnumpy()  # wait for the step (graph mode runs asynchronously)
             prof.step()
 
 
@@ -83,10 +55,10 @@ def dynamic(out: str):
         json.dump(cfg, f)
     monitor = DynamicProfilerMonitor(cfg_path=cfg_dir, output_path=out, poll_interval=1)
     time.sleep(3)  # the monitor's process reads the file every poll_interval seconds
-    train_step = train_step_fn(jit=True)
-    for step, (x, y) in enumerate(batches(15, 0), start=1):
-        train_step(x, y).asnumpy()
-        if step == 7:
+    step = conv_net_step(jit=True)
+    for index, (x, y) in enumerate(batches(15, 0), start=1):
+        step(x, y).asnumpy()
+        if index == 7:
             with open(cfg_file, "w") as f:
                 json.dump(dict(cfg, start_step=12, stop_step=13), f)
             time.sleep(3)

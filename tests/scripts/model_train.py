@@ -11,9 +11,8 @@ import os
 import sys
 
 import mindspore as ms
-from mindspore import nn
-from mindspore.train import Callback, Model
-from tiny import dataset, loss, network
+from common import model, tiny_dataset, tiny_network
+from mindspore.train import Callback
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--exit", type=int, default=0)
@@ -51,8 +50,7 @@ if args.data_parallel:
     init()
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
     shards, shard_id = get_group_size(), get_rank()
-net = network()
-model = Model(net, loss_fn=loss(), optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
+trainer = model(tiny_network())
 callbacks = [CrashAtStep3()] if args.crash else []
 if args.os_exit_at:
     callbacks.append(OsExitAtStep())
@@ -60,13 +58,13 @@ if args.step_timer:
     import perfkit
     timer = perfkit.StepTimer()
     callbacks.append(timer)
-data = dataset(shards, shard_id)
+data = tiny_dataset(shards, shard_id)
 if args.bad_data:  # samples of different lengths: batch() fails in MindData's pipeline
     import mindspore.dataset as ds
     import numpy as np
     data = ds.GeneratorDataset([(np.zeros(n, np.float32), np.array(0, np.int32)) for n in (16, 8)],
                                ["x", "y"], shuffle=False).batch(2)
-model.train(args.epochs, data, callbacks=callbacks or None, dataset_sink_mode=False)
+trainer.train(args.epochs, data, callbacks=callbacks or None, dataset_sink_mode=False)
 print("trained")
 if args.step_timer:
     print(f"timed {len(timer.steps)} steps")

@@ -10,47 +10,13 @@ import sys
 
 import mindspore as ms
 import mindspore.dataset as ds
-import numpy as np
-from mindspore import nn
-from mindspore.train import Model
+from common import Net, Samples, model
 
 BATCH, CLASSES, STEPS = 16, 10, 6
 
-class Samples:
-    """Random access (sharding needs it), each item a tuple of arrays (NumPy 2 refuses the scalars
-    NumpySlicesDataset would yield)."""
-
-    def __init__(self, x, y):
-        self.x, self.y = x, y
-
-    def __getitem__(self, index):
-        return self.x[index], np.array(self.y[index])
-
-    def __len__(self):
-        return len(self.y)
-
-
-
-class Net(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.features = nn.SequentialCell([
-            nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2, 2),
-            nn.Conv2d(16, 32, 3), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2, 2)])
-        self.head = nn.SequentialCell([nn.Flatten(), nn.Dense(32 * 8 * 8, CLASSES)])
-
-    def construct(self, x):
-        return self.head(self.features(x))
-
-
 level = sys.argv[1] if len(sys.argv) > 1 else "O0"
-rng = np.random.default_rng(0)
-x = rng.standard_normal((BATCH * STEPS, 3, 32, 32), dtype=np.float32)
-y = rng.integers(0, CLASSES, BATCH * STEPS).astype(np.int32)
 ms.set_context(mode=ms.GRAPH_MODE)
-net = Net()
 extra = {"loss_scale_manager": None} if level == "O2" else {}
-model = Model(net, loss_fn=nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-              optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9), amp_level=level, **extra)
-model.train(1, ds.GeneratorDataset(Samples(x, y), ["x", "y"], shuffle=False).batch(BATCH), dataset_sink_mode=False)
+data = ds.GeneratorDataset(Samples(BATCH * STEPS, (3, 32, 32), CLASSES), ["x", "y"], shuffle=False).batch(BATCH)
+model(Net(CLASSES), amp_level=level, **extra).train(1, data, dataset_sink_mode=False)
 print(f"trained at {level}")

@@ -6,8 +6,7 @@ import argparse
 import logging
 
 import mindspore as ms
-from mindspore import nn
-from tiny import dataset, loss, network
+from common import momentum, tiny_dataset, tiny_network, train_step
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=4)
@@ -19,19 +18,11 @@ except ImportError:
     logging.getLogger("train").exception("tensorboard logging off")
 
 ms.set_context(mode=ms.PYNATIVE_MODE)
-net, loss_fn = network(), loss()
-optimizer = nn.Momentum(net.trainable_params(), 0.01, 0.9)
+net = tiny_network()
+step = train_step(net, momentum(net))
 
-
-def forward(x, y):
-    return loss_fn(net(x), y)
-
-
-grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
-
-for step, (x, y) in enumerate(dataset().create_tuple_iterator()):
-    if step == args.steps:
+for index, (x, y) in enumerate(tiny_dataset().create_tuple_iterator()):
+    if index == args.steps:
         break
-    value, grads = grad_fn(x, y)
-    optimizer(grads)
+    step(x, y)
 print("trained", min(args.steps, 4), "steps")

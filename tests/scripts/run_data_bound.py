@@ -11,26 +11,9 @@ import time
 
 import mindspore as ms
 import mindspore.dataset as ds
-import numpy as np
-from mindspore import nn
-from mindspore.train import Model
+from common import Samples, model, tiny_network
 
 BATCH, STEPS, MAP_WORKERS, SLEEP_S = 16, 30, 2, 0.008
-
-
-class Samples:
-    """Random access, each item a tuple of arrays (NumPy 2 refuses the scalars NumpySlicesDataset would yield)."""
-
-    def __init__(self, count: int):
-        rng = np.random.default_rng(0)
-        self.x = rng.standard_normal((count, 16), dtype=np.float32)
-        self.y = rng.integers(0, 4, size=count).astype(np.int32)
-
-    def __getitem__(self, index):
-        return self.x[index], np.array(self.y[index])
-
-    def __len__(self):
-        return len(self.y)
 
 
 def slow_decode(x):
@@ -39,10 +22,7 @@ def slow_decode(x):
 
 
 ms.set_context(mode=ms.GRAPH_MODE)
-data = ds.GeneratorDataset(Samples(BATCH * STEPS), ["x", "y"], shuffle=False)
+data = ds.GeneratorDataset(Samples(BATCH * STEPS, (16,), 4), ["x", "y"], shuffle=False)
 data = data.map(operations=slow_decode, input_columns=["x"], num_parallel_workers=MAP_WORKERS).batch(BATCH)
-net = nn.SequentialCell([nn.Dense(16, 32), nn.ReLU(), nn.Dense(32, 4)])
-model = Model(net, loss_fn=nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-              optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
-model.train(1, data, dataset_sink_mode=False)
+model(tiny_network()).train(1, data, dataset_sink_mode=False)
 print("trained")

@@ -9,25 +9,10 @@ import time
 
 import mindspore as ms
 import mindspore.dataset as ds
-import numpy as np
-from mindspore import nn
-from mindspore.train import Model
+from common import Samples, mlp, model
 
 BATCH, STEPS, FEATURES, CLASSES = 32, 8, 64, 10
 SLEEP_S = 0.004  # per sample
-
-
-class Samples:
-    def __init__(self, count: int):
-        rng = np.random.default_rng(0)
-        self.x = rng.standard_normal((count, FEATURES), dtype=np.float32)
-        self.y = rng.integers(0, CLASSES, size=count).astype(np.int32)
-
-    def __getitem__(self, index):
-        return self.x[index], np.array(self.y[index])
-
-    def __len__(self):
-        return len(self.y)
 
 
 def slow(x):
@@ -36,9 +21,6 @@ def slow(x):
 
 
 ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
-data = ds.GeneratorDataset(Samples(BATCH * STEPS), ["x", "y"], shuffle=False)
+data = ds.GeneratorDataset(Samples(BATCH * STEPS, (FEATURES,), CLASSES), ["x", "y"], shuffle=False)
 data = data.map(slow, input_columns=["x"], num_parallel_workers=1).batch(BATCH)
-net = nn.SequentialCell([nn.Dense(FEATURES, 128), nn.ReLU(), nn.Dense(128, CLASSES)])
-loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-model = Model(net, loss_fn=loss, optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
-model.train(1, data, dataset_sink_mode=False)
+model(mlp(FEATURES, 128, CLASSES)).train(1, data, dataset_sink_mode=False)

@@ -29,14 +29,12 @@ class InterruptDuringImport(importlib.abc.MetaPathFinder):
 if run == args.at:
     sys.meta_path.insert(0, InterruptDuringImport())
 import mindspore
-from tiny import dataset, loss, network
+from common import momentum, tiny_dataset, tiny_network, train_step
 
-# the other runs train one step of tiny.py's net, for the profiler to record ops
-net, loss_fn = network(), loss()
-optimizer = mindspore.nn.Momentum(net.trainable_params(), 0.01, 0.9)
-grad_fn = mindspore.value_and_grad(lambda x, y: loss_fn(net(x), y), None, optimizer.parameters)
-for x, y in dataset().create_tuple_iterator():
-    value, grads = grad_fn(x, y)
-    optimizer(grads)
+# the other runs train one step of the tiny net, for the profiler to record ops
+net = tiny_network()
+step = train_step(net, momentum(net))
+for x, y in tiny_dataset().create_tuple_iterator():
+    step(x, y)
     break
 print("trained one step of MindSpore", mindspore.__version__)

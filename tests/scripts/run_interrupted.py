@@ -6,10 +6,9 @@ third recorded step. A 3-layer MLP (64 features, 256 hidden, 4 classes), a `data
     (then Ctrl-C, or: kill -INT <perfkit's pid>, once OUT/perfkit_run.json holds 3 steps)
 """
 
-import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
-from mindspore import nn
+from common import mlp, momentum, train_step
 
 import perfkit
 
@@ -23,19 +22,10 @@ def samples():
 
 
 data = ds.GeneratorDataset(samples, ["x", "y"], shuffle=False).batch(BATCH)
-net = nn.SequentialCell([nn.Dense(FEATURES, 256), nn.ReLU(), nn.Dense(256, 256), nn.ReLU(), nn.Dense(256, CLASSES)])
-loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-optimizer = nn.Momentum(net.trainable_params(), 0.01, 0.9)
-
-
-def forward(x, y):
-    return loss_fn(net(x), y)
-
-
-grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
+net = mlp(FEATURES, 256, 256, CLASSES)
+step = train_step(net, momentum(net))
 
 with perfkit.profiling(skip_first=1) as prof:
     for x, y in data.create_tuple_iterator():
-        loss, grads = grad_fn(x, y)
-        optimizer(grads)
+        step(x, y)
         prof.step()

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 import mindspore as ms
-from mindspore import nn
+from common import mlp, momentum, train_step
 from mindspore.profiler import schedule, tensorboard_trace_handler
 
 STEPS = 12
@@ -18,27 +18,14 @@ STEPS = 12
 
 def main(out: str) -> None:
     ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
-    net = nn.SequentialCell(nn.Dense(256, 512), nn.ReLU(), nn.Dense(512, 10))
-    optimizer = nn.Momentum(net.trainable_params(), 0.01, 0.9)
-    loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-
-    def forward(x, y):
-        return loss_fn(net(x), y)
-
-    grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
-
-    @ms.jit
-    def train_step(x, y):
-        loss, grads = grad_fn(x, y)
-        optimizer(grads)
-        return loss
-
+    net = mlp(256, 512, 10)
+    step = train_step(net, momentum(net), jit=True)
     x = ms.Tensor(np.random.rand(64, 256).astype(np.float32))
     y = ms.Tensor(np.random.randint(0, 10, (64,)).astype(np.int32))
     with ms.profiler.profile(schedule=schedule(wait=1, warmup=1, active=2, repeat=2, skip_first=1),
                              on_trace_ready=tensorboard_trace_handler(out)) as prof:
         for _ in range(STEPS):
-            loss = train_step(x, y)
+            loss = step(x, y)
             loss.asnumpy()
             prof.step()
 

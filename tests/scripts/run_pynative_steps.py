@@ -7,6 +7,7 @@ steps; item 13: the SGD ops are the optimizer's, not forward). Made for tests/ru
 
 import mindspore as ms
 import numpy as np
+from common import mlp, train_step
 from mindspore import nn
 
 import perfkit
@@ -14,28 +15,13 @@ import perfkit
 BATCH, STEPS, FEATURES, CLASSES = 16, 30, 32, 4
 
 ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
-net = nn.SequentialCell([nn.Dense(FEATURES, 64), nn.ReLU(), nn.Dense(64, CLASSES)])
-loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-optimizer = nn.SGD(net.trainable_params(), 0.01)
-
-
-def forward(x, y):
-    return loss_fn(net(x), y)
-
-
-grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
-
-
-def train_step(x, y):
-    value, grads = grad_fn(x, y)
-    optimizer(grads)
-    return value
-
+net = mlp(FEATURES, 64, CLASSES)
+step = train_step(net, nn.SGD(net.trainable_params(), 0.01))
 
 rng = np.random.default_rng(0)
 with perfkit.profiling("pynative_steps", skip_first=1) as prof:
     for _ in range(STEPS):
         x = ms.Tensor(rng.standard_normal((BATCH, FEATURES), dtype=np.float32))
         y = ms.Tensor(rng.integers(0, CLASSES, BATCH).astype(np.int32))
-        train_step(x, y)
+        step(x, y)
         prof.step()

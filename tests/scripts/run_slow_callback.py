@@ -10,26 +10,12 @@ import time
 
 import mindspore as ms
 import mindspore.dataset as ds
-import numpy as np
+from common import Samples, model
 from mindspore import nn
-from mindspore.train import Callback, Model
+from mindspore.train import Callback
 
 BATCH, CLASSES, STEPS = 64, 10, 8
 CALLBACK_MS = 100
-
-class Samples:
-    """Random access (sharding needs it), each item a tuple of arrays (NumPy 2 refuses the scalars
-    NumpySlicesDataset would yield)."""
-
-    def __init__(self, x, y):
-        self.x, self.y = x, y
-
-    def __getitem__(self, index):
-        return self.x[index], np.array(self.y[index])
-
-    def __len__(self):
-        return len(self.y)
-
 
 
 class Net(nn.Cell):
@@ -52,16 +38,7 @@ class SlowLogging(Callback):
             total += sum(range(200))
 
 
-def data():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((BATCH * STEPS, 3, 32, 32), dtype=np.float32)
-    y = rng.integers(0, CLASSES, BATCH * STEPS).astype(np.int32)
-    return ds.GeneratorDataset(Samples(x, y), ["x", "y"], shuffle=False).batch(BATCH)
-
-
 ms.set_context(mode=ms.GRAPH_MODE)
-net = Net()
-model = Model(net, loss_fn=nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-              optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
-model.train(1, data(), callbacks=[SlowLogging()], dataset_sink_mode=False)
+data = ds.GeneratorDataset(Samples(BATCH * STEPS, (3, 32, 32), CLASSES), ["x", "y"], shuffle=False).batch(BATCH)
+model(Net()).train(1, data, callbacks=[SlowLogging()], dataset_sink_mode=False)
 print("trained")

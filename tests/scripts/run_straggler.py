@@ -9,26 +9,11 @@ import time
 
 import mindspore as ms
 import mindspore.dataset as ds
-import numpy as np
-from mindspore import nn
+from common import Samples, model, tiny_network
 from mindspore.communication import get_group_size, get_rank, init
-from mindspore.train import Callback, Model
+from mindspore.train import Callback
 
 STEPS, BATCH, SLOW_RANK, SLEEP_S = 6, 2, 2, 0.05
-
-class Samples:
-    """Random access (sharding needs it), each item a tuple of arrays (NumPy 2 refuses the scalars
-    NumpySlicesDataset would yield)."""
-
-    def __init__(self, x, y):
-        self.x, self.y = x, y
-
-    def __getitem__(self, index):
-        return self.x[index], np.array(self.y[index])
-
-    def __len__(self):
-        return len(self.y)
-
 
 
 class SleepBeforeStep(Callback):
@@ -40,13 +25,8 @@ ms.set_context(mode=ms.GRAPH_MODE)
 init()
 ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
 ranks, rank = get_group_size(), get_rank()
-rng = np.random.default_rng(0)
-x = rng.standard_normal((STEPS * BATCH * ranks, 16), dtype=np.float32)
-y = rng.integers(0, 4, STEPS * BATCH * ranks).astype(np.int32)
-data = ds.GeneratorDataset(Samples(x, y), ["x", "y"], shuffle=False, num_shards=ranks,
+data = ds.GeneratorDataset(Samples(STEPS * BATCH * ranks, (16,), 4), ["x", "y"], shuffle=False, num_shards=ranks,
                            shard_id=rank).batch(BATCH)
-net = nn.SequentialCell([nn.Dense(16, 32), nn.ReLU(), nn.Dense(32, 4)])
-model = Model(net, loss_fn=nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-              optimizer=nn.Momentum(net.trainable_params(), 0.01, 0.9))
-model.train(1, data, callbacks=[SleepBeforeStep()] if rank == SLOW_RANK else None, dataset_sink_mode=False)
+model(tiny_network()).train(1, data, callbacks=[SleepBeforeStep()] if rank == SLOW_RANK else None,
+                            dataset_sink_mode=False)
 print("trained")

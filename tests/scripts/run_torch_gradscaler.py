@@ -1,4 +1,4 @@
-"""A small PyTorch MLP trained with loss scaling (torch.amp.GradScaler on the CPU): the reference side of the
+"""run_torch_mlp.py's PyTorch MLP trained with loss scaling (torch.amp.GradScaler on the CPU): the reference side of the
 migration view's loss-scaling setting (docs/migration.md). Linear 256-512-512-10 with ReLU, SGD momentum 0.9,
 random 256-feature rows through a DataLoader; float32 compute, the loss scaled by GradScaler("cpu") (torch
 supports it on the CPU since 2.3), its gradients unscaled and checked for inf/NaN before each step.
@@ -7,24 +7,12 @@ Run under perfkit's reference runner, which made tests/runs/torch_cpu_gradscaler
     perfkit profile --reference --output OUT -- python tests/scripts/run_torch_gradscaler.py
 """
 
-import argparse
-
 import torch
-from torch import nn
+from run_torch_mlp import setup
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=6)
-    args = parser.parse_args()
-    torch.manual_seed(0)
-    rows = torch.randn(args.batch_size * args.steps, 256)
-    labels = torch.randint(0, 10, (args.batch_size * args.steps,))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(rows, labels), batch_size=args.batch_size)
-    network = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
-    loss_fn = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(network.parameters(), lr=0.01, momentum=0.9)
+    loader, network, loss_fn, optimizer = setup()
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
     for row, label in loader:
         optimizer.zero_grad()

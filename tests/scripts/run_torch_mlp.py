@@ -11,7 +11,9 @@ import torch
 from torch import nn
 
 
-def main():
+def setup():
+    """From the command line's --batch-size and --steps: the DataLoader of random rows (seed 0), the network, its
+    loss and optimizer."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=6)
@@ -21,8 +23,11 @@ def main():
     labels = torch.randint(0, 10, (args.batch_size * args.steps,))
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(rows, labels), batch_size=args.batch_size)
     network = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
-    loss_fn = nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(network.parameters(), lr=0.01, momentum=0.9)
+    return loader, network, nn.CrossEntropyLoss(), torch.optim.SGD(network.parameters(), lr=0.01, momentum=0.9)
+
+
+def main():
+    loader, network, loss_fn, optimizer = setup()
     for row, label in loader:
         optimizer.zero_grad()
         loss_fn(network(row), label).backward()

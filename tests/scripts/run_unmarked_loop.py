@@ -5,17 +5,11 @@ pipeline of random samples.
     perfkit profile --env ONEDNN_MAX_CPU_ISA=AVX2 --output OUT -- python tests/scripts/run_unmarked_loop.py
 """
 
-import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
-from mindspore import nn
+from common import mlp, momentum, train_step
 
 BATCH, STEPS, CLASSES, FEATURES = 16, 6, 4, 64
-
-
-def network():
-    return nn.SequentialCell([nn.Dense(FEATURES, 256), nn.ReLU(), nn.Dense(256, 256), nn.ReLU(),
-                              nn.Dense(256, CLASSES)])
 
 
 def samples():
@@ -25,18 +19,8 @@ def samples():
 
 
 data = ds.GeneratorDataset(samples, ["x", "y"], shuffle=False).batch(BATCH)
-net = network()
-loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-optimizer = nn.Momentum(net.trainable_params(), 0.01, 0.9)
-
-
-def forward(x, y):
-    return loss_fn(net(x), y)
-
-
-grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
+net = mlp(FEATURES, 256, 256, CLASSES)
+step = train_step(net, momentum(net))
 
 for x, y in data.create_tuple_iterator():
-    loss, grads = grad_fn(x, y)
-    optimizer(grads)
-    print(f"loss {loss.asnumpy():.4f}")
+    print(f"loss {step(x, y).asnumpy():.4f}")

@@ -234,10 +234,15 @@ SET_ISA_CAP = (f"export ONEDNN_MAX_CPU_ISA={ISA_CAP} before starting Python (or 
                f"'{ISA_CAP}' before import mindspore)")
 
 
+def _is_convolution(types: pd.Series) -> pd.Series:
+    """Which op types are convolutions, forward or gradient (Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter...)."""
+    return types.astype(str).str.startswith("Conv")
+
+
 def _runs_no_convolution(run: Run) -> bool:
-    """The run's op types are known and none is a convolution (forward or gradient)."""
+    """The run's op types are known and none is a convolution."""
     types = run.op_types
-    return bool(len(types)) and not types["type"].astype(str).str.startswith("Conv").any()
+    return bool(len(types)) and not _is_convolution(types["type"]).any()
 
 
 def cpu_isa_advice(run: Run) -> str | None:
@@ -338,15 +343,16 @@ def kernel_efficiency(run: Run) -> list[Finding]:
 
 def _reference_convolutions(run: Run, work: pd.DataFrame, op_ms: float, reported: set[str]) -> list[Finding]:
     """Of `work` (op_flops' timed rows, every depth), the convolution groups of a CPU run whose recorded host has
-    AVX-512 (the ISA uncapped) running below KERNEL_REFERENCE_PEAK_FRACTION of that host's float32 peak: oneDNN's reference kernels, even where no group
-    of the run is faster to compare with. Their gain: the time they would take at that fraction of the peak."""
+    AVX-512 (the ISA uncapped) running below KERNEL_REFERENCE_PEAK_FRACTION of that host's float32 peak: oneDNN's
+    reference kernels, even where no group of the run is faster to compare with. Their gain: the time they would
+    take at that fraction of the peak."""
     if device_name(run) != "CPU" or not has_avx512(run.meta.host) or not cpu_isa_advice(run):
         return []
     peak = cpu_peak_of(run.meta.host, "the host perfkit profile recorded")
     if peak is None:
         return []
     floor = peak.tflops_per_s * GFLOP_PER_TFLOP * KERNEL_REFERENCE_PEAK_FRACTION
-    convolutions = work[work["type"].str.startswith("Conv2D")]
+    convolutions = work[_is_convolution(work["type"])]
     findings = []
     for name, group in convolutions.groupby("group"):
         slow_ms, rate = float(group["total_ms"].sum()), _rate(group)

@@ -58,11 +58,11 @@ def is_real_number(value: Any) -> bool:
     return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and math.isfinite(value))
 
 
-def read_text(path: Path) -> str:
-    """A whole text file, with the user-facing errors for the usual ways it is broken."""
+def read_text(path: Path, first_line: bool = False) -> str:
+    """A whole text file (or its first line), with the user-facing errors for the usual ways it is broken."""
     try:
         with open_regular(path) as handle:
-            raw = handle.read()
+            raw = handle.readline() if first_line else handle.read()
     except OSError as exc:
         raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
     if not raw.strip():
@@ -155,18 +155,7 @@ CSV_NULLS = ["", "N/A", "NA", "null", "None"]
 def csv_header(path: Path) -> list[str]:
     """The header row of a CSV file, with the usual errors for an empty or non-UTF-8 file."""
     import csv
-    try:
-        with open_regular(path) as handle:
-            first = handle.readline()
-    except OSError as exc:
-        raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
-    if not first.strip():
-        raise FileFormatError("is empty", path)
-    try:
-        line = first.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FileFormatError(f"is not UTF-8 text (byte 0x{first[exc.start]:02x} at offset {exc.start})",
-                              path) from None
+    line = read_text(path, first_line=True)
     try:
         return next(csv.reader([line.rstrip("\r\n")]))
     except csv.Error as exc:  # e.g. a header line over csv's 128 KiB field limit: not a profiler CSV
