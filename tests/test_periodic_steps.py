@@ -20,14 +20,11 @@ from perfkit.analysis.ledger import ledger
 from perfkit.analysis.steady import periodic_steps, steady_steps
 from perfkit.apps.cli import main
 
+pytestmark = pytest.mark.usefixtures("uncached")
+
 RUN = Path(__file__).resolve().parent / "runs" / "cpu_2_10_periodic_eval"
 EVAL_EVERY = 4        # tests/scripts/run_periodic_eval.py
 SKIPPED = 1           # its perfkit.profiling(skip_first=1): recorded step k is the loop's step k + 1
-
-
-@pytest.fixture(autouse=True)
-def no_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def recorded_ms() -> dict[int, float]:
