@@ -414,7 +414,7 @@ def _index_block(staging: Path, rank: int, number: int, block: pa.Table) -> dict
     answer["part"] = {"file": name, "rows": len(table), "min_start": pc.min(starts).as_py(),
                       "max_end": pc.max(pc.add(starts, durations)).as_py(), "max_dur": pc.max(durations).as_py()}
     is_marker = pc.and_(pc.equal(table.column("ph"), "X").fill_null(False),
-                        pc.match_substring(table.column("name"), STEP_PREFIX))  # _steps matches them fully
+                        pc.starts_with(table.column("name"), STEP_PREFIX))  # _steps matches them fully
     answer["markers"] = table.filter(is_marker).select(["name", "start_us", "dur_us"]).to_pylist()
     return answer
 
