@@ -1,5 +1,6 @@
-"""A task's results cross from a worker as a few gathered Arrow tables (loader._packed / _unpacked): every rank's
-tables come back equal to the ones read, and the same run loaded in worker processes and in this one is the same."""
+"""The cluster-level read in workers from CLUSTER_WORKERS_FROM folders on, and a task's results sent back as a few
+gathered Arrow tables (loader._packed / _unpacked): every rank's tables come back equal to the ones read, and the same
+run loaded in worker processes and in this one is the same."""
 
 from __future__ import annotations
 
@@ -60,3 +61,22 @@ def test_a_run_read_in_workers_is_the_run_read_here(monkeypatch):
     for name in ("steps", "comm_ops", "op_types", "ops"):
         assert getattr(in_workers, name).equals(getattr(here, name)), name
     assert in_workers.warnings == here.warnings and PARALLEL_MIN_FOLDERS > 1
+
+
+def test_the_cluster_level_read_goes_to_workers_from_cluster_workers_from_folders(monkeypatch):
+    """Below CLUSTER_WORKERS_FROM folders the cluster-level read stays here (forked workers cost more CPU than they
+    save); from it on it goes to the workers, and the Run is the same."""
+    run, called = FIXTURE_RUNS["new_level1"], []
+    real = loader.map_folders
+
+    def spied(function, arguments, **packing):
+        called.append(function)
+        return real(function, arguments, **packing)
+
+    monkeypatch.setattr(loader, "map_folders", spied)
+    here = loader.load(run, ranks=[0])
+    assert loader._read_cluster_folder not in called and loader.CLUSTER_WORKERS_FROM > 4
+    monkeypatch.setattr(loader, "CLUSTER_WORKERS_FROM", 1)
+    in_workers = loader.load(run, ranks=[0])
+    assert loader._read_cluster_folder in called
+    assert in_workers.steps.equals(here.steps) and in_workers.comm_ops.equals(here.comm_ops)
