@@ -85,19 +85,43 @@ def arrow_alone(run: Path, ranks: int) -> tuple[float, int]:
     return (time.process_time() - began) / len(folders), size // len(folders)
 
 
+def process_usage(pids: dict[str, int]) -> dict[str, tuple[float, int]]:
+    """{name: (CPU seconds so far, peak RSS)} of each process ((0, 0) for one that is gone)."""
+    used = {}
+    for name, pid in pids.items():
+        try:
+            times = psutil.Process(pid).cpu_times()
+            status = Path(f"/proc/{pid}/status").read_text()
+            peak = int(next(text.split()[1] for text in status.splitlines() if text.startswith("VmHWM:"))) * 1024
+            used[name] = (times.user + times.system, peak)
+        except (psutil.Error, OSError, StopIteration):
+            used[name] = (0.0, 0)
+    return used
+
+
 def cluster_usage(pids: list[int]) -> tuple[float, int]:
     """(CPU seconds so far, sum of peak RSS) of the cluster's processes."""
-    cpu, peak = 0.0, 0
-    for pid in pids:
-        try:
-            process = psutil.Process(pid)
-            times = process.cpu_times()
-            cpu += times.user + times.system
-            status = Path(f"/proc/{pid}/status").read_text()
-            peak += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024
-        except (psutil.Error, OSError, StopIteration):
-            pass
-    return cpu, peak
+    used = process_usage({str(pid): pid for pid in pids}).values()
+    return sum(cpu for cpu, _ in used), sum(peak for _, peak in used)
+
+
+class Report:
+    """The report's lines: each printed as it comes, and written to a file at the end."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def __call__(self, text: str) -> None:
+        print(text, flush=True)
+        self.lines.append(text)
+
+    def write(self, out: Path | None, append: bool) -> None:
+        """The lines into `out` (after what it holds where `append`); nothing without `out`."""
+        if out is None:
+            return
+        out.parent.mkdir(parents=True, exist_ok=True)
+        previous = out.read_text() + "\n" if append and out.exists() else ""
+        out.write_text(previous + "\n".join(self.lines) + "\n")
 
 
 def line(label: str, measured: Measured, extra: str = "") -> str:
@@ -283,12 +307,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the report here (--append: at its end)")
     parser.add_argument("--append", action="store_true")
     args = parser.parse_args()
-    lines: list[str] = []
-
-    def report(text: str) -> None:
-        print(text, flush=True)
-        lines.append(text)
-
+    report = Report()
     report("# perfkit with many ranks (benchmarks/bench_ranks.py " + " ".join(sys.argv[1:]) + ")")
     report(f"each number one run, but the cold in-process runs: {args.pairs if args.before else args.cold_runs} of "
            "each size, targets judged on their median; CPU = user + system of the process and the worker processes "
@@ -314,10 +333,7 @@ def main() -> None:
             report(f"msprof-analyze: not run on {ranks} ranks (--peer-max-ranks {args.peer_max_ranks}: time on "
                    "the shared machine)")
     report(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        previous = args.out.read_text() + "\n" if args.append and args.out.exists() else ""
-        args.out.write_text(previous + "\n".join(lines) + "\n")
+    report.write(args.out, args.append)
 
 
 if __name__ == "__main__":

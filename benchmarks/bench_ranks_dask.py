@@ -34,7 +34,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_load import PYTHON, REPO, Measured, gb, machine, measure, perfkit_env  # noqa: E402
-from bench_ranks import CLUSTER_LEVEL_FILES, line  # noqa: E402
+from bench_ranks import CLUSTER_LEVEL_FILES, Report, line, process_usage  # noqa: E402
 from local_dask import LocalCluster  # noqa: E402
 
 # successful opens only, through a seccomp filter (no stop at any other call); paths whole
@@ -124,25 +124,11 @@ def stop_workers(pids: list[int]) -> None:
     psutil.wait_procs(alive, timeout=20)
 
 
-def usage(pids: dict[str, int]) -> dict[str, tuple[float, int]]:
-    """{name: (CPU seconds so far, peak RSS)} of each process."""
-    used = {}
-    for name, pid in pids.items():
-        try:
-            times = psutil.Process(pid).cpu_times()
-            status = Path(f"/proc/{pid}/status").read_text()
-            peak = int(next(text.split()[1] for text in status.splitlines() if text.startswith("VmHWM:"))) * 1024
-            used[name] = (times.user + times.system, peak)
-        except (psutil.Error, OSError, StopIteration):
-            used[name] = (0.0, 0)
-    return used
-
-
 def through_cluster(label: str, command: list[str], env: dict, pids: dict[str, int], report,
                     cwd: Path | None = None) -> Measured:
-    before = usage(pids)
+    before = process_usage(pids)
     measured = measure(command, env, cwd=cwd)
-    after = usage(pids)
+    after = process_usage(pids)
     report(line(label + ": client", measured))
     cpu = {name: after[name][0] - before[name][0] for name in pids}
     parts = ", ".join(f"{name} {cpu[name]:.1f} s / {gb(after[name][1])} peak" for name in pids)
@@ -186,12 +172,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the report here (--append: at its end)")
     parser.add_argument("--append", action="store_true")
     args = parser.parse_args()
-    lines: list[str] = []
-
-    def report(text: str) -> None:
-        print(text, flush=True)
-        lines.append(text)
-
+    report = Report()
     run = args.run.resolve()
     ranks = sum(1 for entry in os.scandir(run) if RANK_FOLDER.fullmatch(entry.name))
     report("# perfkit summary of many ranks through Dask (benchmarks/bench_ranks_dask.py " + " ".join(sys.argv[1:])
@@ -254,10 +235,7 @@ def main() -> None:
         if args.before:
             before_and_after(run, args.before, args.workers, scratch, answer, report)
     report(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        previous = args.out.read_text() + "\n" if args.append and args.out.exists() else ""
-        args.out.write_text(previous + "\n".join(lines) + "\n")
+    report.write(args.out, args.append)
 
 
 if __name__ == "__main__":

@@ -120,3 +120,28 @@ def test_a_task_carries_at_most_max_folders_per_task():
     from perfkit.io.parallel import MAX_FOLDERS_PER_TASK, task_size
     assert task_size(12288, 2) == MAX_FOLDERS_PER_TASK == 64
     assert task_size(96, 2) == 12 and task_size(5, 2) == 1
+
+
+def _pid_and(number: int) -> tuple[int, int]:
+    return os.getpid(), number
+
+
+def _pack_in_worker(results: list) -> tuple[int, list]:
+    return os.getpid(), results[::-1]
+
+
+def _unpack_here(sent: tuple[int, list]) -> list:
+    packer, results = sent
+    assert packer != os.getpid() and {pid for pid, _ in results} == {packer}  # packed by the worker that read them
+    return results[::-1]
+
+
+def test_map_folders_sends_each_task_s_results_packed():
+    """`pack` runs in the worker on a task's results, `unpack` here on what it gave: the results come back in order,
+    each task packed once."""
+    from perfkit.io.parallel import PARALLEL_MIN_FOLDERS, map_folders, task_size
+    count = PARALLEL_MIN_FOLDERS * 3
+    results = map_folders(_pid_and, [(n,) for n in range(count)], pack=_pack_in_worker, unpack=_unpack_here)
+    assert [number for _, number in results] == list(range(count))
+    assert len({pid for pid, _ in results}) <= len(os.sched_getaffinity(0)) and os.getpid() not in dict(results)
+    assert task_size(count, 2) < count  # several tasks, each packed on its own

@@ -554,3 +554,31 @@ def test_a_plugin_reader_whose_traces_raise_is_one_line_naming_it(tmp_path, monk
     assert result.exit_code == 2 and result.output.count("\n") == 1 and "Traceback" not in result.output
     assert result.output.startswith(f"perfkit: error: {run}: plugin tracer = perfkit_test_tracer.layout:READER from "
                                     "perfkit_test_tracer 0.1: listing its traces raised KeyError")
+
+
+def test_installed_plugins_are_looked_for_once_per_sys_path(monkeypatch, tmp_path):
+    """A cold answer asks for the entry points 3-5 times: sys.path's folders are listed once, and again only when
+    sys.path changes or perfkit forgets its plugins."""
+    import os
+
+    listed = []
+    real = os.scandir
+    monkeypatch.setattr(plugins.os, "scandir", lambda folder: listed.append(folder) or real(folder))
+
+    def each_folder():
+        return [folder or "." for folder in sys.path]
+
+    forget_plugins()
+    plugins._entry_point_files()
+    plugins._entry_point_files()
+    assert listed == each_folder()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    listed.clear()
+    plugins._entry_point_files()
+    assert listed == each_folder() and listed[0] == str(tmp_path)
+    listed.clear()
+    plugins._entry_point_files()
+    assert listed == []
+    forget_plugins()
+    plugins._entry_point_files()
+    assert listed == each_folder()

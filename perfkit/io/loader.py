@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Union
+from typing import Callable, Collection, Iterable, NamedTuple, Union
 
 import pandas as pd
 
@@ -49,6 +49,11 @@ SMALL_RUN_RANKS = 16
 # pages of the cluster-level Run it was forked with (at 4,096 ranks of 230 KB: 0.72-0.78 GB peak for the process
 # tree with two workers, 0.30-0.31 GB without).
 IN_PROCESS_BYTES = 64 * BYTES_PER_MB
+
+# The cluster-level read goes to worker processes from this many folders on (a run of 1,024 ranks): below it,
+# forking the workers and sending their results back cost more than the wall time they save (256 ranks, load 6:
+# 2.7 s of CPU and 0.27 GB of process-tree peak with them, 2.4 s and 0.16 GB without, the wall time alike).
+CLUSTER_WORKERS_FROM = 2048
 
 # Whose op-level tables `load` reads (formats/base.py: OP_LEVEL_TABLES): None, every rank's; those ranks; or a
 # function that chooses them from the Run of every rank's cluster-level tables.
@@ -110,19 +115,11 @@ def _load_op_ranks(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], 
     `ranks(run)` chooses from the Run of the cluster-level tables alone): each folder is read as its reader
     declares (_cluster_read), then the folders of those ranks whole."""
     how = [_cluster_read(reader) for reader, _ in jobs]
-    # a step file and a few JSON files cost ~2 ms a rank read here and twice that in worker processes (the
-    # results pickled back, the fork's pages faulted in); a whole read of a layout that cannot read them alone
-    # goes to the workers as ever
-    light = [kind == "cluster" or (kind == "whole" and not reader.provides & OP_LEVEL_TABLES)
-             for (reader, _), kind in zip(jobs, how)]
     results: list = [{}] * len(jobs)
-    for in_process in (True, False):
-        chosen = [index for index, kind in enumerate(how) if kind != "skip" and light[index] == in_process]
-        if not chosen:
-            continue
-        for index, result in zip(chosen, _read_all(_read_cluster_folder, [jobs[index] for index in chosen], dask,
-                                                   in_process)):
-            results[index] = result
+    chosen = [index for index, kind in enumerate(how) if kind != "skip"]
+    for index, result in zip(chosen, _read_all(_read_cluster_folder, [jobs[index] for index in chosen], dask,
+                                               len(chosen) < CLUSTER_WORKERS_FROM)):
+        results[index] = result
     if callable(ranks):
         ranks = ranks(assemble(root, jobs, results, problems, cycle, op_ranks=(), unread=unread))
     shown = {int(rank) for rank in ranks}
@@ -210,8 +207,51 @@ def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None, in_pro
     if where is None and in_process:
         return [function(*args) for args in arguments]
     if where is None:
-        return map_folders(function, arguments)
+        return map_folders(function, arguments, pack=_packed, unpack=_unpacked)
     return dask_ingest.read_folders(where, arguments, function, cache.code_digest(CODE + plugins.code_paths()))
+
+
+class _Slice(NamedTuple):
+    """Where a rank's Arrow table lies in the tables a worker's task gathered (_packed)."""
+    table: int
+    offset: int
+    length: int
+
+
+def _packed(results: list) -> tuple[list, list]:
+    """(a task's `results` of _read_folder, each Arrow table in them replaced by a _Slice, the tables those slices
+    are of): the ranks' tables of one name and schema gathered into one table. Pickled one by one, 8,192 folders'
+    small tables (a rank's steps, communication ops and links) cost ~1.5 s to send and as much to take apart, as
+    much as reading them; gathered, little more than their bytes. Tables with dictionary columns are sent as they
+    are (gathering would merge their dictionaries)."""
+    import pyarrow as pa
+
+    groups: dict[tuple, list] = {}
+    for result in results:
+        if not isinstance(result, dict):
+            continue
+        for parts in result.values():
+            for name, table in parts.tables.items():
+                if type(table) is not pa.Table or any(pa.types.is_dictionary(kind) for kind in table.schema.types):
+                    continue
+                group = groups.setdefault((name, table.schema, repr(table.schema.metadata)), [len(groups), [], 0])
+                parts.tables[name] = _Slice(group[0], group[2], table.num_rows)
+                group[1].append(table)
+                group[2] += table.num_rows
+    gathered = [pa.concat_tables(tables).combine_chunks() for _, tables, _ in groups.values()]
+    return results, gathered
+
+
+def _unpacked(sent: tuple[list, list]) -> list:
+    """The results _packed packed, each rank's table a slice of the gathered one (no copy)."""
+    results, gathered = sent
+    for result in results:
+        if isinstance(result, dict):
+            for parts in result.values():
+                for name, table in parts.tables.items():
+                    if type(table) is _Slice:
+                        parts.tables[name] = gathered[table.table].slice(table.offset, table.length)
+    return results
 
 
 def _read_steps(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatError:

@@ -69,20 +69,35 @@ def _tied_to(parent: int, collecting: bool = True) -> None:
         gc.enable()  # over what the worker makes: the parent's objects were frozen before the fork
 
 
-def map_folders(function, arguments: Sequence[tuple]) -> list:
+def map_folders(function, arguments: Sequence[tuple], pack: Callable[[list], Any] | None = None,
+                unpack: Callable[[Any], list] | None = None) -> list:
     """`function(*args)` for each of `arguments` (one per folder), in worker processes when there are many.
 
-    `function` must be a module-level function of picklable arguments and results.
+    `function` must be a module-level function of picklable arguments and results. `pack` (run in the worker on
+    a task's list of results) and `unpack` (run here on what `pack` gave: the list again), module-level too, let
+    a task's results cross as a few large objects instead of thousands of small ones (loader.py: the ranks'
+    small Arrow tables, each pickled on its own, cost as much to send and take apart as to read).
     """
     if len(arguments) < PARALLEL_MIN_FOLDERS or "fork" not in multiprocessing.get_all_start_methods():
         return [function(*args) for args in arguments]
     workers = min(len(os.sched_getaffinity(0)), len(arguments))
+    size = task_size(len(arguments), workers)
+    tasks = [arguments[start:start + size] for start in range(0, len(arguments), size)]
     collecting = gc.isenabled()
     try:
         with _collection_paused(collecting), _pool(workers, collecting) as pool:
-            return list(pool.map(function, *zip(*arguments), chunksize=task_size(len(arguments), workers)))
+            results: list = []
+            for sent in pool.map(_task, [function] * len(tasks), tasks, [pack] * len(tasks)):
+                results += unpack(sent) if unpack is not None else sent
+            return results
     except BrokenProcessPool:  # a worker died (e.g. killed for memory): run here instead
         return [function(*args) for args in arguments]
+
+
+def _task(function, arguments: Sequence[tuple], pack: Callable[[list], Any] | None) -> Any:
+    """In a worker: `function(*args)` for each of a task's `arguments`, packed by `pack` where given."""
+    results = [function(*args) for args in arguments]
+    return pack(results) if pack is not None else results
 
 
 def task_size(folders: int, workers: int) -> int:
