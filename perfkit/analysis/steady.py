@@ -67,7 +67,7 @@ def _periodic(steps: pd.DataFrame, used: np.ndarray) -> tuple[np.ndarray, pd.Dat
         rows = pd.DataFrame({"rank": steps["rank"].to_numpy()[candidates], "total": total[candidates]})
         # The others are at least half the steps (period 2 or more), so their median is at least the steps' lower
         # quartile: fewer than PERIODIC_MIN_STEPS steps over that bar and the rank has no period to look for.
-        bar = PERIODIC_OUTLIER * rows.groupby("rank")["total"].transform(lambda totals: totals.quantile(0.25))
+        bar = PERIODIC_OUTLIER * rows["rank"].map(rows.groupby("rank")["total"].quantile(0.25))
         heavy = (rows["total"] > bar).groupby(rows["rank"]).sum()
         for rank in heavy.index[heavy >= PERIODIC_MIN_STEPS]:
             positions = np.flatnonzero(candidates & (steps["rank"].to_numpy() == rank))
@@ -85,12 +85,27 @@ def _periodic(steps: pd.DataFrame, used: np.ndarray) -> tuple[np.ndarray, pd.Dat
     return mask, pd.DataFrame(columns)
 
 
+# Periods tried per rank, and phases per period: a true period shows among the first; the bound keeps a long noisy run
+# (100,000 steps) to a few passes over its steps.
+PERIODIC_TRIES = 8
+
+
 def _period(numbers: np.ndarray, totals: np.ndarray) -> tuple[int, np.ndarray] | None:
     """(period, member mask) of the smallest period at which every step of one phase (PERIODIC_MIN_STEPS or more)
-    takes over PERIODIC_OUTLIER times the median of the other steps; None where no period fits."""
+    takes over PERIODIC_OUTLIER times the median of the other steps; None where no period fits. The periods tried
+    are the commonest gaps between consecutive heavy steps, the phases those steps': heavy over PERIODIC_OUTLIER
+    times the median of all steps (noise among the others does not break the gaps) or, where the members are half
+    the steps (that median between the two kinds), times the lower quartile."""
     offsets = numbers - numbers.min()
-    for period in range(2, int(offsets.max()) // (PERIODIC_MIN_STEPS - 1) + 1):
-        for phase in range(period):
+    tries: dict[int, np.ndarray] = {}
+    for bar in (np.median(totals), np.quantile(totals, 0.25)):
+        heavy = np.sort(offsets[totals > PERIODIC_OUTLIER * bar])
+        gaps, counts = np.unique(np.diff(heavy), return_counts=True)
+        for gap in gaps[np.argsort(-counts, kind="stable")][:PERIODIC_TRIES].tolist():
+            tries.setdefault(int(gap), heavy)
+    for period in sorted(gap for gap in tries if 2 <= gap <= int(offsets.max()) // (PERIODIC_MIN_STEPS - 1)):
+        phases, seen = np.unique(tries[period] % period, return_counts=True)
+        for phase in phases[np.argsort(-seen, kind="stable")][:PERIODIC_TRIES]:
             members = offsets % period == phase
             if members.sum() < PERIODIC_MIN_STEPS or not (~members).any():
                 continue
