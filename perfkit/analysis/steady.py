@@ -26,7 +26,7 @@ FIRST_STEP_REASONS = {
 
 # A loop that does more every N steps (an evaluation pass, a checkpoint, logging) makes every N-th step heavier: those
 # steps are not the training step, and a mean over them says neither what a step costs nor what the extra work
-# costs. They are left out where at least PERIODIC_MIN_STEPS steps at one period (the smallest that fits) each take
+# costs. They are left out where at least PERIODIC_MIN_STEPS steps at one period (the smallest found) each take
 # over PERIODIC_OUTLIER times the median of the rank's other steps (the first step's bar: above the steady spread).
 # The advisor's periodic_steps finding says what they cost.
 PERIODIC_OUTLIER = FIRST_STEP_OUTLIER
@@ -52,7 +52,8 @@ def periodic_steps(steps: pd.DataFrame) -> pd.DataFrame:
 
 def periodic_reason(period: int, mean_ms: float, median_others_ms: float) -> str:
     """Why a rank's periodic steps are not in its means (`mean_of.periodic`)."""
-    nth = {2: "2nd", 3: "3rd"}.get(period, f"{period}th")
+    suffix = "th" if period % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(period % 10, "th")
+    nth = f"{period}{suffix}"
     return (f"left out: every {nth} step, {mean_ms / median_others_ms:.1f}x the median of the others (work the loop "
             f"does every {period} steps: evaluation, checkpoints, logging)")
 
