@@ -249,16 +249,17 @@ def periodic_steps(run: Run) -> list[Finding]:
     periodic = periodic_step_table(run.steps)
     if not len(periodic):
         return []
-    row = periodic.loc[(periodic["mean_ms"] / periodic["median_others_ms"]).idxmax()]
-    rank, period, steps = int(row["rank"]), int(row["period"]), list(row["steps"])
+    factors = periodic["mean_ms"] / periodic["median_others_ms"]
+    row = periodic.loc[factors.idxmax()]
+    rank, period, steps, factor = int(row["rank"]), int(row["period"]), list(row["steps"]), float(factors.max())
     totals = run.steps.loc[run.steps["rank"] == rank, "total_ms"]
     extra = len(steps) * (float(row["mean_ms"]) - float(row["median_others_ms"]))
     share = extra / float(totals.sum()) if totals.sum() > 0 else 0.0
     listed = ", ".join(map(str, steps))
     return [Finding(
         id="periodic_steps", severity="medium" if share >= PERIODIC_MEDIUM_SHARE else "low",
-        title=f"Every {period} steps the loop does more: steps {listed} take {row['mean_ms'] / row['median_others_ms']:.1f}x "
-              f"the median of the others; the extra {percent(share):.1f} % of the profiled time is work done every "
+        title=f"Every {period} steps the loop does more: steps {listed} take {factor:.1f}x the median of the others;"
+              f" the extra {percent(share):.1f} % of the profiled time is work done every "
               f"{period} steps (an evaluation pass, checkpoints, logging), left out of the step means",
         evidence={"period": period, "periodic_steps": steps, "rank": rank, "extra_share_pct": percent(share),
                   **known_ms(periodic_step_ms=row["mean_ms"], median_other_steps_ms=row["median_others_ms"],
