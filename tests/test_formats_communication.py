@@ -191,8 +191,9 @@ def _same(rows: list[tuple], expected: list[tuple]) -> bool:
 @pytest.mark.parametrize("fixture,rank", [(name, rank) for name in sorted(FOLDERS) for rank in FOLDERS[name]])
 def test_a_plain_file_is_read_by_msgspec_as_json_reads_it(fixture, rank):
     path = FIXTURE_RUNS[fixture] / FOLDERS[fixture][rank] / OUTPUT / "communication.json"
-    plain = reader._plain_ops(path)
-    assert plain is not None  # the fast reading takes the real files
+    columns = reader._plain_ops(path)
+    assert columns is not None  # the fast reading takes the real files
+    plain = reader._tables_of([columns])[0]
     assert _same(_rows(plain), _expected_ops(json.loads(path.read_text())))
     warnings = []
     assert plain.equals(reader.comm_ops_table(json.loads(path.read_text()), warnings)) and not warnings  # schema included

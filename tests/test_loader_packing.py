@@ -75,8 +75,8 @@ def test_the_cluster_level_read_goes_to_workers_from_cluster_workers_from_folder
 
     monkeypatch.setattr(loader, "map_folders", spied)
     here = loader.load(run, ranks=[0])
-    assert loader._read_cluster_folder not in called and loader.CLUSTER_WORKERS_FROM > 4
+    assert loader._read_cluster_folders not in called and loader.CLUSTER_WORKERS_FROM > 4
     monkeypatch.setattr(loader, "CLUSTER_WORKERS_FROM", 1)
     in_workers = loader.load(run, ranks=[0])
-    assert loader._read_cluster_folder in called
+    assert loader._read_cluster_folders in called
     assert in_workers.steps.equals(here.steps) and in_workers.comm_ops.equals(here.comm_ops)

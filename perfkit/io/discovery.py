@@ -113,7 +113,7 @@ GLOB_CHARACTERS = re.compile(r"[*?\[]")
 _LISTINGS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("perfkit_listings", default=None)
 
 
-def has_match(folder: Path, patterns: Iterable[str]) -> bool:
+def has_match(folder: str | os.PathLike, patterns: Iterable[str]) -> bool:
     """Whether an entry of `folder` matches one of the glob `patterns`: one directory listing for all
     patterns, and within `listings_kept()` one for all readers, the walk's own (discovery runs every reader's
     detect on every folder of a 4,096-rank tree: ~17 questions a folder)."""
@@ -181,10 +181,11 @@ def discover(path: str | os.PathLike, readers: Sequence[Reader]) -> tuple[Path, 
     jobs: list[Job] = []
     problems: list[Warning] = []
     deeper: Path | None = None  # a folder below the deepest level looked at, for the message when nothing is found
+    deepest = len(root.parts) + MAX_DEPTH  # the walk's folders are Paths under root as it is: no relative_to each
     with listings_kept():
         for folder, entries in walk(root, MAX_DEPTH):
             _keep_listing(folder, entries)
-            if deeper is None and len(folder.relative_to(root).parts) == MAX_DEPTH:
+            if deeper is None and len(folder.parts) == deepest:
                 deeper = next((Path(entry.path) for entry in entries if is_folder(entry)
                                and not entry.name.startswith(SKIPPED)), None)
             if folder.name == FRAMEWORK:

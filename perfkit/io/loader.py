@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Collection, Iterable, NamedTuple, Union
+from typing import Callable, Collection, Iterable, NamedTuple, Sequence, Union
 
 import pandas as pd
 
@@ -27,7 +27,7 @@ from .cycles import Cycle, UnreadCycleChosen, chosen_cycle, of_cycle, runs_by_ra
 from .discovery import Job, discover
 from .formats import by_name, readers
 from .formats.base import OP_LEVEL_TABLES, Parts, Reader
-from .formats.screening import screened
+from .formats.screening import screened, screened_many
 from .parallel import map_folders
 
 # The code a cached Run is built by: a change to any of it, or to an installed plugin's (plugins.code_paths),
@@ -118,7 +118,7 @@ def _load_op_ranks(root: Path, jobs: list[Job], unread: dict[Path, list[Path]], 
     results: list = [{}] * len(jobs)
     chosen = [index for index, kind in enumerate(how) if kind != "skip"]
     for index, result in zip(chosen, _read_all(_read_cluster_folder, [jobs[index] for index in chosen], dask,
-                                               len(chosen) < CLUSTER_WORKERS_FROM)):
+                                               len(chosen) < CLUSTER_WORKERS_FROM, many=_read_cluster_folders)):
         results[index] = result
     if callable(ranks):
         ranks = ranks(assemble(root, jobs, results, problems, cycle, op_ranks=(), unread=unread))
@@ -178,6 +178,38 @@ def _read_cluster_folder(reader_name: str, folder: str) -> dict[int, Parts] | Fi
     return _read_folder(reader_name, folder, cluster=True)
 
 
+def _read_cluster_folders(arguments: Sequence[tuple[str, str]]) -> list[dict[int, Parts] | FileFormatError]:
+    """_read_cluster_folder of each (reader name, folder) of a task, the same results: a reader's folders read at
+    once where it reads many (Reader.read_cluster_many), and all the results screened at once (screened_many)
+    (module-level: run in workers)."""
+    results: list = [None] * len(arguments)
+    by_reader: dict[str, list[int]] = {}
+    for index, (name, _) in enumerate(arguments):
+        by_reader.setdefault(name, []).append(index)
+    for name, indexes in by_reader.items():
+        reader = by_name(name)
+        paths = [Path(arguments[index][1]) for index in indexes]
+        read = reader.read_cluster or reader.read
+        many = _read_many(reader, paths) if reader.read_cluster_many is not None else None
+        for position, (index, path) in enumerate(zip(indexes, paths)):
+            results[index] = _checked(reader, path, (lambda: many[position]) if many is not None
+                                      else (lambda: read(path)))
+    return screened_many(results)
+
+
+def _read_many(reader: Reader, paths: list[Path]) -> list | None:
+    """reader.read_cluster_many(paths), or None where it raised (each folder is then read alone: its error its own)."""
+    try:
+        results = reader.read_cluster_many(paths)
+    except FileFormatError:
+        return None
+    except Exception:  # noqa: BLE001 - only a plugin's: perfkit's own reader raising is a bug to see
+        if reader.plugin is None:
+            raise
+        return None
+    return list(results) if len(results) == len(paths) else None
+
+
 def _ranks_by_folder(jobs: list[Job], results: list) -> dict[str, set[int]]:
     """The ranks each folder gave (RUN_WIDE facts left out)."""
     held: dict[str, set[int]] = {}
@@ -199,15 +231,16 @@ def _held_near(held: dict[str, set[int]], folder: str) -> set[int] | None:
         folder = parent
 
 
-def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None, in_process: bool = False) -> list:
+def _read_all(function, jobs: list[Job], dask: dask_ingest.Target | None, in_process: bool = False,
+              many: Callable[[Sequence[tuple[str, str]]], list] | None = None) -> list:
     """`function(reader name, folder)` for each job: in worker processes here (in this one where `in_process`),
-    or on the Dask cluster."""
+    or on the Dask cluster; `many`, where given, gives the same results of many jobs at once (a task's, here)."""
     arguments = [(reader.name, str(folder)) for reader, folder in jobs]
     where = dask or dask_ingest.target()
     if where is None and in_process:
-        return [function(*args) for args in arguments]
+        return many(arguments) if many is not None else [function(*args) for args in arguments]
     if where is None:
-        return map_folders(function, arguments, pack=_packed, unpack=_unpacked)
+        return map_folders(many or function, arguments, pack=_packed, unpack=_unpacked, per_task=many is not None)
     return dask_ingest.read_folders(where, arguments, function, cache.code_digest(CODE + plugins.code_paths()))
 
 
@@ -262,14 +295,19 @@ def _read_steps(reader_name: str, folder: str) -> dict[int, Parts] | FileFormatE
 def _read_folder(reader_name: str, folder: str, steps_only: bool = False, cluster: bool = False
                  ) -> dict[int, Parts] | FileFormatError:
     """One folder's Parts (only its steps: `read_steps`; its cluster-level tables: `read_cluster`, where the reader
-    has one), checked and screened; a folder whose files are all
-    broken, whose reader gave nothing the schema allows, or whose plugin reader raised comes back as its
-    error, not raised: it must not stop the other folders being read (module-level: run in worker processes)."""
+    has one), checked and screened (module-level: run in worker processes)."""
     reader, path = by_name(reader_name), Path(folder)
+    read = (reader.read_steps if steps_only else reader.read_cluster if cluster and reader.read_cluster
+            else reader.read)
+    result = _checked(reader, path, lambda: read(path))
+    return result if isinstance(result, FileFormatError) else screened(result)
+
+
+def _checked(reader: Reader, path: Path, read: Callable[[], object]) -> dict[int, Parts] | FileFormatError:
+    """checked(read()): a folder whose files are all broken, whose reader gave nothing the schema allows, or whose
+    plugin reader raised comes back as its error, not raised: it must not stop the other folders being read."""
     try:
-        read = (reader.read_steps if steps_only else reader.read_cluster if cluster and reader.read_cluster
-                else reader.read)
-        return screened(checked(reader, path, read(path)))
+        return checked(reader, path, read())
     except FileFormatError as exc:
         return exc
     except Exception as exc:  # noqa: BLE001 - only a plugin's: perfkit's own reader raising is a bug to see

@@ -70,16 +70,31 @@ def _tied_to(parent: int, collecting: bool = True) -> None:
 
 
 def map_folders(function, arguments: Sequence[tuple], pack: Callable[[list], Any] | None = None,
-                unpack: Callable[[Any], list] | None = None) -> list:
-    """`function(*args)` for each of `arguments` (one per folder), in worker processes when there are many.
+                unpack: Callable[[Any], list] | None = None, per_task: bool = False) -> list:
+    """`function(*args)` for each of `arguments` (one per folder), in worker processes when there are many; with
+    `per_task`, `function(task)` gives the results of a task's arguments at once (loader.py: a reader reading many
+    folders at once).
 
     `function` must be a module-level function of picklable arguments and results. `pack` (run in the worker on
     a task's list of results) and `unpack` (run here on what `pack` gave: the list again), module-level too, let
     a task's results cross as a few large objects instead of thousands of small ones (loader.py: the ranks'
     small Arrow tables, each pickled on its own, cost as much to send and take apart as to read).
     """
+    if per_task:
+        return _map_tasks(function, arguments, pack, unpack)
+    return _map_tasks(_each, [(function, args) for args in arguments], pack, unpack)
+
+
+def _each(calls: Sequence[tuple]) -> list:
+    """`function(*args)` for each (function, args) of `calls`."""
+    return [function(*args) for function, args in calls]
+
+
+def _map_tasks(function: Callable[[Sequence[tuple]], list], arguments: Sequence[tuple],
+               pack: Callable[[list], Any] | None, unpack: Callable[[Any], list] | None) -> list:
+    """`function(task)` of each task of `arguments`, concatenated: in this process when they are few."""
     if len(arguments) < PARALLEL_MIN_FOLDERS or "fork" not in multiprocessing.get_all_start_methods():
-        return [function(*args) for args in arguments]
+        return function(arguments)
     workers = min(len(os.sched_getaffinity(0)), len(arguments))
     size = task_size(len(arguments), workers)
     tasks = [arguments[start:start + size] for start in range(0, len(arguments), size)]
@@ -91,12 +106,12 @@ def map_folders(function, arguments: Sequence[tuple], pack: Callable[[list], Any
                 results += unpack(sent) if unpack is not None else sent
             return results
     except BrokenProcessPool:  # a worker died (e.g. killed for memory): run here instead
-        return [function(*args) for args in arguments]
+        return function(arguments)
 
 
 def _task(function, arguments: Sequence[tuple], pack: Callable[[list], Any] | None) -> Any:
-    """In a worker: `function(*args)` for each of a task's `arguments`, packed by `pack` where given."""
-    results = [function(*args) for args in arguments]
+    """In a worker: `function(arguments)`, a task's results, packed by `pack` where given."""
+    results = function(arguments)
     return pack(results) if pack is not None else results
 
 

@@ -24,9 +24,10 @@ import pyarrow.compute as pc
 from ...core.errors import FileFormatError
 from ...core.opnames import op_passes, trim_type_separator
 from ...core.units import US_PER_MS
+from ..discovery import has_match
 from .base import Parts, Reader, TraceFile
 from .files import guarded, json_object, rank_of, read_csv_table
-from .integers import RANK, STEP, checked, whole
+from .integers import RANK, STEP, checked, whole, wholes
 from .stages import stages_from_count, stages_from_pp_groups
 from .tables import string_codes, strings_at
 
@@ -94,8 +95,8 @@ CONTEXT_MODES = {0: "graph", 1: "pynative", "graph": "graph", "graph_mode": "gra
 
 
 def detect(folder: Path) -> bool:
-    output = folder / OUTPUT_DIR
-    return output.is_dir() and any((output / name).is_file() for name in DATA_FILES)
+    output = os.path.join(folder, OUTPUT_DIR)  # text, not Paths: asked of every folder of a 4,096-rank tree
+    return has_match(output, DATA_FILES) and any(os.path.isfile(os.path.join(output, name)) for name in DATA_FILES)
 
 
 def read(folder: Path) -> dict[int, Parts]:
@@ -135,17 +136,55 @@ def read_steps(folder: Path) -> dict[int, Parts]:
     """Only the steps, from step_trace_time.csv alone: for questions across many ranks (slow ranks),
     where reading every kernel table would cost 15 ms a rank. fwd_bwd_ms and tail_ms need the
     kernels and stay unknown. With the profiler_info and metadata JSON, the rank's cluster-level read."""
-    parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "framework": _framework(folder), "export": "text"})
-    rank = read_profiler_info(folder, parts)
-    _read_metadata(folder, parts)
-    trace = guarded(parts, folder / OUTPUT_DIR / STEP_TRACE,
-                    lambda p: read_csv_table(p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES,
-                                             parts.warnings))
-    if trace is not None:
-        times = step_times(_trace_arrays(trace), STEP_TRACE, parts.warnings)
+    return read_steps_many([folder])[0]
+
+
+def read_steps_many(folders: list[Path]) -> list[dict[int, Parts]]:
+    """read_steps of each of `folders` (a worker's task of a large run's cluster-level read): their step tables
+    made at once (_step_tables), each folder's a slice of one table."""
+    read = []
+    for folder in folders:
+        parts = Parts(meta={"device": "Ascend", "layout": "ascend_ms", "framework": _framework(folder),
+                            "export": "text"})
+        rank = read_profiler_info(folder, parts)
+        _read_metadata(folder, parts)
+        trace = guarded(parts, folder / OUTPUT_DIR / STEP_TRACE,
+                        lambda p, warnings=parts.warnings: read_csv_table(
+                            p, STEP_TRACE_COLUMNS, ("step", "computing", "free"), STEP_TRACE_TYPES, warnings))
+        read.append((rank, parts, None if trace is None else _trace_arrays(trace)))
+    tables = _step_tables([trace for _, _, trace in read], [parts.warnings for _, parts, _ in read])
+    for (_, parts, _), table in zip(read, tables):
+        if table is not None:
+            parts.tables["steps"] = table
+    return [{rank: parts} for rank, parts, _ in read]
+
+
+def _step_tables(traces: list[dict[str, np.ndarray] | None], warnings: list[list[str]]) -> list[pa.Table | None]:
+    """The steps table (step_times, fwd_bwd_ms and tail_ms unknown) of each step file's columns (None: no file).
+    The files with one set of columns whose every row has a step are made one table, each file's rows a slice of
+    it: per file, step_times' numpy and the table's set-up cost more than reading the file. Any other file (a row
+    without a step or whose step is no step: its rows dropped and said) alone, its warnings on its own list."""
+    groups: dict[object, list[int]] = {}
+    for index, trace in enumerate(traces):
+        if trace is not None:
+            steps = trace["step"]
+            together = not np.isnan(steps).any() and wholes(steps, STEP)[1].all()
+            groups.setdefault(tuple(trace) if together else index, []).append(index)
+    tables: list[pa.Table | None] = [None] * len(traces)
+    for members in groups.values():
+        columns = {name: np.concatenate([traces[index][name] for index in members]) for name in traces[members[0]]}
+        times = step_times(columns, STEP_TRACE, warnings[members[0]])  # a group says nothing: every row is kept
         unknown = np.full(len(times["step"]), np.nan)
-        parts.tables["steps"] = pa.table({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
-    return {rank: parts}
+        table = pa.table({**times, "fwd_bwd_ms": unknown, "tail_ms": unknown})
+        if len(members) == 1:
+            tables[members[0]] = table
+            continue
+        offset = 0
+        for index in members:
+            rows = len(traces[index]["step"])
+            tables[index] = table.slice(offset, rows)
+            offset += rows
+    return tables
 
 
 def _framework(folder: Path) -> str:
@@ -206,9 +245,11 @@ def read_profiler_info(folder: Path, parts: Parts) -> int:
 
 
 # The last profiler_info files decoded, by (path, size, mtime, ctime, inode): (the object, the warnings and sources it
-# added). The ascend_ms and the communication reader both read a rank's, one after the other: decoded once.
+# added). The ascend_ms and the communication reader both read a rank's: decoded once. A worker's task of a large run
+# reads all its folders with one reader, then with the other (read_cluster_many): up to a task's folders (at most 64,
+# parallel.MAX_FOLDERS_PER_TASK) lie between the two reads of one file.
 _INFO_DECODED: dict[tuple, tuple] = {}
-INFO_KEPT = 8
+INFO_KEPT = 128
 
 
 def _profiler_info_object(parts: Parts, path: Path) -> dict | None:
@@ -551,5 +592,6 @@ def kernel_step_bounds_us(path: Path) -> dict[int, list[float]]:
 
 READER = Reader(name="ascend_ms", provides=frozenset({"steps", "op_types", "ops"}),
                 detect=detect, read=read, read_steps=read_steps, read_cluster=read_steps,
+                read_cluster_many=read_steps_many,
                 cluster_files=(PROFILER_INFO, METADATA, f"{OUTPUT_DIR}/{STEP_TRACE}"),
                 looks_for="ASCEND_PROFILER_OUTPUT/ text export", ops_cover_device=True, traces=traces)

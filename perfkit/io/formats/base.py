@@ -109,6 +109,10 @@ class Reader:
     # whose tables are all op-level is not read for a rank no view shows; one whose tables are all cluster-level
     # is read whole; any other without it is read whole and its op-level tables left out for such a rank.
     read_cluster: Callable[[Path], "dict[int, Parts]"] | None = None
+    # read_cluster of many folders at once (a worker's task of a large run: thousands of small files, where per
+    # folder the tables' set-up costs more than the bytes), each folder's result in order, the same as
+    # read_cluster gives it; or None: read_cluster (else read) folder by folder.
+    read_cluster_many: Callable[[list[Path]], "list[dict[int, Parts]]"] | None = None
     # Glob patterns, relative to its folder, of every file its cluster-level read opens (read_cluster's, or read's
     # for a reader whose tables are all cluster-level), or None: any file under the folder. A kept answer about a
     # large run is keyed by these files of each rank read so (perfkit/io/cache.py: what an answer read); a file

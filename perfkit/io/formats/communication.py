@@ -15,6 +15,7 @@ is skipped with a warning, never guessed.
 from __future__ import annotations
 
 import math
+import os
 import re
 from itertools import chain
 from operator import attrgetter
@@ -52,24 +53,34 @@ OP_COLUMNS = ["step", "name", "kind", "group", *TIME_FIELDS, "size_mb", "start_m
 
 
 def detect(folder: Path) -> bool:
-    return has_match(folder / OUTPUT_DIR, (COMMUNICATION, MATRIX))
+    return has_match(os.path.join(folder, OUTPUT_DIR), (COMMUNICATION, MATRIX))
 
 
 def read(folder: Path) -> dict[int, Parts]:
-    parts = Parts()
-    rank = read_profiler_info(folder, parts)
-    parts.meta = {}  # the layout reader gives the run's meta; this one only its communication
-    output = folder / OUTPUT_DIR
-    plain = _plain_ops(output / COMMUNICATION)
-    if plain is not None:
-        parts.tables["comm_ops"] = plain
-        parts.sources.append(str(output / COMMUNICATION))
-    elif (ops := json_object(parts, output / COMMUNICATION)) is not None:
-        parts.tables["comm_ops"] = comm_ops_table(ops, parts.warnings)
-    matrix = json_object(parts, output / MATRIX)
-    if matrix is not None:
-        parts.tables["comm_links"] = comm_links_table(matrix, parts.warnings)
-    return {rank: parts}
+    return read_many([folder])[0]
+
+
+def read_many(folders: list[Path]) -> list[dict[int, Parts]]:
+    """read of each of `folders` (a worker's task of a large run): the comm_ops of the plain files among them
+    (_plain_ops) made one table, each folder's a slice of it (_tables_of)."""
+    read = []
+    for folder in folders:
+        parts = Parts()
+        rank = read_profiler_info(folder, parts)
+        parts.meta = {}  # the layout reader gives the run's meta; this one only its communication
+        read.append((rank, parts, _plain_ops(folder / OUTPUT_DIR / COMMUNICATION)))
+    plain = _tables_of([columns for _, _, columns in read])
+    for (_, parts, _), folder, table in zip(read, folders, plain):
+        output = folder / OUTPUT_DIR
+        if table is not None:
+            parts.tables["comm_ops"] = table
+            parts.sources.append(str(output / COMMUNICATION))
+        elif (ops := json_object(parts, output / COMMUNICATION)) is not None:
+            parts.tables["comm_ops"] = comm_ops_table(ops, parts.warnings)
+        matrix = json_object(parts, output / MATRIX)
+        if matrix is not None:
+            parts.tables["comm_links"] = comm_links_table(matrix, parts.warnings)
+    return [{rank: parts} for rank, parts, _ in read]
 
 
 class _Skipped:
@@ -139,7 +150,7 @@ def comm_ops_table(data: dict, warnings: list[str], file_name: str = COMMUNICATI
 # rank. A plain file (nothing that comm_ops_table would skip or say, nothing boundedjson would change) is instead
 # checked for the bounds on its bytes (boundedjson.needs_no_bounds, ~0.17 ms), decoded by msgspec into the fields
 # comm_ops_table reads alone (the links' packet statistics, SDMA's sums and the ratios skipped unbuilt, ~0.13 ms), and
-# read a column at a time (~0.2 ms): ~0.75 ms for the reader. msgspec refuses any other shape, as _plain_table does
+# read a column at a time (~0.2 ms): ~0.75 ms for the reader. msgspec refuses any other shape, as _plain_columns does
 # anything else comm_ops_table would say something about: such a file is read by json_object and comm_ops_table, which
 # word it.
 _Number = Union[int, float, None]  # int kept as int: numpy makes it a double as _number's float() does
@@ -158,8 +169,8 @@ _LINKS_OF, _TIMES_OF = attrgetter(*LINK_TYPES), attrgetter(*_TIME_COLUMNS)
 _PLAIN_FILE = msgspec.json.Decoder(dict[str, dict[str, dict[str, _Op]]])
 
 
-def _plain_ops(path: Path) -> pa.Table | None:
-    """comm_ops_table's table of a plain communication.json (above); None for any other file, or one not there."""
+def _plain_ops(path: Path) -> dict[str, list | np.ndarray] | None:
+    """comm_ops_table's columns of a plain communication.json (above); None for any other file, or one not there."""
     try:
         with open_regular(path) as handle:
             raw = handle.read()
@@ -168,12 +179,12 @@ def _plain_ops(path: Path) -> pa.Table | None:
     if not (raw.isascii() and boundedjson.needs_no_bounds(raw)):  # not ASCII: read_text checks the UTF-8
         return None
     try:
-        return _plain_table(_PLAIN_FILE.decode(raw))
+        return _plain_columns(_PLAIN_FILE.decode(raw))
     except (msgspec.DecodeError, ValueError):
         return None
 
 
-def _plain_table(steps: dict[str, dict[str, dict[str, "_Op"]]]) -> pa.Table | None:
+def _plain_columns(steps: dict[str, dict[str, dict[str, "_Op"]]]) -> dict[str, list | np.ndarray] | None:
     """The ops as comm_ops_table reads them where it would skip or say nothing, a column at a time; else None."""
     step_column, kind_column, keys, ops = [], [], [], []
     for step_key, kinds in steps.items():
@@ -207,8 +218,37 @@ def _plain_table(steps: dict[str, dict[str, dict[str, "_Op"]]]) -> pa.Table | No
     names, ats, groups = zip(*(key.partition("@") for key in keys))
     columns = [step_column, list(names), kind_column, [group if at else None for at, group in zip(ats, groups)],
                *numbers[:len(TIME_FIELDS)], size, numbers[len(TIME_FIELDS)] / US_PER_MS]
+    return dict(zip(OP_COLUMNS, columns))
+
+
+def _tables_of(plain: list[dict[str, list | np.ndarray] | None]) -> list[pa.Table | None]:
+    """The comm_ops table of each file's _plain_columns (None: not a plain file): the files whose text columns are
+    alike in which hold no value at all (Arrow types such a column null, not string) made one table, each file's
+    rows a slice of it (a table's set-up per file cost as much as decoding the file); a file alone where its group's
+    table cannot be made, and None for one whose values Arrow cannot hold (comm_ops_table reads it)."""
+    groups: dict[tuple, list[int]] = {}
+    for index, columns in enumerate(plain):
+        if columns is not None:
+            empty = tuple(all(value is None for value in values) for values in columns.values()
+                          if isinstance(values, list))
+            groups.setdefault(empty, []).append(index)
+    tables: list[pa.Table | None] = [None] * len(plain)
+    for members in groups.values():
+        together = _arrow_table({name: [value for index in members for value in plain[index][name]]
+                                 if isinstance(plain[members[0]][name], list)
+                                 else np.concatenate([plain[index][name] for index in members])
+                                 for name in OP_COLUMNS}) if len(members) > 1 else None
+        offset = 0
+        for index in members:
+            rows = len(plain[index]["step"])
+            tables[index] = together.slice(offset, rows) if together is not None else _arrow_table(plain[index])
+            offset += rows
+    return tables
+
+
+def _arrow_table(columns: dict[str, list | np.ndarray]) -> pa.Table | None:
     try:
-        return pa.table(dict(zip(OP_COLUMNS, map(pa.array, columns))))
+        return pa.table({name: pa.array(values) for name, values in columns.items()})
     except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):  # _frame makes such a table a DataFrame
         return None
 
@@ -280,4 +320,5 @@ def _link(pair: str, link: object, skipped: _Skipped) -> tuple | None:
 
 # Not a unit: communication files add to the rank whose profiler folder they sit in.
 READER = Reader(name="communication", provides=frozenset({"comm_ops", "comm_links"}), detect=detect, read=read,
-                unit=False, cluster_files=(PROFILER_INFO, f"{OUTPUT_DIR}/{COMMUNICATION}", f"{OUTPUT_DIR}/{MATRIX}"))
+                unit=False, read_cluster=read, read_cluster_many=read_many,
+                cluster_files=(PROFILER_INFO, f"{OUTPUT_DIR}/{COMMUNICATION}", f"{OUTPUT_DIR}/{MATRIX}"))

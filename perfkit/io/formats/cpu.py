@@ -7,6 +7,7 @@ steps (see steps.py), with the step times `perfkit profile` recorded when there 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -51,7 +52,7 @@ SHAPE_FIELD = re.compile(r"^input_\d+:(.*)$")
 
 
 def detect(folder: Path) -> bool:
-    return has_match(folder / FRAMEWORK_DIR, ("cpu_op_type_info_*.csv",))
+    return has_match(os.path.join(folder, FRAMEWORK_DIR), ("cpu_op_type_info_*.csv",))
 
 
 def folder_rank(folder: Path) -> int | None:

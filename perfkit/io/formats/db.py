@@ -85,7 +85,7 @@ LAYOUT = "ascend_db"
 
 def detect(folder: Path) -> bool:
     """A rank folder whose ASCEND_PROFILER_OUTPUT/ holds the database export and not the text one."""
-    output = folder / OUTPUT_DIR
+    output = os.path.join(folder, OUTPUT_DIR)
     return has_match(output, PROFILER_DBS + (ANALYSIS_DB, COMM_ANALYZER_DB)) and not ascend_ms.detect(folder)
 
 

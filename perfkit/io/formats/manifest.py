@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..discovery import has_match
 from .base import RUN_WIDE, Parts, Reader
 from .files import json_object
 
@@ -28,7 +29,7 @@ MODES = ("graph", "pynative")
 
 
 def detect(folder: Path) -> bool:
-    return (folder / MANIFEST).is_file()
+    return has_match(folder, (MANIFEST,)) and (folder / MANIFEST).is_file()
 
 
 def read(folder: Path) -> dict[int, Parts]:

@@ -81,9 +81,8 @@ NEW_LAYOUT_FILES = {MEMORY_RECORD, OPERATOR_MEMORY, MODULE_MEMORY}
 
 
 def detect(folder: Path) -> bool:
-    output = folder / OUTPUT_DIR
-    return (has_match(output, NEW_LAYOUT_FILES)
-            or has_match(folder / FRAMEWORK_DIR, (CPU_MEMORY_GLOB,)))
+    return (has_match(os.path.join(folder, OUTPUT_DIR), NEW_LAYOUT_FILES)
+            or has_match(os.path.join(folder, FRAMEWORK_DIR), (CPU_MEMORY_GLOB,)))
 
 
 def read(folder: Path) -> dict[int, Parts]:

@@ -56,6 +56,82 @@ def screened(result: dict[int, Parts]) -> dict[int, Parts]:
     return result
 
 
+def screened_many(results: list) -> list:
+    """`screened` of each of `results` ({rank: Parts}; anything else, a reader's error, passes as it is), the many
+    small Arrow tables of a worker's task looked at together: a result is screened on its own only where one of its
+    tables holds what screened changes or says (_flagged), or is not a plain Arrow table; every other result is
+    what screened would give, untouched. Screened one by one, a large run's thousands of step and communication
+    tables cost as much as reading their files."""
+    import pyarrow as pa
+
+    alone: set[int] = set()
+    groups: dict[tuple, list[tuple[int, Table]]] = {}
+    for index, result in enumerate(results):
+        if not isinstance(result, dict):
+            continue
+        for parts in result.values():
+            for name, frame in parts.tables.items():
+                if frame is None:
+                    continue
+                if type(frame) is not pa.Table or "input_shapes" in frame.column_names:
+                    alone.add(index)
+                else:
+                    groups.setdefault((name, frame.schema), []).append((index, frame))
+    for (name, _), members in groups.items():
+        lengths = np.array([frame.num_rows for _, frame in members])
+        flagged = _flagged(pa.concat_tables([frame for _, frame in members]), name, np.cumsum(lengths))
+        alone.update(members[position][0] for position in np.flatnonzero(flagged))
+    return [screened(result) if index in alone else result for index, result in enumerate(results)]
+
+
+def _flagged(frame: Table, name: str, ends: np.ndarray) -> np.ndarray:
+    """Of the tables gathered in `frame` (the k-th one's rows end at ends[k]), those that hold a value screened
+    changes or a row it says something of: a value its schema column cannot hold (_representable), a negative or
+    infinite time, an op type without a time, a step without a total, or a repeated key (REPEATABLE)."""
+    from ...core.model import SCHEMA
+    import pyarrow as pa
+
+    names = column_names(frame)
+    bad = np.zeros(frame.num_rows, bool)
+    for column, dtype in SCHEMA.get(name, {}).items():
+        if column in names and dtype in ("int64", "Int64", "float64") and not column.endswith("_ms") \
+                and pa.types.is_floating(frame.schema.field(column).type):
+            numbers = frame.column(column).to_numpy()
+            with np.errstate(invalid="ignore"):
+                past = (np.abs(numbers) >= 2.0**63) | (np.floor(numbers) != numbers) if dtype != "float64" else False
+                bad |= np.isinf(numbers) | (past & ~np.isnan(numbers))
+    times = [c for c in names if str(c).endswith("_ms")]
+    if times:
+        block = float_columns(frame, times)
+        bad |= (np.isinf(block) | (block < 0)).any(axis=1)
+    if (name == "op_types" or name == "steps") and "total_ms" in names:
+        bad |= np.isnan(float_columns(frame, ["total_ms"])[:, 0])
+    flagged = np.zeros(len(ends), bool)
+    flagged[np.searchsorted(ends, np.flatnonzero(bad), side="right")] = True
+    if name in REPEATABLE and REPEATABLE[name].key in names:
+        flagged |= _repeated_within(frame.column(REPEATABLE[name].key), ends)
+    return flagged
+
+
+def _repeated_within(keys, ends: np.ndarray) -> np.ndarray:
+    """Per gathered table (rows ending at `ends`), whether a value of its `keys` is in more than one of its rows
+    (an unknown value counts as one value, as _repeats has it)."""
+    import pyarrow as pa
+
+    if not (pa.types.is_integer(keys.type) or pa.types.is_floating(keys.type)):
+        starts = np.concatenate([[0], ends[:-1]])
+        return np.array([_repeats(pa.table({"key": keys.slice(start, end - start)}), "key")
+                         for start, end in zip(starts, ends)], bool)
+    values = keys.to_numpy().astype(np.float64)
+    member = np.repeat(np.arange(len(ends)), np.diff(ends, prepend=0))
+    order = np.lexsort((values, member))
+    values, member = values[order], member[order]
+    same = (member[1:] == member[:-1]) & ((values[1:] == values[:-1]) | (np.isnan(values[1:]) & np.isnan(values[:-1])))
+    flagged = np.zeros(len(ends), bool)
+    flagged[member[1:][same]] = True
+    return flagged
+
+
 def _representable(frame: Table, name: str, rank: int, warnings: list[str]) -> Table:
     """`frame` with each value of its schema's numeric columns that the column's type cannot hold (past int64, a
     fraction in an integer column, not finite) made unknown (NA), counted in a warning per column; `*_ms` columns
