@@ -109,7 +109,7 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
     first_total = first.set_index("rank")["total_ms"].to_dict()
     first_reason = first.set_index("rank")["reason"].to_dict()
     periodic = periodic_steps(steps)
-    periodic_of = {rank: periodic[periodic["rank"] == rank] for rank in periodic["rank"].tolist()}
+    periodic_of = {rank: _periodic_keys(periodic[periodic["rank"] == rank]) for rank in periodic["rank"].tolist()}
     spans = {rank: span for rank, span in zip(covered.index, covered.to_dict("records"))}  # not .loc per rank
     result = []
     for position, rank in enumerate(ranks.tolist()):
@@ -120,7 +120,7 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
                         "first": None if span is None else int(span["min"]),
                         "last": None if span is None else int(span["max"]),
                         "first_step": FIRST_STEP_REASONS[first_reason.get(rank)],
-                        **_periodic_keys(periodic_of.get(rank, periodic.iloc[:0]))},
+                        **periodic_of.get(rank, {})},
             "first_step_ms": json_number(first_total.get(rank))}
         # optional keys only where the rank measured them, as step_means
         rank_means.update({key: json_number(mean[position]) for key, (mean, known_count) in means.items()
