@@ -4,7 +4,9 @@ folder under a run's path.
 Layouts are detected, never configured: the user may point at a legacy flat folder, the `profiler/` folder or its
 parent, a `*_ascend_ms` folder, its `ASCEND_PROFILER_OUTPUT/`, a `perfkit profile` output, or a parent holding one
 folder per rank. Every folder under the path (but FRAMEWORK/, the raw files of the folder above it) is offered to
-every reader; the folders a reader claims are its jobs.
+every reader; the folders a reader claims are its jobs. Below a root with many folders (a cluster's rank folders:
+PARALLEL_DISCOVERY_FROM) they are offered in forked workers, a share each, and the claims merged in the order one walk
+gives.
 
 `walk` is the only walk over a folder tree in perfkit/io: discovery, the cache's keys (perfkit/io/cache.py), the
 messages about what a folder holds and the raw-data hints all go through it, so all leave out the same folders
