@@ -1,7 +1,8 @@
 """Discovery of a root with many folders below it (a cluster's rank folders) in forked workers
 (discovery._found_in_workers, issue 39) finds what one walk of the tree finds: the same claims in the same order, the
-same plugin problems, the same message for a tree deeper than it looks, and, within a kept answer's folders_seen(),
-the same folders with the same mtimes."""
+same plugin problems, the same message for a tree deeper than it looks, within a kept answer's folders_seen() the
+same folders with the same mtimes, and within files_listed() each claimed folder's files as the cache key takes
+them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from conftest import FIXTURE_RUNS
 
 from perfkit.core.errors import LayoutError
-from perfkit.io import discovery, parallel
+from perfkit.io import cache, discovery, parallel
 from perfkit.io.formats import readers
 from perfkit.io.formats.base import Reader
 
@@ -19,17 +20,21 @@ RANK = FIXTURE_RUNS["new_level1"] / "rank0_ascend_pt"
 
 
 def discovered(path, given, parallel_from: int, monkeypatch) -> tuple:
-    """(discover's answer or its LayoutError's text, the folders it recorded in folders_seen, whether it forked)."""
+    """(discover's answer or its LayoutError's text, the folders it recorded in folders_seen, the files it listed
+    for the cache key of each folder claimed, whether it forked)."""
     monkeypatch.setattr(discovery, "PARALLEL_DISCOVERY_FROM", parallel_from)
     forked = []
     real = parallel.map_folders
     monkeypatch.setattr(discovery, "map_folders", lambda *args: forked.append(1) or real(*args))
-    with discovery.folders_seen({}) as seen:
+    with discovery.folders_seen({}) as seen, discovery.files_listed({}, cache.folder_files) as files:
         try:
             found = discovery.discover(path, given)
         except LayoutError as exc:
             found = str(exc)
-    return found, seen, bool(forked)
+    if not isinstance(found, str):
+        assert set(files) == {str(folder) for _, folder in found[1]}
+        assert all(listed == cache.folder_files(folder) for folder, listed in files.items())
+    return found, seen, files, bool(forked)
 
 
 def raising_on(name: str) -> Reader:
@@ -48,8 +53,8 @@ def test_the_workers_find_on_a_real_run_what_one_walk_finds(fixture, monkeypatch
     given = (*readers(), raising_on("ASCEND_PROFILER_OUTPUT"))
     one_walk = discovered(FIXTURE_RUNS[fixture], given, 10**9, monkeypatch)
     in_workers = discovered(FIXTURE_RUNS[fixture], given, 1, monkeypatch)
-    assert not one_walk[2] and in_workers[2] == bool(discovery._folders_below(FIXTURE_RUNS[fixture]))
-    assert in_workers[:2] == one_walk[:2]
+    assert not one_walk[3] and in_workers[3] == bool(discovery._folders_below(FIXTURE_RUNS[fixture]))
+    assert in_workers[:3] == one_walk[:3]
     assert one_walk[0][1]  # the run's folders claimed
 
 
@@ -72,8 +77,8 @@ def test_the_workers_find_on_a_large_root_what_one_walk_finds(tmp_path, monkeypa
     given = (*readers(), raising_on("c"))
     one_walk = discovered(root, given, 10**9, monkeypatch)
     in_workers = discovered(root, given, many, monkeypatch)
-    assert not one_walk[2] and in_workers[2]
-    assert in_workers[:2] == one_walk[:2]
+    assert not one_walk[3] and in_workers[3]
+    assert in_workers[:3] == one_walk[:3]
     _, jobs, problems = one_walk[0]
     assert len(jobs) == many + 3
     assert [str(folder.relative_to(root)) for _, folder in jobs[:3]] == ["rank0_ascend_pt", "rank1000_ascend_pt",
@@ -88,5 +93,5 @@ def test_the_workers_say_a_tree_is_deeper_than_it_looks_as_one_walk_does(tmp_pat
         (root / f"rank{rank}" / "a" / "b" / "c" / "d" / "e").mkdir(parents=True)
     one_walk = discovered(root, readers(), 10**9, monkeypatch)
     in_workers = discovered(root, readers(), many, monkeypatch)
-    assert in_workers[:2] == one_walk[:2] and in_workers[2]
+    assert in_workers[:3] == one_walk[:3] and in_workers[3]
     assert "goes deeper (e.g. rank0/a/b/c/d/e)" in one_walk[0]

@@ -195,10 +195,12 @@ def code_digest(code: tuple[Path, ...]) -> str:
 
 
 @_optional()
-def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path], selection: str = "") -> Path | None:
+def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path], selection: str = "",
+              listed: dict[str, list[tuple[str, int, int]]] | None = None) -> Path | None:
     """The entry's path for the run at `run_root` (its folders `jobs`, built by the Python files `code`; of
     them, `selection`: the profiler cycle chosen, "" for all) as it is on disk now; None when there is no
-    usable cache. Each selection has its own place, so reading cycle 1 does not evict cycle 2."""
+    usable cache. Each selection has its own place, so reading cycle 1 does not evict cycle 2. `listed`: the
+    folders' folder_files where discovery listed them already (discovery.files_listed)."""
     root = usable_root(run_root)
     if root is None:
         return None
@@ -208,7 +210,7 @@ def run_entry(run_root: Path, jobs: Sequence[Job], code: Sequence[Path], selecti
     for reader_name, folder in jobs:
         digest.update(f"{reader_name}\0".encode())
         if str(folder) not in files:
-            files[str(folder)] = _folder_key(folder)
+            files[str(folder)] = _folder_key(folder, (listed or {}).get(str(folder)))
         digest.update(files[str(folder)])
     placed = f"{run_root}\0{selection}" if selection else str(run_root)  # all cycles: the place it always had
     place = hashlib.sha256(placed.encode()).hexdigest()[:24]
@@ -220,17 +222,29 @@ def add_folder(digest, folder: str | os.PathLike) -> None:
     digest.update(_folder_key(folder))
 
 
-def _folder_key(folder: str | os.PathLike) -> bytes:
-    """What add_folder adds to a key for `folder`."""
-    return f"{folder}\0".encode() + _files_key(Path(folder), FINGERPRINT_DEPTH)
+def _folder_key(folder: str | os.PathLike, files: list[tuple[str, int, int]] | None = None) -> bytes:
+    """What add_folder adds to a key for `folder` (its folder_files, where they were listed already)."""
+    return f"{folder}\0".encode() + _files_key(Path(folder), FINGERPRINT_DEPTH, files)
 
 
-def _files_key(folder: Path, max_depth: int) -> bytes:
-    """(path under `folder`, size, mtime_ns) of every file under it (_files_under), as a key's bytes (within
-    answer_reads(), kept for the answer's key too). The paths start with the folder's: cut, not os.path.relpath,
-    which cost most of a 4,096-rank run's key."""
+def folder_files(folder: str | os.PathLike) -> list[tuple[str, int, int]]:
+    """(path under `folder`, size, mtime_ns) of every file under it as a Run entry's key takes them: discovery asks
+    it of each folder a reader claims, where it lists the folder (in its workers for a large run)."""
+    return _files_under_relative(Path(folder), FINGERPRINT_DEPTH)
+
+
+def _files_under_relative(folder: Path, max_depth: int) -> list[tuple[str, int, int]]:
+    """_files_under with each path under `folder`: cut, not os.path.relpath, which cost most of a 4,096-rank run's
+    key."""
     start = len(os.path.join(str(folder), ""))
-    files = [(path[start:], size, mtime_ns) for path, size, mtime_ns in _files_under(folder, max_depth)]
+    return [(path[start:], size, mtime_ns) for path, size, mtime_ns in _files_under(folder, max_depth)]
+
+
+def _files_key(folder: Path, max_depth: int, files: list[tuple[str, int, int]] | None = None) -> bytes:
+    """(path under `folder`, size, mtime_ns) of every file under it (_files_under_relative, unless given), as a
+    key's bytes (within answer_reads(), kept for the answer's key too)."""
+    if files is None:
+        files = _files_under_relative(folder, max_depth)
     reads = _READS.get()
     if reads is not None:
         reads.files.setdefault(str(folder), files)
@@ -539,9 +553,7 @@ class AnswerReads:
         for folder, patterns in self.read:
             listing = self.files.get(folder)
             if listing is None:  # not keyed in this process (no Run entry asked for): as the walk finds it now
-                start = len(os.path.join(folder, ""))
-                listing = [(path[start:], size, mtime) for path, size, mtime in
-                           _files_under(Path(folder), FINGERPRINT_DEPTH)]
+                listing = _files_under_relative(Path(folder), FINGERPRINT_DEPTH)
             chosen = _patterns(patterns) if patterns is not None else None
             for name, size, mtime_ns in listing:
                 if chosen is None or chosen.fullmatch(name):

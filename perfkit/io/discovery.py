@@ -25,7 +25,7 @@ import re
 from collections import deque
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from ..core import plugins
 from ..core.errors import LayoutError
@@ -80,6 +80,24 @@ def walk(root: Path, depth: int) -> Iterator[tuple[Path, list[os.DirEntry]]]:
 # Within folders_seen(): each folder a walk listed, with its mtime_ns when it was listed.
 _FOLDERS_SEEN: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("perfkit_folders_seen",
                                                                                       default=None)
+
+
+# Within files_listed(): (where to put them, what to ask) of the files under each folder a reader claims.
+_FILES_LISTED: contextvars.ContextVar[tuple[dict, Callable[[str], list]] | None] = contextvars.ContextVar(
+    "perfkit_files_listed", default=None)
+
+
+@contextmanager
+def files_listed(into: dict[str, list], lister: Callable[[str], list]):
+    """Within this block discovery puts in `into`, for each folder a reader claims, `lister(folder)` (the files a
+    cache key takes under it, cache.folder_files), made where it lists the folder: in its workers for a large root,
+    so that a cluster's 49,152 files are stat'ed on every core before the read, not after discovery on one.
+    `lister` must be a module-level function (sent to the workers)."""
+    token = _FILES_LISTED.set((into, lister))
+    try:
+        yield into
+    finally:
+        _FILES_LISTED.reset(token)
 
 
 @contextmanager
@@ -223,6 +241,7 @@ def _found(root: Path, tops: list[Path], depth: int, readers: Sequence[Reader]) 
     problems: list[Warning] = []
     deeper: str | None = None
     deepest = len(root.parts) + MAX_DEPTH  # the walk's folders are Paths under root as it is: no relative_to each
+    files = _FILES_LISTED.get()
     with listings_kept():
         for top in tops:
             for folder, entries in walk(top, depth):
@@ -232,6 +251,7 @@ def _found(root: Path, tops: list[Path], depth: int, readers: Sequence[Reader]) 
                                    and not entry.name.startswith(SKIPPED)), None)
                 if folder.name == FRAMEWORK:
                     continue
+                claimed = len(jobs)
                 for index, reader in enumerate(readers):
                     try:
                         if reader.detect(folder):
@@ -241,6 +261,8 @@ def _found(root: Path, tops: list[Path], depth: int, readers: Sequence[Reader]) 
                             raise
                         problems.append((os.path.relpath(folder, root),
                                          plugins.failure(reader.plugin, "detect", exc)))
+                if files is not None and len(jobs) > claimed and str(folder) not in files[0]:
+                    files[0][str(folder)] = files[1](str(folder))
     return _Found(jobs, problems, deeper)
 
 
@@ -264,18 +286,21 @@ def _found_in_workers(root: Path, below: list[str], readers: Sequence[Reader]) -
     one walk of the whole tree gives: breadth first, each level by name. Within folders_seen() (a kept answer's
     reads) the folders the workers listed are recorded here too."""
     global _WORKERS_READERS
-    seen = _FOLDERS_SEEN.get()
+    seen, files = _FOLDERS_SEEN.get(), _FILES_LISTED.get()
     here = _found(root, [root], 0, readers)
-    shares = [(below[start::SHARES], str(root), seen is not None) for start in range(SHARES)]
+    shares = [(below[start::SHARES], str(root), seen is not None, files[1] if files is not None else None)
+              for start in range(SHARES)]
     _WORKERS_READERS = readers
     try:
         results = map_folders(_found_below, shares)
     finally:
         _WORKERS_READERS = ()
-    for _, listed in results:
+    for _, listed, files_of in results:
         for folder, mtime in listed.items():
             seen.setdefault(folder, mtime)
-    pieces = [here, *(found for found, _ in results)]
+        for folder, under in files_of.items():
+            files[0].setdefault(folder, under)
+    pieces = [here, *(found for found, _, _ in results)]
     def walk_order(folder: str) -> tuple[int, list[str]]:  # the names from the root's down, compared as sorted
         names = folder.split(os.sep)
         return len(names), names
@@ -286,13 +311,17 @@ def _found_in_workers(root: Path, below: list[str], readers: Sequence[Reader]) -
                   min((found.deeper for found in pieces if found.deeper is not None), key=walk_order, default=None))
 
 
-def _found_below(folders: list[str], root: str, record_seen: bool) -> tuple[_Found, dict[str, int]]:
-    """In a worker: _found of `folders` below `root` by _WORKERS_READERS, and where `record_seen` the folders its walks
-    listed, with their mtimes (module-level: run in workers)."""
+def _found_below(folders: list[str], root: str, record_seen: bool, lister: Callable[[str], list] | None
+                 ) -> tuple[_Found, dict[str, int], dict[str, list]]:
+    """In a worker: _found of `folders` below `root` by _WORKERS_READERS; where `record_seen`, the folders its walks
+    listed, with their mtimes; with a `lister`, what files_listed puts for each folder claimed (module-level: run in
+    workers)."""
     listed: dict[str, int] = {}
-    with folders_seen(listed) if record_seen else nullcontext():
+    files: dict[str, list] = {}
+    with folders_seen(listed) if record_seen else nullcontext(), \
+            files_listed(files, lister) if lister is not None else nullcontext():
         found = _found(Path(root), [Path(folder) for folder in folders], MAX_DEPTH - 1, _WORKERS_READERS)
-    return found, listed
+    return found, listed, files
 
 
 def _through_a_link_loop(path: Path) -> bool:

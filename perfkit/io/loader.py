@@ -12,6 +12,7 @@ discovery.py); each folder a reader claims is read into per-rank `Parts`, here i
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Collection, Iterable, NamedTuple, Sequence, Union
 
@@ -24,7 +25,7 @@ from ..core.units import BYTES_PER_MB
 from . import cache, dask_ingest
 from .assembly import Piece, assemble, checked, combine, grouped_by_rank, located, skipped, worded
 from .cycles import Cycle, UnreadCycleChosen, chosen_cycle, of_cycle, runs_by_rank, unread_cycles
-from .discovery import Job, discover
+from .discovery import Job, discover, files_listed
 from .formats import by_name, readers
 from .formats.base import OP_LEVEL_TABLES, Parts, Reader
 from .formats.screening import screened, screened_many
@@ -74,7 +75,9 @@ def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle:
     every rank's cluster-level tables that returns the ranks (a run of at most SMALL_RUN_RANKS rank folders is
     read whole without asking it). The Run's meta.op_ranks says which ranks they are where not all.
     """
-    root, jobs, problems = discover(path, readers())
+    listed: dict[str, list] = {}  # each folder's files for the cache key, stat'ed where discovery lists them
+    with files_listed(listed, cache.folder_files) if cache.enabled() else nullcontext():
+        root, jobs, problems = discover(path, readers())
     if callable(ranks) and sum(1 for reader, _ in jobs if reader.unit) <= SMALL_RUN_RANKS:
         ranks = None
     code = CODE + plugins.code_paths()
@@ -83,7 +86,7 @@ def load(path: str | os.PathLike, dask: dask_ingest.Target | None = None, cycle:
         code += (PACKAGE / "analysis",) if callable(ranks) else ()
         selection += "\0ranks:" + (f"{ranks.__module__}.{ranks.__qualname__}" if callable(ranks)
                                    else ",".join(str(rank) for rank in sorted(set(ranks))))
-    entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], code, selection)
+    entry = cache.run_entry(root, [(reader.name, folder) for reader, folder in jobs], code, selection, listed)
     run = (cache.fetch(entry, reload=lambda name: getattr(load(root, dask, cycle, ranks), name))
            if entry is not None else None)
     if run is not None:  # read from every file under its folders, as its entry's key says
