@@ -17,6 +17,7 @@ from perfkit.io.formats import readers
 from perfkit.io.formats.base import Reader
 
 RANK = FIXTURE_RUNS["new_level1"] / "rank0_ascend_pt"
+MAP_FOLDERS = parallel.map_folders
 
 
 def discovered(path, given, parallel_from: int, monkeypatch) -> tuple:
@@ -24,8 +25,7 @@ def discovered(path, given, parallel_from: int, monkeypatch) -> tuple:
     for the cache key of each folder claimed, whether it forked)."""
     monkeypatch.setattr(discovery, "PARALLEL_DISCOVERY_FROM", parallel_from)
     forked = []
-    real = parallel.map_folders
-    monkeypatch.setattr(discovery, "map_folders", lambda *args: forked.append(1) or real(*args))
+    monkeypatch.setattr(parallel, "map_folders", lambda *args: forked.append(1) or MAP_FOLDERS(*args))
     with discovery.folders_seen({}) as seen, discovery.files_listed({}, cache.folder_files) as files:
         try:
             found = discovery.discover(path, given)

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequ
 
 from ..core import plugins
 from ..core.errors import LayoutError
-from .parallel import map_folders
 
 if TYPE_CHECKING:
     from .formats.base import Reader
@@ -286,6 +285,8 @@ def _found_in_workers(root: Path, below: list[str], readers: Sequence[Reader]) -
     one walk of the whole tree gives: breadth first, each level by name. Within folders_seen() (a kept answer's
     reads) the folders the workers listed are recorded here too."""
     global _WORKERS_READERS
+    from .parallel import map_folders  # multiprocessing's import, here: a kept answer's walk needs no worker
+
     seen, files = _FOLDERS_SEEN.get(), _FILES_LISTED.get()
     here = _found(root, [root], 0, readers)
     shares = [(below[start::SHARES], str(root), seen is not None, files[1] if files is not None else None)
