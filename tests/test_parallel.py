@@ -145,3 +145,28 @@ def test_map_folders_sends_each_task_s_results_packed():
     assert [number for _, number in results] == list(range(count))
     assert len({pid for pid, _ in results}) <= len(os.sched_getaffinity(0)) and os.getpid() not in dict(results)
     assert task_size(count, 2) < count  # several tasks, each packed on its own
+
+
+def _read_in_a_daemon(queue) -> None:
+    """In a daemonic process (a worker of the user's multiprocessing.Pool): a folder-parallel read there."""
+    from perfkit.io.parallel import PARALLEL_MIN_FOLDERS, map_folders
+    queue.put(map_folders(_square, [(n,) for n in range(PARALLEL_MIN_FOLDERS)]))
+
+
+def _square(n: int) -> int:
+    return n * n
+
+
+def test_a_daemonic_process_reads_in_itself():
+    """A daemonic process may have no children (multiprocessing raises AssertionError): map_folders runs the
+    calls in it instead of failing."""
+    import multiprocessing
+
+    from perfkit.io.parallel import PARALLEL_MIN_FOLDERS
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    process = context.Process(target=_read_in_a_daemon, args=(queue,), daemon=True)
+    process.start()
+    got = queue.get(timeout=60)
+    process.join(timeout=60)
+    assert got == [n * n for n in range(PARALLEL_MIN_FOLDERS)] and process.exitcode == 0

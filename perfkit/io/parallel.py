@@ -42,6 +42,12 @@ WORKER_MMAP_THRESHOLD = 32 * BYTES_PER_MB
 WORKER_TRIM_THRESHOLD = 128 * BYTES_PER_MB
 
 
+def can_fork() -> bool:
+    """Whether this process can fork workers: the platform has fork, and this is not a daemonic worker of
+    multiprocessing (a user's Pool calling perfkit.load), which may have no children."""
+    return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
+
+
 def _pool(workers: int, collecting: bool | None = None) -> ProcessPoolExecutor:
     """A pool of `workers` forked processes tied to this one, their garbage collector on where `collecting`
     (default: as this process's is now).
@@ -93,7 +99,7 @@ def _each(calls: Sequence[tuple]) -> list:
 def _map_tasks(function: Callable[[Sequence[tuple]], list], arguments: Sequence[tuple],
                pack: Callable[[list], Any] | None, unpack: Callable[[Any], list] | None) -> list:
     """`function(task)` of each task of `arguments`, concatenated: in this process when they are few."""
-    if len(arguments) < PARALLEL_MIN_FOLDERS or "fork" not in multiprocessing.get_all_start_methods():
+    if len(arguments) < PARALLEL_MIN_FOLDERS or not can_fork():
         return function(arguments)
     workers = min(len(os.sched_getaffinity(0)), len(arguments))
     size = task_size(len(arguments), workers)
@@ -150,7 +156,7 @@ def map_ahead(function: Callable, arguments: Iterable[tuple], workers: int) -> I
     raises reaches the caller at its turn. `function` and its arguments and results must be picklable.
     """
     arguments = iter(arguments)
-    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+    if workers > 1 and can_fork():
         yield from _ahead_in_workers(function, arguments, workers)
     for args in arguments:  # all of them, or the rest when a worker died
         yield args, function(*args)
