@@ -1,3 +1,3 @@
-from .apps.cli import main
+from .apps.cli import console
 
-main(prog_name="perfkit")
+console()

@@ -21,7 +21,7 @@ from ..core.errors import FileFormatError, LayoutError
 from ..core.model import Meta, Run
 from ..core.scopes import cell_table
 from .cycles import Cycle, Entry, check_read, chosen_cycle, of_cycle, runs_by_rank
-from .discovery import Job, Warning, walk
+from .discovery import Job, Warning, common_folder, walk
 from .formats import DERIVATIONS, plugin_problems, readers
 from .formats.base import INTERMEDIATE_TABLES, OP_LEVEL_TABLES, RUN_WIDE, Parts, Reader
 from .formats.stages import merged_stages
@@ -131,7 +131,7 @@ def _rank_folders(root: Path, by_rank: dict[int, list[Entry]]) -> dict[str, str]
     """Per rank, the folder (relative to `root`) that holds every file of that rank and none of another's:
     `rank_1` of a `perfkit profile --ranks 2` run, `rank1_ascend_pt` of a cluster export. Ranks sharing a folder
     (a legacy folder of several ranks' files, a single-rank run at the root) have none."""
-    common = {rank: os.path.commonpath([str(folder) for _, folder, _ in entries])
+    common = {rank: common_folder([str(folder) for _, folder, _ in entries])
               for rank, entries in by_rank.items() if rank != RUN_WIDE}
     # sets of folders and of their ancestors, not every pair of ranks: 4,096 ranks made 16 million pairs;
     # as text, not Paths (whose parents cost 0.1 ms a rank)

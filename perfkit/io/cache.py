@@ -50,7 +50,7 @@ from ..core.errors import FileFormatError
 from ..core.files import open_regular
 from ..core.units import BYTES_PER_MB
 from ..core.version import __version__
-from .discovery import folder_mtime, folders_seen, is_folder, walk
+from .discovery import common_folder, folder_mtime, folders_seen, is_folder, walk
 
 # Bump when the layout of an entry on disk changes; old entries are then simply never found.
 ENTRY_FORMAT = 3
@@ -383,7 +383,9 @@ def stores_in_background():
         yield
     finally:
         _BACKGROUND.reset(token)
-        failures = [future.exception() for future in writing]  # each waited for
+        failures = [future.exception() for _, future in writing]  # each waited for
+        for thread, _ in writing:
+            thread.shutdown(wait=True)  # its thread ended too: a command's process has nothing left running
     failure = next((failure for failure in failures if failure is not None), None)
     if failure is not None:
         raise failure
@@ -399,8 +401,7 @@ def store_soon(entry: Path, run) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perfkit-cache-store")
-    writing.append(thread.submit(store, entry, run))
-    thread.shutdown(wait=False)  # the thread ends once the entry is written
+    writing.append((thread, thread.submit(store, entry, run)))
 
 
 @_optional()
@@ -550,14 +551,22 @@ class AnswerReads:
     def manifest(self) -> dict:
         """{"folders": {path: mtime_ns}, "files": {path: [size, mtime_ns]}} of what was read."""
         files: dict[str, list[int]] = {}
+        matched: dict[tuple, dict[str, bool]] = {}  # the names under a cluster's folders repeat from rank to rank
         for folder, patterns in self.read:
             listing = self.files.get(folder)
             if listing is None:  # not keyed in this process (no Run entry asked for): as the walk finds it now
                 listing = _files_under_relative(Path(folder), FINGERPRINT_DEPTH)
-            chosen = _patterns(patterns) if patterns is not None else None
+            start = os.path.join(folder, "")
+            if patterns is None:
+                files.update((start + name, [size, mtime_ns]) for name, size, mtime_ns in listing)
+                continue
+            chosen, known = _patterns(patterns), matched.setdefault(patterns, {})
             for name, size, mtime_ns in listing:
-                if chosen is None or chosen.fullmatch(name):
-                    files[os.path.join(folder, name)] = [size, mtime_ns]
+                taken = known.get(name)
+                if taken is None:
+                    taken = known[name] = chosen.fullmatch(name) is not None
+                if taken:
+                    files[start + name] = [size, mtime_ns]
         return {"folders": self.folders, "files": files}
 
 
@@ -640,7 +649,7 @@ def store_read_answer(entry: Path, output: str, exit_code: int, reads: AnswerRea
     if not reads.read:
         return
     manifest = reads.manifest()
-    base = os.path.commonpath([*manifest["folders"], *manifest["files"]])
+    base = common_folder([*manifest["folders"], *manifest["files"]])
     start = len(os.path.join(base, ""))
     header = {"exit_code": exit_code, "base": base,
               **{kind: {path[start:]: state for path, state in manifest[kind].items()} for kind in manifest}}

@@ -119,6 +119,17 @@ def folder_mtime(folder: str | os.PathLike) -> int:
         return -1
 
 
+def common_folder(paths: Sequence[str]) -> str:
+    """os.path.commonpath of absolute, normalised paths (as discovery makes them), by their common characters (one
+    min and max) cut back to where every path's name ends: commonpath splits every path into its names, 0.04 s for
+    the 24,000 paths a 4,096-rank answer reads."""
+    prefix = os.path.commonprefix(paths)
+    end = len(prefix)
+    if not all(len(path) == end or path[end] == os.sep for path in paths):
+        prefix = prefix[:prefix.rfind(os.sep) + 1]
+    return prefix.rstrip(os.sep) or os.sep
+
+
 def is_folder(entry: os.DirEntry) -> bool:
     """Whether `entry` is a folder itself (a link to one is not)."""
     try:
