@@ -1,6 +1,7 @@
-"""How the `perfkit` command ends (apps/cli.py: console): as exiting would end it (the exit handlers run, all
-the output delivered, the command's exit code) but without the interpreter's teardown, unless something else
-still runs in the process; and discovery.common_folder, which the kept answers and the assembly use for
+"""How the `perfkit` command runs and ends (apps/cli.py: console): its garbage collector's youngest generation
+collected every COLLECT_EVERY allocations; ended as exiting would end it (the exit handlers run, all the output
+delivered, the command's exit code) but without the interpreter's teardown, unless something else still runs in
+the process; and discovery.common_folder, which the kept answers and the assembly use for
 os.path.commonpath."""
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ from conftest import FIXTURE_RUNS, REPO
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perfkit.apps.cli import main
+from perfkit.apps.cli import COLLECT_EVERY, main
 from perfkit.io.discovery import common_folder
 
 # A module-level object whose finaliser speaks: the interpreter's teardown runs it, an exit without one does not.
-PROBE = ("import atexit, sys, threading, time\n"
+PROBE = ("import atexit, gc, sys, threading, time\n"
          "class Probe:\n"
          "    def __del__(self):\n"
          "        print('TORN DOWN', file=sys.stderr, flush=True)\n"
          "probe = Probe()\n"
-         "atexit.register(lambda: print('EXIT HANDLER RAN', file=sys.stderr, flush=True))\n"
+         "atexit.register(lambda: print('EXIT HANDLER RAN, collecting every', gc.get_threshold()[0],\n"
+         "                              file=sys.stderr, flush=True))\n"
          "if sys.argv[1] == 'thread':\n"
          "    threading.Thread(target=time.sleep, args=(0.3,)).start()\n"
          "sys.argv = ['perfkit', *sys.argv[2:]]\n"
@@ -43,7 +45,7 @@ def test_the_command_ends_without_teardown_after_its_exit_handlers_with_all_its_
     run = str(FIXTURE_RUNS["new_level1"])
     done = run_console("alone", "summary", "--format", "json", run, tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "EXIT HANDLER RAN" in done.stderr
+    assert f"EXIT HANDLER RAN, collecting every {COLLECT_EVERY}" in done.stderr
     assert "TORN DOWN" not in done.stderr  # no teardown
     in_process = CliRunner().invoke(main, ["summary", "--format", "json", run], env={"PERFKIT_NO_CACHE": "1"})
     assert json.loads(done.stdout) == json.loads(in_process.output)  # the whole answer reached the pipe

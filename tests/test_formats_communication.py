@@ -69,6 +69,18 @@ def test_wait_ratio_is_msprof_analyzes_total_op_info():
                                                             abs=5e-4)
 
 
+def test_communication_by_rank_is_kept_on_the_run_and_each_caller_gets_its_own(fixture):
+    _, run = fixture
+    first = communication_by_rank(run)
+    expected = {rank: {**entry, "slowest_link": dict(entry["slowest_link"]) if entry["slowest_link"] else None}
+                for rank, entry in first.items()}
+    for entry in first.values():  # what one caller does to its answer reaches no other
+        entry["collective_ms"] = -1.0
+        if entry["slowest_link"]:
+            entry["slowest_link"]["bandwidth_gb_s"] = -1.0
+    assert communication_by_rank(run) == expected
+
+
 def test_link_bandwidth_is_size_over_time(fixture):
     name, run = fixture
     links = run.comm_links

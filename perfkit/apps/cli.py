@@ -6,6 +6,7 @@ Data goes to stdout, diagnostics to stderr. Every PerfkitError becomes one line 
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import math
 import os
@@ -41,12 +42,23 @@ class PerfkitGroup(click.Group):
             ctx.exit(0)
 
 
+# Allocations between two collections of the garbage collector's youngest generation in a perfkit command
+# (console).
+COLLECT_EVERY = 10_000
+
+
 def console() -> None:
     """The `perfkit` command (and `python -m perfkit`): `main`, then the process ends as exiting would end it (the
     exit handlers run, the output is flushed, the exit code is the command's) without tearing the interpreter down
     module by module: with pandas and pyarrow imported that costs ~80 ms, a tenth of a small run's cold answer,
     and nothing anyone sees. Where anything else still runs (a thread, a child process: a dashboard's server, a
-    Dask client), the interpreter exits as usual."""
+    Dask client), the interpreter exits as usual.
+
+    The garbage collector's first generation is collected every COLLECT_EVERY allocations, not Python's 700: a
+    command makes a few hundred thousand short-lived objects (rows, dicts, a large run's per-rank Parts) and
+    almost no cycles, and at 700 it collected ~540 times in a 4,096-rank summary (0.13 s; 0.05 s so, and the
+    same peak memory)."""
+    gc.set_threshold(COLLECT_EVERY, *gc.get_threshold()[1:])
     try:
         main(prog_name="perfkit")
         code = 0
