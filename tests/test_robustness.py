@@ -641,3 +641,27 @@ def test_zz_report_counts():
     for case, outcome in sorted(OUTCOMES.items()):
         print(f"| {case} | {outcome} |")
     assert EXAMPLES["count"] == 0 or EXAMPLES["count"] >= len(MUTATION_TARGETS)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 65536, 200_000])
+def test_read_regular_gives_what_open_regular_reads(size, tmp_path):
+    from perfkit.core.files import open_regular, read_regular
+    path = tmp_path / "file.bin"
+    path.write_bytes(os.urandom(size))
+    with open_regular(path) as handle:
+        expected = handle.read()
+    assert read_regular(path) == expected
+    assert read_regular(path, 1000) == expected[:1000]
+
+
+def test_read_regular_refuses_what_is_no_regular_file_without_waiting(tmp_path):
+    from perfkit.core.errors import FileFormatError
+    from perfkit.core.files import read_regular
+    fifo = tmp_path / "communication.json"
+    os.mkfifo(fifo)
+    with pytest.raises(FileFormatError, match="named pipe"):
+        read_regular(fifo)
+    with pytest.raises(FileFormatError, match="folder"):
+        read_regular(tmp_path)
+    with pytest.raises(FileFormatError, match="cannot be read"):
+        read_regular(tmp_path / "missing.json")

@@ -123,7 +123,10 @@ def common_folder(paths: Sequence[str]) -> str:
     """os.path.commonpath of absolute, normalised paths (as discovery makes them), by their common characters (one
     min and max) cut back to where every path's name ends: commonpath splits every path into its names, 0.04 s for
     the 24,000 paths a 4,096-rank answer reads."""
-    prefix = os.path.commonprefix(paths)
+    first, last = min(paths), max(paths)
+    if first == last:  # one path (a cluster rank's readers all claim its folder)
+        return first.rstrip(os.sep) or os.sep
+    prefix = os.path.commonprefix([first, last])
     end = len(prefix)
     if not all(len(path) == end or path[end] == os.sep for path in paths):
         prefix = prefix[:prefix.rfind(os.sep) + 1]

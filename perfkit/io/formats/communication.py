@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from ...core import boundedjson
 from ...core.errors import FileFormatError
-from ...core.files import open_regular
+from ...core.files import read_regular
 from ...core.units import US_PER_MS
 from ..discovery import has_match
 from .ascend_ms import OUTPUT_DIR, PROFILER_INFO, read_profiler_info
@@ -172,8 +172,7 @@ _PLAIN_FILE = msgspec.json.Decoder(dict[str, dict[str, dict[str, _Op]]])
 def _plain_ops(path: Path) -> dict[str, list | np.ndarray] | None:
     """comm_ops_table's columns of a plain communication.json (above); None for any other file, or one not there."""
     try:
-        with open_regular(path) as handle:
-            raw = handle.read()
+        raw = read_regular(path)
     except (OSError, FileFormatError):  # json_object meets it again and says it
         return None
     if not (raw.isascii() and boundedjson.needs_no_bounds(raw)):  # not ASCII: read_text checks the UTF-8

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...core import boundedjson
 from ...core.errors import FileFormatError
-from ...core.files import open_regular
+from ...core.files import open_regular, read_regular
 from ...core.units import BYTES_PER_MB
 from .base import Parts
 from .integers import RANK, whole
@@ -61,8 +61,11 @@ def is_real_number(value: Any) -> bool:
 def read_text(path: Path, first_line: bool = False) -> str:
     """A whole text file (or its first line), with the user-facing errors for the usual ways it is broken."""
     try:
-        with open_regular(path) as handle:
-            raw = handle.readline() if first_line else handle.read()
+        if first_line:
+            with open_regular(path) as handle:
+                raw = handle.readline()
+        else:
+            raw = read_regular(path)
     except OSError as exc:
         raise FileFormatError(f"cannot be read ({exc.strerror or exc})", path) from None
     if not raw.strip():
@@ -245,8 +248,7 @@ def _small_float_table(path: Path, header: list[str], found: dict[str, str]):
     try:
         if path.stat().st_size > SMALL_CSV_BYTES:
             return None
-        with open_regular(path) as handle:
-            raw = handle.read(SMALL_CSV_BYTES + 1)
+        raw = read_regular(path, SMALL_CSV_BYTES + 1)
     except (OSError, FileFormatError):
         return None
     if len(raw) > SMALL_CSV_BYTES or not raw.isascii() or b'"' in raw:
