@@ -140,8 +140,8 @@ def main() -> None:
             command, env, empty_cache, peer_scratch = commands[name]
             if empty_cache is not None:
                 shutil.rmtree(empty_cache, ignore_errors=True)
-            if peer_scratch is None:
-                return measure(command, env)
+            if peer_scratch is None:  # not the checkout as cwd: `python -m` imports from cwd before PYTHONPATH
+                return measure(command, env, cwd=Path(scratch))
             with tempfile.TemporaryDirectory(dir=peer_scratch) as output:  # the peer writes its report to cwd
                 return measure([*command, "-o", output], cwd=Path(output))
 
