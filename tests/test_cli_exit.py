@@ -10,7 +10,9 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import FIXTURE_RUNS, REPO
 from hypothesis import given
@@ -18,6 +20,9 @@ from hypothesis import strategies as st
 
 from perfkit.apps.cli import COLLECT_EVERY, main
 from perfkit.io.discovery import common_folder
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import generate  # noqa: E402
 
 # A module-level object whose finaliser speaks: the interpreter's teardown runs it, an exit without one does not.
 PROBE = ("import atexit, gc, sys, threading, time\n"
@@ -79,3 +84,28 @@ PATHS = st.lists(NAMES, min_size=0, max_size=4).map(lambda names: "/" + "/".join
 @given(st.lists(PATHS, min_size=1, max_size=6))
 def test_common_folder_is_commonpath(paths):
     assert common_folder(paths) == os.path.commonpath(paths)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full: a device that is always full")
+@pytest.mark.parametrize("args", [["--version"], ["summary", "--format", "json", str(FIXTURE_RUNS["new_level1"])]])
+def test_an_answer_that_cannot_be_written_is_one_line_and_exit_code_2(args, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PERFKIT_CACHE_DIR": str(tmp_path / "cache")}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "perfkit", *args], stdout=full, stderr=subprocess.PIPE,
+                              text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "perfkit: error: standard output: cannot be written (No space left on device)"]
+
+
+def test_a_reader_that_stops_early_is_no_error(tmp_path):
+    run = tmp_path / "cluster"
+    generate.generate_cluster(run, ranks=128, steps=1)  # an answer of ~140 KB: more than a pipe holds
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PERFKIT_CACHE_DIR": str(tmp_path / "cache")}
+    process = subprocess.Popen([sys.executable, "-m", "perfkit", "summary", "--format", "json", str(run)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    assert process.stdout.read(10) == b'{\n  "run":'
+    process.stdout.close()  # `| head -c 10`
+    error = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 0
+    assert "Traceback" not in error and "Exception ignored" not in error

@@ -64,22 +64,55 @@ def console() -> None:
         code = 0
     except SystemExit as exc:
         code = exc.code
-    processes = sys.modules.get("multiprocessing")
-    if threading.active_count() > 1 or (processes is not None and processes.active_children()):
-        sys.exit(code)
+    except BrokenPipeError:  # `perfkit --version | …` whose reader went away: as PerfkitGroup says it
+        code = 0
+    except OSError as exc:
+        if not _writing_output(exc):  # not the output's: a bug, to be seen
+            raise
+        code = _unwritten(exc)
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)  # as sys.exit says a message
         code = 1
+    failure = _output_error()
+    if failure is not None:
+        code = _unwritten(failure)
+    processes = sys.modules.get("multiprocessing")
+    if threading.active_count() > 1 or (processes is not None and processes.active_children()):
+        sys.exit(code)
     atexit._run_exitfuncs()  # noqa: SLF001 - the handlers exiting runs (a timeline's scratch folder removed)
-    try:
-        sys.stdout.flush()
-    except (BrokenPipeError, ValueError):  # `perfkit … | head`, or stdout closed: nothing left to say there
-        pass
+    _output_error()
     try:
         sys.stderr.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):
         pass
     os._exit(code or 0)
+
+
+def _writing_output(exc: OSError) -> bool:
+    """Whether `exc` was raised writing standard output: the frame it was raised in holds the stream
+    (click.echo's `file`)."""
+    trace = exc.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    return trace is not None and any(value is sys.stdout for value in trace.tb_frame.f_locals.values())
+
+
+def _unwritten(failure: OSError) -> int:
+    """Say in one line that the answer could not be written (a full disk, a device that fails): exit code 2."""
+    sys.stderr.write(f"perfkit: error: standard output: cannot be written ({failure.strerror or failure})\n")
+    return 2
+
+
+def _output_error() -> OSError | None:
+    """What flushing standard output met where it could not be written (a full disk, a device that fails); None
+    where it was, where its reader went away (`perfkit … | head` is no error) or where it is closed."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        return None
+    except OSError as exc:
+        return exc
+    return None
 
 
 @click.group(cls=PerfkitGroup, context_settings={"help_option_names": ["-h", "--help"]})
