@@ -308,8 +308,8 @@ def test_a_ranks_profiler_info_is_decoded_once_for_both_readers(tmp_path, monkey
     info = next(folder.glob("profiler_info*.json"))
     decoded = []
     real = files.read_json_object
-    monkeypatch.setattr(files, "read_json_object", lambda path, warnings: decoded.append(path.name) or real(path,
-                                                                                                           warnings))
+    monkeypatch.setattr(files, "read_json_object",
+                        lambda path, warnings: decoded.append(os.path.basename(path)) or real(path, warnings))
     monkeypatch.setattr(ascend_ms, "_INFO_DECODED", {})
     ascend_ms.read_steps(folder)
     communication.read(folder)

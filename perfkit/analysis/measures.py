@@ -99,13 +99,15 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
     counts = steps.groupby("rank", sort=True)["step"].nunique().to_numpy()
     used, first = first_step_verdicts(steps)
     covered = steps[used].groupby("rank", sort=True)["step"].agg(["nunique", "min", "max"])
-    means: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key: (mean per rank, values per rank)
+    means: dict[str, tuple[list, np.ndarray]] = {}  # key: (mean per rank as JSON has it, values per rank)
     for key in STEP_KEYS + tuple(key for key in OPTIONAL_STEP_KEYS if key in steps):
         values = steps[key].to_numpy(dtype=np.float64, na_value=np.nan)
         known = used & ~np.isnan(values)
         known_count = np.bincount(rank_of_row[known], minlength=len(ranks))
         sums = np.bincount(rank_of_row[known], weights=values[known], minlength=len(ranks))
-        means[key] = (np.where(known_count > 0, sums / np.maximum(known_count, 1), np.nan), known_count)
+        mean = np.where(known_count > 0, sums / np.maximum(known_count, 1), np.nan)
+        # json_number of each rank's mean, at once (a call per rank and key: 0.03 s at 4,096 ranks)
+        means[key] = ([value if math.isfinite(value) else None for value in mean.tolist()], known_count)
     first_total = first.set_index("rank")["total_ms"].to_dict()
     first_reason = first.set_index("rank")["reason"].to_dict()
     periodic = periodic_steps(steps)
@@ -123,7 +125,7 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
                         **periodic_of.get(rank, {})},
             "first_step_ms": json_number(first_total.get(rank))}
         # optional keys only where the rank measured them, as step_means
-        rank_means.update({key: json_number(mean[position]) for key, (mean, known_count) in means.items()
+        rank_means.update({key: mean[position] for key, (mean, known_count) in means.items()
                            if key in STEP_KEYS or known_count[position]})
         result.append({"rank": int(rank), "steps": rank_means})
     return result

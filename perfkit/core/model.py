@@ -8,8 +8,9 @@ which checks them against `SCHEMA`: no raw header or unit leaks past a reader.
 
 from __future__ import annotations
 
+import copy
 import functools
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -244,7 +245,21 @@ class Meta:
     op_ranks: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields, their containers copied (dataclasses.asdict's answer; it deep-copies each string of a large
+        run's rank_folders on its own: 15 ms at 4,096 ranks)."""
+        return {name: _copied(getattr(self, name)) for name in self.__dataclass_fields__}
+
+
+def _copied(value: Any) -> Any:
+    """`value` with every dict, list and tuple in it copied, as dataclasses.asdict copies a field's value."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return kind(_copied(item) for item in value)
+    if kind in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def kept_on_run(build: Callable[["Run"], Any]) -> Callable[["Run"], Any]:

@@ -58,7 +58,7 @@ def is_real_number(value: Any) -> bool:
     return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and math.isfinite(value))
 
 
-def read_text(path: Path, first_line: bool = False) -> str:
+def read_text(path: str | os.PathLike, first_line: bool = False) -> str:
     """A whole text file (or its first line), with the user-facing errors for the usual ways it is broken."""
     try:
         if first_line:
@@ -76,7 +76,7 @@ def read_text(path: Path, first_line: bool = False) -> str:
         raise FileFormatError(f"is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})", path) from None
 
 
-def read_json_object(path: Path, warnings: list[str]) -> dict:
+def read_json_object(path: str | os.PathLike, warnings: list[str]) -> dict:
     """A JSON file whose top level is an object, through the bounded decoder (perfkit/core/boundedjson.py): a
     file cut off mid-write or nested too deep is a FileFormatError; what the decoder changed (numbers out
     of range, lone surrogates) is one warning naming the file."""
@@ -88,19 +88,19 @@ def read_json_object(path: Path, warnings: list[str]) -> dict:
     if not isinstance(data, dict):
         raise FileFormatError(f"is not a JSON object (found {type(data).__name__})", path)
     if counts.notes():
-        warnings.append(f"{path.name}: " + "; ".join(counts.notes()))
+        warnings.append(f"{os.path.basename(path)}: " + "; ".join(counts.notes()))
     return data
 
 
-def json_object(parts: Parts, path: Path) -> dict | None:
+def json_object(parts: Parts, path: str | os.PathLike) -> dict | None:
     """`read_json_object` through `guarded`: None, with a warning, where the file is broken."""
     return guarded(parts, path, lambda p: read_json_object(p, parts.warnings))
 
 
-def is_readable_file(parts: Parts, path: Path) -> bool:
+def is_readable_file(parts: Parts, path: str | os.PathLike) -> bool:
     """Whether `path` is a file to read. A name that is there but is no file (a symlink loop, a dangling
     link, a folder, a FIFO) is said in a warning, never passed over in silence: what open_regular finds."""
-    if path.is_file():
+    if os.path.isfile(path):
         return True
     if os.path.lexists(path):
         try:
@@ -108,11 +108,11 @@ def is_readable_file(parts: Parts, path: Path) -> bool:
             why = "not a readable file"  # it became one since is_file: read it next time
         except FileFormatError as exc:
             why = exc.message
-        parts.warnings.append(f"skipped {path.name}: {why}")
+        parts.warnings.append(f"skipped {os.path.basename(path)}: {why}")
     return False
 
 
-def guarded(parts: Parts, path: Path, reader: Callable[[Path], Any]) -> Any:
+def guarded(parts: Parts, path: str | os.PathLike, reader: Callable[[str | os.PathLike], Any]) -> Any:
     """Run `reader(path)`; a broken file becomes a warning on `parts` and None, so the rest still loads.
     An absent file is None, one that is there but no file a warning too (`is_readable_file`)."""
     if not is_readable_file(parts, path):
@@ -120,9 +120,9 @@ def guarded(parts: Parts, path: Path, reader: Callable[[Path], Any]) -> Any:
     try:
         result = reader(path)
     except FileFormatError as exc:
-        parts.warnings.append(f"skipped {path.name}: {exc.message}")
+        parts.warnings.append(f"skipped {os.path.basename(path)}: {exc.message}")
         return None
-    parts.sources.append(str(path))
+    parts.sources.append(os.fspath(path))
     return result
 
 
@@ -136,14 +136,14 @@ THREADED_CSV_BYTES = 8 * BYTES_PER_MB
 SINGLE_BLOCK_SLACK = 1024
 
 
-def _read_csv_arrow(path: Path, parse_options, convert_options):
+def _read_csv_arrow(path: str | os.PathLike, parse_options, convert_options):
     """pyarrow's parse of `path`. A file below THREADED_CSV_BYTES goes through Arrow's streaming reader as one
     block (the same table: its types are inferred from that block, which is the whole file): pyarrow's
     read_csv starts a thread for every file even with use_threads=False, ~0.1-0.2 ms a file, and a rank of a
     cluster run is six small CSV files (op_statistic.csv: 0.10 ms instead of 0.20)."""
     import pyarrow.csv as pacsv
 
-    size = path.stat().st_size
+    size = os.stat(path).st_size
     if size > THREADED_CSV_BYTES:
         return pacsv.read_csv(path, read_options=pacsv.ReadOptions(use_threads=True), parse_options=parse_options,
                               convert_options=convert_options)
@@ -155,7 +155,7 @@ def _read_csv_arrow(path: Path, parse_options, convert_options):
 CSV_NULLS = ["", "N/A", "NA", "null", "None"]
 
 
-def csv_header(path: Path) -> list[str]:
+def csv_header(path: str | os.PathLike) -> list[str]:
     """The header row of a CSV file, with the usual errors for an empty or non-UTF-8 file."""
     import csv
     line = read_text(path, first_line=True)
@@ -165,13 +165,13 @@ def csv_header(path: Path) -> list[str]:
         raise FileFormatError(f"has an unparsable header line ({exc})", path) from None
 
 
-def read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
+def read_csv(path: str | os.PathLike, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
              types: dict[str, Any], warnings: list[str]) -> pd.DataFrame:
     """`read_csv_table` as a DataFrame."""
     return read_csv_table(path, aliases, required, types, warnings).to_pandas()
 
 
-def read_csv_table(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
+def read_csv_table(path: str | os.PathLike, aliases: dict[str, tuple[str, ...]], required: tuple[str, ...],
                    types: dict[str, Any], warnings: list[str]):
     """The columns of a CSV file named in `aliases` ({canonical: accepted headers}), renamed to canonical,
     as a pyarrow Table (for readers that run once per rank of hundreds, where pandas' overhead dominates).
@@ -221,7 +221,7 @@ def read_csv_table(path: Path, aliases: dict[str, tuple[str, ...]], required: tu
             raise FileFormatError(f"is not UTF-8 text (at byte offset {bad_byte})", path) from None
         raise FileFormatError(f"cannot be parsed ({str(exc).splitlines()[0][:200]})", path) from None
     if skipped:
-        warnings.append(f"{path.name}: skipped {len(skipped)} row(s) with the wrong number of cells "
+        warnings.append(f"{os.path.basename(path)}: skipped {len(skipped)} row(s) with the wrong number of cells "
                         f"(truncated or malformed)")
     if table.num_rows == 0:
         raise FileFormatError("has a header but no rows", path)
@@ -238,7 +238,7 @@ SMALL_CSV_BYTES = 16 * 1024
 PLAIN_NUMBER = re.compile(r"-?[0-9]{1,17}(?:\.[0-9]{1,17})?(?:[eE][-+]?[0-9]{1,2})?")
 
 
-def _small_float_table(path: Path, header: list[str], found: dict[str, str]):
+def _small_float_table(path: str | os.PathLike, header: list[str], found: dict[str, str]):
     """The table read_csv_table's Arrow parse gives of a small CSV file whose wanted columns are all float64,
     parsed without Arrow; None, for Arrow to parse it, where the file is anything but plainly written: not ASCII,
     quoted, a lone CR, a blank line, a row of another width, a repeated header, a cell neither a PLAIN_NUMBER nor
@@ -246,7 +246,7 @@ def _small_float_table(path: Path, header: list[str], found: dict[str, str]):
     import pyarrow as pa
 
     try:
-        if path.stat().st_size > SMALL_CSV_BYTES:
+        if os.stat(path).st_size > SMALL_CSV_BYTES:
             return None
         raw = read_regular(path, SMALL_CSV_BYTES + 1)
     except (OSError, FileFormatError):
@@ -296,7 +296,7 @@ def _quiet_undecodable_rows():
         sys.unraisablehook = previous
 
 
-def _first_non_utf8(path: Path, chunk_size: int = 1 << 24) -> int | None:
+def _first_non_utf8(path: str | os.PathLike, chunk_size: int = 1 << 24) -> int | None:
     """Offset of the first byte that is not UTF-8, read in chunks (only called once parsing failed)."""
     import codecs
     decoder = codecs.getincrementaldecoder("utf-8")()
