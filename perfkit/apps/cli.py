@@ -73,14 +73,15 @@ def console() -> None:
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)  # as sys.exit says a message
         code = 1
-    failure = _output_error()
+    failure = _output_error()  # the answer, flushed now: where it cannot be written, that is said
     if failure is not None:
         code = _unwritten(failure)
     processes = sys.modules.get("multiprocessing")
     if threading.active_count() > 1 or (processes is not None and processes.active_children()):
         sys.exit(code)
     atexit._run_exitfuncs()  # noqa: SLF001 - the handlers exiting runs (a timeline's scratch folder removed)
-    _output_error()
+    if failure is None and (failure := _output_error()) is not None:  # what a handler printed
+        code = _unwritten(failure)
     try:
         sys.stderr.flush()
     except (OSError, ValueError):

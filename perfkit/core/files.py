@@ -42,7 +42,7 @@ def read_regular(path: Path | str, most: int | None = None) -> bytes:
     try:
         chunks, read = [], 0
         while most is None or read < most:  # to the end, past the size the stat gave: a file still being written
-            wanted = max(status.st_size + 1 - read, 1 << 16)
+            wanted = status.st_size + 1 - read if read <= status.st_size else 1 << 16
             chunk = os.read(descriptor, wanted if most is None else min(wanted, most - read))
             if not chunk:
                 break
