@@ -332,6 +332,20 @@ def test_a_warm_answer_imports_neither_pandas_nor_pyarrow(command, tmp_path):
     assert imported(warm) == []
 
 
+@pytest.mark.parametrize("run", ["new_level1", "new_db_level1", "legacy_run_2", "legacy_misc", "cpu_2_10"])
+def test_finding_a_runs_traces_imports_no_pandas(run):
+    """Discovery (the reader registry, each reader's detection and trace list) needs no DataFrame: pandas
+    (0.3-0.4 s) is imported by the readers' read functions, so a cold index starts decoding without it."""
+    code = ("import sys\nfrom perfkit.io.timeline import trace_sources\n"
+            "root, files, recorded = trace_sources(sys.argv[1])\n"
+            "print(len(files), 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, str(FIXTURE_RUNS[run])], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    traces, pandas = done.stdout.split()
+    assert int(traces) >= 1 and pandas == "False"
+
+
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_summary_imports_neither_mindspore_nor_dash(tmp_path, fmt):
     """`perfkit summary` lists the panels for their text forms, and the panels hold their figure functions: the

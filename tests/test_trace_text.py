@@ -341,7 +341,7 @@ def test_an_unknown_text_file_is_an_error_naming_it(tmp_path):
 def test_reading_text_timelines_imports_no_pandas():
     """The timeline's fast path (perfkit trace) reads these without pandas: nothing here imports it, once
     pyarrow's own first look for it is spared as `perfkit trace` spares it."""
-    code = ("import sys; from pathlib import Path; from perfkit.io.timeline import pyarrow_without_pandas; "
+    code = ("import sys; from pathlib import Path; from perfkit.io.parallel import pyarrow_without_pandas; "
             "pyarrow_without_pandas(); from perfkit.io.trace_text import text_trace_blocks; "
             f"print(sum(t.num_rows for t in text_trace_blocks(Path({str(CPU_TEXTS[0])!r}))), 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,

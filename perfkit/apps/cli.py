@@ -913,7 +913,8 @@ def trace(run: str, step: int | None, start_ms: float | None, end_ms: float | No
       perfkit trace profiler_v1 --step 3 -o step3.json        # open in https://ui.perfetto.dev
       perfkit trace cluster_run --step 3 --ranks 0,7 --format parquet -o step3.parquet
     """
-    from ..io.timeline import pyarrow_without_pandas, window, write_window
+    from ..io.parallel import pyarrow_without_pandas
+    from ..io.timeline import window, write_window
     pyarrow_without_pandas()
     if step is None and start_ms is None and end_ms is None:
         raise click.UsageError("give --step N, or --start-ms/--end-ms")

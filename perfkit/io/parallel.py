@@ -1,5 +1,6 @@
 """Work in forked worker processes: a cluster run's rank folders (map_folders), the blocks of a trace and the
-row chunks of a profiler database for the timeline index (map_ahead).
+row chunks of a profiler database for the timeline index (map_ahead); and sparing a process that needs no
+DataFrame the import of pandas that pyarrow makes (pyarrow_without_pandas).
 
 Every worker is tied to the process that forked it (_tied_to): killed the moment that process dies,
 whatever killed it. Without this, a `perfkit trace` stopped by SIGTERM, SIGHUP or SIGKILL while it built
@@ -14,6 +15,7 @@ import gc
 import multiprocessing
 import os
 import signal
+import sys
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -48,17 +50,19 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
 
 
-def _pool(workers: int, collecting: bool | None = None) -> ProcessPoolExecutor:
+def _pool(workers: int, collecting: bool | None = None, arrow_only: bool = False) -> ProcessPoolExecutor:
     """A pool of `workers` forked processes tied to this one, their garbage collector on where `collecting`
-    (default: as this process's is now).
+    (default: as this process's is now); `arrow_only`: their tasks take and give no DataFrame
+    (pyarrow_without_pandas in each).
     fork: workers start in milliseconds with perfkit imported and, unlike spawn/forkserver, never re-run the
     user's __main__ script; Arrow resets its thread pools in a forked child."""
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
                                initializer=_tied_to,
-                               initargs=(os.getpid(), gc.isenabled() if collecting is None else collecting))
+                               initargs=(os.getpid(), gc.isenabled() if collecting is None else collecting,
+                                         arrow_only))
 
 
-def _tied_to(parent: int, collecting: bool = True) -> None:
+def _tied_to(parent: int, collecting: bool = True, arrow_only: bool = False) -> None:
     """In each worker, first: be killed when `parent` dies (PR_SET_PDEATHSIG; the kernel sends it when the
     thread that forked this worker ends: the pool's caller, which waits for the pool to shut down). Linux
     only, as is the rest of this module (os.sched_getaffinity). The garbage collector as the parent had it
@@ -73,6 +77,8 @@ def _tied_to(parent: int, collecting: bool = True) -> None:
         libc.mallopt(M_TRIM_THRESHOLD, WORKER_TRIM_THRESHOLD)
     if collecting:
         gc.enable()  # over what the worker makes: the parent's objects were frozen before the fork
+    if arrow_only:
+        pyarrow_without_pandas()
 
 
 def map_folders(function, arguments: Sequence[tuple], pack: Callable[[list], Any] | None = None,
@@ -153,7 +159,9 @@ def map_ahead(function: Callable, arguments: Iterable[tuple], workers: int) -> I
     ahead of the caller: one call queued per worker keeps them busy while the caller takes the oldest, so
     memory holds only the calls in flight. In this process when `workers` <= 1 or fork is unavailable, and
     for the calls a dead worker held (killed for memory) and all after them. An exception `function`
-    raises reaches the caller at its turn. `function` and its arguments and results must be picklable.
+    raises reaches the caller at its turn. `function` and its arguments and results must be picklable, and
+    take and give no DataFrame: the workers convert to Arrow without pandas (pyarrow_without_pandas; the
+    index's caller may not have imported it, and each worker would then import it, ~0.4 s, for nothing).
     """
     arguments = iter(arguments)
     if workers > 1 and can_fork():
@@ -164,7 +172,7 @@ def map_ahead(function: Callable, arguments: Iterable[tuple], workers: int) -> I
 
 def _ahead_in_workers(function: Callable, arguments: Iterator[tuple], workers: int) -> Iterator[tuple[tuple, Any]]:
     """As map_ahead, in workers; stops early, leaving the rest of `arguments`, if a worker dies."""
-    pool = _pool(workers)
+    pool = _pool(workers, arrow_only=True)
     ahead: deque = deque()  # [args, future] in order
     try:
         for args in arguments:
@@ -185,3 +193,30 @@ def _ahead_in_workers(function: Callable, arguments: Iterator[tuple], workers: i
             if future is not None:
                 future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _NoPandas:
+    """An import finder that fails `import pandas` (see pyarrow_without_pandas)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            raise ImportError("pandas hidden from pyarrow's first look (perfkit.io.parallel.pyarrow_without_pandas)")
+        return None
+
+
+def pyarrow_without_pandas() -> None:
+    """For a process that needs no DataFrame (`perfkit trace`, map_ahead's workers): spare it pandas' import
+    (~0.4 s).
+
+    pyarrow (26) imports pandas the first time it converts any Python value, only to ask whether the value
+    is a pandas object. Here that first look finds no pandas, so pyarrow stops asking; it still imports
+    pandas when a DataFrame is asked for (to_pandas retries the import). Nothing once pandas is loaded."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa  # here, not at the top: map_folders' callers need no pyarrow of this module
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(finder)

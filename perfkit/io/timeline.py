@@ -24,7 +24,7 @@ database's STEP_TIME), else the op runs by the loader's rules (formats/steps.py:
 before it ended); times are µs as the trace writes them.
 
 A warm call finds the index through a kept answer (cache.answer_entry) and cuts the window in Arrow
-alone: `perfkit trace` on an indexed run never imports pandas (pyarrow_without_pandas).
+alone: `perfkit trace` on an indexed run never imports pandas (parallel.pyarrow_without_pandas).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,9 +61,9 @@ if TYPE_CHECKING:
     from .cycles import Cycle
     from .formats.base import TraceFile
 
-# Imported where used, not here: pandas and the reader registry (which imports pandas) cost ~0.4 s, and
-# `perfkit trace` on an indexed run answers without them (trace_files and the step fallbacks need them;
-# the warm window and its export are Arrow alone).
+# Imported where used, not here: pandas (~0.4 s; the step fallbacks need it) and the reader registry (~0.05 s;
+# trace_files needs it, and imports pandas only in its read functions): `perfkit trace` on an indexed run
+# answers without either (the warm window and its export are Arrow alone), and a cold one without pandas.
 
 # Bump when the layout of an index on disk changes; old indexes are then simply never found.
 INDEX_FORMAT = 1
@@ -772,31 +771,6 @@ def write_window(events: pa.Table, target: str | os.PathLike, fmt: str = "json")
     except OSError as exc:
         raise PerfkitError(f"cannot write ({exc.strerror or exc})", target) from None
     return target
-
-
-class _NoPandas:
-    """An import finder that fails `import pandas` (see pyarrow_without_pandas)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "pandas":
-            raise ImportError("pandas hidden from pyarrow's first look (perfkit.io.timeline.pyarrow_without_pandas)")
-        return None
-
-
-def pyarrow_without_pandas() -> None:
-    """For a process that needs no DataFrame (`perfkit trace`): spare it pandas' import (~0.4 s of ~0.7 s).
-
-    pyarrow (26) imports pandas the first time it converts any Python value, only to ask whether the value
-    is a pandas object. Here that first look finds no pandas, so pyarrow stops asking; it still imports
-    pandas when a DataFrame is asked for (to_pandas retries the import). Nothing once pandas is loaded."""
-    if "pandas" in sys.modules:
-        return
-    finder = _NoPandas()
-    sys.meta_path.insert(0, finder)
-    try:
-        pa.array([0])
-    finally:
-        sys.meta_path.remove(finder)
 
 
 # `perfkit.timeline(run, step=N)` is the window function, and `perfkit.io.timeline.index` etc. stay reachable

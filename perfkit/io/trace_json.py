@@ -1,6 +1,6 @@
 """Chrome trace JSON arrays (`trace_view.json`, `*_timeline_display_{r}.json`) as Arrow tables, block by block.
 
-Not a Run reader (so not under formats/, whose registry imports pandas): only the timeline index
+Not a Run reader (so not under formats/, the reader registry): only the timeline index
 (perfkit/io/timeline.py) reads traces, so `summary` stays fast, and `perfkit trace` never needs pandas.
 
 Why not one `orjson.loads`: a 1 GB trace holds ~5 million events, and building a Python dict for each

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -369,6 +368,7 @@ def _unquoted(values: pa.Array) -> pa.Array:
 
 def _ops(kernels: _Kernels) -> pa.Table:
     """One row per kernel name, in order of first appearance, as pandas' groupby(sort=False) gives it."""
+    import pandas as pd
     groups = len(kernels.names)
     ids = pd.unique(kernels.name)  # in order of appearance, by hashing (no sort)
     count = np.bincount(kernels.name, minlength=groups)[ids]
@@ -390,6 +390,7 @@ def _op_types_from_statistic(statistic: pa.Table, kernels: _Kernels | None) -> p
     compute tasks only; the HCCL collectives kernel_details.csv lists beside them (`hcom_*`: on msinsight_level1
     hcom_allReduce, its largest kernel) are added from the kernels, as where op_statistic.csv is absent, with no
     file_share (the file does not count them)."""
+    import pandas as pd
     codes, types = string_codes(statistic.column("type"))
     typed = codes >= 0
     ids = pd.unique(codes[typed])
@@ -415,6 +416,7 @@ def _op_types_from_statistic(statistic: pa.Table, kernels: _Kernels | None) -> p
 
 
 def _op_types_from_kernels(kernels: _Kernels) -> pa.Table:
+    import pandas as pd
     typed = kernels.type >= 0
     ids = pd.unique(kernels.type[typed])
     groups = len(kernels.types)
@@ -500,6 +502,7 @@ def _per_step(step_of: np.ndarray, values: np.ndarray, reduce: np.ufunc, steps: 
 
 def _precision(kernels: _Kernels, mindspore: bool) -> dict:
     """compute_dtype from the first input dtype of conv/matmul/batch-norm kernels; AMP level where it is plain."""
+    import pandas as pd
     if "input_dtypes" not in kernels.strings:
         return {}
     dtype_codes, dtypes = kernels.strings["input_dtypes"]
@@ -569,6 +572,7 @@ def rank_traces(folder: Path, rank: Callable[[], int], step_file: Path | None = 
 
 def kernel_step_bounds_us(path: Path) -> dict[int, list[float]]:
     """Per Step ID: [first kernel start, last kernel end] in µs, from kernel_details.csv."""
+    import pandas as pd
     import pyarrow.csv as pacsv
     try:
         names = pacsv.open_csv(path).schema.names

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from ..discovery import has_match
@@ -32,6 +32,9 @@ from . import ascend_ms, communication
 from .base import Parts, Reader
 from .files import guarded, json_object, read_csv_table, with_folder_notes
 from .integers import RANK, STEP, checked, whole
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LAYOUT = "cluster_analysis"
 STEP_FILE = "cluster_step_trace_time.csv"
@@ -76,6 +79,7 @@ def read(folder: Path) -> dict[int, Parts]:
 def _steps(trace: pd.DataFrame, warnings: list[str]) -> tuple[dict[int, pd.DataFrame], list[list[int]] | None]:
     """Per rank, its steps (step_trace_time.csv's split in ms, as the text export reads it); the stages' ranks.
     A row whose Index is no rank or whose Step is no step is left out, said once (formats/integers.py)."""
+    import pandas as pd
     kinds = trace["type"].str.strip().str.lower()
     rows = trace[kinds == "rank"]
     ranks, known = checked(rows["index"], RANK, STEP_FILE, "Index", warnings, rows=rows.index + 2)

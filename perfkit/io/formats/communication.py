@@ -20,11 +20,10 @@ import re
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import msgspec
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from ...core import boundedjson
@@ -36,6 +35,9 @@ from .ascend_ms import OUTPUT_DIR, PROFILER_INFO, read_profiler_info
 from .base import Parts, Reader
 from .files import is_real_number, json_object
 from .integers import RANK, whole
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COMMUNICATION = "communication.json"
 MATRIX = "communication_matrix.json"
@@ -255,6 +257,7 @@ def _arrow_table(columns: dict[str, list | np.ndarray]) -> pa.Table | None:
 def _frame(rows: list[tuple], columns: list[str]) -> pa.Table | pd.DataFrame:
     """Rows as an Arrow table built from columns (made pandas once for all ranks by the loader); a DataFrame
     where a column holds what Arrow cannot (a rank number past 64 bits), screened value by value as such."""
+    import pandas as pd
     values = list(zip(*rows)) if rows else [()] * len(columns)
     try:
         return pa.table({column: pa.array(list(cells)) for column, cells in zip(columns, values)})

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import pyarrow as pa
 
 from ...core.errors import FileFormatError
@@ -21,6 +21,9 @@ from . import ascend_ms
 from .base import Parts, Reader, TraceFile
 from .files import guarded, ranks_in, read_csv, read_text, with_folder_notes
 from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms, with_first_step_time
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FRAMEWORK_DIR = "FRAMEWORK"
 TYPE_FILE = "cpu_op_type_info_{}.csv"
@@ -112,6 +115,7 @@ def _mode_from_names(names: pd.Series) -> str | None:
     """Graph mode names kernels by cell scope (`Default/network-.../Conv2D-op0`, `Gradients/...`);
     PyNative (MindSpore 2.10) writes `Default/Conv2D-op0` or a bare `ReluGrad`. Seen on real runs of
     both modes; a run with neither shape of name says nothing."""
+    import pandas as pd
     unique = pd.Series(names.dropna().unique()).astype("string")
     if not len(unique):
         return None
@@ -126,6 +130,7 @@ def _read_shapes(path: Path, warnings: list[str]) -> pd.DataFrame:
     The file has one line per op execution, in execution order; `op_name` (e.g. `Conv2D-op0`) is
     not unique, so lines are matched to executions by order (see `_ops`).
     """
+    import pandas as pd
     op_names: list[str] = []
     shapes: list[str] = []
     bad_lines = 0
@@ -166,6 +171,7 @@ def _shapes_by_full_name(events: pd.DataFrame | None, shapes: pd.DataFrame, shap
                          warnings: list[str]) -> pd.Series:
     """full_op_name -> shapes. The n-th framework line with op_name X is the n-th execution (by start
     time) of an op whose full name ends in X; short names whose counts disagree are left out."""
+    import pandas as pd
     if events is None:
         warnings.append(f"input shapes not attached: {shape_file} lines are matched to op executions, "
                         f"and the execution timestamps are missing")

@@ -52,9 +52,9 @@ import os
 import re
 from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from ...core import boundedjson
@@ -79,6 +79,9 @@ from .db_files import (
 )
 from .files import guarded, read_csv_table
 from .integers import RANK, checked
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LAYOUT = "ascend_db"
 
@@ -217,6 +220,7 @@ def _meta(database: Database) -> dict:
 def _kernels(database: Database) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """(ops, op_types) from TASK ⋈ COMPUTE_TASK_INFO, grouped inside SQLite; COMMUNICATION_OP adds its ops and
     their types."""
+    import pandas as pd
     task, info = database.columns("TASK"), database.columns("COMPUTE_TASK_INFO")
     if not task or not info:
         return None
@@ -304,6 +308,7 @@ def _parallel_rows(database: Database, sql: str, chunks: list[tuple[int, int]]) 
 
 def _communication_ops(database: Database) -> pd.DataFrame | None:
     """COMMUNICATION_OP per op name, as kernel_details.csv lists collectives among the kernels."""
+    import pandas as pd
     found = database.columns("COMMUNICATION_OP", ("name", "start_ns", "end_ns", "type"))
     if not found:
         return None
@@ -342,6 +347,7 @@ def _comm_ops_from_op_table(database: Database) -> pd.DataFrame | None:
     per op execution with its start (epoch ms) and elapse time, its wait where the table has waitNs, its
     payload (count x the data type's bytes) as size_mb, its transfer time unknown; its step the STEP_TIME
     window its start falls in. An op that ends before it starts is said and its time left unknown."""
+    import pandas as pd
     found = database.columns("COMMUNICATION_OP")
     if not found:
         return None
@@ -375,6 +381,7 @@ def _comm_ops_from_op_table(database: Database) -> pd.DataFrame | None:
 def _payload_mb(database: Database, ops: pd.DataFrame) -> pd.Series | float:
     """Each op's payload in MB: its element count times its data type's bytes (ENUM_HCCL_DATA_TYPE); NaN where
     either is unknown or not positive."""
+    import pandas as pd
     types = database.enum("ENUM_HCCL_DATA_TYPE")
     if "count" not in ops or "data_type" not in ops or types is None:
         return np.nan
@@ -386,6 +393,7 @@ def _payload_mb(database: Database, ops: pd.DataFrame) -> pd.Series | float:
 
 def _step_of(database: Database, start_ns: pd.Series) -> pd.Series:
     """The STEP_TIME step each start falls in (start <= t < end), NA outside every step or without STEP_TIME."""
+    import pandas as pd
     bounds = database.step_bounds()
     steps = pd.Series(pd.NA, index=start_ns.index, dtype="Int64")
     if bounds is None:
@@ -399,6 +407,7 @@ def _steps(profiler: Database | None, analysis: Database | None, parts: Parts,
            scoped: bool = False) -> pd.DataFrame | None:
     """StepTraceTime's split (µs) with STEP_TIME's bounds as the total; either alone where the other is absent.
     `scoped`: kernel names carry MindSpore's Default/ and Gradients/ scopes, so forward+backward is a span."""
+    import pandas as pd
     bounds = profiler.step_bounds() if profiler is not None else None
     split = analysis.frame("StepTraceTime") if analysis is not None else None
     if split is not None:
@@ -469,6 +478,7 @@ def _memory(database: Database) -> dict[str, pd.DataFrame]:
     `CANN/<module>`), devices as `NPU:<id>`. MEMORY_RECORD is the framework allocator over time, NPU_MODULE_MEM
     the reserved memory per CANN module, OP_MEMORY one row per op's block (released_at NA when it outlived
     the profile)."""
+    import pandas as pd
     result = {}
     record, module = database.frame("MEMORY_RECORD"), database.frame("NPU_MODULE_MEM")
     frames = []
@@ -498,15 +508,18 @@ def _memory(database: Database) -> dict[str, pd.DataFrame]:
 
 
 def _ms(ns: pd.Series | None) -> pd.Series | float:
+    import pandas as pd
     return np.nan if ns is None else pd.to_numeric(ns, errors="coerce") / NS_PER_MS
 
 
 def _mb(size: pd.Series | None) -> pd.Series | float:
+    import pandas as pd
     return np.nan if size is None else pd.to_numeric(size, errors="coerce") / BYTES_PER_MB
 
 
 def _devices(ids: pd.Series | None) -> pd.Series | None:
     """deviceId 0 -> "NPU:0", as the CSV files' Device Type column writes it."""
+    import pandas as pd
     if ids is None:
         return None
     numbers = pd.to_numeric(ids, errors="coerce").astype("Int64").astype("string")
@@ -519,6 +532,7 @@ def _communication(analysis: Database) -> dict[str, pd.DataFrame]:
     CommAnalyzerBandwidth, which repeats an op's link type once per packet-size bucket (counted once here).
     comm_links: CommAnalyzerMatrix; where it holds per-op-type totals (`allreduce-total`) only those, so no
     byte is counted twice; else the op's own name."""
+    import pandas as pd
     result = {}
     times = analysis.frame("CommAnalyzerTime")
     if times is not None:
@@ -583,6 +597,7 @@ def _communication_tables(parts: Parts, profiler: Database | None, analysis: Dat
 
 def _step_numbers(steps: pd.Series | None) -> pd.Series | float:
     """"step50" -> 50."""
+    import pandas as pd
     if steps is None:
         return np.nan
     return pd.to_numeric(steps.astype("string").str.extract(r"(\d+)\s*$", expand=False), errors="coerce")

@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import pandas as pd
 import pyarrow as pa
 
 from ...core.errors import FileFormatError
@@ -19,6 +18,9 @@ from . import ascend_ms
 from .base import Parts
 from .files import rank_of
 from .integers import ID, RANK, STEP, checked, whole
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OUTPUT_DIR = ascend_ms.OUTPUT_DIR
 PROFILER_DBS = ("ascend_mindspore_profiler*.db", "ascend_pytorch_profiler*.db")
@@ -163,6 +165,7 @@ class Database:
 
     def frame(self, table: str, wanted: Iterable[str] | None = None) -> pd.DataFrame | None:
         """The `wanted` canonical columns of a whole (small) table; None where absent or unreadable."""
+        import pandas as pd
         found = self.columns(table, wanted)
         if not found:
             return None

@@ -9,9 +9,7 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ...core import boundedjson
 from ...core.errors import FileFormatError
@@ -19,6 +17,9 @@ from ...core.files import open_regular, read_regular
 from ...core.units import BYTES_PER_MB
 from .base import Parts
 from .integers import RANK, whole
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RANK_SUFFIX = re.compile(r"_(\d+)(?:_[a-z_]+)?\.(?:csv|txt|json)$")
 

@@ -16,9 +16,9 @@ The MindData files in the same folder are read by minddata.py.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from ...core.errors import FileFormatError
@@ -30,6 +30,9 @@ from .base import Parts, Reader
 from .files import guarded, ranks_in, read_csv, read_text, with_folder_notes
 from .legacy import read_profiler_info
 from .steps import longest_call_ms, read_execute_timestamps, shortest_call_ms
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TYPE_FILE = "gpu_op_type_info_{}.csv"
 DETAIL_FILE = "gpu_op_detail_info_{}.csv"
@@ -173,6 +176,7 @@ def _steps_per_step(lines: list[list[str]]) -> pd.DataFrame:
 
 
 def _frame(start, fp, bp, end, comm, ticks_per_ms: float) -> pd.DataFrame:
+    import pandas as pd
     steps = pd.DataFrame({"step": np.arange(1, len(start) + 1),
                           "interval_ms": (fp - start) / ticks_per_ms,
                           "fwd_bwd_ms": (bp - fp) / ticks_per_ms,

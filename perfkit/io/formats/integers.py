@@ -13,7 +13,6 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-import pandas as pd
 
 
 class Kind(NamedTuple):
@@ -100,6 +99,7 @@ def checked(values: Any, kind: Kind, file_name: str, column: str, warnings: list
 
 def _array(values: Any) -> np.ndarray:
     """A column (numpy, pandas, Arrow or a list) as a numpy array; a list as objects, each value as it was."""
+    import pandas as pd
     if isinstance(values, list):
         return np.asarray(values, dtype=object) if values else np.zeros(0, object)
     if type(values).__module__.startswith("pyarrow"):

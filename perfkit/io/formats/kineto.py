@@ -46,8 +46,7 @@ import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ...core import boundedjson
 from ...core.errors import FileFormatError
@@ -55,6 +54,9 @@ from ...core.files import open_regular
 from ...core.units import NS_PER_US, US_PER_MS
 from ..discovery import has_match
 from .base import Parts, Reader, TraceFile
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TRACE_PATTERNS = ("*.pt.trace.json", "*.pt.trace.json.gz")
 STEP_SPAN = re.compile(r"^ProfilerStep#(\d+)$")
@@ -220,6 +222,7 @@ def analyse(data: dict) -> Trace:
 
 def read_trace(data: dict) -> Parts:
     """A kineto trace's tables (module docstring)."""
+    import pandas as pd
     parts = Parts(meta={"layout": "kineto", "framework": "torch", "device": "CPU"})
     trace = analyse(data)
     events, steps, device = trace.events, trace.steps, trace.device
@@ -437,6 +440,7 @@ def _op_rows(events: list[Event], device: list[DeviceEvent]) -> pd.DataFrame:
     """One row per family op execution inside a step and outside data loading: by the op-time rule (module
     docstring) on a GPU trace the device time of the events its ops launched, on a CPU trace its self time summed
     over the ops under it (ms); with the step, pass, scope and shapes; the autograd engine's wrappers a row each."""
+    import pandas as pd
     totals: dict[int, float] = defaultdict(float)
     roots: dict[int, Event] = {}
     one_step = not any(STEP_SPAN.match(event.name) for event in events)
@@ -486,6 +490,7 @@ def _ops(rows: pd.DataFrame) -> pd.DataFrame:
 def _steps(events: list[Event], steps: list[Event], device: list[DeviceEvent]) -> pd.DataFrame:
     """Per step: total (the span), interval (data wait), tail (after the last backward op), busy (op time on the
     step's threads, their union) on a CPU trace; on a GPU trace the same over the step's window (step_windows)."""
+    import pandas as pd
     ops = [event for event in events if event.is_op and event.op_parent is None and not event.flags.get("data")]
     data = [event for event in events if DATA_SPAN.search(event.name)
             and not (event.parent is not None and event.parent.flags.get("data"))]
@@ -534,6 +539,7 @@ def _device_steps(ops: list[Event], data: list[Event], steps: list[Event],
     step's last backward work (its backward ops' kernels and host time), comm_tail = the NCCL kernels' union there,
     fwd_bwd = the rest. Busy + comm_exposed + free = total; the ledger's optimizer, tail less comm_tail, is the
     device's compute after backward."""
+    import pandas as pd
     backward_kernels: dict[int | None, list[DeviceEvent]] = defaultdict(list)
     for event in device:
         op = event.launch.op_parent if event.launch is not None else None
@@ -582,6 +588,7 @@ def device_activity(data: dict) -> pd.DataFrame:
     """One row per device event of a kineto trace (kernel, memcpy, memset): its step (by its launch), name,
     category, device, stream, start and duration (µs on the trace's clock), and the family, pass and scope of the op
     that launched it (empty where no op encloses the launch): the kernels behind each family's device time."""
+    import pandas as pd
     trace = analyse(data)
     rows = []
     for event in trace.device:

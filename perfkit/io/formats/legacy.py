@@ -11,9 +11,9 @@ import io
 import re
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from ...core import boundedjson
@@ -35,6 +35,9 @@ from .files import (
 )
 from .integers import RANK, STEP, checked, whole
 from .stages import stages_from_cluster_file
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TYPE_FILE = "aicore_intermediate_{}_type.csv"
 DETAIL_FILE = "aicore_intermediate_{}_detail.csv"
@@ -220,6 +223,7 @@ def _read_rank(folder: Path, rank: int, data_mode: str | None, stages: list[list
 
 
 def _read_types(path: Path, warnings: list[str]) -> pd.DataFrame:
+    import pandas as pd
     frame = read_csv(path, TYPE_COLUMNS, ("type", "total_ms"), TYPE_TYPES, warnings)
     frame = frame[frame["type"].notna()].copy()
     # The file's percent divides by MindSpore's total AI Core time (model.SCHEMA, op_types); kept as
@@ -232,6 +236,7 @@ def _read_types(path: Path, warnings: list[str]) -> pd.DataFrame:
 
 
 def _read_framework(path: Path, warnings: list[str]) -> pd.DataFrame:
+    import pandas as pd
     frame = read_csv(path, FRAMEWORK_COLUMNS, ("name", "op_info"), FRAMEWORK_TYPES, warnings)
     frame = frame[frame["name"].notna()]
     op_info = frame["op_info"].astype("category")
@@ -303,6 +308,7 @@ def _ops(details: pd.DataFrame, framework: pd.DataFrame | None) -> pd.DataFrame:
 def _step_rows(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, dict[str, str | None], pd.Series]:
     """(the step rows as text, STEP_COLUMNS -> the file's header, step numbers): the average row at the end
     and step 0 dropped, a row whose step is no step (formats/integers.py) left out with a warning."""
+    import pandas as pd
     text = read_text(path)
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, skip_blank_lines=True, on_bad_lines="skip")
@@ -330,6 +336,7 @@ def _step_rows(path: Path, warnings: list[str]) -> tuple[pd.DataFrame, dict[str,
 def step_bounds_us(path: Path) -> dict[int, list[float]]:
     """Per step, [start_point, end_point] in µs: the device clock output_timeline_data_{r}.txt's op times are
     on (the timeline of a legacy run without its JSON timeline, perfkit/io/timeline.py)."""
+    import pandas as pd
     frame, found, step = _step_rows(path, [])  # the load has said what the rows lack
     if found["start"] is None or found["end"] is None:
         return {}
@@ -342,6 +349,7 @@ def step_bounds_us(path: Path) -> dict[int, list[float]]:
 
 def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
     """One row per step in ms; the average row at the end is dropped."""
+    import pandas as pd
     frame, found, step = _step_rows(path, warnings)
 
     def ticks(column: str | None) -> pd.Series:  # step trace times are 10 ns ticks
@@ -381,6 +389,7 @@ def _read_steps(path: Path, warnings: list[str]) -> pd.DataFrame:
 def _comm_spans(path: Path) -> dict[tuple[int, str], tuple[float, float]]:
     """{(step, communication op column): (its start, its ms) in that step} of a step trace, ms on the device's
     10 ns tick counter."""
+    import pandas as pd
     frame, _, step = _step_rows(path, [])  # the same file as _read_steps, which says what its rows lack
     spans = {}
     for start in (c for c in frame.columns if c.startswith(COMM_PREFIX) and c.endswith(START_SUFFIX)):
@@ -398,6 +407,7 @@ def _comm_spans(path: Path) -> dict[tuple[int, str], tuple[float, float]]:
 def _comm_ops_of_spans(spans: dict[tuple[int, str], tuple[float, float]]) -> pd.DataFrame | None:
     """comm_ops of a rank without hccl_raw: each communication op of the step trace with its start and elapse,
     transfer and wait unknown (perfkit/analysis/comm_split.py estimates them where ranks' clocks agree)."""
+    import pandas as pd
     if not spans:
         return None
     rows = [(step, name, comm_kind(name.rpartition("_")[2]), ms, start)
@@ -414,6 +424,7 @@ def _read_hccl(path: Path, spans: dict[tuple[int, str], tuple[float, float]], wa
     op's link_info (a step's where its ops' cells are not JSON), HCCL_LINK_TYPES' lists as link rows. The
     average row is left out, a step written twice is read once; a value that is no non-negative number, or a
     cell or entry that is not what hccl_parser writes, is unknown or skipped, counted in one warning per problem."""
+    import pandas as pd
     frame = read_csv(path, HCCL_COLUMNS, ("step", "transit_ms", "wait_ms"), HCCL_TYPES, warnings)
     average = frame["step"].str.strip().isin(AVERAGE_STEP_MARKS)
     frame = frame[~average]
@@ -521,6 +532,7 @@ def _covered_ticks(intervals: list[tuple[pd.Series, pd.Series]], step_start: pd.
 def _read_cluster(path: Path, warnings: list[str]) -> pd.DataFrame:
     """The cluster-analyse file's time columns; none for a data-parallel file (it repeats the step trace's
     split, in ticks)."""
+    import pandas as pd
     header = {name.strip().casefold() for name in csv_header(path)}
     if not any(name in header for names in CLUSTER_COLUMNS.values() for name in names):
         return pd.DataFrame()

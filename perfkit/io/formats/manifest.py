@@ -10,13 +10,14 @@ multi-rank run: its facts hold for every rank (key formats.RUN_WIDE).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from ..discovery import has_match
 from .base import RUN_WIDE, Parts, Reader
 from .files import json_object
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The manifest's vocabulary, shared with perfkit/profiler/ (which writes what this module reads).
 MANIFEST = "perfkit_run.json"
@@ -102,6 +103,7 @@ def _mapping(data: dict, key: str, problems: list[str], values: type | None = No
 
 def _step_times(steps: Any, problems: list[str]) -> pd.DataFrame:
     """Valid {"step", "begin_ns", "end_ns"} entries; a bad entry is dropped, not the whole list."""
+    import pandas as pd
     if steps is None:
         return pd.DataFrame(columns=["step", "begin_ns", "end_ns"])
     if not isinstance(steps, list):

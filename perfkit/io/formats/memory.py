@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -158,6 +157,7 @@ def _read_csv(path: Path, aliases: dict[str, tuple[str, ...]], required: tuple[s
 def _numbers(column: pa.ChunkedArray, path_name: str, label: str, warnings: list[str]) -> np.ndarray:
     """A column of numbers as floats, an empty cell NaN. Read as text (`_read_csv`: some cell is no number):
     trimmed (profiler timestamps end in a TAB) and parsed, a cell that is no number NaN too, and said."""
+    import pandas as pd
     if pa.types.is_floating(column.type):
         return column.to_numpy()
     trimmed = pc.utf8_trim_whitespace(column.cast(pa.string()))
@@ -329,6 +329,7 @@ def on_run_clock(tables: dict) -> None:
     if earlier. With the step times `perfkit profile` records ("step_times", epoch ns, the clock
     MindSpore's CPU profiler stamps its memory records with) each sample also gets the step it falls in.
     """
+    import pandas as pd
     memory, blocks = tables.get("memory"), tables.get("op_memory")
     if memory is None and blocks is None:
         return

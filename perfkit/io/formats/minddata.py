@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from ...core import boundedjson
@@ -33,6 +33,9 @@ from .files import (
     with_folder_notes,
 )
 from .integers import COUNT, ID, checked, whole, wholes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PIPELINE_JSON = "pipeline_profiling_{}.json"
 PIPELINE_CSV = "minddata_pipeline_raw_{}.csv"
@@ -150,6 +153,7 @@ def _read_pipeline_summary(path: Path, warnings: list[str]) -> pd.DataFrame:
     """The pipeline from MindSpore's summary, where neither raw pipeline file is there: its per-op lists,
     queue usage as a 0-1 fraction; -1 (no queue, no parent) is unknown. Lists of unequal length or values that
     are no numbers are refused, naming the file."""
+    import pandas as pd
     data = read_json_object(path, warnings)
     lists = {column: data.get(key) for column, key in SUMMARY_FIELDS.items()}
     if not isinstance(lists["op_id"], list) or not lists["op_id"]:
@@ -214,6 +218,7 @@ def _read_pipeline_json(path: Path, warnings: list[str]) -> pd.DataFrame:
     """The ops as MindSpore's pipeline parser writes them to minddata_pipeline_raw_{r}.csv: from op 0 down,
     an op without output-queue metrics (EpochCtrl, a cache or repeat op) is dropped and its children are
     attached to its nearest kept ancestor; ops not under op 0 are not part of the pipeline."""
+    import pandas as pd
     ops = read_json_object(path, warnings).get("op_info")
     if not isinstance(ops, list) or not ops:
         raise FileFormatError("has no op_info list", path)
@@ -347,6 +352,7 @@ def _whitespace_rows(path: Path, min_fields: int, warnings: list[str]) -> list[l
 
 def _read_host_queue(path: Path, warnings: list[str]) -> pd.DataFrame:
     """Queue records (`1 capacity batch size [timestamp]`) -> batch, size, capacity."""
+    import pandas as pd
     rows = _whitespace_rows(path, QUEUE_MIN_FIELDS, warnings)
     kinds, typed = wholes([r[0] for r in rows], COUNT)
     records = [r for r, kind in zip(rows, kinds * typed) if kind == QUEUE_RECORD]  # other records' fields are not read
@@ -365,6 +371,7 @@ def _read_host_queue(path: Path, warnings: list[str]) -> pd.DataFrame:
 
 def _read_getnext(path: Path, ticks_per_ms: float, warnings: list[str]) -> pd.DataFrame:
     """`GetNext[_dequeue_wait] start end queue_size` -> one row per dequeue."""
+    import pandas as pd
     rows = [r for r in _whitespace_rows(path, GETNEXT_FIELDS, warnings) if r[0].startswith("GetNext")]
     frame = pd.DataFrame([r[1:GETNEXT_FIELDS] for r in rows], columns=["start", "end", "size"])
     times = frame[["start", "end"]].apply(pd.to_numeric, errors="coerce")
@@ -380,6 +387,7 @@ def _read_getnext(path: Path, ticks_per_ms: float, warnings: list[str]) -> pd.Da
 def _read_cpu(path: Path, warnings: list[str]) -> pd.DataFrame:
     """Per-sample CPU percentages. Series of different lengths (seen in MindSpore 2.10 files)
     are padded with NaN to the longest."""
+    import pandas as pd
     data = read_json_object(path, warnings)
     device = data.get("device_info") or {}
     process = data.get("process_info") or {}

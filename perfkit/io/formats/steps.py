@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -23,6 +23,9 @@ from ...core.units import NS_PER_MS, US_PER_MS
 from .base import Derivation
 from .files import read_text
 from .tables import as_pandas
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STEP_COLUMNS = ["step", "interval_ms", "fwd_bwd_ms", "tail_ms", "total_ms", "busy_ms"]
 
@@ -43,10 +46,11 @@ def derive_steps(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> tu
 
 # What _derive answers: the steps table, how it was derived, what a warning says of the marker op (steps marked by
 # one op's runs) and the op executions (_with_pass) with the step each belongs to (0: outside every step).
-Derived = tuple[pd.DataFrame, str, "str | None", pd.DataFrame]
+Derived = tuple["pd.DataFrame", str, "str | None", "pd.DataFrame"]
 
 
 def _derive(op_events: pd.DataFrame, step_times: pd.DataFrame | None) -> Derived:
+    import pandas as pd
     if not len(op_events):
         return pd.DataFrame(columns=STEP_COLUMNS), "unknown: no op executions", None, _with_pass(op_events, 0)
     recorded = step_times is not None and len(step_times)
@@ -84,6 +88,7 @@ DERIVATION = Derivation(table="steps", needs=("op_events", "step_times"), derive
 def derived_op_type_steps(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame | None, dict, list[str]]:
     """Per step, op time and calls by op type, from the op executions assigned to steps as derive_steps assigns
     them (OP_TYPE_STEPS below): what the op-type shares of the steady steps are made of."""
+    import pandas as pd
     if "op_events" not in tables:
         return None, {}, []
     steps, _, _, events = _derive(tables["op_events"], tables.get("step_times"))
@@ -106,6 +111,7 @@ def with_first_step_time(tables: dict) -> None:
     (`first_step_ms`, `first_step_calls`; Reader.finish of the layouts whose op runs are timed): the op time the
     steady steps leave out where the first step is left out of the step means (a compile, a first call), which the
     op tables' totals over every profiled step hold (perfkit/analysis/cells.py: Cells per steady step)."""
+    import pandas as pd
     ops, op_events = tables.get("ops"), tables.get("op_events")
     if ops is None or op_events is None or not len(ops):
         return
@@ -126,6 +132,7 @@ def derived_comm_ops(rank: int, tables: dict[str, pd.DataFrame]) -> tuple[pd.Dat
     """comm_ops from the communication op executions (CPU, GPU op launches): one row per execution with its
     start (epoch ms) and elapse time, in the step derive_steps puts it in (NA outside every step); transfer,
     wait and size unknown (COMM_OPS below): what the ledger's transfer/wait estimate matches across ranks."""
+    import pandas as pd
     if "op_events" not in tables:
         return None, {}, []
     from ...core.opnames import comm_kind
@@ -151,6 +158,7 @@ COMM_OPS = Derivation(table="comm_ops", needs=("op_events",), derive=derived_com
 def steps_from_times(step_times: pd.DataFrame) -> pd.DataFrame:
     """Steps from the bounds `perfkit profile` recorded, when the profiler wrote no op data (a run killed
     before MindSpore's analysis): each step's total is known, its split is not."""
+    import pandas as pd
     times = step_times.sort_values("step").reset_index(drop=True)
     total_ms = (times["end_ns"] - times["begin_ns"]).to_numpy(dtype=np.int64) / NS_PER_MS
     unknown = np.full(len(times), np.nan)
@@ -161,6 +169,8 @@ def steps_from_times(step_times: pd.DataFrame) -> pd.DataFrame:
 def _with_pass(op_events: pd.DataFrame, origin: int) -> pd.DataFrame:
     """start/end in int64 ns since `origin`, the pass of each execution and whether it is a communication op
     (both computed once per distinct name)."""
+    import pandas as pd
+
     from ...core.opnames import comm_kind
     events = op_events[op_events["name"].notna() & op_events["start_ns"].notna()]
     names = events["name"].astype("category")
@@ -181,6 +191,7 @@ def _bounds(events: pd.DataFrame, step: np.ndarray) -> pd.DataFrame:
     """Per step: first op start, last op end, first forward start, last backward end (ns), and the time with
     a compute op running (busy), with a communication op running (comm) and with only communication running
     (comm_exposed: the union of all ops less the union of compute ops)."""
+    import pandas as pd
     grouped = pd.DataFrame({"step": step, "start": events["start"].to_numpy(), "end": events["end"].to_numpy()})
     forward = (events["pass"] == "forward").to_numpy()
     backward = (events["pass"] == "backward").to_numpy()
@@ -211,6 +222,7 @@ def _comm_columns(bounds: pd.DataFrame) -> dict[str, np.ndarray]:
 def _covered(intervals: pd.DataFrame) -> pd.Series:
     """Per step, the ns covered by at least one of its (start, end) intervals: ops on parallel threads
     overlap, and their durations added up would exceed the step."""
+    import pandas as pd
     ordered = intervals.sort_values(["step", "start"], kind="stable")
     reach = ordered.groupby("step")["end"].cummax().groupby(ordered["step"]).shift(1)
     start = np.maximum(ordered["start"].to_numpy(), reach.fillna(np.iinfo(np.int64).min).to_numpy())
@@ -219,6 +231,7 @@ def _covered(intervals: pd.DataFrame) -> pd.Series:
 
 
 def _from_step_times(events: pd.DataFrame, step_times: pd.DataFrame, origin: int) -> pd.DataFrame:
+    import pandas as pd
     times = step_times.sort_values("begin_ns").reset_index(drop=True)
     begin = times["begin_ns"].to_numpy(dtype=np.int64) - origin
     end = times["end_ns"].to_numpy(dtype=np.int64) - origin
@@ -240,6 +253,7 @@ def _from_step_times(events: pd.DataFrame, step_times: pd.DataFrame, origin: int
 
 
 def _from_occurrences(events: pd.DataFrame) -> Derived:
+    import pandas as pd
     per_op = events.groupby("name").size()
     if per_op.min() != per_op.max():
         return _from_marker(events, per_op)
@@ -301,6 +315,7 @@ def _from_marker(events: pd.DataFrame, per_op: pd.Series) -> Derived:
     the first op), the last step ends with the last op; ops before the marker's first run are outside the
     steps. The step trace's markers are missing, so the totals are not split into interval / fwd+bwd / tail;
     the time with a compute op running (busy) is known."""
+    import pandas as pd
     found = loop_marker(events, per_op)
     if found is None:
         return (pd.DataFrame(columns=STEP_COLUMNS),
@@ -352,6 +367,7 @@ def read_execute_timestamps(path: Path, warnings: list[str], fields: tuple[str, 
     Lines are split in Python (one per op, not per execution); the executions are parsed as one
     CSV by pyarrow, a few times faster than converting 100k+ Python strings.
     """
+    import pandas as pd
     names: list[str] = []
     counts: list[int] = []
     records: list[str] = []

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Union
 
 import numpy as np
-import pandas as pd
 
 if TYPE_CHECKING:
+    import pandas as pd
     import pyarrow as pa
 
 # A reader's table: pandas, or Arrow where a reader runs once per rank of hundreds (base.Parts).
-Table = Union[pd.DataFrame, "pa.Table"]
+Table = Union["pd.DataFrame", "pa.Table"]
 
 
 def column_names(table: Table) -> list[str]:
@@ -50,6 +50,7 @@ def rows_where(table: Table, keep: np.ndarray) -> Table:
 def float_columns(frame: Table, columns: list[str]) -> np.ndarray:
     """`columns` of `frame` as a 2-D float array; a value that is not a number (or none) is NaN. An all-numeric
     frame (a step table) converts in one call: selecting columns by a list of names costs more than the data."""
+    import pandas as pd
     if is_arrow(frame):
         import pyarrow as pa
         return np.column_stack([
@@ -65,6 +66,7 @@ def float_columns(frame: Table, columns: list[str]) -> np.ndarray:
 
 
 def _numeric(dtype) -> bool:
+    import pandas as pd
     return pd.api.types.is_float_dtype(dtype) or pd.api.types.is_integer_dtype(dtype)
 
 
