@@ -106,8 +106,8 @@ def per_rank_step_means(steps: pd.DataFrame) -> list[dict[str, Any]]:
         known_count = np.bincount(rank_of_row[known], minlength=len(ranks))
         sums = np.bincount(rank_of_row[known], weights=values[known], minlength=len(ranks))
         mean = np.where(known_count > 0, sums / np.maximum(known_count, 1), np.nan)
-        # json_number of each rank's mean, at once (a call per rank and key: 0.03 s at 4,096 ranks)
-        means[key] = ([value if math.isfinite(value) else None for value in mean.tolist()], known_count)
+        # each rank's mean as Python floats first: a numpy scalar per rank and key cost 0.03 s at 4,096 ranks
+        means[key] = (list(map(json_number, mean.tolist())), known_count)
     first_total = first.set_index("rank")["total_ms"].to_dict()
     first_reason = first.set_index("rank")["reason"].to_dict()
     periodic = periodic_steps(steps)

@@ -79,7 +79,7 @@ def console() -> None:
     processes = sys.modules.get("multiprocessing")
     if threading.active_count() > 1 or (processes is not None and processes.active_children()):
         sys.exit(code)
-    atexit._run_exitfuncs()  # noqa: SLF001 - the handlers exiting runs (a timeline's scratch folder removed)
+    atexit._run_exitfuncs()  # the handlers exiting runs (a timeline's scratch folder removed)
     if failure is None and (failure := _output_error()) is not None:  # what a handler printed
         code = _unwritten(failure)
     try:

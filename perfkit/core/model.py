@@ -136,7 +136,7 @@ def empty(name: str) -> pd.DataFrame:
     return _empty_template(name).copy()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _empty_template(name: str) -> pd.DataFrame:
     return pd.DataFrame({col: pd.Series(dtype=dtype) for col, dtype in SCHEMA[name].items()})
 

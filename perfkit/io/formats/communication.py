@@ -71,18 +71,19 @@ def read_many(folders: list[Path]) -> list[dict[int, Parts]]:
         rank = read_profiler_info(folder, parts)
         parts.meta = {}  # the layout reader gives the run's meta; this one only its communication
         output = os.path.join(folder, OUTPUT_DIR)  # text: a Path a file costs 5 µs a rank
-        read.append((rank, parts, output, _plain_ops(os.path.join(output, COMMUNICATION))))
-    plain = _tables_of([columns for _, _, _, columns in read])
-    for (_, parts, output, _), table in zip(read, plain):
+        ops_file = os.path.join(output, COMMUNICATION)
+        read.append((rank, parts, output, ops_file, _plain_ops(ops_file)))
+    plain = _tables_of([columns for *_, columns in read])
+    for (_, parts, output, ops_file, _), table in zip(read, plain):
         if table is not None:
             parts.tables["comm_ops"] = table
-            parts.sources.append(os.path.join(output, COMMUNICATION))
-        elif (ops := json_object(parts, os.path.join(output, COMMUNICATION))) is not None:
+            parts.sources.append(ops_file)
+        elif (ops := json_object(parts, ops_file)) is not None:
             parts.tables["comm_ops"] = comm_ops_table(ops, parts.warnings)
         matrix = json_object(parts, os.path.join(output, MATRIX))
         if matrix is not None:
             parts.tables["comm_links"] = comm_links_table(matrix, parts.warnings)
-    return [{rank: parts} for rank, parts, _, _ in read]
+    return [{rank: parts} for rank, parts, *_ in read]
 
 
 class _Skipped:
